@@ -1,0 +1,723 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * idletrace's kernel side. Every tracepoint has two thin entry points, a
+ * tp_btf one (typed arguments, raw-tracepoint cost) and a classic tracepoint
+ * one; Go keeps one of the two per tracepoint at load time. The logic lives
+ * in the __always_inline handlers below, shared by both.
+ *
+ * Per CPU, an idle period is opened at cpu_idle(state) and closed at
+ * cpu_idle(PWR_EVENT_EXIT). What woke the CPU is the first wake event seen on
+ * it while idle: with HLT the interrupt handler runs before the exit
+ * tracepoint; with MWAIT entered with interrupts off it runs just after, so a
+ * period closed without a cause waits (pending) for the next interrupt on its
+ * CPU, at most PENDING_WINDOW_NS.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "include/kernel.h"
+#include "idletrace.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define PWR_EVENT_EXIT ((__u32)-1)
+#define PENDING_WINDOW_NS 50000ULL
+#define REQ_OP_MASK 0xff
+#define TS_FLAG_STOPPED (1UL << 1)
+#define MAX_CPUMASK_WORDS 16 /* 1024 CPUs */
+
+/* Set by Go before load. */
+volatile const __u32 polling_mask = 0;     /* bit i: state i is a polling state */
+volatile const __u64 wakeup_bytes = 65536; /* wake the reader past this much data */
+volatile const __u64 tick_handler = 0;     /* address of the tick's hrtimer function */
+volatile const __u8 cpu_filter_on = 0;     /* record idle periods only of CPUs in cpu_filter */
+volatile const __u8 record_io = 1;
+volatile const __u32 nr_cpus = 1024;       /* possible CPUs */
+
+/* Referenced so that the types reach the object's BTF and bpf2go emits Go
+ * types for them. */
+struct idle_record _idle_record = {};
+struct block_io_record _block_io_record = {};
+struct haltpoll_record _haltpoll_record = {};
+struct loss_counters _loss_counters = {};
+enum wake_cause _wake_cause = WAKE_UNKNOWN;
+enum idle_flags _idle_flags = IDLE_TICK_STOPPED_KNOWN;
+enum record_type _record_type = RECORD_IDLE;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* resized by Go */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct loss_counters);
+} loss SEC(".maps");
+
+/* Per-CPU idle state. An ARRAY rather than PERCPU_ARRAY because wakers on
+ * other CPUs write the target's wake request. */
+struct cpu_state {
+	__u64 entry_ns;
+	__u64 wake_request_ns;
+	__u64 tick_sched; /* this CPU's struct tick_sched, learned from its tick timer; 0 = not yet */
+	__s64 next_timer_ns;
+	__u32 state;
+	__s32 wake_irq;
+	__u32 cause;
+	__u8 in_idle;
+	__u8 flags;
+	__u8 pending;     /* pend holds a closed period waiting for its cause */
+	__u8 pend_timer;  /* pend's cause is a timer; submit at local_timer_exit */
+	struct idle_record pend;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1024); /* set to the possible CPU count by Go */
+	__type(key, __u32);
+	__type(value, struct cpu_state);
+} cpu_states SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUMASK_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} cpu_filter SEC(".maps");
+
+struct io_key {
+	__u32 dev;
+	__u32 pad;
+	__u64 sector;
+};
+
+struct io_start {
+	__u64 issue_ns;
+	__u64 first_sector;
+	__u32 issue_cpu;
+	__u32 bytes;
+	__u32 remaining;
+	__u32 cmd_flags;
+	__u8 op;
+};
+
+/* Requests in flight, keyed by device and current start sector: the classic
+ * tracepoints carry no request pointer, and one key for both attach methods
+ * keeps them interchangeable. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct io_key);
+	__type(value, struct io_start);
+} io_inflight SEC(".maps");
+
+static __always_inline struct loss_counters *loss_counters(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&loss, &zero);
+}
+
+static __always_inline __u64 submit_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									      : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline struct cpu_state *cpu_state(__u32 cpu)
+{
+	return bpf_map_lookup_elem(&cpu_states, &cpu);
+}
+
+static __always_inline int cpu_wanted(__u32 cpu)
+{
+	if (!cpu_filter_on)
+		return 1;
+	__u32 word = cpu / 64;
+	__u64 *bits = bpf_map_lookup_elem(&cpu_filter, &word);
+	return bits && (*bits & (1ULL << (cpu % 64)));
+}
+
+static __always_inline int is_polling(__u32 state)
+{
+	return state < 32 && (polling_mask & (1U << state));
+}
+
+static __always_inline void submit_idle(struct idle_record *r)
+{
+	struct idle_record *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->idle_lost++;
+		return;
+	}
+	__builtin_memcpy(e, r, sizeof(*e));
+	bpf_ringbuf_submit(e, submit_flags());
+}
+
+static __always_inline void submit_pending(struct cpu_state *st)
+{
+	st->pending = 0;
+	st->pend_timer = 0;
+	submit_idle(&st->pend);
+}
+
+/* Tick state and next timer event from this CPU's tick_sched, once known. */
+static __always_inline void read_tick_state(struct cpu_state *st, __u64 now)
+{
+	struct tick_sched *ts = (struct tick_sched *)st->tick_sched;
+	if (!ts)
+		return;
+
+	if (bpf_core_field_exists(ts->flags)) {
+		unsigned long f = BPF_CORE_READ(ts, flags);
+		st->flags |= IDLE_TICK_STOPPED_KNOWN;
+		if (f & TS_FLAG_STOPPED)
+			st->flags |= IDLE_TICK_STOPPED;
+	} else {
+		struct tick_sched___old *old = (void *)ts;
+		if (bpf_core_field_exists(old->tick_stopped)) {
+			st->flags |= IDLE_TICK_STOPPED_KNOWN;
+			if (BPF_CORE_READ_BITFIELD_PROBED(old, tick_stopped))
+				st->flags |= IDLE_TICK_STOPPED;
+		}
+	}
+
+	/* timer_expires is what tick_nohz_next_event() last found; 0 means
+	 * "a timer within the next tick while the tick runs", in which case the
+	 * next event is the tick itself. */
+	__u64 expires = BPF_CORE_READ(ts, timer_expires);
+	if (!expires || expires < now)
+		expires = BPF_CORE_READ(ts, sched_timer.node.expires);
+	if (expires >= now) {
+		st->next_timer_ns = expires - now;
+		st->flags |= IDLE_NEXT_TIMER_KNOWN;
+	}
+}
+
+static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
+{
+	struct cpu_state *st = cpu_state(cpu);
+	if (!st)
+		return;
+	if (st->pending)
+		submit_pending(st);
+
+	__u64 now = bpf_ktime_get_ns();
+	st->in_idle = 0;
+	st->entry_ns = now;
+	st->state = state;
+	st->cause = WAKE_UNKNOWN;
+	st->wake_irq = -1;
+	st->wake_request_ns = 0;
+	st->next_timer_ns = 0;
+	st->flags = 0;
+	read_tick_state(st, now);
+	st->in_idle = 1;
+}
+
+static __always_inline void on_idle_exit(__u32 cpu)
+{
+	struct cpu_state *st = cpu_state(cpu);
+	if (!st || !st->in_idle)
+		return;
+
+	__u64 now = bpf_ktime_get_ns();
+	st->in_idle = 0;
+
+	struct idle_record *r = &st->pend;
+	r->type = RECORD_IDLE;
+	r->cpu = cpu;
+	r->state = st->state;
+	r->entry_ns = st->entry_ns;
+	r->exit_ns = now;
+	r->wake_request_ns = st->wake_request_ns;
+	r->next_timer_ns = st->next_timer_ns;
+	r->wake_irq = st->wake_irq;
+	r->flags = st->flags;
+	r->wake_cause = st->cause;
+
+	if (is_polling(st->state)) {
+		/* A poll that ends with nothing having woken it ran out of its
+		 * time limit; anything else ended it through need_resched. */
+		r->flags |= IDLE_POLL_TIMEOUT_KNOWN;
+		if (r->wake_cause == WAKE_UNKNOWN) {
+			r->wake_cause = WAKE_POLL_TIMEOUT;
+			r->flags |= IDLE_POLL_TIMEOUT;
+		}
+	}
+
+	if (!cpu_wanted(cpu))
+		return;
+	if (r->wake_cause != WAKE_UNKNOWN) {
+		submit_idle(r);
+		return;
+	}
+	st->pending = 1;
+	st->pend_timer = 0;
+}
+
+/* A wake event on this CPU: an interrupt or IPI handler starting. */
+static __always_inline void on_local_wake(__u32 cause, __s32 irq)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st = cpu_state(cpu);
+	if (!st)
+		return;
+
+	if (st->in_idle) {
+		/* A polling CPU services interrupts without leaving the state;
+		 * the last one before the exit is what set need_resched. */
+		if (st->cause == WAKE_UNKNOWN || is_polling(st->state)) {
+			st->cause = cause;
+			st->wake_irq = irq;
+		}
+		return;
+	}
+	if (!st->pending || st->pend.wake_cause != WAKE_UNKNOWN)
+		return;
+	if (bpf_ktime_get_ns() - st->pend.exit_ns > PENDING_WINDOW_NS) {
+		submit_pending(st);
+		return;
+	}
+	st->pend.wake_cause = cause;
+	st->pend.wake_irq = irq;
+	if (cause == WAKE_TIMER) {
+		st->pend_timer = 1; /* may turn out to be the tick */
+		return;
+	}
+	submit_pending(st);
+}
+
+static __always_inline void on_local_timer_exit(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st = cpu_state(cpu);
+	if (st && st->pending && st->pend_timer)
+		submit_pending(st);
+}
+
+static __always_inline void on_hrtimer_expire(__u64 timer, __u64 function)
+{
+	if (!tick_handler || function != tick_handler)
+		return;
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st = cpu_state(cpu);
+	if (!st)
+		return;
+	/* The tick's hrtimer is embedded in this CPU's tick_sched. */
+	if (!st->tick_sched)
+		st->tick_sched = timer - bpf_core_field_offset(struct tick_sched, sched_timer);
+	if (st->in_idle) {
+		if (st->cause == WAKE_TIMER)
+			st->cause = WAKE_TICK;
+	} else if (st->pending && st->pend_timer) {
+		st->pend.wake_cause = WAKE_TICK;
+	}
+}
+
+/* A remote CPU asks target to wake (sched_waking, IPI send). */
+static __always_inline void on_wake_request(__u32 target)
+{
+	struct cpu_state *st = cpu_state(target);
+	if (!st || !st->in_idle)
+		return;
+	__sync_val_compare_and_swap(&st->wake_request_ns, 0, bpf_ktime_get_ns());
+}
+
+static __always_inline void on_wake_without_ipi(__u32 target)
+{
+	struct cpu_state *st = cpu_state(target);
+	if (!st || !st->in_idle)
+		return;
+	__sync_val_compare_and_swap(&st->wake_request_ns, 0, bpf_ktime_get_ns());
+	if (is_polling(st->state))
+		st->cause = WAKE_REMOTE_NO_IPI;
+	else
+		__sync_val_compare_and_swap(&st->cause, WAKE_UNKNOWN, WAKE_REMOTE_NO_IPI);
+}
+
+static __always_inline void on_wake_request_mask(const unsigned long *bits, __u32 words)
+{
+	for (__u32 w = 0; w < MAX_CPUMASK_WORDS; w++) {
+		if (w >= words || w * 64 >= nr_cpus)
+			break;
+		__u64 word = 0;
+		bpf_probe_read_kernel(&word, sizeof(word), &bits[w]);
+		if (!word)
+			continue;
+		for (__u32 b = 0; b < 64; b++) {
+			if (word & (1ULL << b))
+				on_wake_request(w * 64 + b);
+		}
+	}
+}
+
+static __always_inline __u8 op_from_rwbs(const char *rwbs)
+{
+	/* blk_fill_rwbs: optional 'F' (preflush), then the op letter. */
+	__u8 op = 0xff;
+	for (int i = 0; i < 4; i++) {
+		char c = rwbs[i];
+		if (c == 'R')
+			return 0;
+		if (c == 'W')
+			return 1;
+		if (c == 'D')
+			return 3;
+		if (c == 'E')
+			return 5;
+		if (c == 'F')
+			op = 2;
+		if (c == 0)
+			break;
+	}
+	return op;
+}
+
+static __always_inline void on_rq_issue(__u32 dev, __u64 sector, __u32 bytes, __u32 cmd_flags, __u8 op)
+{
+	if (!record_io)
+		return;
+	struct io_key key = {.dev = dev, .sector = sector};
+	struct io_start v = {
+		.issue_ns = bpf_ktime_get_ns(),
+		.first_sector = sector,
+		.issue_cpu = bpf_get_smp_processor_id(),
+		.bytes = bytes,
+		.remaining = bytes,
+		.cmd_flags = cmd_flags,
+		.op = op,
+	};
+	if (bpf_map_update_elem(&io_inflight, &key, &v, BPF_ANY)) {
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->io_table_full++;
+	}
+}
+
+static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_bytes, __s32 error)
+{
+	if (!record_io)
+		return;
+	struct io_key key = {.dev = dev, .sector = sector};
+	struct io_start *v = bpf_map_lookup_elem(&io_inflight, &key);
+	if (!v) {
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->io_unmatched++;
+		return;
+	}
+	if (!error && nr_bytes < v->remaining) {
+		/* Partial completion: blk_update_request advances the request. */
+		struct io_start next = *v;
+		next.remaining -= nr_bytes;
+		struct io_key nk = {.dev = dev, .sector = sector + (nr_bytes >> 9)};
+		bpf_map_delete_elem(&io_inflight, &key);
+		bpf_map_update_elem(&io_inflight, &nk, &next, BPF_ANY);
+		return;
+	}
+
+	struct block_io_record *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		bpf_map_delete_elem(&io_inflight, &key);
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->io_lost++;
+		return;
+	}
+	e->type = RECORD_BLOCK_IO;
+	e->op = v->op;
+	e->pad0 = 0;
+	e->dev = dev;
+	e->sector = v->first_sector;
+	e->bytes = v->bytes;
+	e->cmd_flags = v->cmd_flags;
+	e->issue_ns = v->issue_ns;
+	e->complete_ns = bpf_ktime_get_ns();
+	e->issue_cpu = v->issue_cpu;
+	e->complete_cpu = bpf_get_smp_processor_id();
+	e->error = error;
+	e->pad1 = 0;
+	bpf_map_delete_elem(&io_inflight, &key);
+	bpf_ringbuf_submit(e, submit_flags());
+}
+
+static __always_inline void on_haltpoll(_Bool grow, __u32 new_ns, __u32 old_ns)
+{
+	struct haltpoll_record *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->other_lost++;
+		return;
+	}
+	e->type = RECORD_HALTPOLL;
+	e->grow = grow;
+	e->pad0 = 0;
+	e->cpu = bpf_get_smp_processor_id();
+	e->time_ns = bpf_ktime_get_ns();
+	e->new_ns = new_ns;
+	e->old_ns = old_ns;
+	bpf_ringbuf_submit(e, submit_flags());
+}
+
+static __always_inline void on_cpu_idle(__u32 state, __u32 cpu)
+{
+	if (state == PWR_EVENT_EXIT)
+		on_idle_exit(cpu);
+	else
+		on_idle_entry(cpu, state);
+}
+
+static __always_inline __u32 rq_dev(struct request *rq)
+{
+	struct gendisk *disk = NULL;
+	if (bpf_core_field_exists(rq->q->disk)) {
+		disk = BPF_CORE_READ(rq, q, disk);
+	} else {
+		struct request___old *old = (void *)rq;
+		if (bpf_core_field_exists(old->rq_disk))
+			disk = BPF_CORE_READ(old, rq_disk);
+	}
+	if (!disk)
+		return 0;
+	return ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
+}
+
+static __always_inline __u32 task_cpu(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return BPF_CORE_READ(p, thread_info.cpu);
+	struct task_struct___old *old = (void *)p;
+	return BPF_CORE_READ(old, cpu);
+}
+
+/* ---- tp_btf entry points ---- */
+
+SEC("tp_btf/cpu_idle")
+int BPF_PROG(btf_cpu_idle, unsigned int state, unsigned int cpu_id)
+{
+	on_cpu_idle(state, cpu_id);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(btf_block_rq_issue, struct request *rq)
+{
+	__u32 flags = BPF_CORE_READ(rq, cmd_flags);
+	on_rq_issue(rq_dev(rq), BPF_CORE_READ(rq, __sector), BPF_CORE_READ(rq, __data_len), flags,
+		    flags & REQ_OP_MASK);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(btf_block_rq_complete, struct request *rq, __u8 error, unsigned int nr_bytes)
+{
+	on_rq_complete(rq_dev(rq), BPF_CORE_READ(rq, __sector), nr_bytes, error);
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(btf_irq_handler_entry, int irq)
+{
+	on_local_wake(WAKE_IRQ, irq);
+	return 0;
+}
+
+SEC("tp_btf/local_timer_entry")
+int BPF_PROG(btf_local_timer_entry, int vector)
+{
+	on_local_wake(WAKE_TIMER, -1);
+	return 0;
+}
+
+SEC("tp_btf/local_timer_exit")
+int BPF_PROG(btf_local_timer_exit, int vector)
+{
+	on_local_timer_exit();
+	return 0;
+}
+
+SEC("tp_btf/reschedule_entry")
+int BPF_PROG(btf_reschedule_entry, int vector)
+{
+	on_local_wake(WAKE_IPI_RESCHED, -1);
+	return 0;
+}
+
+SEC("tp_btf/call_function_entry")
+int BPF_PROG(btf_call_function_entry, int vector)
+{
+	on_local_wake(WAKE_IPI_CALL, -1);
+	return 0;
+}
+
+SEC("tp_btf/call_function_single_entry")
+int BPF_PROG(btf_call_function_single_entry, int vector)
+{
+	on_local_wake(WAKE_IPI_CALL, -1);
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(btf_hrtimer_expire_entry, struct hrtimer *timer)
+{
+	on_hrtimer_expire((__u64)timer, (__u64)BPF_CORE_READ(timer, function));
+	return 0;
+}
+
+SEC("tp_btf/sched_wake_idle_without_ipi")
+int BPF_PROG(btf_sched_wake_idle_without_ipi, int cpu)
+{
+	on_wake_without_ipi(cpu);
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(btf_sched_waking, struct task_struct *p)
+{
+	on_wake_request(task_cpu(p));
+	return 0;
+}
+
+SEC("tp_btf/ipi_send_cpu")
+int BPF_PROG(btf_ipi_send_cpu, unsigned int cpu)
+{
+	on_wake_request(cpu);
+	return 0;
+}
+
+SEC("tp_btf/ipi_send_cpumask")
+int BPF_PROG(btf_ipi_send_cpumask, struct cpumask *mask)
+{
+	on_wake_request_mask(mask->bits, MAX_CPUMASK_WORDS);
+	return 0;
+}
+
+SEC("tp_btf/guest_halt_poll_ns")
+int BPF_PROG(btf_guest_halt_poll_ns, _Bool grow, unsigned int new_ns, unsigned int old_ns)
+{
+	on_haltpoll(grow, new_ns, old_ns);
+	return 0;
+}
+
+/* ---- classic tracepoint entry points ---- */
+
+SEC("tracepoint/power/cpu_idle")
+int tp_cpu_idle(struct trace_event_raw_cpu *ctx)
+{
+	on_cpu_idle(ctx->state, ctx->cpu_id);
+	return 0;
+}
+
+SEC("tracepoint/block/block_rq_issue")
+int tp_block_rq_issue(struct trace_event_raw_block_rq *ctx)
+{
+	char rwbs[8];
+	bpf_probe_read_kernel(rwbs, sizeof(rwbs), ctx->rwbs);
+	/* The classic record carries no cmd_flags; the op comes from rwbs. */
+	__u8 op = op_from_rwbs(rwbs);
+	/* dev_t in trace records is the kernel's MKDEV: major << 20 | minor. */
+	on_rq_issue(ctx->dev, ctx->sector, ctx->bytes, op, op);
+	return 0;
+}
+
+SEC("tracepoint/block/block_rq_complete")
+int tp_block_rq_complete(struct trace_event_raw_block_rq_completion *ctx)
+{
+	on_rq_complete(ctx->dev, ctx->sector, ctx->nr_sector << 9, ctx->error);
+	return 0;
+}
+
+SEC("tracepoint/irq/irq_handler_entry")
+int tp_irq_handler_entry(struct trace_event_raw_irq_handler_entry *ctx)
+{
+	on_local_wake(WAKE_IRQ, ctx->irq);
+	return 0;
+}
+
+SEC("tracepoint/irq_vectors/local_timer_entry")
+int tp_local_timer_entry(void *ctx)
+{
+	on_local_wake(WAKE_TIMER, -1);
+	return 0;
+}
+
+SEC("tracepoint/irq_vectors/local_timer_exit")
+int tp_local_timer_exit(void *ctx)
+{
+	on_local_timer_exit();
+	return 0;
+}
+
+SEC("tracepoint/irq_vectors/reschedule_entry")
+int tp_reschedule_entry(void *ctx)
+{
+	on_local_wake(WAKE_IPI_RESCHED, -1);
+	return 0;
+}
+
+SEC("tracepoint/irq_vectors/call_function_entry")
+int tp_call_function_entry(void *ctx)
+{
+	on_local_wake(WAKE_IPI_CALL, -1);
+	return 0;
+}
+
+SEC("tracepoint/irq_vectors/call_function_single_entry")
+int tp_call_function_single_entry(void *ctx)
+{
+	on_local_wake(WAKE_IPI_CALL, -1);
+	return 0;
+}
+
+SEC("tracepoint/timer/hrtimer_expire_entry")
+int tp_hrtimer_expire_entry(struct trace_event_raw_hrtimer_expire_entry *ctx)
+{
+	on_hrtimer_expire((__u64)ctx->hrtimer, (__u64)ctx->function);
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_wake_idle_without_ipi")
+int tp_sched_wake_idle_without_ipi(struct trace_event_raw_sched_wake_idle_without_ipi *ctx)
+{
+	on_wake_without_ipi(ctx->cpu);
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_waking")
+int tp_sched_waking(struct trace_event_raw_sched_wakeup_template *ctx)
+{
+	on_wake_request(ctx->target_cpu);
+	return 0;
+}
+
+SEC("tracepoint/ipi/ipi_send_cpu")
+int tp_ipi_send_cpu(struct trace_event_raw_ipi_send_cpu *ctx)
+{
+	on_wake_request(ctx->cpu);
+	return 0;
+}
+
+SEC("tracepoint/ipi/ipi_send_cpumask")
+int tp_ipi_send_cpumask(struct trace_event_raw_ipi_send_cpumask *ctx)
+{
+	/* __data_loc: low 16 bits offset from the record start, high 16 length. */
+	__u32 loc = ctx->__data_loc_cpumask;
+	on_wake_request_mask((const unsigned long *)((char *)ctx + (loc & 0xffff)), (loc >> 16) / 8);
+	return 0;
+}
+
+SEC("tracepoint/power/guest_halt_poll_ns")
+int tp_guest_halt_poll_ns(struct trace_event_raw_guest_halt_poll_ns *ctx)
+{
+	on_haltpoll(ctx->grow, ctx->new, ctx->old);
+	return 0;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The records the BPF programs send to Go through the ring buffer, and the
+ * counters Go reads from maps. This header is the only contract between the
+ * two sides: Go gets the same types from bpf2go (-type) and a layout test
+ * (bpf/layout_test.go) checks them against the object's BTF.
+ */
+#ifndef IDLETRACE_H
+#define IDLETRACE_H
+
+/* First byte of every ring-buffer record. */
+enum record_type {
+	RECORD_IDLE = 1,
+	RECORD_BLOCK_IO = 2,
+	RECORD_HALTPOLL = 3,
+};
+
+/* What ended an idle period. Stored in trace files (pkg/trace WakeCause):
+ * append, never renumber. */
+enum wake_cause {
+	WAKE_UNKNOWN = 0,
+	WAKE_TIMER = 1,         /* local timer interrupt, not the tick */
+	WAKE_TICK = 2,          /* local timer interrupt that ran the tick */
+	WAKE_IRQ = 3,           /* device interrupt, number in wake_irq */
+	WAKE_IPI_RESCHED = 4,
+	WAKE_IPI_CALL = 5,
+	WAKE_REMOTE_NO_IPI = 6, /* need_resched set on a polling CPU, no IPI */
+	WAKE_POLL_TIMEOUT = 7,  /* polling state left on its time limit */
+};
+
+enum idle_flags {
+	IDLE_TICK_STOPPED_KNOWN = 1 << 0,
+	IDLE_TICK_STOPPED = 1 << 1,
+	IDLE_NEXT_TIMER_KNOWN = 1 << 2,
+	IDLE_POLL_TIMEOUT_KNOWN = 1 << 3,
+	IDLE_POLL_TIMEOUT = 1 << 4,
+};
+
+/* One idle period: cpu_idle entry and exit paired in the kernel. */
+struct idle_record {
+	__u8 type; /* RECORD_IDLE */
+	__u8 wake_cause;
+	__u8 flags; /* enum idle_flags */
+	__u8 pad0;
+	__u32 cpu;
+	__u32 state;     /* driver state index */
+	__s32 wake_irq;  /* device IRQ number, -1 if none */
+	__u64 entry_ns;  /* bpf_ktime_get_ns */
+	__u64 exit_ns;
+	__u64 wake_request_ns; /* first remote wake request while idle, 0 if none */
+	__s64 next_timer_ns;   /* next timer event from entry, if IDLE_NEXT_TIMER_KNOWN */
+};
+
+/* One block request, issue and final completion paired in the kernel. */
+struct block_io_record {
+	__u8 type; /* RECORD_BLOCK_IO */
+	__u8 op;   /* REQ_OP_* */
+	__u16 pad0;
+	__u32 dev; /* major << 20 | minor */
+	__u64 sector;
+	__u32 bytes;
+	__u32 cmd_flags;
+	__u64 issue_ns;
+	__u64 complete_ns;
+	__u32 issue_cpu;
+	__u32 complete_cpu;
+	__s32 error;
+	__u32 pad1;
+};
+
+/* power:guest_halt_poll_ns: haltpoll's poll window changed on cpu. */
+struct haltpoll_record {
+	__u8 type; /* RECORD_HALTPOLL */
+	__u8 grow;
+	__u16 pad0;
+	__u32 cpu;
+	__u64 time_ns;
+	__u32 new_ns;
+	__u32 old_ns;
+};
+
+/* Per-CPU counters of what could not be delivered (map "loss", PERCPU_ARRAY). */
+struct loss_counters {
+	__u64 idle_lost;    /* ring-buffer reservations that failed */
+	__u64 io_lost;
+	__u64 other_lost;
+	__u64 io_unmatched; /* completions whose issue was not seen */
+	__u64 io_table_full; /* issues that did not fit the pairing table */
+};
+
+#endif /* IDLETRACE_H */

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The few kernel types the programs read, declared with only the fields used.
+ * preserve_access_index makes every access a CO-RE relocation, so offsets come
+ * from the running kernel's BTF, not from this file. Names must match the
+ * kernel's; the ___suffix variants are shims for older layouts
+ * (bpf_core_field_exists picks the one the kernel has).
+ */
+#ifndef IDLETRACE_KERNEL_H
+#define IDLETRACE_KERNEL_H
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+typedef __s64 ktime_t;
+typedef __u32 dev_t;
+typedef __u64 sector_t;
+
+struct rb_node {
+	unsigned long __rb_parent_color;
+};
+
+struct timerqueue_node {
+	struct rb_node node;
+	ktime_t expires;
+};
+
+struct hrtimer {
+	struct timerqueue_node node;
+	void *function;
+};
+
+/* kernel/time/tick-sched.h; flags word since 6.9 (TS_FLAG_STOPPED = bit 1). */
+struct tick_sched {
+	unsigned long flags;
+	struct hrtimer sched_timer;
+	__u64 timer_expires;
+};
+
+/* Before 6.9 the stopped state was a bitfield. */
+struct tick_sched___old {
+	unsigned int tick_stopped : 1;
+};
+
+struct gendisk {
+	int major;
+	int first_minor;
+};
+
+struct request_queue {
+	struct gendisk *disk;
+};
+
+struct request {
+	struct request_queue *q;
+	unsigned int cmd_flags;
+	unsigned int __data_len;
+	sector_t __sector;
+};
+
+/* Before 5.16 the disk hung off the request. */
+struct request___old {
+	struct gendisk *rq_disk;
+};
+
+struct thread_info {
+	__u32 cpu;
+};
+
+struct task_struct {
+	struct thread_info thread_info;
+};
+
+/* Kernels without THREAD_INFO_IN_TASK kept the CPU in task_struct. */
+struct task_struct___old {
+	unsigned int cpu;
+};
+
+struct cpumask {
+	unsigned long bits[1];
+};
+
+/* Classic tracepoint records (include/trace/events/). */
+struct trace_entry {
+	unsigned short type;
+	unsigned char flags;
+	unsigned char preempt_count;
+	int pid;
+};
+
+struct trace_event_raw_cpu {
+	struct trace_entry ent;
+	__u32 state;
+	__u32 cpu_id;
+};
+
+struct trace_event_raw_block_rq {
+	struct trace_entry ent;
+	dev_t dev;
+	sector_t sector;
+	unsigned int nr_sector;
+	unsigned int bytes;
+	char rwbs[8];
+};
+
+struct trace_event_raw_block_rq_completion {
+	struct trace_entry ent;
+	dev_t dev;
+	sector_t sector;
+	unsigned int nr_sector;
+	int error;
+	char rwbs[8];
+};
+
+struct trace_event_raw_irq_handler_entry {
+	struct trace_entry ent;
+	int irq;
+};
+
+struct trace_event_raw_x86_irq_vector {
+	struct trace_entry ent;
+	int vector;
+};
+
+struct trace_event_raw_sched_wake_idle_without_ipi {
+	struct trace_entry ent;
+	int cpu;
+};
+
+struct trace_event_raw_sched_wakeup_template {
+	struct trace_entry ent;
+	int target_cpu;
+};
+
+struct trace_event_raw_ipi_send_cpu {
+	struct trace_entry ent;
+	unsigned int cpu;
+};
+
+struct trace_event_raw_ipi_send_cpumask {
+	struct trace_entry ent;
+	__u32 __data_loc_cpumask;
+};
+
+struct trace_event_raw_hrtimer_expire_entry {
+	struct trace_entry ent;
+	void *hrtimer;
+	void *function;
+};
+
+struct trace_event_raw_guest_halt_poll_ns {
+	struct trace_entry ent;
+	_Bool grow;
+	unsigned int new;
+	unsigned int old;
+};
+
+#pragma clang attribute pop
+
+#endif /* IDLETRACE_KERNEL_H */

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+func runInfo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("info", stderr)
+	format := fs.String("format", "text", "output format: text or json")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := checkFormat(*format, "text", "json"); err != nil {
+		return err
+	}
+	path, err := oneFile(pos)
+	if err != nil {
+		return err
+	}
+	r, err := openTrace(path, stderr)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Metadata *trace.Metadata       `json:"metadata"`
+			End      *trace.End            `json:"end"`
+			Chunks   []trace.ChunkSummary  `json:"chunks"`
+			Warnings []string              `json:"warnings"`
+		}{r.Meta, r.End, r.Chunks(), r.Warnings()})
+	}
+	m := r.Meta
+	p := func(k, f string, a ...any) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", fmt.Sprintf(f, a...)) }
+	p("file", "%s (format v%d, %s)", path, m.FormatVersion, humanBytes(r.Size()))
+	p("recorded", "%s by idletrace %s", time.Unix(0, m.WallClock.UnixNs).UTC().Format(time.RFC3339), m.ToolVersion)
+	if len(m.Command) > 0 {
+		p("command", "%s", strings.Join(m.Command, " "))
+	}
+	p("host", "%s, %s, %d CPUs (recorded: %s)", m.Hostname, m.CPUModel, m.NumCPUs, cpuListString(m.RecordedCPUs))
+	p("kernel", "%s, HZ=%d, NO_HZ=%s", m.KernelRelease, m.HZ, m.NoHZ)
+	p("cpuidle", "driver %s, governor %s", m.CPUIdleDriver, m.CPUIdleGovernor)
+	if len(m.States) > 0 {
+		var names []string
+		for _, s := range m.States[0].States {
+			d := ""
+			if s.Disabled {
+				d = " disabled"
+			}
+			names = append(names, fmt.Sprintf("%s (%d/%d µs%s)", s.Name, s.ExitLatencyNs/1000, s.TargetResidencyNs/1000, d))
+		}
+		p("states (cpu0)", "%s", strings.Join(names, ", "))
+	} else {
+		p("states", "none: no cpuidle driver, the kernel used its default idle routine (HLT)")
+	}
+	if m.HaltPoll != nil {
+		p("haltpoll", "guest_halt_poll_ns=%d grow=%d shrink=%d grow_start=%d allow_shrink=%v",
+			m.HaltPoll.GuestHaltPollNs, m.HaltPoll.Grow, m.HaltPoll.Shrink, m.HaltPoll.GrowStart, m.HaltPoll.AllowShrink)
+	}
+	p("pm qos", "cpu_dma_latency=%s", usOrNone(m.PMQoS.CPUDMALatencyUs))
+	keys := make([]string, 0, len(m.Probes))
+	for k := range m.Probes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var probes []string
+	for _, k := range keys {
+		probes = append(probes, k+"="+m.Probes[k])
+	}
+	p("probes", "%s", strings.Join(probes, " "))
+	p("bpf object", "sha256 %s", m.BPFObjectSHA256)
+	for _, c := range r.Chunks() {
+		span := ""
+		if c.LastNs > c.FirstNs {
+			span = fmt.Sprintf(", %.3fs", float64(c.LastNs-c.FirstNs)/1e9)
+		}
+		p("chunks "+c.Type.String(), "%d chunks, %d records, %s%s", c.Chunks, c.Records, humanBytes(c.Bytes), span)
+	}
+	if r.End != nil {
+		var lost uint64
+		for _, l := range r.End.Loss {
+			lost += l.Total()
+		}
+		p("end", "stopped by %s; %d idle periods, %d IO requests, %d lost, %d open at stop", r.End.StopReason, r.End.IdlePeriods, r.End.BlockIOs, lost, r.End.OpenPeriods)
+	}
+	return nil
+}
+
+// openTrace opens a trace and prints its warnings (damage, truncation) once.
+func openTrace(path string, stderr io.Writer) (*trace.Reader, error) {
+	r, err := trace.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range r.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	return r, nil
+}
+
+func usOrNone(us int64) string {
+	if us < 0 {
+		return "unknown"
+	}
+	if us >= 2000000000 {
+		return "none"
+	}
+	return fmt.Sprintf("%d µs", us)
+}
+
+func cpuListString(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,140 @@
+// Command idletrace records CPU idle periods and block IO with eBPF and
+// replays them through models of the cpuidle governors. This package only
+// parses flags, wires the packages together and prints.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	flag "github.com/spf13/pflag"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// usageError is a mistake in how idletrace was invoked: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+type command struct {
+	name, args, summary string
+	run                 func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"record", "[-o FILE] [-d DURATION] [--cpus LIST] [--no-io] [--force] [-- COMMAND [ARG...]]", "record idle periods and block IO into a trace file (needs root)", runRecord},
+		{"info", "FILE [--format text|json]", "show what a trace file holds and where it was recorded", runInfo},
+		{"stats", "FILE [--format text|markdown|json]", "per-CPU, per-state statistics checked against the kernel's counters", runStats},
+		{"whatif", "FILE [--profile NAME|PATH] [--policy SPEC]... [--format text|markdown|json|html] [-o OUT]", "replay the idle periods through other governors and policies", runWhatif},
+		{"profiles", "[NAME] [--format text|json]", "list or show the built-in machine profiles", runProfiles},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printUsage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	if args[0] == "version" || args[0] == "--version" {
+		fmt.Fprintln(stdout, "idletrace", version)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(args[1:], stdout, stderr)
+		if err == nil {
+			return 0
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "idletrace %s: %s (see idletrace %s --help)\n", c.name, msg, c.name)
+			return 2
+		}
+		fmt.Fprintf(stderr, "idletrace %s: %s\n", c.name, msg)
+		return 1
+	}
+	fmt.Fprintf(stderr, "idletrace: unknown command %q (commands: record, info, stats, whatif, profiles)\n", args[0])
+	return 2
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "idletrace: what CPU idle states cost in latency, from a trace")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  idletrace %s %s\n      %s\n", c.name, c.args, c.summary)
+	}
+}
+
+// newFlags makes a flag set whose errors come back as usage errors.
+func newFlags(c string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(c, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	for _, cmd := range commands {
+		if cmd.name == c {
+			fs.Usage = func() {
+				fmt.Fprintf(stderr, "Usage: idletrace %s %s\n  %s\n\n", cmd.name, cmd.args, cmd.summary)
+				fs.SetOutput(stderr)
+				fs.PrintDefaults()
+				fs.SetOutput(io.Discard)
+			}
+		}
+	}
+	return fs
+}
+
+// parse parses flags and returns the positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return nil, err
+		}
+		return nil, usagef("%v", err)
+	}
+	return fs.Args(), nil
+}
+
+// oneFile takes the single FILE argument of info, stats and whatif.
+func oneFile(pos []string) (string, error) {
+	switch len(pos) {
+	case 0:
+		return "", usagef("missing trace FILE")
+	case 1:
+		return pos[0], nil
+	}
+	return "", usagef("expected one trace FILE, got %d arguments: %s", len(pos), strings.Join(pos, " "))
+}
+
+func checkFormat(format string, allowed ...string) error {
+	for _, a := range allowed {
+		if format == a {
+			return nil
+		}
+	}
+	return usagef("--format %q: must be one of %s", format, strings.Join(allowed, ", "))
+}

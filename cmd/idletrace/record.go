@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+
+	"golang.org/x/sys/unix"
+
+	"github.com/idletrace/idletrace/pkg/record"
+)
+
+func runRecord(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("record", stderr)
+	out := fs.StringP("output", "o", "idletrace.trace", "trace file to write")
+	dur := fs.DurationP("duration", "d", 0, "stop after this long (default: until COMMAND exits or SIGINT)")
+	cpus := fs.String("cpus", "", "record idle periods of these CPUs only (e.g. 0-3,8)")
+	noIO := fs.Bool("no-io", false, "do not record block IO")
+	force := fs.Bool("force", false, "overwrite an existing trace file")
+	kernelBTF := fs.String("kernel-btf", "", "BTF of the running kernel, for kernels without /sys/kernel/btf/vmlinux")
+	ringMiB := fs.Int("ring-mib", 8, "BPF ring buffer size in MiB (a power of two)")
+	bpfStats := fs.Bool("bpf-stats", false, "enable the kernel's BPF run-time statistics and store them in the trace")
+	quiet := fs.BoolP("quiet", "q", false, "no progress line")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	var command []string
+	if dash := fs.ArgsLenAtDash(); dash >= 0 {
+		command = pos[dash:]
+		pos = pos[:dash]
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q (a command to record goes after --)", pos[0])
+	}
+	if *dur < 0 {
+		return usagef("--duration %v: must not be negative", *dur)
+	}
+	if *ringMiB <= 0 || *ringMiB&(*ringMiB-1) != 0 || *ringMiB > 1024 {
+		return usagef("--ring-mib %d: must be a power of two between 1 and 1024", *ringMiB)
+	}
+	opts := record.Options{
+		Output: *out, Force: *force, Duration: *dur, NoIO: *noIO, KernelBTF: *kernelBTF,
+		RingBytes: *ringMiB << 20, Command: command, ToolVersion: version, BPFStats: *bpfStats,
+		Warn: func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) },
+	}
+	if *cpus != "" {
+		if opts.CPUs, err = record.ParseCPUList(*cpus); err != nil {
+			return usagef("--cpus: %v", err)
+		}
+	}
+	if !*force {
+		if _, err := os.Stat(*out); err == nil {
+			return fmt.Errorf("%s already exists; use --force to overwrite it", *out)
+		}
+	}
+	tty := isTerminal(stderr)
+	if tty && !*quiet {
+		opts.Progress = func(p record.Progress) {
+			fmt.Fprintf(stderr, "\r\033[K%6.1fs  %9d records  %8.0f/s  lost %d  %s",
+				p.Elapsed.Seconds(), p.Records, p.RecordsPerSec, p.Lost, humanBytes(p.Bytes))
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(command) == 0 && *dur == 0 && !*quiet {
+		fmt.Fprintln(stderr, "idletrace record: recording; stop with Ctrl-C")
+	}
+	sum, err := record.Record(ctx, opts)
+	if opts.Progress != nil {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if sum != nil {
+		fmt.Fprintf(stderr, "idletrace record: %s in %.1fs (%s): %d idle periods, %d IO requests, %d lost, %s\n",
+			*out, sum.Elapsed.Seconds(), sum.StopReason, sum.IdlePeriods, sum.BlockIOs, sum.Lost, humanBytes(sum.FileBytes))
+		if sum.IOUnmatched > 0 {
+			fmt.Fprintf(stderr, "idletrace record: %d IO completions had no recorded issue (in flight at start); counted, not recorded\n", sum.IOUnmatched)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if sum.CommandExitCode != nil && *sum.CommandExitCode != 0 {
+		fmt.Fprintf(stderr, "idletrace record: %s exited with status %d\n", command[0], *sum.CommandExitCode)
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+

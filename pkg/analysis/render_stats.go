@@ -1,0 +1,372 @@
+package analysis
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Formats accepted by RenderStats and RenderWhatif.
+const (
+	FormatText     = "text"
+	FormatMarkdown = "markdown"
+	FormatJSON     = "json"
+	FormatHTML     = "html"
+)
+
+// UnknownFormatError is returned for a format a renderer does not support.
+type UnknownFormatError struct {
+	Format string
+	Valid  []string
+}
+
+func (e *UnknownFormatError) Error() string {
+	return fmt.Sprintf("unknown format %q (use %s)", e.Format, strings.Join(e.Valid, ", "))
+}
+
+// RenderStats writes s as text, markdown or json.
+func RenderStats(w io.Writer, s *Stats, format string) error {
+	switch format {
+	case FormatJSON:
+		return writeJSON(w, s)
+	case FormatText, "":
+		return renderStatsDoc(newDoc(w, false), s)
+	case FormatMarkdown, "md":
+		return renderStatsDoc(newDoc(w, true), s)
+	}
+	return &UnknownFormatError{Format: format, Valid: []string{FormatText, FormatMarkdown, FormatJSON}}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return dash
+	}
+	return s
+}
+
+func pair(traced, kernel string, haveKernel bool) string {
+	if !haveKernel {
+		return traced
+	}
+	return traced + " / " + kernel
+}
+
+func signedPct(traced, kernel uint64) string {
+	if kernel == 0 {
+		if traced == 0 {
+			return ""
+		}
+		return "+∞"
+	}
+	return fmt.Sprintf("%+.2f %%", (float64(traced)-float64(kernel))/float64(kernel)*100)
+}
+
+func renderStatsDoc(d *doc, s *Stats) error {
+	d.title("idletrace stats")
+	head := []string{
+		fmt.Sprintf("Kernel %s, cpuidle driver %s, governor %s, HZ %s.",
+			orDash(s.KernelRelease), orDash(s.CPUIdleDriver), orDash(s.CPUIdleGovernor), hzString(s.HZ)),
+		fmt.Sprintf("Window %s (%s)%s; %d idle periods, %d block IO requests; lost records: %d.",
+			FormatDuration(s.DurationNs), s.Window.Source, stopString(s), totalPeriods(s), s.IO.Requests, s.LostEvents),
+	}
+	if s.OutsideWindow.IdlePeriods+s.OutsideWindow.IORequests > 0 {
+		head = append(head, fmt.Sprintf("Outside the window (not counted): %d idle periods, %d IO requests.",
+			s.OutsideWindow.IdlePeriods, s.OutsideWindow.IORequests))
+	}
+	d.lines(head...)
+
+	// Idle states, traced beside the kernel's counters.
+	haveKernel := s.Kernel.Available
+	if haveKernel {
+		d.heading("Idle states: trace / kernel")
+	} else {
+		d.heading("Idle states (trace)")
+	}
+	mm := map[[2]int][]string{}
+	for _, m := range s.Mismatches {
+		if m.Kind == "cpuidle" {
+			k := [2]int{m.CPU, m.State}
+			f := m.Field
+			if f == "time_ns" {
+				f = "residency " + signedPct(m.Traced, m.Kernel)
+			}
+			mm[k] = append(mm[k], f)
+		}
+	}
+	header := []string{"CPU", "State", "Exit µs", "Target µs", "Usage", "Residency ms", "Above", "Below"}
+	if haveKernel {
+		header = append(header, "Check")
+	}
+	var rows [][]string
+	for _, c := range s.CPUs {
+		var kc *KernelCPU
+		for i := range s.Kernel.CPUs {
+			if s.Kernel.CPUs[i].CPU == c.CPU {
+				kc = &s.Kernel.CPUs[i]
+			}
+		}
+		idx := map[int]bool{}
+		for _, st := range c.States {
+			idx[st.Index] = true
+		}
+		if haveKernel && kc != nil {
+			for _, st := range kc.States {
+				idx[st.Index] = true
+			}
+		}
+		order := make([]int, 0, len(idx))
+		for i := range idx {
+			order = append(order, i)
+		}
+		sort.Ints(order)
+		for _, i := range order {
+			var t, k StateStats
+			var tp *StateStats
+			if tp = findState(c.States, i); tp != nil {
+				t = *tp
+			}
+			name := t.Name
+			if kc != nil {
+				if kp := findState(kc.States, i); kp != nil {
+					k = *kp
+					if name == "" {
+						name = kp.Name
+					}
+				}
+			}
+			el, tr := dash, dash
+			if tp != nil && tp.ExitLatencyNs != nil {
+				el = FormatUs(*tp.ExitLatencyNs)
+			}
+			if tp != nil && tp.TargetResidencyNs != nil {
+				tr = FormatUs(*tp.TargetResidencyNs)
+			}
+			hk := haveKernel && kc != nil
+			above, below := fmt.Sprint(t.Above), fmt.Sprint(t.Below)
+			if !haveKernel && tp != nil && tp.ExitLatencyNs == nil {
+				above, below = dash, dash // no state table: cannot be classified
+			}
+			row := []string{
+				fmt.Sprint(c.CPU), fmt.Sprintf("%d %s", i, name), el, tr,
+				pair(fmt.Sprint(t.Usage), fmt.Sprint(k.Usage), hk),
+				pair(FormatMs(t.TimeNs), FormatMs(k.TimeNs), hk),
+				pair(above, fmt.Sprint(k.Above), hk),
+				pair(below, fmt.Sprint(k.Below), hk),
+			}
+			if haveKernel {
+				check := "ok"
+				switch {
+				case kc == nil:
+					check = "no kernel counters"
+				case len(mm[[2]int{c.CPU, i}]) > 0:
+					check = "MISMATCH " + strings.Join(mm[[2]int{c.CPU, i}], ", ")
+				}
+				if c.LostIdle > 0 {
+					check += fmt.Sprintf(" (%d records lost: usage not compared)", c.LostIdle)
+				}
+				row = append(row, check)
+			}
+			rows = append(rows, row)
+		}
+	}
+	left := []int{1}
+	if haveKernel {
+		left = append(left, 8)
+	}
+	if err := d.table(header, rows, left...); err != nil {
+		return err
+	}
+	if haveKernel {
+		n := 0
+		for _, m := range s.Mismatches {
+			if m.Kind == "cpuidle" {
+				n++
+			}
+		}
+		if n == 0 {
+			d.para(fmt.Sprintf("Every traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", ResidencyTolerance*100))
+		} else {
+			d.para(fmt.Sprintf("%d counters disagree with the kernel's (flagged MISMATCH above; usage must match exactly where nothing was lost, residency within %.1f %%, above and below exactly).", n, ResidencyTolerance*100))
+		}
+	} else {
+		d.para("No kernel counters to check against: " + orDash(s.Kernel.Note) + ".")
+	}
+
+	// Idle fraction per CPU.
+	d.heading("Idle time per CPU")
+	rows = rows[:0]
+	for _, c := range s.CPUs {
+		rows = append(rows, []string{fmt.Sprint(c.CPU), FormatDuration(c.WindowNs), fmt.Sprint(c.Periods),
+			FormatMs(c.IdleNs), FormatPct(c.IdleFraction), fmt.Sprint(c.LostIdle)})
+	}
+	if err := d.table([]string{"CPU", "Window", "Idle periods", "Idle ms", "Idle", "Lost idle records"}, rows); err != nil {
+		return err
+	}
+
+	// Wake causes.
+	d.heading("Wake causes")
+	rows = rows[:0]
+	names := make([]string, 0, len(s.WakeCauses.Counts))
+	for n := range s.WakeCauses.Counts {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := s.WakeCauses.Counts[names[i]], s.WakeCauses.Counts[names[j]]
+		if a != b {
+			return a > b
+		}
+		return names[i] < names[j]
+	})
+	for _, n := range names {
+		c := s.WakeCauses.Counts[n]
+		if c == 0 {
+			continue
+		}
+		rows = append(rows, []string{n, fmt.Sprint(c), FormatPct(frac(c, s.WakeCauses.Total))})
+	}
+	if len(rows) > 0 {
+		if err := d.table([]string{"Cause", "Idle periods", "Share"}, rows, 0); err != nil {
+			return err
+		}
+	}
+	wl := []string{fmt.Sprintf("Known cause for %s of %d idle periods.", FormatPct(s.WakeCauses.KnownFraction), s.WakeCauses.Total)}
+	if len(s.WakeCauses.TopIRQs) > 0 {
+		var parts []string
+		for _, q := range s.WakeCauses.TopIRQs {
+			parts = append(parts, fmt.Sprintf("IRQ %d: %d", q.IRQ, q.Count))
+		}
+		wl = append(wl, "Top device interrupts: "+strings.Join(parts, ", ")+".")
+	}
+	d.lines(wl...)
+
+	// Wake latency per state.
+	d.heading("Wake-up latency per state (remote wake request → idle exit)")
+	rows = rows[:0]
+	states := make([]string, 0, len(s.WakeLatencyNs))
+	for n := range s.WakeLatencyNs {
+		states = append(states, n)
+	}
+	sort.Strings(states)
+	for _, n := range states {
+		l := s.WakeLatencyNs[n]
+		rows = append(rows, []string{n, fmt.Sprint(l.Count), FormatUs(l.P50), FormatUs(l.P99), FormatUs(l.Max)})
+	}
+	if len(rows) == 0 {
+		d.para("No remote wake-up with a measured request time in this trace.")
+	} else if err := d.table([]string{"State", "Wake-ups", "p50 µs", "p99 µs", "max µs"}, rows, 0); err != nil {
+		return err
+	}
+
+	// Block IO.
+	d.heading("Block IO")
+	io := s.IO
+	ioLines := []string{fmt.Sprintf("%d completed requests; latency (issue → completion) mean %s µs, p50 %s µs, p99 %s µs, max %s µs.",
+		io.Requests, FormatUsF(io.LatencyNs.Mean), FormatUs(io.LatencyNs.P50), FormatUs(io.LatencyNs.P99), FormatUs(io.LatencyNs.Max))}
+	ioLines = append(ioLines, fmt.Sprintf("%d completions woke an idle CPU (%s; by device IRQ %d, by IPI %d; completion within the idle period or ≤ %s µs after its exit).",
+		io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], FormatUs(io.WokeWindowNs)))
+	if io.Errors+io.Lost+io.Unmatched > 0 {
+		ioLines = append(ioLines, fmt.Sprintf("Errors: %d; IO records lost: %d; completions whose issue was not seen (not counted): %d.", io.Errors, io.Lost, io.Unmatched))
+	}
+	d.lines(ioLines...)
+	if len(io.Devices) > 0 {
+		rows = rows[:0]
+		for _, dv := range io.Devices {
+			k, check := dash, "no kernel counters"
+			if dv.KernelCompleted != nil {
+				k = fmt.Sprint(*dv.KernelCompleted)
+				check = "ok"
+				if *dv.KernelCompleted != dv.Requests {
+					check = fmt.Sprintf("MISMATCH %+d", int64(dv.Requests)-int64(*dv.KernelCompleted))
+				}
+			}
+			rows = append(rows, []string{dv.Name, fmt.Sprintf("%d:%d", dv.Major, dv.Minor), fmt.Sprint(dv.Requests), k, fmt.Sprint(dv.Errors), check})
+		}
+		if err := d.table([]string{"Device", "Dev", "Traced completed", "Kernel completed", "Errors", "Check"}, rows, 0, 1, 5); err != nil {
+			return err
+		}
+	}
+
+	// Losses.
+	if len(s.Losses) > 0 {
+		d.heading("Losses per CPU")
+		rows = rows[:0]
+		for _, l := range s.Losses {
+			rows = append(rows, []string{fmt.Sprint(l.CPU), fmt.Sprint(l.IdleLost), fmt.Sprint(l.IOLost), fmt.Sprint(l.OtherLost), fmt.Sprint(l.IOUnmatched)})
+		}
+		if err := d.table([]string{"CPU", "Idle lost", "IO lost", "Other lost", "IO unmatched"}, rows); err != nil {
+			return err
+		}
+	}
+
+	// Probes and inputs.
+	d.heading("Inputs")
+	in := s.Inputs
+	yn := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	d.lines(fmt.Sprintf("wake causes %s, wake requests %s, tick state %s, next timer %s, tick wake-ups %s, poll time limit %s, block IO %s, haltpoll trace %s.",
+		yn(in.WakeCauses), yn(in.WakeRequests), yn(in.TickState), yn(in.NextTimer), yn(in.TickWakeups), yn(in.PollTimeLimit), yn(in.BlockIO), yn(in.HaltPollTrace)))
+	if len(s.Probes) > 0 {
+		keys := make([]string, 0, len(s.Probes))
+		for k := range s.Probes {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		rows = rows[:0]
+		for _, k := range keys {
+			rows = append(rows, []string{k, s.Probes[k]})
+		}
+		if err := d.table([]string{"Probe", "Attached as"}, rows, 0, 1); err != nil {
+			return err
+		}
+	}
+	if len(s.Warnings) > 0 {
+		d.heading("Warnings")
+		d.bullets(s.Warnings)
+	}
+	return d.flush()
+}
+
+func frac(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func hzString(hz int) string {
+	if hz <= 0 {
+		return "unknown"
+	}
+	return fmt.Sprint(hz)
+}
+
+func stopString(s *Stats) string {
+	if s.CutShort {
+		return ", cut short"
+	}
+	if s.StopReason != "" {
+		return ", stopped on " + s.StopReason
+	}
+	return ""
+}
+
+func totalPeriods(s *Stats) uint64 {
+	var n uint64
+	for _, c := range s.CPUs {
+		n += c.Periods
+	}
+	return n
+}

@@ -1,0 +1,892 @@
+// Package analysis computes statistics over an idletrace trace and renders
+// them, and the what-if comparison, as text (tablewriter), Markdown, JSON and
+// HTML.
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Stats is what `idletrace stats` reports. JSON names follow the contract in
+// DESIGN.md ("stats --format json"); fields beyond it are extras.
+type Stats struct {
+	KernelRelease   string `json:"kernel_release"`
+	CPUIdleDriver   string `json:"cpuidle_driver"`
+	CPUIdleGovernor string `json:"cpuidle_governor"`
+	HZ              int    `json:"hz"`
+	StopReason      string `json:"stop_reason,omitempty"`
+	// CutShort: the trace has no end record (the recorder was killed).
+	CutShort bool `json:"cut_short"`
+
+	LostEvents uint64 `json:"lost_events"`
+	DurationNs uint64 `json:"duration_ns"`
+	Window     Window `json:"window"`
+
+	CPUs   []CPUStats  `json:"cpus"`
+	Kernel KernelStats `json:"kernel"`
+	// Mismatches lists every disagreement between the trace and the kernel's
+	// counters (cpuidle and block); empty when they agree or cannot be compared.
+	Mismatches []Mismatch `json:"mismatches"`
+
+	WakeCauses    WakeCauseStats     `json:"wake_causes"`
+	WakeLatencyNs map[string]Summary `json:"wake_latency_ns"`
+	IO            IOStats            `json:"io"`
+
+	Losses []LossStats `json:"losses"`
+	// OutsideWindow counts records that fell outside the recording window
+	// (before the start or after the end snapshot); they are not in the
+	// statistics so that the trace and the kernel's counters cover the same time.
+	OutsideWindow OutsideWindow `json:"outside_window"`
+	// Invalid counts records with an impossible CPU or state number.
+	Invalid uint64 `json:"invalid_records"`
+
+	Probes   map[string]string `json:"probes"`
+	Inputs   trace.Inputs      `json:"inputs"`
+	Warnings []string          `json:"warnings"`
+}
+
+// Window is the time the statistics cover.
+type Window struct {
+	StartNs uint64 `json:"start_ns"`
+	EndNs   uint64 `json:"end_ns"`
+	// Source: "snapshots" (start and end snapshots), "records" (first entry
+	// to last exit) or "start snapshot to last record".
+	Source string `json:"source"`
+}
+
+// CPUStats is one CPU: its idle states as the trace shows them.
+type CPUStats struct {
+	CPU    int         `json:"cpu"`
+	States []StateStats `json:"states"`
+	// Extras.
+	Periods      uint64  `json:"periods"`
+	IdleNs       uint64  `json:"idle_ns"`
+	WindowNs     uint64  `json:"window_ns"`
+	IdleFraction float64 `json:"idle_fraction"`
+	// LostIdle is the number of idle-period records this CPU lost.
+	LostIdle uint64 `json:"lost_idle"`
+}
+
+// KernelCPU is one CPU's kernel counter deltas.
+type KernelCPU struct {
+	CPU    int          `json:"cpu"`
+	States []StateStats `json:"states"`
+}
+
+// StateStats is one CPU's counters for one idle state.
+type StateStats struct {
+	Index  int    `json:"index"`
+	Name   string `json:"name"`
+	Usage  uint64 `json:"usage"`
+	TimeNs uint64 `json:"time_ns"`
+	Above  uint64 `json:"above"`
+	Below  uint64 `json:"below"`
+	// Extras.
+	ExitLatencyNs     *uint64 `json:"exit_latency_ns,omitempty"`
+	TargetResidencyNs *uint64 `json:"target_residency_ns,omitempty"`
+	Rejected          *uint64 `json:"rejected,omitempty"` // kernel only
+}
+
+// KernelStats holds the deltas of the kernel's sysfs cpuidle counters between
+// the start and end snapshots, in the same shape as Stats.CPUs.
+type KernelStats struct {
+	Available bool        `json:"available"`
+	Note      string      `json:"note,omitempty"`
+	CPUs      []KernelCPU `json:"cpus"`
+}
+
+// Mismatch is one counter on which the trace and the kernel disagree.
+type Mismatch struct {
+	Kind   string `json:"kind"`             // "cpuidle" or "block"
+	CPU    int    `json:"cpu"`              // cpuidle counters
+	State  int    `json:"state"`            // cpuidle counters
+	Device string `json:"device,omitempty"` // block counters
+	Name   string `json:"name"`             // state or device name
+	Field  string `json:"field"`            // usage, time_ns, above, below, completed
+	Traced uint64 `json:"traced"`
+	Kernel uint64 `json:"kernel"`
+}
+
+// WakeCauseStats counts what ended the idle periods.
+type WakeCauseStats struct {
+	Total         uint64            `json:"total"`
+	KnownFraction float64           `json:"known_fraction"`
+	Counts        map[string]uint64 `json:"counts"`
+	TopIRQs       []IRQCount        `json:"top_irqs"`
+}
+
+// IRQCount is how many idle periods one device interrupt ended.
+type IRQCount struct {
+	IRQ   int32  `json:"irq"`
+	Count uint64 `json:"count"`
+}
+
+// IOStats summarises block IO completions.
+type IOStats struct {
+	Requests  uint64         `json:"requests"`
+	LatencyNs LatencySummary `json:"latency_ns"`
+	Errors    uint64         `json:"errors"`
+	// Lost is IO records the kernel side could not deliver; Unmatched is
+	// completions whose issue was not seen (counted by the recorder, not in
+	// Requests).
+	Lost      uint64 `json:"lost"`
+	Unmatched uint64 `json:"unmatched"`
+	// WokeIdleCPU is the number of completions that woke an idle CPU (see
+	// IOWakeWindowNs), split by the wake cause of the idle period.
+	WokeIdleCPU        uint64            `json:"woke_idle_cpu"`
+	WokeIdleCPUByCause map[string]uint64 `json:"woke_idle_cpu_by_cause"`
+	WokeWindowNs       uint64            `json:"woke_idle_cpu_window_ns"`
+	Devices            []DeviceStats     `json:"devices"`
+}
+
+// LatencySummary is {mean, p50, p99, max} in ns (with count as an extra).
+type LatencySummary = Summary
+
+// DeviceStats is one block device.
+type DeviceStats struct {
+	Name     string `json:"name"`
+	Major    uint32 `json:"major"`
+	Minor    uint32 `json:"minor"`
+	Requests uint64 `json:"requests"`
+	Errors   uint64 `json:"errors"`
+	// KernelCompleted is the delta of completed requests in
+	// /sys/block/DEV/stat (reads, writes, discards, flushes); null when the
+	// snapshots lack the device.
+	KernelCompleted *uint64 `json:"kernel_completed"`
+}
+
+// LossStats is one CPU's loss counters.
+type LossStats struct {
+	CPU         uint32 `json:"cpu"`
+	IdleLost    uint64 `json:"idle_lost"`
+	IOLost      uint64 `json:"io_lost"`
+	OtherLost   uint64 `json:"other_lost"`
+	IOUnmatched uint64 `json:"io_unmatched"`
+}
+
+// OutsideWindow counts records outside the recording window.
+type OutsideWindow struct {
+	IdlePeriods uint64 `json:"idle_periods"`
+	IORequests  uint64 `json:"io_requests"`
+}
+
+const (
+	maxCPUs   = 1 << 14 // beyond this a CPU number is treated as corrupt
+	maxStates = 64      // CPUIDLE_STATE_MAX is 10
+
+	// NoDriverHLT and NoDriverPOLL name the states the cpu_idle tracepoint
+	// reports when the kernel has no cpuidle driver.
+	NoDriverHLT  = "HLT (default idle)"
+	NoDriverPOLL = "POLL"
+
+	// ResidencyTolerance is the relative difference between traced and
+	// kernel residency tolerated before it is flagged; ResidencySlackNs
+	// absorbs the truncation of sysfs time (µs) at both snapshots.
+	ResidencyTolerance = 0.005
+	ResidencySlackNs   = 2000
+)
+
+// NoDriverNote explains why a kernel without a cpuidle driver has no
+// counters to check the trace against.
+const NoDriverNote = "the kernel has no cpuidle driver (cpuidle_driver=none): it runs its default idle routine " +
+	"(HLT on x86), which the cpu_idle tracepoint reports as state 1 (0 for cpu_idle_poll), keeps no " +
+	"usage/time/above/below counters and has no state table, so above/below cannot be classified (shown as 0) " +
+	"and there is nothing to check the trace against"
+
+type stateAcc struct{ usage, timeNs, above, below uint64 }
+
+type cpuAcc struct {
+	cpu              int
+	states           []stateAcc
+	winStart, winEnd uint64 // per-CPU window (exit times in (winStart, winEnd])
+	periods, idleNs  uint64
+	wake             [maxStates]*Histogram
+}
+
+type devAcc struct{ requests, errors uint64 }
+
+// StatsBuilder accumulates Stats in one streaming pass with memory
+// independent of the trace length. Feed it with AddIdle and AddBlockIO (both
+// fit trace.Visitor), and AddLoss where the reader reports loss records; then
+// call Finish.
+type StatsBuilder struct {
+	meta     *trace.Metadata
+	end      *trace.End
+	noDriver bool
+	tables   map[int][]model.State // per CPU, indexed by state index
+	names    map[int][]string
+
+	cpus             []*cpuAcc
+	winStart, winEnd uint64 // global window
+
+	haveRecord  bool
+	first, last uint64
+
+	causes  map[trace.WakeCause]uint64
+	irqs    map[int32]uint64
+	wake    map[string]*Histogram
+	io      Histogram
+	ioErr   uint64
+	devs    map[uint32]*devAcc
+	iowake  ioWake
+	losses  map[uint32]trace.Loss
+	outside OutsideWindow
+	invalid uint64
+}
+
+// NewStatsBuilder prepares a builder. end may be nil (a trace cut short);
+// when present it must be known before the records are fed, because it
+// bounds the recording window.
+func NewStatsBuilder(meta *trace.Metadata, end *trace.End) *StatsBuilder {
+	if meta == nil {
+		meta = &trace.Metadata{}
+	}
+	b := &StatsBuilder{
+		meta:     meta,
+		end:      end,
+		noDriver: meta.CPUIdleDriver == "none",
+		tables:   map[int][]model.State{},
+		names:    map[int][]string{},
+		winEnd:   math.MaxUint64,
+		causes:   map[trace.WakeCause]uint64{},
+		irqs:     map[int32]uint64{},
+		wake:     map[string]*Histogram{},
+		devs:     map[uint32]*devAcc{},
+		losses:   map[uint32]trace.Loss{},
+	}
+	for _, cs := range meta.States {
+		tab, names := stateTable(cs.States)
+		b.tables[cs.CPU] = tab
+		b.names[cs.CPU] = names
+	}
+	if meta.Start != nil {
+		b.winStart = meta.Start.MonotonicNs
+	}
+	if end != nil && end.Snapshot != nil {
+		b.winEnd = end.Snapshot.MonotonicNs
+	}
+	return b
+}
+
+// stateTable turns a sysfs state table into model states indexed by state
+// index (gaps become disabled placeholders so ClassifyMiss skips them).
+func stateTable(infos []trace.StateInfo) ([]model.State, []string) {
+	n := 0
+	for _, si := range infos {
+		if si.Index >= 0 && si.Index < maxStates && si.Index+1 > n {
+			n = si.Index + 1
+		}
+	}
+	tab := make([]model.State, n)
+	names := make([]string, n)
+	for i := range tab {
+		tab[i].Disabled = true
+		names[i] = fmt.Sprintf("state%d", i)
+	}
+	for _, si := range infos {
+		if si.Index < 0 || si.Index >= maxStates {
+			continue
+		}
+		tab[si.Index] = model.State{
+			Name: si.Name, Desc: si.Desc,
+			ExitLatencyNs: si.ExitLatencyNs, TargetResidencyNs: si.TargetResidencyNs,
+			Polling: si.Polling, Disabled: si.Disabled,
+		}
+		if si.Name != "" {
+			names[si.Index] = si.Name
+		}
+	}
+	return tab, names
+}
+
+func (b *StatsBuilder) stateName(cpu, idx int) string {
+	if names := b.names[cpu]; idx < len(names) {
+		return names[idx]
+	}
+	if b.noDriver {
+		switch idx {
+		case 0:
+			return NoDriverPOLL
+		case 1:
+			return NoDriverHLT
+		}
+	}
+	return fmt.Sprintf("state%d", idx)
+}
+
+func snapTime(s *trace.Snapshot, cpu int) (uint64, bool) {
+	if s == nil {
+		return 0, false
+	}
+	if cpu < len(s.CPUTimeNs) && s.CPUTimeNs[cpu] != 0 {
+		return s.CPUTimeNs[cpu], true
+	}
+	return s.MonotonicNs, true
+}
+
+func (b *StatsBuilder) cpu(c uint32) *cpuAcc {
+	if c >= maxCPUs {
+		return nil
+	}
+	for int(c) >= len(b.cpus) {
+		b.cpus = append(b.cpus, nil)
+	}
+	a := b.cpus[c]
+	if a == nil {
+		a = &cpuAcc{cpu: int(c), winEnd: math.MaxUint64}
+		if t, ok := snapTime(b.meta.Start, int(c)); ok {
+			a.winStart = t
+		}
+		if b.end != nil {
+			if t, ok := snapTime(b.end.Snapshot, int(c)); ok {
+				a.winEnd = t
+			}
+		}
+		b.cpus[c] = a
+	}
+	return a
+}
+
+// AddIdle feeds one idle period. It keeps no reference to p.
+func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
+	a := b.cpu(p.CPU)
+	if a == nil || p.State >= maxStates {
+		b.invalid++
+		return nil
+	}
+	b.iowake.period(p)
+	// The kernel updates its counters at the exit, so a period belongs to
+	// the window its exit falls in.
+	if p.ExitNs <= a.winStart || p.ExitNs > a.winEnd {
+		b.outside.IdlePeriods++
+		return nil
+	}
+	if !b.haveRecord || p.EntryNs < b.first {
+		b.first = p.EntryNs
+	}
+	if !b.haveRecord || p.ExitNs > b.last {
+		b.last = p.ExitNs
+	}
+	b.haveRecord = true
+
+	idx := int(p.State)
+	for idx >= len(a.states) {
+		a.states = append(a.states, stateAcc{})
+	}
+	res := p.ResidencyNs()
+	s := &a.states[idx]
+	s.usage++
+	s.timeNs += res
+	if tab := b.tables[a.cpu]; tab != nil {
+		above, below := model.ClassifyMiss(tab, idx, res)
+		if above {
+			s.above++
+		}
+		if below {
+			s.below++
+		}
+	}
+	a.periods++
+	a.idleNs += res
+
+	b.causes[p.WakeCause]++
+	if p.WakeCause == trace.WakeIRQ && p.WakeIRQ >= 0 {
+		b.irqs[p.WakeIRQ]++
+	}
+	if lat, ok := p.WakeLatencyNs(); ok {
+		h := a.wake[idx]
+		if h == nil {
+			name := b.stateName(a.cpu, idx)
+			h = b.wake[name]
+			if h == nil {
+				h = &Histogram{}
+				b.wake[name] = h
+			}
+			a.wake[idx] = h
+		}
+		h.Record(lat)
+	}
+	return nil
+}
+
+// AddBlockIO feeds one block IO request. It keeps no reference to io.
+func (b *StatsBuilder) AddBlockIO(io *trace.BlockIO) error {
+	if io.CompleteNs <= b.winStart || io.CompleteNs > b.winEnd {
+		b.outside.IORequests++
+		return nil
+	}
+	b.io.Record(io.LatencyNs())
+	if io.Error != 0 {
+		b.ioErr++
+	}
+	d := b.devs[io.Dev]
+	if d == nil {
+		if len(b.devs) >= 4096 { // corrupt input: do not grow without bound
+			b.invalid++
+			return nil
+		}
+		d = &devAcc{}
+		b.devs[io.Dev] = d
+	}
+	d.requests++
+	if io.Error != 0 {
+		d.errors++
+	}
+	b.iowake.completion(io.CompleteCPU, io.CompleteNs)
+	return nil
+}
+
+// AddLoss feeds one loss record (cumulative per CPU; the largest is kept).
+func (b *StatsBuilder) AddLoss(l *trace.Loss) error {
+	b.addLoss(*l)
+	return nil
+}
+
+func (b *StatsBuilder) addLoss(l trace.Loss) {
+	if len(b.losses) >= maxCPUs {
+		return
+	}
+	o := b.losses[l.CPU]
+	o.CPU = l.CPU
+	o.IdleLost = max(o.IdleLost, l.IdleLost)
+	o.IOLost = max(o.IOLost, l.IOLost)
+	o.OtherLost = max(o.OtherLost, l.OtherLost)
+	o.IOUnmatched = max(o.IOUnmatched, l.IOUnmatched)
+	b.losses[l.CPU] = o
+}
+
+// ComputeStats computes Stats in one streaming pass: scan is called once
+// with a Visitor (trace.Reader.Scan fits). losses are loss counters known
+// beforehand (r.Losses(), optional: loss records met during the scan and
+// end.Loss are merged in as well).
+func ComputeStats(meta *trace.Metadata, end *trace.End, losses []trace.Loss, scan func(trace.Visitor) error) (*Stats, error) {
+	b := NewStatsBuilder(meta, end)
+	if scan != nil {
+		if err := scan(b.Visitor()); err != nil {
+			return nil, err
+		}
+	}
+	return b.Finish(losses), nil
+}
+
+// Visitor returns the trace.Visitor that feeds this builder.
+func (b *StatsBuilder) Visitor() trace.Visitor {
+	return trace.Visitor{Idle: b.AddIdle, BlockIO: b.AddBlockIO, Loss: b.AddLoss}
+}
+
+// Finish computes the statistics; losses are merged with those fed so far
+// and with the end record's.
+func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
+	for _, l := range losses {
+		b.addLoss(l)
+	}
+	if b.end != nil {
+		for _, l := range b.end.Loss {
+			b.addLoss(l)
+		}
+	}
+	m := b.meta
+	s := &Stats{
+		KernelRelease:   m.KernelRelease,
+		CPUIdleDriver:   m.CPUIdleDriver,
+		CPUIdleGovernor: m.CPUIdleGovernor,
+		HZ:              m.HZ,
+		CutShort:        b.end == nil,
+		Probes:          m.Probes,
+		Inputs:          m.Inputs,
+		Invalid:         b.invalid,
+		OutsideWindow:   b.outside,
+		WakeLatencyNs:   map[string]Summary{},
+		Mismatches:      []Mismatch{},
+		Warnings:        []string{},
+	}
+	if s.Probes == nil {
+		s.Probes = map[string]string{}
+	}
+	if b.end != nil {
+		s.StopReason = b.end.StopReason
+	}
+
+	// Window and duration.
+	switch {
+	case m.Start != nil && b.end != nil && b.end.Snapshot != nil:
+		s.Window = Window{StartNs: m.Start.MonotonicNs, EndNs: b.end.Snapshot.MonotonicNs, Source: "snapshots"}
+	case m.Start != nil:
+		s.Window = Window{StartNs: m.Start.MonotonicNs, EndNs: max(b.last, m.Start.MonotonicNs), Source: "start snapshot to last record"}
+	case b.haveRecord:
+		s.Window = Window{StartNs: b.first, EndNs: b.last, Source: "records"}
+	default:
+		s.Window = Window{Source: "records"}
+	}
+	if s.Window.EndNs > s.Window.StartNs {
+		s.DurationNs = s.Window.EndNs - s.Window.StartNs
+	}
+
+	// Losses.
+	lossCPUs := make([]uint32, 0, len(b.losses))
+	for c := range b.losses {
+		lossCPUs = append(lossCPUs, c)
+	}
+	sort.Slice(lossCPUs, func(i, j int) bool { return lossCPUs[i] < lossCPUs[j] })
+	s.Losses = []LossStats{}
+	for _, c := range lossCPUs {
+		l := b.losses[c]
+		s.LostEvents += l.Total()
+		s.IO.Lost += l.IOLost
+		s.IO.Unmatched += l.IOUnmatched
+		if l.Total()+l.IOUnmatched > 0 {
+			s.Losses = append(s.Losses, LossStats{CPU: c, IdleLost: l.IdleLost, IOLost: l.IOLost, OtherLost: l.OtherLost, IOUnmatched: l.IOUnmatched})
+		}
+	}
+
+	// CPUs: the recorded ones, those with a state table and those seen.
+	cpuSet := map[int]bool{}
+	for _, c := range m.RecordedCPUs {
+		if c >= 0 && c < maxCPUs {
+			cpuSet[c] = true
+		}
+	}
+	for c := range b.tables {
+		if c >= 0 && c < maxCPUs && (len(m.RecordedCPUs) == 0 || cpuSet[c]) {
+			cpuSet[c] = true
+		}
+	}
+	for c, a := range b.cpus {
+		if a != nil && a.periods > 0 {
+			cpuSet[c] = true
+		}
+	}
+	cpuList := make([]int, 0, len(cpuSet))
+	for c := range cpuSet {
+		cpuList = append(cpuList, c)
+	}
+	sort.Ints(cpuList)
+
+	s.CPUs = make([]CPUStats, 0, len(cpuList))
+	for _, c := range cpuList {
+		a := b.cpu(uint32(c))
+		cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{}}
+		switch {
+		case a.winStart > 0 && a.winEnd != math.MaxUint64 && a.winEnd > a.winStart:
+			cs.WindowNs = a.winEnd - a.winStart
+		default:
+			cs.WindowNs = s.DurationNs
+		}
+		if cs.WindowNs > 0 {
+			cs.IdleFraction = float64(a.idleNs) / float64(cs.WindowNs)
+		}
+		tab := b.tables[c]
+		n := max(len(a.states), len(tab))
+		if b.noDriver && tab == nil && n < 2 {
+			n = 2 // show the default idle routine (state 1) even if unused
+		}
+		for i := 0; i < n; i++ {
+			var acc stateAcc
+			if i < len(a.states) {
+				acc = a.states[i]
+			}
+			if i < len(tab) && tab[i].Disabled && tab[i].Name == "" && acc.usage == 0 {
+				continue // a gap in the table
+			}
+			if b.noDriver && tab == nil && i == 0 && acc.usage == 0 {
+				continue // cpu_idle_poll unused
+			}
+			if tab == nil && !b.noDriver && acc.usage == 0 {
+				continue
+			}
+			st := StateStats{Index: i, Name: b.stateName(c, i), Usage: acc.usage, TimeNs: acc.timeNs, Above: acc.above, Below: acc.below}
+			if i < len(tab) {
+				el, tr := tab[i].ExitLatencyNs, tab[i].TargetResidencyNs
+				st.ExitLatencyNs, st.TargetResidencyNs = &el, &tr
+			}
+			cs.States = append(cs.States, st)
+		}
+		s.CPUs = append(s.CPUs, cs)
+	}
+
+	s.Kernel = b.kernelStats(cpuList)
+	if s.Kernel.Available {
+		s.Mismatches = append(s.Mismatches, compareCPUIdle(s.CPUs, s.Kernel.CPUs)...)
+	}
+
+	// Wake causes.
+	s.WakeCauses.Counts = map[string]uint64{}
+	for _, c := range trace.WakeCauses() {
+		s.WakeCauses.Counts[c.String()] = 0
+	}
+	for c, n := range b.causes {
+		s.WakeCauses.Counts[c.String()] += n
+		s.WakeCauses.Total += n
+	}
+	if s.WakeCauses.Total > 0 {
+		unknown := b.causes[trace.WakeUnknown]
+		s.WakeCauses.KnownFraction = float64(s.WakeCauses.Total-unknown) / float64(s.WakeCauses.Total)
+	}
+	s.WakeCauses.TopIRQs = []IRQCount{}
+	for irq, n := range b.irqs {
+		s.WakeCauses.TopIRQs = append(s.WakeCauses.TopIRQs, IRQCount{IRQ: irq, Count: n})
+	}
+	sort.Slice(s.WakeCauses.TopIRQs, func(i, j int) bool {
+		x, y := s.WakeCauses.TopIRQs[i], s.WakeCauses.TopIRQs[j]
+		if x.Count != y.Count {
+			return x.Count > y.Count
+		}
+		return x.IRQ < y.IRQ
+	})
+	if len(s.WakeCauses.TopIRQs) > 10 {
+		s.WakeCauses.TopIRQs = s.WakeCauses.TopIRQs[:10]
+	}
+
+	for name, h := range b.wake {
+		s.WakeLatencyNs[name] = h.Summary()
+	}
+
+	// IO.
+	s.IO.Requests = b.io.Count()
+	s.IO.LatencyNs = b.io.Summary()
+	s.IO.Errors = b.ioErr
+	s.IO.WokeIdleCPU = b.iowake.woke
+	s.IO.WokeIdleCPUByCause = map[string]uint64{
+		trace.WakeIRQ.String():     b.iowake.byCause[0],
+		trace.WakeIPICall.String(): b.iowake.byCause[1],
+	}
+	s.IO.WokeWindowNs = IOWakeWindowNs
+	s.IO.Devices = b.deviceStats()
+	for _, d := range s.IO.Devices {
+		if d.KernelCompleted != nil && *d.KernelCompleted != d.Requests {
+			s.Mismatches = append(s.Mismatches, Mismatch{Kind: "block", CPU: -1, State: -1, Device: d.Name, Name: d.Name, Field: "completed", Traced: d.Requests, Kernel: *d.KernelCompleted})
+		}
+	}
+
+	// Warnings.
+	if b.end == nil {
+		s.Warnings = append(s.Warnings, "the trace has no end record (the recording was cut short): no end snapshot, so the kernel's counters cannot be checked and records up to the damage are shown")
+	}
+	if s.LostEvents > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records were lost in the kernel (ring buffer full); counts are lower bounds", s.LostEvents))
+	}
+	if b.invalid > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records had an impossible CPU or state number and were skipped", b.invalid))
+	}
+	if !m.Inputs.WakeCauses {
+		s.Warnings = append(s.Warnings, "this trace does not carry wake causes")
+	}
+	if !m.Inputs.WakeRequests {
+		s.Warnings = append(s.Warnings, "this trace does not carry remote wake requests: no wake latency can be measured")
+	}
+	return s
+}
+
+func findCounters(snap *trace.Snapshot, cpu int) *trace.CPUCounters {
+	if snap == nil {
+		return nil
+	}
+	for i := range snap.CPUIdle {
+		if snap.CPUIdle[i].CPU == cpu {
+			return &snap.CPUIdle[i]
+		}
+	}
+	return nil
+}
+
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+func (b *StatsBuilder) kernelStats(cpuList []int) KernelStats {
+	k := KernelStats{CPUs: make([]KernelCPU, 0, len(cpuList))}
+	empty := func(note string) KernelStats {
+		k.Note = note
+		for _, c := range cpuList {
+			k.CPUs = append(k.CPUs, KernelCPU{CPU: c, States: []StateStats{}})
+		}
+		return k
+	}
+	var endSnap *trace.Snapshot
+	if b.end != nil {
+		endSnap = b.end.Snapshot
+	}
+	switch {
+	case b.meta.CPUIdleDriver == "none":
+		return empty(NoDriverNote)
+	case b.meta.Start == nil || len(b.meta.Start.CPUIdle) == 0:
+		return empty("the trace has no start snapshot of the kernel's cpuidle counters")
+	case endSnap == nil:
+		return empty("the trace has no end snapshot (the recording was cut short), so the kernel's counters cannot be compared")
+	}
+	k.Available = true
+	for _, c := range cpuList {
+		cs := KernelCPU{CPU: c, States: []StateStats{}}
+		s0, s1 := findCounters(b.meta.Start, c), findCounters(endSnap, c)
+		if s0 != nil && s1 != nil {
+			for _, e := range s1.States {
+				var st0 trace.StateCounters
+				for _, x := range s0.States {
+					if x.Index == e.Index {
+						st0 = x
+					}
+				}
+				rej := sub(e.Rejected, st0.Rejected)
+				cs.States = append(cs.States, StateStats{
+					Index: e.Index, Name: b.stateName(c, e.Index),
+					Usage: sub(e.Usage, st0.Usage), TimeNs: sub(e.TimeUs, st0.TimeUs) * 1000,
+					Above: sub(e.Above, st0.Above), Below: sub(e.Below, st0.Below),
+					Rejected: &rej,
+				})
+			}
+			sort.Slice(cs.States, func(i, j int) bool { return cs.States[i].Index < cs.States[j].Index })
+		}
+		k.CPUs = append(k.CPUs, cs)
+	}
+	return k
+}
+
+// ResidencyAgrees says whether a traced residency agrees with the kernel's
+// within ResidencyTolerance (plus ResidencySlackNs for sysfs rounding).
+func ResidencyAgrees(traced, kernel uint64) bool {
+	d := float64(traced) - float64(kernel)
+	if d < 0 {
+		d = -d
+	}
+	return d <= max(ResidencyTolerance*float64(kernel), ResidencySlackNs)
+}
+
+func findState(states []StateStats, idx int) *StateStats {
+	for i := range states {
+		if states[i].Index == idx {
+			return &states[i]
+		}
+	}
+	return nil
+}
+
+// compareCPUIdle lists every disagreement between traced and kernel counters.
+// Usage is compared only for CPUs that lost no idle records.
+func compareCPUIdle(traced []CPUStats, kernel []KernelCPU) []Mismatch {
+	var out []Mismatch
+	for _, kc := range kernel {
+		var tc *CPUStats
+		for i := range traced {
+			if traced[i].CPU == kc.CPU {
+				tc = &traced[i]
+			}
+		}
+		if tc == nil {
+			continue
+		}
+		idx := map[int]bool{}
+		for _, st := range kc.States {
+			idx[st.Index] = true
+		}
+		for _, st := range tc.States {
+			idx[st.Index] = true
+		}
+		order := make([]int, 0, len(idx))
+		for i := range idx {
+			order = append(order, i)
+		}
+		sort.Ints(order)
+		for _, i := range order {
+			var t, k StateStats
+			name := ""
+			if p := findState(tc.States, i); p != nil {
+				t, name = *p, p.Name
+			}
+			if p := findState(kc.States, i); p != nil {
+				k, name = *p, p.Name
+			}
+			mm := func(field string, a, b uint64) {
+				out = append(out, Mismatch{Kind: "cpuidle", CPU: kc.CPU, State: i, Name: name, Field: field, Traced: a, Kernel: b})
+			}
+			if tc.LostIdle == 0 && t.Usage != k.Usage {
+				mm("usage", t.Usage, k.Usage)
+			}
+			if !ResidencyAgrees(t.TimeNs, k.TimeNs) {
+				mm("time_ns", t.TimeNs, k.TimeNs)
+			}
+			if t.Above != k.Above {
+				mm("above", t.Above, k.Above)
+			}
+			if t.Below != k.Below {
+				mm("below", t.Below, k.Below)
+			}
+		}
+	}
+	return out
+}
+
+func (b *StatsBuilder) deviceStats() []DeviceStats {
+	type key struct{ major, minor uint32 }
+	names := map[key]string{}
+	for _, d := range b.meta.BlockDevices {
+		names[key{d.Major, d.Minor}] = d.Name
+	}
+	var endSnap *trace.Snapshot
+	if b.end != nil {
+		endSnap = b.end.Snapshot
+	}
+	kernel := map[key]uint64{}
+	if b.meta.Start != nil && endSnap != nil {
+		start := map[key]uint64{}
+		for _, c := range b.meta.Start.Block {
+			start[key{c.Major, c.Minor}] = c.Completed()
+			if _, ok := names[key{c.Major, c.Minor}]; !ok && c.Name != "" {
+				names[key{c.Major, c.Minor}] = c.Name
+			}
+		}
+		for _, c := range endSnap.Block {
+			k := key{c.Major, c.Minor}
+			if s0, ok := start[k]; ok {
+				kernel[k] = sub(c.Completed(), s0)
+				if _, ok := names[k]; !ok && c.Name != "" {
+					names[k] = c.Name
+				}
+			}
+		}
+	}
+	seen := map[key]bool{}
+	var out []DeviceStats
+	add := func(k key, d *devAcc) {
+		if seen[k] {
+			return
+		}
+		seen[k] = true
+		ds := DeviceStats{Name: names[k], Major: k.major, Minor: k.minor}
+		if ds.Name == "" {
+			ds.Name = fmt.Sprintf("%d:%d", k.major, k.minor)
+		}
+		if d != nil {
+			ds.Requests, ds.Errors = d.requests, d.errors
+		}
+		if n, ok := kernel[k]; ok {
+			ds.KernelCompleted = &n
+		}
+		out = append(out, ds)
+	}
+	for dev, d := range b.devs {
+		add(key{dev >> 20, dev & (1<<20 - 1)}, d)
+	}
+	for k, n := range kernel {
+		if n > 0 {
+			add(k, nil)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Major<<20|out[i].Minor < out[j].Major<<20|out[j].Minor
+	})
+	if out == nil {
+		out = []DeviceStats{}
+	}
+	return out
+}

@@ -1,0 +1,588 @@
+package analysis
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+const us = 1000
+
+// driverMeta is a machine with a three-state table on two CPUs.
+func driverMeta() *trace.Metadata {
+	tab := []trace.StateInfo{
+		{Index: 0, Name: "POLL", ExitLatencyNs: 0, TargetResidencyNs: 0, Polling: true},
+		{Index: 1, Name: "C1", ExitLatencyNs: 2 * us, TargetResidencyNs: 2 * us},
+		{Index: 2, Name: "C6", ExitLatencyNs: 133 * us, TargetResidencyNs: 400 * us},
+	}
+	return &trace.Metadata{
+		KernelRelease: "6.18.0-test", HZ: 250, CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu",
+		NumCPUs: 2, RecordedCPUs: []int{0, 1},
+		States:       []trace.CPUStates{{CPU: 0, States: tab}, {CPU: 1, States: tab}},
+		BlockDevices: []trace.BlockDevice{{Name: "vda", Major: 253, Minor: 0}},
+		Probes:       map[string]string{"cpu_idle": "tp_btf", "block_rq_complete": "tracepoint"},
+		Inputs:       trace.Inputs{WakeCauses: true, WakeRequests: true, BlockIO: true},
+		Start:        &trace.Snapshot{MonotonicNs: 1_000_000},
+	}
+}
+
+// period builds an idle period starting at entry with residency res.
+func period(cpu, state uint32, entry, res uint64) trace.IdlePeriod {
+	return trace.IdlePeriod{CPU: cpu, State: state, EntryNs: entry, ExitNs: entry + res, WakeCause: trace.WakeTimer, WakeIRQ: -1}
+}
+
+// synthetic periods on CPU 0 with known classification:
+//
+//	POLL 5 µs: below (5-0 ≥ tr(C1)=2)
+//	C1 1 µs: above (< 2 µs, POLL enabled); C1 500 µs: below (498 ≥ 400);
+//	C1 100 µs: neither
+//	C6 300 µs: above; C6 1 ms: neither (no deeper state)
+func syntheticPeriods() []trace.IdlePeriod {
+	t := uint64(2_000_000)
+	var out []trace.IdlePeriod
+	for _, p := range []struct {
+		state uint32
+		res   uint64
+	}{{0, 5 * us}, {1, 1 * us}, {1, 500 * us}, {1, 100 * us}, {2, 300 * us}, {2, 1000 * us}} {
+		out = append(out, period(0, p.state, t, p.res))
+		t += p.res + 10*us
+	}
+	return out
+}
+
+type scanFunc = func(trace.Visitor) error
+
+// scanOf streams periods, then IO requests, like a file with one chunk of each.
+func scanOf(periods []trace.IdlePeriod, ios []trace.BlockIO) scanFunc {
+	return func(v trace.Visitor) error {
+		idle, blockIO := v.Idle, v.BlockIO
+		for i := range periods {
+			p := periods[i] // records are only valid during the callback
+			if err := idle(&p); err != nil {
+				return err
+			}
+		}
+		for i := range ios {
+			b := ios[i]
+			if err := blockIO(&b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func counters(cpu int, st ...trace.StateCounters) trace.CPUCounters {
+	return trace.CPUCounters{CPU: cpu, States: st}
+}
+
+// endWith builds an end record whose cpuidle counters are start + delta.
+func endWith(deltas []trace.CPUCounters) *trace.End {
+	return &trace.End{StopReason: "duration", Snapshot: &trace.Snapshot{MonotonicNs: 100_000_000, CPUIdle: deltas}}
+}
+
+func TestClassificationExact(t *testing.T) {
+	meta := driverMeta()
+	// Kernel counters at start are non-zero so deltas are exercised.
+	meta.Start.CPUIdle = []trace.CPUCounters{
+		counters(0, trace.StateCounters{Index: 0, Usage: 10, TimeUs: 100}, trace.StateCounters{Index: 1, Usage: 7, TimeUs: 70, Above: 3}, trace.StateCounters{Index: 2, Usage: 1, TimeUs: 5}),
+		counters(1, trace.StateCounters{Index: 0}, trace.StateCounters{Index: 1}, trace.StateCounters{Index: 2}),
+	}
+	end := endWith([]trace.CPUCounters{
+		counters(0, trace.StateCounters{Index: 0, Usage: 11, TimeUs: 105, Below: 1}, trace.StateCounters{Index: 1, Usage: 10, TimeUs: 671, Above: 4, Below: 1}, trace.StateCounters{Index: 2, Usage: 3, TimeUs: 1305, Above: 1}),
+		counters(1, trace.StateCounters{Index: 0}, trace.StateCounters{Index: 1}, trace.StateCounters{Index: 2}),
+	})
+	s, err := ComputeStats(meta, end, nil, scanOf(syntheticPeriods(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []StateStats{
+		{Index: 0, Name: "POLL", Usage: 1, TimeNs: 5 * us, Above: 0, Below: 1},
+		{Index: 1, Name: "C1", Usage: 3, TimeNs: 601 * us, Above: 1, Below: 1},
+		{Index: 2, Name: "C6", Usage: 2, TimeNs: 1300 * us, Above: 1, Below: 0},
+	}
+	if len(s.CPUs) != 2 || s.CPUs[0].CPU != 0 || s.CPUs[1].CPU != 1 {
+		t.Fatalf("cpus = %+v", s.CPUs)
+	}
+	for _, st := range []struct {
+		name string
+		got  []StateStats
+	}{{"trace", s.CPUs[0].States}, {"kernel", s.Kernel.CPUs[0].States}} {
+		if len(st.got) != len(want) {
+			t.Fatalf("%s: %d states, want %d", st.name, len(st.got), len(want))
+		}
+		for i, w := range want {
+			g := st.got[i]
+			if g.Index != w.Index || g.Name != w.Name || g.Usage != w.Usage || g.TimeNs != w.TimeNs || g.Above != w.Above || g.Below != w.Below {
+				t.Errorf("%s state %d = %+v, want %+v", st.name, i, g, w)
+			}
+		}
+	}
+	if !s.Kernel.Available {
+		t.Fatalf("kernel counters not available: %s", s.Kernel.Note)
+	}
+	if len(s.Mismatches) != 0 {
+		t.Errorf("mismatches on agreeing counters: %+v", s.Mismatches)
+	}
+	if got, want := s.DurationNs, uint64(99_000_000); got != want {
+		t.Errorf("duration %d, want %d", got, want)
+	}
+	if s.CPUs[0].IdleNs != 1906*us || s.CPUs[0].Periods != 6 {
+		t.Errorf("cpu0 idle %d ns in %d periods", s.CPUs[0].IdleNs, s.CPUs[0].Periods)
+	}
+	if f := s.CPUs[0].IdleFraction; f < 0.01925 || f > 0.01926 { // 1.906 ms / 99 ms
+		t.Errorf("idle fraction %v", f)
+	}
+}
+
+func TestMismatchesFlagged(t *testing.T) {
+	meta := driverMeta()
+	meta.Start.CPUIdle = []trace.CPUCounters{counters(0, trace.StateCounters{Index: 0}, trace.StateCounters{Index: 1}, trace.StateCounters{Index: 2})}
+	end := endWith([]trace.CPUCounters{counters(0,
+		trace.StateCounters{Index: 0, Usage: 1, TimeUs: 5, Below: 1},
+		trace.StateCounters{Index: 1, Usage: 4, TimeUs: 601, Above: 1, Below: 1}, // usage differs
+		trace.StateCounters{Index: 2, Usage: 2, TimeUs: 1310, Above: 0},         // residency +0.77 %, above differs
+	)})
+	for _, lost := range []uint64{0, 5} {
+		s, err := ComputeStats(meta, end, []trace.Loss{{CPU: 0, IdleLost: lost}}, scanOf(syntheticPeriods(), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range s.Mismatches {
+			got = append(got, m.Name+"."+m.Field)
+		}
+		want := []string{"C1.usage", "C6.time_ns", "C6.above"}
+		if lost > 0 {
+			want = want[1:] // usage is not compared where records were lost
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("lost=%d: mismatches %v, want %v", lost, got, want)
+		}
+		if s.LostEvents != lost {
+			t.Errorf("lost_events %d, want %d", s.LostEvents, lost)
+		}
+		var buf bytes.Buffer
+		if err := RenderStats(&buf, s, "text"); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "MISMATCH above") || !strings.Contains(buf.String(), "residency +0.77 %") {
+			t.Errorf("text output does not flag the mismatches:\n%s", buf.String())
+		}
+	}
+}
+
+func TestResidencyTolerance(t *testing.T) {
+	for _, c := range []struct {
+		traced, kernel uint64
+		ok             bool
+	}{
+		{1_000_000, 1_000_000, true},
+		{1_004_999, 1_000_000, true},
+		{1_005_001, 1_000_000, false},
+		{994_000, 1_000_000, false},
+		{1500, 0, true}, // sysfs µs truncation at both ends
+		{5000, 0, false},
+	} {
+		if got := ResidencyAgrees(c.traced, c.kernel); got != c.ok {
+			t.Errorf("ResidencyAgrees(%d, %d) = %v", c.traced, c.kernel, got)
+		}
+	}
+}
+
+func noDriverMeta() *trace.Metadata {
+	return &trace.Metadata{
+		KernelRelease: "6.18.44", HZ: 250, CPUIdleDriver: "none", NumCPUs: 2, RecordedCPUs: []int{0, 1},
+		Inputs: trace.Inputs{WakeCauses: true, WakeRequests: true},
+		Start:  &trace.Snapshot{MonotonicNs: 1000},
+	}
+}
+
+func TestNoCPUIdleDriver(t *testing.T) {
+	meta := noDriverMeta()
+	end := &trace.End{Snapshot: &trace.Snapshot{MonotonicNs: 10_000_000}}
+	ps := []trace.IdlePeriod{
+		period(0, 1, 10_000, 3*us),
+		period(0, 1, 20_000, 900*us), // would be "below" with any table
+		period(1, 0, 10_000, 1*us),   // cpu_idle_poll
+		period(1, 1, 20_000, 50*us),
+	}
+	ps[1].WakeCause, ps[1].WakeRequestNs = trace.WakeIPIResched, ps[1].ExitNs-20*us
+	s, err := ComputeStats(meta, end, nil, scanOf(ps, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.CPUs) != 2 {
+		t.Fatalf("cpus %+v", s.CPUs)
+	}
+	c0 := s.CPUs[0].States
+	if len(c0) != 1 || c0[0].Index != 1 || c0[0].Name != NoDriverHLT || c0[0].Usage != 2 || c0[0].TimeNs != 903*us || c0[0].Above != 0 || c0[0].Below != 0 {
+		t.Errorf("cpu0 states %+v", c0)
+	}
+	c1 := s.CPUs[1].States
+	if len(c1) != 2 || c1[0].Name != NoDriverPOLL || c1[1].Name != NoDriverHLT {
+		t.Errorf("cpu1 states %+v", c1)
+	}
+	if s.Kernel.Available || s.Kernel.Note == "" || len(s.Kernel.CPUs) != 2 {
+		t.Fatalf("kernel %+v", s.Kernel)
+	}
+	for _, k := range s.Kernel.CPUs {
+		if k.States == nil || len(k.States) != 0 {
+			t.Errorf("kernel cpu %d states %v, want empty array", k.CPU, k.States)
+		}
+	}
+	if l := s.WakeLatencyNs[NoDriverHLT]; l.Count != 1 || l.Max != 20*us {
+		t.Errorf("wake latency %+v", l)
+	}
+	var buf bytes.Buffer
+	if err := RenderStats(&buf, s, "json"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"states": []`) {
+		t.Errorf("kernel states must be an empty JSON array:\n%s", buf.String())
+	}
+	buf.Reset()
+	if err := RenderStats(&buf, s, "text"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "no cpuidle driver") || !strings.Contains(buf.String(), NoDriverHLT) {
+		t.Errorf("text does not explain the missing driver:\n%s", buf.String())
+	}
+}
+
+func TestWindowFiltering(t *testing.T) {
+	meta := driverMeta()
+	meta.Start.CPUIdle = []trace.CPUCounters{counters(0), counters(1)}
+	// Per-CPU window for CPU 0: (5 ms, 8 ms].
+	meta.Start.CPUTimeNs = []uint64{5_000_000, 0}
+	end := endWith([]trace.CPUCounters{counters(0), counters(1)})
+	end.Snapshot.CPUTimeNs = []uint64{8_000_000, 0}
+	ps := []trace.IdlePeriod{
+		period(0, 1, 4_000_000, 500*us),   // exits at 4.5 ms: before
+		period(0, 1, 4_900_000, 200*us),   // straddles the start, exits inside: counted
+		period(0, 1, 7_900_000, 100*us),   // exits at 8 ms exactly: counted
+		period(0, 1, 7_950_000, 100*us),   // exits after the end
+		period(1, 1, 500_000, 100*us),     // before the global start (1 ms)
+		period(1, 1, 50_000_000, 100*us),  // inside
+		period(1, 1, 99_950_000, 100*us),  // after the global end (100 ms)
+	}
+	ios := []trace.BlockIO{
+		{Dev: 253 << 20, IssueNs: 10_000_000, CompleteNs: 10_080_000},
+		{Dev: 253 << 20, IssueNs: 100, CompleteNs: 200}, // before the start
+	}
+	s, err := ComputeStats(meta, end, nil, scanOf(ps, ios))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.CPUs[0].Periods != 2 || s.CPUs[1].Periods != 1 {
+		t.Errorf("periods %d, %d; want 2, 1", s.CPUs[0].Periods, s.CPUs[1].Periods)
+	}
+	if s.CPUs[0].WindowNs != 3_000_000 {
+		t.Errorf("cpu0 window %d", s.CPUs[0].WindowNs)
+	}
+	if s.OutsideWindow.IdlePeriods != 4 || s.OutsideWindow.IORequests != 1 || s.IO.Requests != 1 {
+		t.Errorf("outside %+v, io %d", s.OutsideWindow, s.IO.Requests)
+	}
+}
+
+func TestHistogramAccuracy(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, dist := range []string{"small", "lognormal", "wide"} {
+		var h Histogram
+		var vals []uint64
+		for i := 0; i < 200_000; i++ {
+			var v uint64
+			switch dist {
+			case "small":
+				v = uint64(r.IntN(300))
+			case "lognormal":
+				v = uint64(20_000 * (1 + r.ExpFloat64()*r.ExpFloat64()))
+			case "wide":
+				v = r.Uint64() >> uint(r.IntN(64))
+			}
+			vals = append(vals, v)
+			h.Record(v)
+		}
+		slices.Sort(vals)
+		var sum float64
+		for _, v := range vals {
+			sum += float64(v)
+		}
+		for _, q := range []float64{0.001, 0.1, 0.5, 0.9, 0.99, 0.999} {
+			rank := int(float64(len(vals))*q+0.999999) - 1 // nearest rank
+			exact := vals[rank]
+			got := h.Quantile(q)
+			diff := float64(got) - float64(exact)
+			if diff < 0 {
+				diff = -diff
+			}
+			if diff > float64(exact)*HistogramRelError+0.5 {
+				t.Errorf("%s q=%v: got %d, exact %d (rel err %.4f > %.4f)", dist, q, got, exact, diff/float64(exact), HistogramRelError)
+			}
+		}
+		if h.Max() != vals[len(vals)-1] || h.Min() != vals[0] || h.Count() != uint64(len(vals)) {
+			t.Errorf("%s: min/max/count not exact", dist)
+		}
+		if m := h.Mean(); m < sum/float64(len(vals))*(1-1e-12) || m > sum/float64(len(vals))*(1+1e-12) {
+			t.Errorf("%s: mean %v, want %v", dist, m, sum/float64(len(vals)))
+		}
+	}
+	var empty Histogram
+	if s := empty.Summary(); s != (Summary{}) {
+		t.Errorf("empty summary %+v", s)
+	}
+	// Every bucket's bounds round-trip through histIndex.
+	for i := 0; i < histBuckets; i++ {
+		lo, hi := histBounds(i)
+		if histIndex(lo) != i || histIndex(hi) != i {
+			t.Fatalf("bucket %d [%d,%d] maps to %d,%d", i, lo, hi, histIndex(lo), histIndex(hi))
+		}
+	}
+}
+
+func TestIOWokeIdleCPU(t *testing.T) {
+	meta := driverMeta()
+	irq := func(cpu uint32, entry, res uint64) trace.IdlePeriod {
+		p := period(cpu, 1, entry, res)
+		p.WakeCause, p.WakeIRQ = trace.WakeIRQ, 24
+		return p
+	}
+	ps := []trace.IdlePeriod{
+		irq(0, 10_000_000, 200*us), // exit 10.2 ms
+		irq(1, 20_000_000, 200*us), // exit 20.2 ms
+		period(0, 1, 30_000_000, 200*us),
+		irq(0, 40_000_000, 200*us), // exit 40.2 ms
+	}
+	io := func(cpu uint32, done uint64) trace.BlockIO {
+		return trace.BlockIO{Dev: 253 << 20, IssueNs: done - 80*us, CompleteNs: done, CompleteCPU: cpu}
+	}
+	ios := []trace.BlockIO{
+		io(0, 10_150_000), // inside the period (HLT: handler before the exit event): woke
+		io(0, 10_230_000), // 30 µs after the exit (MWAIT order): woke
+		io(1, 20_300_000), // 100 µs after the exit: beyond the window
+		io(0, 30_100_000), // inside a timer-woken period: not woken by IO
+		io(0, 40_210_000), // woke
+		io(1, 20_100_000), // wrong CPU for that period? no: CPU 1's own period: woke
+		io(0, 60_000_000), // CPU busy
+	}
+	want := uint64(4)
+	// Interleave in both orders: completions before and after their periods.
+	orders := map[string]func(idle func(*trace.IdlePeriod) error, blockIO func(*trace.BlockIO) error) error{
+		"periods first": scanOf(ps, ios),
+		"ios first": func(idle func(*trace.IdlePeriod) error, blockIO func(*trace.BlockIO) error) error {
+			for i := range ios {
+				blockIO(&ios[i])
+			}
+			for i := range ps {
+				idle(&ps[i])
+			}
+			return nil
+		},
+		"by time": func(idle func(*trace.IdlePeriod) error, blockIO func(*trace.BlockIO) error) error {
+			type ev struct {
+				t  uint64
+				fn func()
+			}
+			var evs []ev
+			for i := range ps {
+				p := &ps[i]
+				evs = append(evs, ev{p.ExitNs, func() { idle(p) }})
+			}
+			for i := range ios {
+				b := &ios[i]
+				evs = append(evs, ev{b.CompleteNs, func() { blockIO(b) }})
+			}
+			slices.SortStableFunc(evs, func(a, b ev) int { return int(int64(a.t) - int64(b.t)) })
+			for _, e := range evs {
+				e.fn()
+			}
+			return nil
+		},
+	}
+	for name, scan := range orders {
+		s, err := ComputeStats(meta, nil, nil, scan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.IO.WokeIdleCPU != want || s.IO.WokeIdleCPUByCause["irq"] != want {
+			t.Errorf("%s: woke_idle_cpu %d (%v), want %d", name, s.IO.WokeIdleCPU, s.IO.WokeIdleCPUByCause, want)
+		}
+		if s.IO.Requests != uint64(len(ios)) || s.IO.LatencyNs.P50 != 80*us || s.IO.LatencyNs.Max != 80*us {
+			t.Errorf("%s: io %+v", name, s.IO)
+		}
+	}
+}
+
+func TestBlockCounters(t *testing.T) {
+	meta := driverMeta()
+	meta.Start.Block = []trace.BlockCounter{{Name: "vda", Major: 253, Minor: 0, Stat: []uint64{100, 0, 0, 0, 50, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7}}}
+	end := endWith(nil)
+	end.Snapshot.Block = []trace.BlockCounter{{Name: "vda", Major: 253, Minor: 0, Stat: []uint64{102, 9, 0, 0, 51, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8}}}
+	ios := []trace.BlockIO{
+		{Dev: 253 << 20, IssueNs: 2_000_000, CompleteNs: 2_100_000},
+		{Dev: 253 << 20, IssueNs: 2_000_000, CompleteNs: 2_200_000, Op: trace.OpWrite},
+		{Dev: 253 << 20, IssueNs: 2_000_000, CompleteNs: 2_300_000, Op: trace.OpFlush, Error: -5},
+	}
+	s, err := ComputeStats(meta, end, nil, scanOf(nil, ios))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.IO.Devices) != 1 {
+		t.Fatalf("devices %+v", s.IO.Devices)
+	}
+	d := s.IO.Devices[0]
+	if d.Name != "vda" || d.Requests != 3 || d.KernelCompleted == nil || *d.KernelCompleted != 4 || d.Errors != 1 {
+		t.Errorf("device %+v", d)
+	}
+	if len(s.Mismatches) != 1 || s.Mismatches[0].Field != "completed" {
+		t.Errorf("mismatches %+v", s.Mismatches)
+	}
+	if s.IO.LatencyNs.Mean != 200_000 {
+		t.Errorf("mean %v", s.IO.LatencyNs.Mean)
+	}
+}
+
+// TestStatsJSONContract checks every key the contract (DESIGN.md and
+// ../shared/checks/contract.sh) requires, for both kinds of machine.
+func TestStatsJSONContract(t *testing.T) {
+	for name, meta := range map[string]*trace.Metadata{"driver": driverMeta(), "none": noDriverMeta()} {
+		ps := append(syntheticPeriods(), period(1, 1, 3_000_000, 10*us))
+		ps[0].WakeRequestNs = ps[0].ExitNs - 1000
+		s, err := ComputeStats(meta, nil, nil, scanOf(ps, []trace.BlockIO{{Dev: 253 << 20, IssueNs: 2e6, CompleteNs: 3e6}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := RenderStats(&buf, s, "json"); err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		need(t, name, v, "lost_events", "duration_ns", "cpus", "kernel", "io", "wake_latency_ns")
+		cpus := v["cpus"].([]any)
+		kcpus := v["kernel"].(map[string]any)["cpus"].([]any)
+		if len(cpus) == 0 || len(kcpus) == 0 {
+			t.Errorf("%s: empty cpus/kernel.cpus", name)
+		}
+		for _, c := range append(cpus, kcpus...) {
+			cm := c.(map[string]any)
+			need(t, name+" cpu", cm, "cpu", "states")
+			if _, ok := cm["states"].([]any); !ok {
+				t.Errorf("%s: states is not an array: %v", name, cm["states"])
+			}
+			for _, st := range cm["states"].([]any) {
+				need(t, name+" state", st.(map[string]any), "index", "name", "usage", "time_ns", "above", "below")
+			}
+		}
+		ioo := v["io"].(map[string]any)
+		need(t, name+" io", ioo, "requests", "latency_ns")
+		need(t, name+" io latency", ioo["latency_ns"].(map[string]any), "mean", "p50", "p99", "max")
+		wl := v["wake_latency_ns"].(map[string]any)
+		if len(wl) == 0 {
+			t.Errorf("%s: no wake latency", name)
+		}
+		for _, l := range wl {
+			need(t, name+" wake latency", l.(map[string]any), "count", "p50", "p99", "max")
+		}
+		for _, k := range []string{"lost_events", "duration_ns"} {
+			if f, ok := v[k].(float64); !ok || f != float64(uint64(f)) {
+				t.Errorf("%s: %s is not an integer: %v", name, k, v[k])
+			}
+		}
+	}
+}
+
+func need(t *testing.T, where string, m map[string]any, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s lacks %q (has %v)", where, k, keysOf(m))
+		}
+	}
+}
+
+func keysOf(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func TestRenderStatsDeterministic(t *testing.T) {
+	meta := driverMeta()
+	meta.Start.CPUIdle = []trace.CPUCounters{counters(0, trace.StateCounters{Index: 1})}
+	end := endWith([]trace.CPUCounters{counters(0, trace.StateCounters{Index: 1, Usage: 3, TimeUs: 601, Above: 1, Below: 1})})
+	ps := syntheticPeriods()
+	for i := range ps {
+		ps[i].WakeCause = trace.WakeCause(i % 8)
+		ps[i].WakeIRQ = int32(i)
+		ps[i].WakeRequestNs = ps[i].EntryNs + 1
+	}
+	for _, format := range []string{"text", "markdown", "json"} {
+		var a, b bytes.Buffer
+		for _, buf := range []*bytes.Buffer{&a, &b} {
+			s, err := ComputeStats(meta, end, []trace.Loss{{CPU: 1, IOUnmatched: 2}}, scanOf(ps, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := RenderStats(buf, s, format); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(a.Bytes(), b.Bytes()) {
+			t.Errorf("%s output differs between two renders", format)
+		}
+		if a.Len() == 0 {
+			t.Errorf("%s: empty output", format)
+		}
+	}
+	if err := RenderStats(&bytes.Buffer{}, &Stats{}, "yaml"); err == nil {
+		t.Error("unknown format accepted")
+	}
+}
+
+func TestMarkdownTable(t *testing.T) {
+	meta := noDriverMeta()
+	s, _ := ComputeStats(meta, nil, nil, scanOf([]trace.IdlePeriod{period(0, 1, 5000, 100)}, nil))
+	var buf bytes.Buffer
+	if err := RenderStats(&buf, s, "markdown"); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "## idletrace stats") || !strings.Contains(out, "|---") && !strings.Contains(out, "|:--") && !strings.Contains(out, "|--") {
+		t.Errorf("not markdown:\n%s", out)
+	}
+}
+
+// Garbage must not panic: impossible CPUs and states, reversed times.
+func TestGarbageRecords(t *testing.T) {
+	ps := []trace.IdlePeriod{
+		{CPU: 1 << 30, State: 1, EntryNs: 5, ExitNs: 10},
+		{CPU: 0, State: 1 << 31, EntryNs: 5, ExitNs: 10},
+		{CPU: 0, State: 1, EntryNs: 50, ExitNs: 10, WakeCause: 200, WakeRequestNs: 30},
+	}
+	ios := []trace.BlockIO{{CompleteCPU: 1 << 31, CompleteNs: 5}, {IssueNs: 10, CompleteNs: 5}}
+	for _, meta := range []*trace.Metadata{nil, driverMeta(), noDriverMeta()} {
+		s, err := ComputeStats(meta, &trace.End{}, nil, scanOf(ps, ios))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"text", "markdown", "json"} {
+			if err := RenderStats(&bytes.Buffer{}, s, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.Invalid != 2 {
+			t.Errorf("invalid %d, want 2", s.Invalid)
+		}
+	}
+}

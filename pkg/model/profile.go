@@ -1,0 +1,455 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Tables of built-in profiles. Exit latency / target residency are the
+// kernel's µs values from the driver named in each Source line; states are
+// listed shallow to deep with the core POLL state at index 0, as the cpuidle
+// core sees them on x86. The hsw table was checked field by field against
+// drivers/idle/intel_idle.c; the others follow ../shared/research/governors.md
+// §8 (which cites intel_idle.c / acpi_idle) and should be re-checked against
+// the kernel before being quoted in a bug report.
+//
+// Power is never in the kernel tables. Every built-in power value is an
+// estimate (PowerEstimated=true) from EstimatePower: a polling CPU is
+// counted at 0.9 of a busy core, and a halted state at
+// max(0.02, 0.35/(1+exit_latency_µs/10)) — deeper states (longer exit
+// latency) draw less. The numbers only order the states and give the energy
+// comparison a plausible scale; they are not measurements.
+
+// MaxStates is the cpuidle core's CPUIDLE_STATE_MAX.
+const MaxStates = 10
+
+// DefaultHZ is used when neither the trace nor the profile says HZ.
+const DefaultHZ = 250
+
+// ErrNeedsMeasurement is returned by LoadProfile for "measured": that profile
+// needs the wake latencies measured in the trace; call Measured.
+var ErrNeedsMeasurement = errors.New(`profile "measured" needs the trace's measured wake latencies (use model.Measured)`)
+
+type builtinState struct {
+	name     string
+	exitUs   float64
+	residUs  float64
+	disabled bool
+	polling  bool
+	desc     string
+}
+
+type builtin struct {
+	name, desc, source string
+	states             []builtinState
+}
+
+var pollState = builtinState{name: "POLL", polling: true, desc: "CPUIDLE CORE POLL IDLE"}
+
+var builtins = []builtin{
+	{"hsw", "Intel Haswell client/server (intel_idle hsw_cstates)",
+		"drivers/idle/intel_idle.c hsw_cstates, Linux 6.18",
+		[]builtinState{pollState, {name: "C1", exitUs: 2, residUs: 2}, {name: "C1E", exitUs: 10, residUs: 20},
+			{name: "C3", exitUs: 33, residUs: 100}, {name: "C6", exitUs: 133, residUs: 400}, {name: "C7s", exitUs: 166, residUs: 500},
+			{name: "C8", exitUs: 300, residUs: 900}, {name: "C9", exitUs: 600, residUs: 1800}, {name: "C10", exitUs: 2600, residUs: 7700}}},
+	{"skl", "Intel Skylake client (intel_idle skl_cstates)",
+		"drivers/idle/intel_idle.c skl_cstates, Linux 6.18",
+		[]builtinState{pollState, {name: "C1", exitUs: 2, residUs: 2}, {name: "C1E", exitUs: 10, residUs: 20},
+			{name: "C3", exitUs: 70, residUs: 100}, {name: "C6", exitUs: 85, residUs: 200}, {name: "C7s", exitUs: 124, residUs: 800},
+			{name: "C8", exitUs: 200, residUs: 800}, {name: "C9", exitUs: 480, residUs: 5000}, {name: "C10", exitUs: 890, residUs: 5000}}},
+	{"skx", "Intel Skylake-SP / Cascade Lake-SP (intel_idle skx_cstates)",
+		"drivers/idle/intel_idle.c skx_cstates, Linux 6.18",
+		[]builtinState{pollState, {name: "C1", exitUs: 2, residUs: 2}, {name: "C1E", exitUs: 10, residUs: 20}, {name: "C6", exitUs: 133, residUs: 600}}},
+	{"icx", "Intel Ice Lake-SP/D (intel_idle icx_cstates)",
+		"drivers/idle/intel_idle.c icx_cstates, Linux 6.18",
+		[]builtinState{pollState, {name: "C1", exitUs: 1, residUs: 1}, {name: "C1E", exitUs: 4, residUs: 4}, {name: "C6", exitUs: 170, residUs: 600}}},
+	{"spr", "Intel Sapphire/Emerald Rapids (intel_idle spr_cstates)",
+		"drivers/idle/intel_idle.c spr_cstates, Linux 6.18",
+		[]builtinState{pollState, {name: "C1", exitUs: 1, residUs: 1}, {name: "C1E", exitUs: 2, residUs: 4}, {name: "C6", exitUs: 290, residUs: 800}}},
+	{"gnr", "Intel Granite Rapids (intel_idle gnr_cstates)",
+		"drivers/idle/intel_idle.c gnr_cstates, Linux 6.18",
+		[]builtinState{pollState, {name: "C1", exitUs: 1, residUs: 1}, {name: "C1E", exitUs: 4, residUs: 4},
+			{name: "C6", exitUs: 170, residUs: 650}, {name: "C6P", exitUs: 210, residUs: 1000}}},
+	{"srf", "Intel Sierra Forest (intel_idle srf_cstates)",
+		"drivers/idle/intel_idle.c srf_cstates, Linux 6.18",
+		[]builtinState{pollState, {name: "C1", exitUs: 1, residUs: 1}, {name: "C1E", exitUs: 2, residUs: 10},
+			{name: "C6S", exitUs: 270, residUs: 700}, {name: "C6SP", exitUs: 310, residUs: 900}}},
+	{"adl", "Intel Alder Lake desktop (intel_idle adl_cstates; C1 off by default, C1/C1E exclusive)",
+		"drivers/idle/intel_idle.c adl_cstates, Linux 6.18",
+		[]builtinState{pollState, {name: "C1", exitUs: 1, residUs: 1, disabled: true}, {name: "C1E", exitUs: 2, residUs: 4},
+			{name: "C6", exitUs: 220, residUs: 600}, {name: "C8", exitUs: 280, residUs: 800}, {name: "C10", exitUs: 680, residUs: 2000}}},
+	{"epyc", "AMD EPYC Rome/Milan via ACPI _CST (acpi_idle, residency = 2 x latency)",
+		"drivers/acpi/processor_idle.c (acpi_idle) with the _CST values of Gorman's 7a25759eaa04 changelog, Linux 6.18; firmware-dependent",
+		[]builtinState{pollState, {name: "C1", exitUs: 1, residUs: 2}, {name: "C2", exitUs: 400, residUs: 800}}},
+	{"haltpoll", "KVM guest with cpuidle-haltpoll (POLL + guest HLT)",
+		"drivers/cpuidle/cpuidle-haltpoll.c, Linux 6.18 (HLT exit latency as the table states it; the host decides the real one)",
+		[]builtinState{pollState, {name: "haltpoll idle", exitUs: 1, residUs: 1, desc: "default architecture idle"}}},
+}
+
+// BuiltinNames lists the built-in profiles in a stable order.
+func BuiltinNames() []string {
+	out := make([]string, len(builtins))
+	for i, b := range builtins {
+		out[i] = b.name
+	}
+	return out
+}
+
+// BuiltinDescription is a one-line description of a built-in profile.
+func BuiltinDescription(name string) string {
+	for _, b := range builtins {
+		if b.name == name {
+			return b.desc
+		}
+	}
+	return ""
+}
+
+// Builtin returns a fresh copy of a built-in profile at the given HZ
+// (0: DefaultHZ).
+func Builtin(name string, hz int) (*Profile, error) {
+	if hz <= 0 {
+		hz = DefaultHZ
+	}
+	for _, b := range builtins {
+		if b.name != name {
+			continue
+		}
+		p := &Profile{Name: b.name, Source: b.source + "; power: estimated", HZ: hz}
+		for _, s := range b.states {
+			st := State{Name: s.name, Desc: s.desc, ExitLatencyNs: usToNs(s.exitUs), TargetResidencyNs: usToNs(s.residUs),
+				Polling: s.polling, Disabled: s.disabled}
+			st.Power, st.PowerEstimated = EstimatePower(st), true
+			p.States = append(p.States, st)
+		}
+		return p, nil
+	}
+	return nil, fmt.Errorf("no built-in profile %q (built-in: %s)", name, strings.Join(BuiltinNames(), ", "))
+}
+
+// EstimatePower is the documented power guess for a state without a given
+// power: 0.9 of a busy core for a polling state, else
+// max(0.02, 0.35/(1+exit_latency_µs/10)).
+func EstimatePower(s State) float64 {
+	if s.Polling {
+		return 0.9
+	}
+	p := 0.35 / (1 + float64(s.ExitLatencyNs)/10000)
+	return math.Max(0.02, p)
+}
+
+func usToNs(us float64) uint64 { return uint64(math.Round(us * 1000)) }
+
+// TickNs is TICK_NSEC for the profile's HZ: 1e9/HZ rounded to nearest.
+func (p *Profile) TickNs() int64 {
+	hz := p.HZ
+	if hz <= 0 {
+		hz = DefaultHZ
+	}
+	return (1_000_000_000 + int64(hz)/2) / int64(hz)
+}
+
+// Clone returns a deep copy.
+func (p *Profile) Clone() *Profile {
+	q := *p
+	q.States = append([]State(nil), p.States...)
+	return &q
+}
+
+// StateIndex finds a state by name, case-insensitively; -1 if absent.
+func (p *Profile) StateIndex(name string) int {
+	for i := range p.States {
+		if strings.EqualFold(p.States[i].Name, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// Recorded builds the profile of the machine a trace was recorded on, from
+// CPU 0's state table and the trace's HZ.
+//
+// Without a cpuidle driver (meta.CPUIdleDriver == "none", no state table)
+// the kernel runs default_idle_call (HLT on x86), which the cpu_idle
+// tracepoint reports as state 1; cpu_idle_poll (idle=poll, broadcast
+// timer) reports state 0. The profile is then synthesised as state 0 "POLL"
+// (polling, 0/0) and state 1 "HLT" with exit latency and target residency
+// 1 µs, the values cpuidle-haltpoll's table gives the same instruction. No
+// governor ran on such a machine: `recorded` replays what the kernel did
+// (always HLT), the governor models say what a driver plus governor would
+// have done.
+func Recorded(meta *trace.Metadata) (*Profile, error) {
+	if meta == nil {
+		return nil, errors.New("recorded profile: trace has no metadata")
+	}
+	hz := meta.HZ
+	hzNote := ""
+	if hz <= 0 {
+		hz = DefaultHZ
+		hzNote = fmt.Sprintf("; HZ unknown in the trace, %d assumed", DefaultHZ)
+	}
+	rel := meta.KernelRelease
+	if rel == "" {
+		rel = "unknown kernel"
+	}
+	if meta.CPUIdleDriver == "none" || len(meta.States) == 0 || len(meta.States[0].States) == 0 {
+		p := &Profile{Name: "recorded", HZ: hz,
+			Source: fmt.Sprintf("trace (%s): the kernel had no cpuidle driver, so no governor ran and it idled in default_idle_call (HLT, traced as state 1); "+
+				"HLT exit latency and target residency of 1 µs assumed as cpuidle-haltpoll's table states them; power estimated%s", rel, hzNote)}
+		p.States = []State{
+			{Name: "POLL", Desc: "cpu_idle_poll (idle=poll or broadcast timer)", Polling: true},
+			{Name: "HLT", Desc: "default_idle_call (architecture default idle)", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
+		}
+		for i := range p.States {
+			p.States[i].Power, p.States[i].PowerEstimated = EstimatePower(p.States[i]), true
+		}
+		return p, nil
+	}
+	cs := meta.States[0]
+	for _, c := range meta.States {
+		if c.CPU == 0 {
+			cs = c
+			break
+		}
+	}
+	if len(cs.States) > MaxStates {
+		return nil, fmt.Errorf("recorded profile: CPU %d has %d idle states, more than the kernel's %d", cs.CPU, len(cs.States), MaxStates)
+	}
+	sts := append([]trace.StateInfo(nil), cs.States...)
+	sort.Slice(sts, func(i, j int) bool { return sts[i].Index < sts[j].Index })
+	p := &Profile{Name: "recorded", HZ: hz,
+		Source: fmt.Sprintf("trace (%s, cpuidle driver %s, CPU %d's table); power estimated%s", rel, meta.CPUIdleDriver, cs.CPU, hzNote)}
+	for i, s := range sts {
+		if s.Index != i {
+			return nil, fmt.Errorf("recorded profile: CPU %d's state table skips index %d", cs.CPU, i)
+		}
+		st := State{Name: s.Name, Desc: s.Desc, ExitLatencyNs: s.ExitLatencyNs, TargetResidencyNs: s.TargetResidencyNs,
+			Polling: s.Polling, Disabled: s.Disabled}
+		st.Power, st.PowerEstimated = EstimatePower(st), true
+		p.States = append(p.States, st)
+	}
+	return p, nil
+}
+
+// Measured is the recorded profile with each state's exit latency replaced
+// by the wake latency measured in the trace for that state (the median,
+// p50, of remote wake request → idle exit), keyed by state name. States
+// without a measurement keep the table value; polling states keep 0.
+func Measured(meta *trace.Metadata, wakeLatencyP50Ns map[string]uint64) (*Profile, error) {
+	p, err := Recorded(meta)
+	if err != nil {
+		return nil, err
+	}
+	p.Name = "measured"
+	var used []string
+	for i := range p.States {
+		s := &p.States[i]
+		if s.Polling {
+			continue
+		}
+		if v, ok := wakeLatencyP50Ns[s.Name]; ok {
+			s.ExitLatencyNs = v
+			used = append(used, s.Name)
+		}
+	}
+	if len(used) == 0 {
+		p.Source += "; no wake latency was measured, so exit latencies are the table's"
+	} else {
+		p.Source += "; exit latency of " + strings.Join(used, ", ") + " replaced by the median (p50) wake latency measured in the trace"
+	}
+	return p, nil
+}
+
+// LoadProfile resolves --profile: "recorded" (the trace's table), a
+// built-in name, or a path to a JSON profile file. HZ comes from the trace
+// unless the file sets it. "measured" yields ErrNeedsMeasurement.
+func LoadProfile(nameOrPath string, meta *trace.Metadata) (*Profile, error) {
+	hz := 0
+	if meta != nil {
+		hz = meta.HZ
+	}
+	switch {
+	case nameOrPath == "" || nameOrPath == "recorded":
+		return Recorded(meta)
+	case nameOrPath == "measured":
+		return nil, ErrNeedsMeasurement
+	}
+	for _, b := range builtins {
+		if b.name == nameOrPath {
+			p, err := Builtin(b.name, hz)
+			if err != nil {
+				return nil, err
+			}
+			if hz <= 0 {
+				p.Source += fmt.Sprintf("; HZ unknown, %d assumed", DefaultHZ)
+			}
+			return p, nil
+		}
+	}
+	if !strings.ContainsAny(nameOrPath, "/.") {
+		if _, err := os.Stat(nameOrPath); err != nil {
+			return nil, fmt.Errorf("profile %q: not recorded, measured, a built-in (%s) or a file", nameOrPath, strings.Join(BuiltinNames(), ", "))
+		}
+	}
+	data, err := os.ReadFile(nameOrPath)
+	if err != nil {
+		return nil, fmt.Errorf("profile %s: %v", nameOrPath, unwrapPathErr(err))
+	}
+	return ParseProfile(nameOrPath, data, hz)
+}
+
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+type fileState struct {
+	Name              string   `json:"name"`
+	Desc              string   `json:"desc"`
+	ExitLatencyUs     *float64 `json:"exit_latency_us"`
+	TargetResidencyUs *float64 `json:"target_residency_us"`
+	Polling           bool     `json:"polling"`
+	Disabled          bool     `json:"disabled"`
+	Power             *float64 `json:"power"`
+}
+
+type fileProfile struct {
+	Name   string            `json:"name"`
+	HZ     *int              `json:"hz"`
+	Source string            `json:"source"`
+	States []json.RawMessage `json:"states"`
+}
+
+// ParseProfile decodes and validates a JSON profile (DESIGN.md format).
+// label names the file in errors; traceHZ is used when the file has no hz.
+// Every error names the field: `profile x.json: states[2].exit_latency_us: must be >= 0`.
+func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("profile %s: %s: %s", label, field, fmt.Sprintf(format, a...))
+	}
+	var fp fileProfile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fp); err != nil {
+		return nil, jsonErr(label, "", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("profile %s: trailing data after the JSON object", label)
+	}
+	p := &Profile{Name: fp.Name}
+	if p.Name == "" {
+		p.Name = strings.TrimSuffix(filepath.Base(label), filepath.Ext(label))
+	}
+	switch {
+	case fp.HZ != nil:
+		if *fp.HZ <= 0 || *fp.HZ > 10000 {
+			return nil, bad("hz", "must be between 1 and 10000, got %d", *fp.HZ)
+		}
+		p.HZ = *fp.HZ
+	case traceHZ > 0:
+		p.HZ = traceHZ
+	default:
+		p.HZ = DefaultHZ
+	}
+	if len(fp.States) == 0 {
+		return nil, bad("states", "must list at least one state")
+	}
+	if len(fp.States) > MaxStates {
+		return nil, bad("states", "has %d states, the kernel allows at most %d", len(fp.States), MaxStates)
+	}
+	estimated := false
+	for i, raw := range fp.States {
+		field := fmt.Sprintf("states[%d]", i)
+		var fs fileState
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&fs); err != nil {
+			return nil, jsonErr(label, field, err)
+		}
+		if strings.TrimSpace(fs.Name) == "" {
+			return nil, bad(field+".name", "must not be empty")
+		}
+		if j := p.StateIndex(fs.Name); j >= 0 {
+			return nil, bad(field+".name", "%q repeats states[%d]", fs.Name, j)
+		}
+		if fs.ExitLatencyUs == nil {
+			return nil, bad(field+".exit_latency_us", "missing")
+		}
+		if fs.TargetResidencyUs == nil {
+			return nil, bad(field+".target_residency_us", "missing")
+		}
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"exit_latency_us", *fs.ExitLatencyUs}, {"target_residency_us", *fs.TargetResidencyUs}} {
+			if math.IsNaN(f.v) || f.v < 0 {
+				return nil, bad(field+"."+f.name, "must be >= 0")
+			}
+			if f.v > 1e7 {
+				return nil, bad(field+"."+f.name, "%g µs is more than 10 s", f.v)
+			}
+		}
+		if fs.Polling && i != 0 {
+			return nil, bad(field+".polling", "only state 0 may be a polling state")
+		}
+		st := State{Name: fs.Name, Desc: fs.Desc, ExitLatencyNs: usToNs(*fs.ExitLatencyUs),
+			TargetResidencyNs: usToNs(*fs.TargetResidencyUs), Polling: fs.Polling, Disabled: fs.Disabled}
+		if fs.Power != nil {
+			if math.IsNaN(*fs.Power) || *fs.Power < 0 || *fs.Power > 2 {
+				return nil, bad(field+".power", "must be between 0 and 2 (1.0 = a busy core)")
+			}
+			st.Power = *fs.Power
+		} else {
+			st.Power, st.PowerEstimated = EstimatePower(st), true
+			estimated = true
+		}
+		p.States = append(p.States, st)
+	}
+	p.Source = "file " + label
+	if fp.Source != "" {
+		p.Source += " (" + fp.Source + ")"
+	}
+	if estimated {
+		p.Source += "; power estimated where not given"
+	}
+	return p, nil
+}
+
+func jsonErr(label, field string, err error) error {
+	prefix := "profile " + label + ": "
+	if field != "" {
+		prefix += field + ": "
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Errorf("%sinvalid JSON at byte %d: %v", prefix, se.Offset, se)
+	case errors.As(err, &te):
+		f := te.Field
+		if field != "" && f != "" {
+			return fmt.Errorf("profile %s: %s.%s: must be a %s, not %s", label, field, f, te.Type, te.Value)
+		}
+		if f != "" {
+			return fmt.Errorf("profile %s: %s: must be a %s, not %s", label, f, te.Type, te.Value)
+		}
+		return fmt.Errorf("%smust be a %s, not %s", prefix, te.Type, te.Value)
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%sempty file", prefix)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	return fmt.Errorf("%s%s", prefix, msg)
+}

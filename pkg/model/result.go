@@ -1,0 +1,41 @@
+package model
+
+// Result is what one policy would have cost over a trace. Field meanings and
+// JSON names are the contract in DESIGN.md ("whatif --format json").
+type Result struct {
+	Policy      string `json:"policy"`
+	IdlePeriods uint64 `json:"idle_periods"`
+	// PollLimitNs is the poll time limit the policy applies (null without a
+	// polling state or where it varies per CPU and time, as with haltpoll).
+	PollLimitNs   *uint64            `json:"poll_limit_ns"`
+	WakeLatencyNs LatencySummary     `json:"wake_latency_ns"`
+	IOLatencyNs   *LatencySummary    `json:"io_latency_ns"`
+	StateShare    map[string]float64 `json:"state_share"`
+	Above         uint64             `json:"above"`
+	Below         uint64             `json:"below"`
+	EnergyRel     float64            `json:"energy_rel"`
+	Agreement     *float64           `json:"agreement"`
+
+	// Beyond the contract: what a reader needs to judge the numbers.
+	Selections   uint64 `json:"selections"`    // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)
+	EnergyJoules float64 `json:"energy_units"` // idle energy in units of busy-core-power × seconds
+	// WakeLatencyCDF and IOLatencyCDF are sorted (value, cumulative fraction)
+	// points for plots; not part of the JSON contract.
+	WakeLatencyCDF []CDFPoint `json:"-"`
+	IOLatencyCDF   []CDFPoint `json:"-"`
+}
+
+// LatencySummary summarises a latency distribution in ns.
+type LatencySummary struct {
+	Count uint64  `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   uint64  `json:"p50"`
+	P99   uint64  `json:"p99"`
+	Max   uint64  `json:"max"`
+}
+
+// CDFPoint is one point of an empirical CDF.
+type CDFPoint struct {
+	ValueNs  uint64
+	Fraction float64
+}

@@ -1,0 +1,243 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
+	"golang.org/x/sys/unix"
+)
+
+// Attach methods, as stored in trace metadata.
+const (
+	AttachTPBTF      = "tp_btf"
+	AttachTracepoint = "tracepoint"
+)
+
+// probe is one kernel tracepoint and the two programs that can serve it.
+type probe struct {
+	category, event string
+	btfProg, tpProg string
+	// input names what the trace loses without it (Metadata.Inputs).
+	input    string
+	required bool
+	// btfArgs is the number of arguments the tp_btf program expects; a
+	// kernel whose btf_trace_<event> prototype differs (block_rq_issue lost
+	// its queue argument in 5.11) gets the classic tracepoint instead.
+	btfArgs int
+}
+
+const (
+	inputIdle         = "idle periods"
+	inputIO           = "block IO"
+	inputWakeCauses   = "wake causes"
+	inputTickWakeups  = "tick wake-ups and tick state"
+	inputWakeRequests = "remote wake requests"
+	inputHaltPoll     = "haltpoll poll-window changes"
+)
+
+var probes = []probe{
+	{"power", "cpu_idle", "btf_cpu_idle", "tp_cpu_idle", inputIdle, true, 2},
+	{"block", "block_rq_issue", "btf_block_rq_issue", "tp_block_rq_issue", inputIO, false, 1},
+	{"block", "block_rq_complete", "btf_block_rq_complete", "tp_block_rq_complete", inputIO, false, 3},
+	{"irq", "irq_handler_entry", "btf_irq_handler_entry", "tp_irq_handler_entry", inputWakeCauses, false, 2},
+	{"irq_vectors", "local_timer_entry", "btf_local_timer_entry", "tp_local_timer_entry", inputWakeCauses, false, 1},
+	{"irq_vectors", "local_timer_exit", "btf_local_timer_exit", "tp_local_timer_exit", inputWakeCauses, false, 1},
+	{"irq_vectors", "reschedule_entry", "btf_reschedule_entry", "tp_reschedule_entry", inputWakeCauses, false, 1},
+	{"irq_vectors", "call_function_entry", "btf_call_function_entry", "tp_call_function_entry", inputWakeCauses, false, 1},
+	{"irq_vectors", "call_function_single_entry", "btf_call_function_single_entry", "tp_call_function_single_entry", inputWakeCauses, false, 1},
+	{"timer", "hrtimer_expire_entry", "btf_hrtimer_expire_entry", "tp_hrtimer_expire_entry", inputTickWakeups, false, 2},
+	{"sched", "sched_wake_idle_without_ipi", "btf_sched_wake_idle_without_ipi", "tp_sched_wake_idle_without_ipi", inputWakeRequests, false, 1},
+	{"sched", "sched_waking", "btf_sched_waking", "tp_sched_waking", inputWakeRequests, false, 1},
+	{"ipi", "ipi_send_cpu", "btf_ipi_send_cpu", "tp_ipi_send_cpu", inputWakeRequests, false, 3},
+	{"ipi", "ipi_send_cpumask", "btf_ipi_send_cpumask", "tp_ipi_send_cpumask", inputWakeRequests, false, 3},
+	{"power", "guest_halt_poll_ns", "btf_guest_halt_poll_ns", "tp_guest_halt_poll_ns", inputHaltPoll, false, 3},
+}
+
+func (p probe) name() string { return p.category + ":" + p.event }
+
+// FeatureError is a missing kernel feature or privilege, with what to do about it.
+type FeatureError struct {
+	Problem, Fix string
+}
+
+func (e *FeatureError) Error() string {
+	if e.Fix == "" {
+		return e.Problem
+	}
+	return e.Problem + "; " + e.Fix
+}
+
+// checkPrivileges fails early, with the fix, where BPF cannot be loaded at all.
+func checkPrivileges() error {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	var hdr unix.CapUserHeader
+	var data [2]unix.CapUserData
+	hdr.Version = unix.LINUX_CAPABILITY_VERSION_3
+	if err := unix.Capget(&hdr, &data[0]); err == nil {
+		has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+		if has(unix.CAP_SYS_ADMIN) || (has(unix.CAP_BPF) && has(unix.CAP_PERFMON)) {
+			return nil
+		}
+	}
+	return &FeatureError{
+		Problem: "recording needs root or CAP_BPF and CAP_PERFMON",
+		Fix:     "run it with sudo (or: sudo setcap cap_bpf,cap_perfmon+ep $(command -v idletrace))",
+	}
+}
+
+// loadKernelBTF returns the kernel's type information, from --kernel-btf or
+// /sys/kernel/btf/vmlinux.
+func loadKernelBTF(path string) (*btf.Spec, error) {
+	if path != "" {
+		spec, err := btf.LoadSpec(path)
+		if err != nil {
+			return nil, fmt.Errorf("--kernel-btf %s: %w", path, err)
+		}
+		return spec, nil
+	}
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		if _, statErr := os.Stat("/sys/kernel/btf/vmlinux"); errors.Is(statErr, os.ErrNotExist) {
+			return nil, &FeatureError{
+				Problem: "the kernel has no BTF (/sys/kernel/btf/vmlinux is missing; it needs CONFIG_DEBUG_INFO_BTF=y)",
+				Fix:     "pass --kernel-btf FILE with this kernel's BTF (e.g. from btfhub or the distribution's debug package)",
+			}
+		}
+		return nil, fmt.Errorf("reading kernel BTF: %w", err)
+	}
+	return spec, nil
+}
+
+// checkRingBuffer turns a kernel without BPF ring buffers (before 5.8) into an actionable error.
+func checkRingBuffer() error {
+	err := features.HaveMapType(ebpf.RingBuf)
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return &FeatureError{
+			Problem: "the kernel has no BPF ring buffer (needs Linux 5.8 or later)",
+			Fix:     "record on a newer kernel",
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("probing BPF ring buffer support: %w", err)
+	}
+	return nil
+}
+
+// tracefsDir finds (or, as root, mounts) tracefs; classic tracepoints need it.
+func tracefsDir() (string, error) {
+	for _, d := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
+		if _, err := os.Stat(filepath.Join(d, "events")); err == nil {
+			return d, nil
+		}
+	}
+	if err := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err == nil {
+		return "/sys/kernel/tracing", nil
+	}
+	return "", &FeatureError{
+		Problem: "tracefs is not mounted",
+		Fix:     "mount it: mount -t tracefs tracefs /sys/kernel/tracing",
+	}
+}
+
+// attachPlan is the method chosen for each probe, or why it is missing.
+type attachPlan struct {
+	method map[string]string // probe name -> AttachTPBTF | AttachTracepoint
+	reason map[string]string // probe name -> why it is missing
+}
+
+// planAttach prefers tp_btf (typed arguments, raw-tracepoint cost) and falls
+// back to the classic tracepoint where the kernel's BTF lacks the event or
+// has a different prototype.
+func planAttach(kernel *btf.Spec, wanted func(probe) bool) (*attachPlan, error) {
+	plan := &attachPlan{method: map[string]string{}, reason: map[string]string{}}
+	// Only a definite "not supported" rules tp_btf out: the generic probe
+	// loads an fentry program, which some kernels refuse (EPERM) while
+	// tp_btf works. A tp_btf program that fails to load or attach falls back
+	// to its classic tracepoint later (loadAndAttach).
+	tracingOK := !errors.Is(features.HaveProgramType(ebpf.Tracing), ebpf.ErrNotSupported)
+	var tfs string
+	var tfsErr error
+	for _, p := range probes {
+		if !wanted(p) {
+			plan.reason[p.name()] = "not requested"
+			continue
+		}
+		if tracingOK && btfPrototypeArgs(kernel, "btf_trace_"+p.event) == p.btfArgs {
+			plan.method[p.name()] = AttachTPBTF
+			continue
+		}
+		if tfs == "" && tfsErr == nil {
+			tfs, tfsErr = tracefsDir()
+		}
+		if tfsErr == nil {
+			if _, err := os.Stat(filepath.Join(tfs, "events", p.category, p.event)); err == nil {
+				plan.method[p.name()] = AttachTracepoint
+				continue
+			}
+		}
+		why := "the kernel has no such tracepoint"
+		if tfsErr != nil {
+			why = tfsErr.Error()
+		}
+		if p.required {
+			return nil, &FeatureError{
+				Problem: fmt.Sprintf("tracepoint %s is not available (%s)", p.name(), why),
+				Fix:     "idletrace needs CONFIG_CPU_IDLE and tracepoints (CONFIG_TRACEPOINTS, CONFIG_BPF_EVENTS)",
+			}
+		}
+		plan.reason[p.name()] = why
+	}
+	return plan, nil
+}
+
+// btfPrototypeArgs counts the arguments of a btf_trace_* typedef (the first,
+// void *__data, excluded); -1 when the kernel has no such type.
+func btfPrototypeArgs(spec *btf.Spec, name string) int {
+	if spec == nil {
+		return -1
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName(name, &td); err != nil {
+		return -1
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if !ok {
+		return -1
+	}
+	proto, ok := ptr.Target.(*btf.FuncProto)
+	if !ok {
+		return -1
+	}
+	return len(proto.Params) - 1
+}
+
+// describeMissing lists inputs a plan lacks, once each.
+func (p *attachPlan) describeMissing() []string {
+	var out []string
+	for _, pr := range probes {
+		if why, ok := p.reason[pr.name()]; ok && why != "not requested" {
+			out = append(out, fmt.Sprintf("tracepoint %s unavailable (%s): the trace has no %s from it", pr.name(), why, pr.input))
+		}
+	}
+	return out
+}
+
+func (p *attachPlan) metadata() map[string]string {
+	out := map[string]string{}
+	for _, pr := range probes {
+		if m, ok := p.method[pr.name()]; ok {
+			out[pr.name()] = m
+		} else {
+			out[pr.name()] = "missing: " + strings.TrimSpace(p.reason[pr.name()])
+		}
+	}
+	return out
+}

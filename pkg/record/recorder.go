@@ -1,0 +1,646 @@
+// Package record captures idle periods and block IO live: feature probes,
+// loading and attaching the BPF programs (tp_btf first, classic tracepoint
+// fallback), reading the ring buffer into a trace file, sysfs snapshots at
+// start and end, and an orderly shutdown that drains the ring and accounts
+// every loss.
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/idletrace/idletrace/bpf"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Options say what and how to record.
+type Options struct {
+	Output      string        // trace file path
+	Force       bool          // overwrite an existing file
+	Duration    time.Duration // 0: until the command exits or ctx ends
+	CPUs        []int         // nil: all
+	NoIO        bool
+	KernelBTF   string   // external BTF for kernels without /sys/kernel/btf/vmlinux
+	RingBytes   int      // ring buffer size (power of two pages); 0: default
+	Command     []string // run this and stop when it exits
+	ToolVersion string
+	BPFStats    bool // enable kernel BPF run-time statistics (costs ~2 clock reads per event)
+	// Progress, when set, is called about twice a second.
+	Progress func(Progress)
+	// Warn receives each degraded-input warning once.
+	Warn func(string)
+	// Ready, when set, is called once every program is attached and the
+	// start snapshot is taken (tests start their workloads from it).
+	Ready func()
+}
+
+// Progress is the live state of a recording.
+type Progress struct {
+	Elapsed       time.Duration
+	Records       uint64
+	RecordsPerSec float64
+	Lost          uint64
+	Bytes         int64
+}
+
+// Summary is what a finished recording reports.
+type Summary struct {
+	IdlePeriods, BlockIOs, HaltPolls uint64
+	Lost                             uint64
+	IOUnmatched                      uint64
+	OpenPeriods                      uint64
+	FileBytes                        int64
+	StopReason                       string
+	Elapsed                          time.Duration
+	CommandExitCode                  *int
+}
+
+const (
+	defaultRingBytes = 8 << 20
+	flushInterval    = time.Second
+	readTick         = 100 * time.Millisecond
+)
+
+// Record runs one recording until the duration passes, the command exits or
+// ctx is cancelled, and always finalises the file.
+func Record(ctx context.Context, opts Options) (*Summary, error) {
+	if err := checkPrivileges(); err != nil {
+		return nil, err
+	}
+	if err := checkRingBuffer(); err != nil {
+		return nil, err
+	}
+	kernelSpec, err := loadKernelBTF(opts.KernelBTF)
+	if err != nil {
+		return nil, err
+	}
+	possible, err := possibleCPUs()
+	if err != nil {
+		return nil, fmt.Errorf("reading possible CPUs: %w", err)
+	}
+	online, err := onlineCPUs()
+	if err != nil {
+		online = possible
+	}
+	recorded := online
+	if opts.CPUs != nil {
+		for _, c := range opts.CPUs {
+			if !slices.Contains(online, c) {
+				return nil, fmt.Errorf("--cpus: CPU %d is not online (online: %v)", c, online)
+			}
+		}
+		recorded = opts.CPUs
+	}
+
+	meta := machineMetadata(recorded, possible)
+	meta.ToolVersion = opts.ToolVersion
+	meta.BPFObjectSHA256 = bpf.ObjectSHA256()
+	meta.Command = opts.Command
+
+	warn := opts.Warn
+	if warn == nil {
+		warn = func(string) {}
+	}
+	plan, err := planAttach(kernelSpec, func(p probe) bool { return !(opts.NoIO && p.input == inputIO) })
+	if err != nil {
+		return nil, err
+	}
+	tickAddr := tickHandlerAddr()
+	coll, links, err := loadAndAttach(kernelSpec, opts, plan, meta, tickAddr, possible, recorded)
+	if err != nil {
+		return nil, err
+	}
+	defer coll.Close()
+	defer func() { closeAll(links) }()
+	for _, w := range plan.describeMissing() {
+		warn(w)
+	}
+	if tickAddr == 0 {
+		warn("the tick's hrtimer function is not in /proc/kallsyms: tick wake-ups and tick state are unknown")
+	}
+	meta.Probes = plan.metadata()
+	meta.Inputs = inputsOf(plan, tickAddr != 0, opts.NoIO)
+
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if opts.Force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(opts.Output, flags, 0o644)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("%s already exists; use --force to overwrite it", opts.Output)
+		}
+		return nil, err
+	}
+	defer f.Close()
+
+	var statsCloser interface{ Close() error }
+	if opts.BPFStats {
+		if c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+			statsCloser = c
+		} else {
+			warn(fmt.Sprintf("BPF run-time statistics unavailable: %v", err))
+		}
+	}
+	if statsCloser != nil {
+		defer statsCloser.Close()
+	}
+
+	rd, err := ringbuf.NewReader(coll.Maps["events"])
+	if err != nil {
+		return nil, fmt.Errorf("opening the ring buffer: %w", err)
+	}
+	defer rd.Close()
+
+	// Spin two ticks on each CPU so every CPU's tick fires once and the BPF
+	// side learns where its tick state lives.
+	spin := 10 * time.Millisecond
+	if meta.HZ > 0 {
+		spin = 2*time.Second/time.Duration(meta.HZ) + 2*time.Millisecond
+	}
+	meta.Start = TakeSnapshot(recorded, spin)
+
+	w, err := trace.NewWriter(f, meta)
+	if err != nil {
+		return nil, fmt.Errorf("writing %s: %w", opts.Output, err)
+	}
+
+	rec := &recording{opts: opts, coll: coll, rd: rd, w: w, file: f, start: time.Now()}
+	var cmdDone chan error
+	var cmd *exec.Cmd
+	if len(opts.Command) > 0 {
+		cmd = exec.Command(opts.Command[0], opts.Command[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := cmd.Start(); err != nil {
+			closeAll(links)
+			_ = w.Close(&trace.End{StopReason: "error: " + err.Error()})
+			return nil, fmt.Errorf("starting %s: %w", opts.Command[0], err)
+		}
+		cmdDone = make(chan error, 1)
+		go func() { cmdDone <- cmd.Wait() }()
+	}
+	if opts.Ready != nil {
+		opts.Ready()
+	}
+
+	var deadline <-chan time.Time
+	if opts.Duration > 0 {
+		t := time.NewTimer(opts.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+
+	reason, loopErr := rec.loop(ctx, deadline, cmdDone)
+	end := &trace.End{StopReason: reason}
+	if cmd != nil && cmd.ProcessState != nil {
+		code := cmd.ProcessState.ExitCode()
+		end.CommandExitCode = &code
+	}
+
+	// End snapshot while still attached: every period before each CPU's
+	// snapshot instant is then in the trace.
+	end.Snapshot = TakeSnapshot(recorded, 0)
+	closeAll(links)
+	links = nil
+	if loopErr == nil {
+		loopErr = rec.drain()
+	}
+	if loopErr == nil {
+		end.OpenPeriods = rec.flushPending()
+	}
+	end.Loss = rec.losses()
+	for _, l := range end.Loss {
+		w.AddLoss(l)
+	}
+	end.ProgStats = progStats(coll)
+	end.IdlePeriods, end.BlockIOs = rec.idle, rec.io
+
+	sum := &Summary{
+		IdlePeriods: rec.idle, BlockIOs: rec.io, HaltPolls: rec.haltpoll,
+		OpenPeriods: end.OpenPeriods, StopReason: reason, Elapsed: time.Since(rec.start),
+		CommandExitCode: end.CommandExitCode,
+	}
+	for _, l := range end.Loss {
+		sum.Lost += l.Total()
+		sum.IOUnmatched += l.IOUnmatched
+	}
+	closeErr := w.Close(end)
+	if fi, err := f.Stat(); err == nil {
+		sum.FileBytes = fi.Size()
+	}
+	if loopErr == nil {
+		loopErr = closeErr
+	}
+	if loopErr != nil {
+		return sum, fmt.Errorf("writing %s: %w (the file keeps everything up to its last complete chunk)", opts.Output, loopErr)
+	}
+	if err := f.Sync(); err != nil {
+		return sum, fmt.Errorf("writing %s: %w", opts.Output, err)
+	}
+	return sum, nil
+}
+
+func inputsOf(plan *attachPlan, tickAddr, noIO bool) trace.Inputs {
+	has := func(names ...string) bool {
+		for _, n := range names {
+			if _, ok := plan.method[n]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	tick := tickAddr && has("timer:hrtimer_expire_entry")
+	return trace.Inputs{
+		WakeCauses:    has("irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "irq_vectors:call_function_entry", "irq_vectors:call_function_single_entry"),
+		WakeRequests:  has("sched:sched_waking") || has("ipi:ipi_send_cpu"),
+		TickState:     tick,
+		NextTimer:     tick,
+		TickWakeups:   tick && has("irq_vectors:local_timer_entry"),
+		PollTimeLimit: has("irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "sched:sched_wake_idle_without_ipi"),
+		BlockIO:       !noIO && has("block:block_rq_issue", "block:block_rq_complete"),
+		HaltPollTrace: has("power:guest_halt_poll_ns"),
+	}
+}
+
+var progNameInError = regexp.MustCompile(`program (btf_[a-z_]+)`)
+
+// loadAndAttach loads the programs the plan chose and attaches them. A tp_btf
+// program that the kernel refuses at load or attach time is replaced by its
+// classic tracepoint twin, and everything is loaded again.
+func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, tickAddr uint64, possible, recorded []int) (*ebpf.Collection, []link.Link, error) {
+	for attempt := 0; ; attempt++ {
+		coll, err := loadCollection(kernelSpec, opts, plan, meta, tickAddr, possible, recorded)
+		if err != nil {
+			return nil, nil, err
+		}
+		links, failed, err := attach(coll, plan)
+		if err == nil {
+			return coll, links, nil
+		}
+		coll.Close()
+		if failed == nil || attempt > len(probes) {
+			return nil, nil, err
+		}
+		plan.method[failed.name()] = AttachTracepoint
+	}
+}
+
+// loadCollection loads the chosen programs. A tp_btf program the verifier
+// rejects is swapped for its classic tracepoint twin and the load retried.
+func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, tickAddr uint64, possible, recorded []int) (*ebpf.Collection, error) {
+	for attempt := 0; ; attempt++ {
+		spec, err := bpf.LoadIdletrace()
+		if err != nil {
+			return nil, fmt.Errorf("loading the embedded BPF object: %w", err)
+		}
+		keep := map[string]bool{}
+		for _, p := range probes {
+			switch plan.method[p.name()] {
+			case AttachTPBTF:
+				keep[p.btfProg] = true
+			case AttachTracepoint:
+				keep[p.tpProg] = true
+			}
+		}
+		for name := range spec.Programs {
+			if !keep[name] {
+				delete(spec.Programs, name)
+			}
+		}
+		ring := opts.RingBytes
+		if ring == 0 {
+			ring = defaultRingBytes
+		}
+		spec.Maps["events"].MaxEntries = uint32(ring)
+		maxCPU := possible[len(possible)-1] + 1
+		spec.Maps["cpu_states"].MaxEntries = uint32(maxCPU)
+		vars := map[string]any{
+			"polling_mask":  pollingMask(meta),
+			"wakeup_bytes":  uint64(ring / 16),
+			"tick_handler":  tickAddr,
+			"cpu_filter_on": boolByte(opts.CPUs != nil),
+			"record_io":     boolByte(!opts.NoIO),
+			"nr_cpus":       uint32(maxCPU),
+		}
+		for name, v := range vars {
+			if err := spec.Variables[name].Set(v); err != nil {
+				return nil, fmt.Errorf("setting %s: %w", name, err)
+			}
+		}
+		var copts ebpf.CollectionOptions
+		if opts.KernelBTF != "" {
+			copts.Programs.KernelTypes = kernelSpec
+		}
+		coll, err := ebpf.NewCollectionWithOptions(spec, copts)
+		if err == nil {
+			if opts.CPUs != nil {
+				if err := fillCPUFilter(coll.Maps["cpu_filter"], recorded); err != nil {
+					coll.Close()
+					return nil, err
+				}
+			}
+			return coll, nil
+		}
+		m := progNameInError.FindStringSubmatch(err.Error())
+		if m == nil || attempt > len(probes) {
+			return nil, loadError(err)
+		}
+		switched := false
+		for _, p := range probes {
+			if p.btfProg == m[1] && plan.method[p.name()] == AttachTPBTF {
+				plan.method[p.name()] = AttachTracepoint
+				switched = true
+			}
+		}
+		if !switched {
+			return nil, loadError(err)
+		}
+	}
+}
+
+func loadError(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("the kernel's verifier rejected idletrace's BPF programs: %v", ve)
+	}
+	if errors.Is(err, unix.EPERM) {
+		return &FeatureError{Problem: "loading BPF programs was refused (EPERM)", Fix: "run as root; check kernel.unprivileged_bpf_disabled and lockdown mode"}
+	}
+	return fmt.Errorf("loading BPF programs: %w", err)
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func fillCPUFilter(m *ebpf.Map, cpus []int) error {
+	words := map[uint32]uint64{}
+	for _, c := range cpus {
+		words[uint32(c/64)] |= 1 << (c % 64)
+	}
+	for k, v := range words {
+		if err := m.Put(k, v); err != nil {
+			return fmt.Errorf("setting the CPU filter: %w", err)
+		}
+	}
+	return nil
+}
+
+// attach attaches every loaded program; on failure it returns the tp_btf
+// probe that failed (nil if the failure has no fallback).
+func attach(coll *ebpf.Collection, plan *attachPlan) ([]link.Link, *probe, error) {
+	var links []link.Link
+	for _, p := range probes {
+		var l link.Link
+		var err error
+		switch plan.method[p.name()] {
+		case AttachTPBTF:
+			l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[p.btfProg]})
+		case AttachTracepoint:
+			l, err = link.Tracepoint(p.category, p.event, coll.Programs[p.tpProg], nil)
+		default:
+			continue
+		}
+		if err != nil {
+			closeAll(links)
+			err = fmt.Errorf("attaching to %s (%s): %w", p.name(), plan.method[p.name()], err)
+			if plan.method[p.name()] == AttachTPBTF {
+				return nil, &p, err
+			}
+			return nil, nil, err
+		}
+		links = append(links, l)
+	}
+	return links, nil, nil
+}
+
+func closeAll(links []link.Link) {
+	for _, l := range links {
+		l.Close()
+	}
+}
+
+func progStats(coll *ebpf.Collection) []trace.ProgStat {
+	var out []trace.ProgStat
+	names := make([]string, 0, len(coll.Programs))
+	for n := range coll.Programs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		st, err := coll.Programs[n].Stats()
+		if err != nil || st.RunCount == 0 {
+			continue
+		}
+		out = append(out, trace.ProgStat{Name: n, RunCount: st.RunCount, RunTimeNs: uint64(st.Runtime), Misses: st.RecursionMisses})
+	}
+	return out
+}
+
+// recording is the state of the read loop.
+type recording struct {
+	opts  Options
+	coll  *ebpf.Collection
+	rd    *ringbuf.Reader
+	w     *trace.Writer
+	file  *os.File
+	start time.Time
+
+	idle, io, haltpoll uint64
+	sample             ringbuf.Record
+	period             trace.IdlePeriod
+	blockIO            trace.BlockIO
+	halt               trace.HaltPollChange
+}
+
+func (r *recording) records() uint64 { return r.idle + r.io + r.haltpoll }
+
+// loop reads records until a stop condition; it returns why it stopped.
+func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone <-chan error) (string, error) {
+	lastFlush, lastProgress := time.Now(), time.Now()
+	var lastRecords uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return "signal", nil
+		case <-deadline:
+			return "duration", nil
+		case <-cmdDone:
+			return "command exited", nil
+		default:
+		}
+		r.rd.SetDeadline(time.Now().Add(readTick))
+		for {
+			err := r.rd.ReadInto(&r.sample)
+			if err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					return "error: " + err.Error(), err
+				}
+				break
+			}
+			if err := r.decode(r.sample.RawSample); err != nil {
+				return "error: " + err.Error(), err
+			}
+			if r.records()&0x3ff == 0 {
+				break // let the stop conditions be checked under a steady stream
+			}
+		}
+		now := time.Now()
+		if now.Sub(lastFlush) >= flushInterval {
+			for _, l := range r.losses() {
+				r.w.AddLoss(l)
+			}
+			if err := r.w.Flush(); err != nil {
+				return "error: " + err.Error(), err
+			}
+			lastFlush = now
+		}
+		if r.opts.Progress != nil && now.Sub(lastProgress) >= 500*time.Millisecond {
+			var lost uint64
+			for _, l := range r.losses() {
+				lost += l.Total()
+			}
+			n := r.records()
+			st := r.w.Stats()
+			r.opts.Progress(Progress{
+				Elapsed: now.Sub(r.start), Records: n, Lost: lost, Bytes: st.Bytes,
+				RecordsPerSec: float64(n-lastRecords) / now.Sub(lastProgress).Seconds(),
+			})
+			lastRecords, lastProgress = n, now
+		}
+	}
+}
+
+// drain reads what the ring still holds after the programs are detached.
+func (r *recording) drain() error {
+	r.rd.SetDeadline(time.Now())
+	for {
+		err := r.rd.ReadInto(&r.sample)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.decode(r.sample.RawSample); err != nil {
+			return err
+		}
+	}
+}
+
+// flushPending writes periods that ended but were still waiting for a wake
+// cause, and counts those still open (the CPU was idle at stop).
+func (r *recording) flushPending() uint64 {
+	var open uint64
+	var st bpf.IdletraceCpuState
+	m := r.coll.Maps["cpu_states"]
+	for cpu := uint32(0); cpu < m.MaxEntries(); cpu++ {
+		if err := m.Lookup(cpu, &st); err != nil {
+			continue
+		}
+		if st.Pending != 0 {
+			p := (*bpf.IdletraceIdleRecord)(unsafe.Pointer(&st.Pend))
+			r.addIdle(p)
+		}
+		if st.InIdle != 0 {
+			open++
+		}
+	}
+	return open
+}
+
+func (r *recording) losses() []trace.Loss {
+	var per []bpf.IdletraceLossCounters
+	if err := r.coll.Maps["loss"].Lookup(uint32(0), &per); err != nil {
+		return nil
+	}
+	out := make([]trace.Loss, 0, len(per))
+	for cpu, c := range per {
+		out = append(out, trace.Loss{CPU: uint32(cpu), IdleLost: c.IdleLost, IOLost: c.IoLost, OtherLost: c.OtherLost, IOUnmatched: c.IoUnmatched + c.IoTableFull})
+	}
+	return out
+}
+
+var (
+	idleRecordSize     = int(unsafe.Sizeof(bpf.IdletraceIdleRecord{}))
+	blockIORecordSize  = int(unsafe.Sizeof(bpf.IdletraceBlockIoRecord{}))
+	haltpollRecordSize = int(unsafe.Sizeof(bpf.IdletraceHaltpollRecord{}))
+)
+
+// decode turns one ring-buffer sample into a trace record. The layouts are
+// the generated ones (bpf/layout_test.go checks them against the object's
+// BTF), so a sample is read in place, without allocation.
+func (r *recording) decode(raw []byte) error {
+	if len(raw) == 0 {
+		return errors.New("empty ring-buffer record")
+	}
+	switch raw[0] {
+	case uint8(bpf.IdletraceRecordTypeRECORD_IDLE):
+		if len(raw) < idleRecordSize {
+			return fmt.Errorf("short idle record (%d bytes)", len(raw))
+		}
+		r.addIdle((*bpf.IdletraceIdleRecord)(unsafe.Pointer(&raw[0])))
+	case uint8(bpf.IdletraceRecordTypeRECORD_BLOCK_IO):
+		if len(raw) < blockIORecordSize {
+			return fmt.Errorf("short block IO record (%d bytes)", len(raw))
+		}
+		b := (*bpf.IdletraceBlockIoRecord)(unsafe.Pointer(&raw[0]))
+		r.blockIO = trace.BlockIO{
+			Dev: b.Dev, Sector: b.Sector, Bytes: b.Bytes, Op: b.Op, CmdFlags: b.CmdFlags,
+			IssueNs: b.IssueNs, CompleteNs: b.CompleteNs, IssueCPU: b.IssueCpu, CompleteCPU: b.CompleteCpu, Error: b.Error,
+		}
+		r.w.AddBlockIO(&r.blockIO)
+		r.io++
+	case uint8(bpf.IdletraceRecordTypeRECORD_HALTPOLL):
+		if len(raw) < haltpollRecordSize {
+			return fmt.Errorf("short haltpoll record (%d bytes)", len(raw))
+		}
+		h := (*bpf.IdletraceHaltpollRecord)(unsafe.Pointer(&raw[0]))
+		r.halt = trace.HaltPollChange{TimeNs: h.TimeNs, CPU: h.Cpu, Grow: h.Grow != 0, NewNs: h.NewNs, OldNs: h.OldNs}
+		r.w.AddHaltPoll(&r.halt)
+		r.haltpoll++
+	default:
+		return fmt.Errorf("unknown ring-buffer record type %d", raw[0])
+	}
+	return nil
+}
+
+func (r *recording) addIdle(p *bpf.IdletraceIdleRecord) {
+	r.period = IdlePeriodFrom(p)
+	r.w.AddIdle(&r.period)
+	r.idle++
+}
+
+// IdlePeriodFrom converts the kernel's record into the trace's.
+func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
+	flags := bpf.IdletraceIdleFlags(p.Flags)
+	tri := func(known, yes bpf.IdletraceIdleFlags) trace.Tristate {
+		if flags&known == 0 {
+			return trace.Unknown
+		}
+		return trace.TristateOf(flags&yes != 0)
+	}
+	return trace.IdlePeriod{
+		CPU: p.Cpu, State: p.State, EntryNs: p.EntryNs, ExitNs: p.ExitNs,
+		WakeCause: trace.WakeCause(p.WakeCause), WakeIRQ: p.WakeIrq, WakeRequestNs: p.WakeRequestNs,
+		NextTimerNs: p.NextTimerNs, NextTimerKnown: flags&bpf.IdletraceIdleFlagsIDLE_NEXT_TIMER_KNOWN != 0,
+		TickStopped:  tri(bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED),
+		PollTimedOut: tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
+	}
+}

@@ -1,0 +1,394 @@
+package record
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// sysRoot is where sysfs and procfs are read; tests point it elsewhere.
+var sysRoot = "/"
+
+func sysPath(parts ...string) string { return filepath.Join(append([]string{sysRoot}, parts...)...) }
+
+func readTrim(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return strings.TrimSpace(string(b)), err
+}
+
+func readUint(path string) (uint64, error) {
+	s, err := readTrim(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+// MonotonicNs reads CLOCK_MONOTONIC, the clock bpf_ktime_get_ns uses.
+func MonotonicNs() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// possibleCPUs parses /sys/devices/system/cpu/possible.
+func possibleCPUs() ([]int, error) {
+	s, err := readTrim(sysPath("sys/devices/system/cpu/possible"))
+	if err != nil {
+		return nil, err
+	}
+	return ParseCPUList(s)
+}
+
+// onlineCPUs parses /sys/devices/system/cpu/online.
+func onlineCPUs() ([]int, error) {
+	s, err := readTrim(sysPath("sys/devices/system/cpu/online"))
+	if err != nil {
+		return nil, err
+	}
+	return ParseCPUList(s)
+}
+
+// ParseCPUList parses the kernel's CPU list syntax ("0-3,8,10-11").
+func ParseCPUList(s string) ([]int, error) {
+	var out []int
+	seen := map[int]bool{}
+	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("CPU list %q: %q is not a CPU number", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("CPU list %q: bad range %q", s, part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("CPU list %q is empty", s)
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+func cpuidleDir(cpu int) string {
+	return sysPath("sys/devices/system/cpu", "cpu"+strconv.Itoa(cpu), "cpuidle")
+}
+
+// readStates reads one CPU's idle-state table; nil when the CPU has none.
+func readStates(cpu int) []trace.StateInfo {
+	var out []trace.StateInfo
+	for i := 0; ; i++ {
+		dir := filepath.Join(cpuidleDir(cpu), "state"+strconv.Itoa(i))
+		name, err := readTrim(filepath.Join(dir, "name"))
+		if err != nil {
+			break
+		}
+		desc, _ := readTrim(filepath.Join(dir, "desc"))
+		lat, _ := readUint(filepath.Join(dir, "latency"))
+		res, _ := readUint(filepath.Join(dir, "residency"))
+		dis, _ := readUint(filepath.Join(dir, "disable"))
+		def, _ := readTrim(filepath.Join(dir, "default_status"))
+		out = append(out, trace.StateInfo{
+			Index:             i,
+			Name:              name,
+			Desc:              desc,
+			ExitLatencyNs:     lat * 1000,
+			TargetResidencyNs: res * 1000,
+			Disabled:          dis != 0,
+			DefaultOff:        def == "disabled",
+			// sysfs has no flags file; the core's polling state is named POLL
+			// (drivers/cpuidle/poll_state.c).
+			Polling: name == "POLL",
+		})
+	}
+	return out
+}
+
+func readCounters(cpu int) trace.CPUCounters {
+	c := trace.CPUCounters{CPU: cpu}
+	for i := 0; ; i++ {
+		dir := filepath.Join(cpuidleDir(cpu), "state"+strconv.Itoa(i))
+		usage, err := readUint(filepath.Join(dir, "usage"))
+		if err != nil {
+			break
+		}
+		t, _ := readUint(filepath.Join(dir, "time"))
+		above, _ := readUint(filepath.Join(dir, "above"))
+		below, _ := readUint(filepath.Join(dir, "below"))
+		rejected, _ := readUint(filepath.Join(dir, "rejected"))
+		c.States = append(c.States, trace.StateCounters{Index: i, Usage: usage, TimeUs: t, Above: above, Below: below, Rejected: rejected})
+	}
+	return c
+}
+
+func readBlockCounters() []trace.BlockCounter {
+	entries, _ := os.ReadDir(sysPath("sys/block"))
+	var out []trace.BlockCounter
+	for _, e := range entries {
+		name := e.Name()
+		stat, err := readTrim(sysPath("sys/block", name, "stat"))
+		if err != nil {
+			continue
+		}
+		bc := trace.BlockCounter{Name: name}
+		for _, f := range strings.Fields(stat) {
+			v, _ := strconv.ParseUint(f, 10, 64)
+			bc.Stat = append(bc.Stat, v)
+		}
+		if dev, err := readTrim(sysPath("sys/block", name, "dev")); err == nil {
+			ma, mi, _ := strings.Cut(dev, ":")
+			a, _ := strconv.ParseUint(ma, 10, 32)
+			b, _ := strconv.ParseUint(mi, 10, 32)
+			bc.Major, bc.Minor = uint32(a), uint32(b)
+		}
+		out = append(out, bc)
+	}
+	return out
+}
+
+// TakeSnapshot reads the kernel's counters. Each CPU's cpuidle counters are
+// read from a thread pinned to that CPU: while the thread runs there, the CPU
+// is not idle, so its counters hold still and the instant recorded for it
+// splits that CPU's idle periods exactly into before and after. With spin,
+// each pinned thread first stays busy long enough for the scheduler tick to
+// fire on its CPU, which lets the BPF side learn where that CPU's tick state
+// lives.
+func TakeSnapshot(cpus []int, spin time.Duration) *trace.Snapshot {
+	s := &trace.Snapshot{
+		CPUIdle:   make([]trace.CPUCounters, len(cpus)),
+		CPUTimeNs: make([]uint64, len(cpus)),
+	}
+	var wg sync.WaitGroup
+	for i, cpu := range cpus {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var set unix.CPUSet
+			set.Set(cpu)
+			pinned := unix.SchedSetaffinity(0, &set) == nil
+			if pinned && spin > 0 {
+				for deadline := time.Now().Add(spin); time.Now().Before(deadline); {
+				}
+			}
+			s.CPUTimeNs[i] = MonotonicNs()
+			s.CPUIdle[i] = readCounters(cpu)
+			if !pinned {
+				s.CPUTimeNs[i] = 0 // no exact window for this CPU
+			}
+		}()
+	}
+	wg.Wait()
+	s.MonotonicNs = MonotonicNs()
+	s.Block = readBlockCounters()
+	return s
+}
+
+// kernelConfig reads CONFIG_* values from /proc/config.gz or /boot/config-RELEASE.
+func kernelConfig(release string) map[string]string {
+	cfg := map[string]string{}
+	var sc *bufio.Scanner
+	if f, err := os.Open(sysPath("proc/config.gz")); err == nil {
+		defer f.Close()
+		if zr, err := gzip.NewReader(f); err == nil {
+			sc = bufio.NewScanner(zr)
+		}
+	}
+	if sc == nil {
+		f, err := os.Open(sysPath("boot", "config-"+release))
+		if err != nil {
+			return cfg
+		}
+		defer f.Close()
+		sc = bufio.NewScanner(f)
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		if k, v, ok := strings.Cut(line, "="); ok && strings.HasPrefix(k, "CONFIG_") {
+			cfg[k] = v
+		}
+	}
+	return cfg
+}
+
+func utsString(b []byte) string {
+	if i := strings.IndexByte(string(b), 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+func cpuModel() string {
+	f, err := os.Open(sysPath("proc/cpuinfo"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// cpuDMALatencyUs reads the global CPU latency QoS target. Opening the device
+// adds a request at the default value, which changes nothing while it lasts.
+func cpuDMALatencyUs() int64 {
+	f, err := os.Open(sysPath("dev/cpu_dma_latency"))
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	var b [4]byte
+	if _, err := f.Read(b[:]); err != nil {
+		return -1
+	}
+	return int64(int32(binary.LittleEndian.Uint32(b[:])))
+}
+
+func resumeLatencyUs(cpu int) int64 {
+	s, err := readTrim(sysPath("sys/devices/system/cpu", "cpu"+strconv.Itoa(cpu), "power/pm_qos_resume_latency_us"))
+	if err != nil {
+		return -1
+	}
+	if s == "n/a" {
+		return 0 // the kernel's spelling of a 0 µs constraint
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v == 0 {
+		return -1 // 0 reads as "no constraint"
+	}
+	return v
+}
+
+func haltPollParams() *trace.HaltPollParams {
+	dir := sysPath("sys/module/haltpoll/parameters")
+	ns, err := readUint(filepath.Join(dir, "guest_halt_poll_ns"))
+	if err != nil {
+		return nil
+	}
+	grow, _ := readUint(filepath.Join(dir, "guest_halt_poll_grow"))
+	shrink, _ := readUint(filepath.Join(dir, "guest_halt_poll_shrink"))
+	start, _ := readUint(filepath.Join(dir, "guest_halt_poll_grow_start"))
+	allow, _ := readTrim(filepath.Join(dir, "guest_halt_poll_allow_shrink"))
+	return &trace.HaltPollParams{GuestHaltPollNs: ns, Grow: grow, Shrink: shrink, GrowStart: start, AllowShrink: allow == "Y"}
+}
+
+// machineMetadata gathers everything about the machine a trace must carry.
+func machineMetadata(recordedCPUs, possible []int) *trace.Metadata {
+	var uts unix.Utsname
+	_ = unix.Uname(&uts)
+	release := utsString(uts.Release[:])
+	m := &trace.Metadata{
+		FormatVersion: 1,
+		KernelRelease: release,
+		KernelVersion: utsString(uts.Version[:]),
+		Hostname:      utsString(uts.Nodename[:]),
+		CPUModel:      cpuModel(),
+		NumCPUs:       len(possible),
+		RecordedCPUs:  recordedCPUs,
+		Clock:         "CLOCK_MONOTONIC (bpf_ktime_get_ns)",
+		HaltPoll:      haltPollParams(),
+	}
+	m.BootID, _ = readTrim(sysPath("proc/sys/kernel/random/boot_id"))
+	cfg := kernelConfig(release)
+	m.HZ, _ = strconv.Atoi(cfg["CONFIG_HZ"])
+	switch {
+	case cfg["CONFIG_NO_HZ_FULL"] == "y":
+		m.NoHZ = "full"
+	case cfg["CONFIG_NO_HZ_IDLE"] == "y":
+		m.NoHZ = "idle"
+	case cfg["CONFIG_HZ_PERIODIC"] == "y":
+		m.NoHZ = "off"
+	}
+	m.CPUIdleDriver, _ = readTrim(sysPath("sys/devices/system/cpu/cpuidle/current_driver"))
+	m.CPUIdleGovernor, _ = readTrim(sysPath("sys/devices/system/cpu/cpuidle/current_governor"))
+	if m.CPUIdleGovernor == "" {
+		m.CPUIdleGovernor, _ = readTrim(sysPath("sys/devices/system/cpu/cpuidle/current_governor_ro"))
+	}
+	if m.CPUIdleDriver == "" {
+		m.CPUIdleDriver = "none"
+	}
+	m.PMQoS.CPUDMALatencyUs = cpuDMALatencyUs()
+	for _, cpu := range possible {
+		if st := readStates(cpu); len(st) > 0 {
+			m.States = append(m.States, trace.CPUStates{CPU: cpu, States: st})
+		}
+		m.PMQoS.ResumeLatencyUs = append(m.PMQoS.ResumeLatencyUs, resumeLatencyUs(cpu))
+	}
+	for _, b := range readBlockCounters() {
+		m.BlockDevices = append(m.BlockDevices, trace.BlockDevice{Name: b.Name, Major: b.Major, Minor: b.Minor})
+	}
+	m.WallClock = trace.WallClock{MonotonicNs: MonotonicNs(), UnixNs: time.Now().UnixNano()}
+	return m
+}
+
+// pollingMask has bit i set when state i polls. Without a cpuidle driver the
+// only polling "state" is cpu_idle_poll, traced as state 0.
+func pollingMask(m *trace.Metadata) uint32 {
+	if len(m.States) == 0 {
+		return 1
+	}
+	var mask uint32
+	for _, s := range m.States[0].States {
+		if s.Polling && s.Index < 32 {
+			mask |= 1 << s.Index
+		}
+	}
+	return mask
+}
+
+// tickHandlerAddr finds the function the tick's hrtimer runs
+// (tick_nohz_handler since 6.9, tick_sched_timer before) in /proc/kallsyms.
+func tickHandlerAddr() uint64 {
+	f, err := os.Open(sysPath("proc/kallsyms"))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	found := map[string]uint64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 3 || len(fields) > 3 {
+			continue
+		}
+		if fields[2] == "tick_nohz_handler" || fields[2] == "tick_sched_timer" {
+			if a, err := strconv.ParseUint(fields[0], 16, 64); err == nil && a != 0 {
+				found[fields[2]] = a
+			}
+		}
+	}
+	if a := found["tick_nohz_handler"]; a != 0 {
+		return a
+	}
+	return found["tick_sched_timer"]
+}

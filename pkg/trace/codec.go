@@ -1,0 +1,404 @@
+package trace
+
+// Record chunk encoders and decoders, side by side so the two stay in step.
+// The layout they implement is documented in format.go.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// span tracks the time range and record count of the chunk being built.
+type span struct {
+	n       uint32
+	firstNs uint64
+	lastNs  uint64
+}
+
+func (s *span) add(a, b uint64) {
+	lo, hi := min(a, b), max(a, b)
+	if s.n == 0 {
+		s.firstNs, s.lastNs = lo, hi
+	} else {
+		s.firstNs, s.lastNs = min(s.firstNs, lo), max(s.lastNs, hi)
+	}
+	s.n++
+}
+
+type idleEncoder struct {
+	span
+	cols     [idleColumns][]byte
+	prevExit uint64
+	cpus     cpuTable
+}
+
+func (e *idleEncoder) reset() {
+	for i := range e.cols {
+		e.cols[i] = e.cols[i][:0]
+	}
+	e.span = span{}
+	e.prevExit = 0
+	e.cpus.reset()
+}
+
+func (e *idleEncoder) add(p *IdlePeriod) {
+	c := &e.cols
+	c[0] = binary.AppendUvarint(c[0], uint64(p.CPU))
+	c[1] = binary.AppendUvarint(c[1], uint64(p.State))
+	slot := e.cpus.get(p.CPU)
+	base := e.prevExit
+	if slot != nil && slot.hasExit {
+		base = slot.lastExit
+	}
+	c[2] = appendDelta(c[2], p.EntryNs, base)
+	c[3] = appendDelta(c[3], p.ExitNs, p.EntryNs)
+	c[4] = append(c[4], byte(p.WakeCause))
+	flags := triBits(p.TickStopped) | triBits(p.PollTimedOut)<<2
+	if p.NextTimerKnown {
+		flags |= idleFlagTimerKnown
+	}
+	if p.NextTimerNs != 0 {
+		flags |= idleFlagTimerValue
+		expiry := p.EntryNs + uint64(p.NextTimerNs)
+		tbase := p.EntryNs
+		if slot != nil && slot.hasTimer {
+			tbase = slot.lastTimer
+		}
+		c[8] = appendDelta(c[8], expiry, tbase)
+		if slot != nil {
+			slot.lastTimer, slot.hasTimer = expiry, true
+		}
+	}
+	if p.WakeRequestNs != 0 {
+		flags |= idleFlagWakeReq
+		c[7] = appendDelta(c[7], p.ExitNs, p.WakeRequestNs)
+	}
+	if p.WakeIRQ != -1 {
+		flags |= idleFlagIRQ
+		c[6] = binary.AppendUvarint(c[6], zigzag(int64(p.WakeIRQ)))
+	}
+	c[5] = append(c[5], flags)
+	if slot != nil {
+		slot.lastExit, slot.hasExit = p.ExitNs, true
+	}
+	e.prevExit = p.ExitNs
+	e.span.add(p.EntryNs, p.ExitNs)
+}
+
+type blockIOEncoder struct {
+	span
+	cols       [blockIOColumns][]byte
+	nextSector uint64
+	prevIssue  uint64
+}
+
+func (e *blockIOEncoder) reset() {
+	for i := range e.cols {
+		e.cols[i] = e.cols[i][:0]
+	}
+	e.span = span{}
+	e.nextSector, e.prevIssue = 0, 0
+}
+
+func (e *blockIOEncoder) add(b *BlockIO) {
+	c := &e.cols
+	c[0] = binary.AppendUvarint(c[0], uint64(b.Dev))
+	c[1] = appendDelta(c[1], b.Sector, e.nextSector)
+	c[2] = binary.AppendUvarint(c[2], uint64(b.Bytes))
+	c[3] = append(c[3], b.Op)
+	c[4] = binary.AppendUvarint(c[4], uint64(b.CmdFlags))
+	c[5] = appendDelta(c[5], b.IssueNs, e.prevIssue)
+	c[6] = appendDelta(c[6], b.CompleteNs, b.IssueNs)
+	c[7] = binary.AppendUvarint(c[7], uint64(b.IssueCPU))
+	c[8] = binary.AppendUvarint(c[8], uint64(b.CompleteCPU))
+	c[9] = binary.AppendUvarint(c[9], zigzag(int64(b.Error)))
+	e.nextSector = b.Sector + uint64(b.Bytes>>9) // sequential IO codes as 0
+	e.prevIssue = b.IssueNs
+	e.span.add(b.IssueNs, b.CompleteNs)
+}
+
+type haltPollEncoder struct {
+	span
+	cols     [haltPollColumns][]byte
+	prevTime uint64
+}
+
+func (e *haltPollEncoder) reset() {
+	for i := range e.cols {
+		e.cols[i] = e.cols[i][:0]
+	}
+	e.span = span{}
+	e.prevTime = 0
+}
+
+func (e *haltPollEncoder) add(h *HaltPollChange) {
+	c := &e.cols
+	c[0] = appendDelta(c[0], h.TimeNs, e.prevTime)
+	c[1] = binary.AppendUvarint(c[1], uint64(h.CPU))
+	grow := byte(0)
+	if h.Grow {
+		grow = 1
+	}
+	c[2] = append(c[2], grow)
+	c[3] = binary.AppendUvarint(c[3], uint64(h.NewNs))
+	c[4] = binary.AppendUvarint(c[4], uint64(h.OldNs))
+	e.prevTime = h.TimeNs
+	e.span.add(h.TimeNs, h.TimeNs)
+}
+
+type lossEncoder struct {
+	cols [lossColumns][]byte
+	n    uint32
+}
+
+func (e *lossEncoder) reset() {
+	for i := range e.cols {
+		e.cols[i] = e.cols[i][:0]
+	}
+	e.n = 0
+}
+
+func (e *lossEncoder) add(l *Loss) {
+	c := &e.cols
+	c[0] = binary.AppendUvarint(c[0], uint64(l.CPU))
+	c[1] = binary.AppendUvarint(c[1], l.IdleLost)
+	c[2] = binary.AppendUvarint(c[2], l.IOLost)
+	c[3] = binary.AppendUvarint(c[3], l.OtherLost)
+	c[4] = binary.AppendUvarint(c[4], l.IOUnmatched)
+	e.n++
+}
+
+// decoder holds the reader's per-chunk scratch state; records handed to
+// callbacks live here and are overwritten by the next record.
+type decoder struct {
+	cols [blockIOColumns]colReader // the widest record type
+	cpus cpuTable
+	idle IdlePeriod
+	bio  BlockIO
+	hp   HaltPollChange
+	loss Loss
+}
+
+func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) error {
+	var bad bool
+	cols := d.cols[:idleColumns]
+	if err := splitColumns(raw, cols, &bad); err != nil {
+		return err
+	}
+	d.cpus.reset()
+	var prevExit uint64
+	p := &d.idle
+	for range n {
+		cpu := cols[0].u32()
+		state := cols[1].u32()
+		slot := d.cpus.get(cpu)
+		base := prevExit
+		if slot != nil && slot.hasExit {
+			base = slot.lastExit
+		}
+		entry := base + uint64(cols[2].varint())
+		exit := entry + uint64(cols[3].varint())
+		cause := cols[4].byte()
+		flags := cols[5].byte()
+		irq := int32(-1)
+		if flags&idleFlagIRQ != 0 {
+			irq = cols[6].i32()
+		}
+		var request uint64
+		if flags&idleFlagWakeReq != 0 {
+			request = exit - uint64(cols[7].varint())
+		}
+		var nextTimer int64
+		if flags&idleFlagTimerValue != 0 {
+			tbase := entry
+			if slot != nil && slot.hasTimer {
+				tbase = slot.lastTimer
+			}
+			expiry := tbase + uint64(cols[8].varint())
+			nextTimer = int64(expiry - entry)
+			if slot != nil {
+				slot.lastTimer, slot.hasTimer = expiry, true
+			}
+		}
+		if bad {
+			return fmt.Errorf("%w: column overrun", errMalformed)
+		}
+		if slot != nil {
+			slot.lastExit, slot.hasExit = exit, true
+		}
+		prevExit = exit
+		*p = IdlePeriod{
+			CPU:            cpu,
+			State:          state,
+			EntryNs:        entry,
+			ExitNs:         exit,
+			WakeCause:      WakeCause(cause),
+			WakeIRQ:        irq,
+			WakeRequestNs:  request,
+			NextTimerNs:    nextTimer,
+			NextTimerKnown: flags&idleFlagTimerKnown != 0,
+			TickStopped:    triFromBits(flags & 3),
+			PollTimedOut:   triFromBits(flags >> 2 & 3),
+		}
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	return columnsDone(cols, bad)
+}
+
+func (d *decoder) decodeBlockIO(raw []byte, n uint32, fn func(*BlockIO) error) error {
+	var bad bool
+	cols := d.cols[:blockIOColumns]
+	if err := splitColumns(raw, cols, &bad); err != nil {
+		return err
+	}
+	var nextSector, prevIssue uint64
+	b := &d.bio
+	for range n {
+		dev := cols[0].u32()
+		sector := nextSector + uint64(cols[1].varint())
+		size := cols[2].u32()
+		op := cols[3].byte()
+		cmdFlags := cols[4].u32()
+		issue := prevIssue + uint64(cols[5].varint())
+		complete := issue + uint64(cols[6].varint())
+		issueCPU := cols[7].u32()
+		completeCPU := cols[8].u32()
+		errno := cols[9].i32()
+		if bad {
+			return fmt.Errorf("%w: column overrun", errMalformed)
+		}
+		nextSector = sector + uint64(size>>9)
+		prevIssue = issue
+		*b = BlockIO{
+			Dev: dev, Sector: sector, Bytes: size, Op: op, CmdFlags: cmdFlags,
+			IssueNs: issue, CompleteNs: complete, IssueCPU: issueCPU, CompleteCPU: completeCPU,
+			Error: errno,
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return columnsDone(cols, bad)
+}
+
+func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) error) error {
+	var bad bool
+	cols := d.cols[:haltPollColumns]
+	if err := splitColumns(raw, cols, &bad); err != nil {
+		return err
+	}
+	var prevTime uint64
+	h := &d.hp
+	for range n {
+		t := prevTime + uint64(cols[0].varint())
+		cpu := cols[1].u32()
+		grow := cols[2].byte()
+		newNs := cols[3].u32()
+		oldNs := cols[4].u32()
+		if bad {
+			return fmt.Errorf("%w: column overrun", errMalformed)
+		}
+		if grow > 1 {
+			return fmt.Errorf("%w: grow flag %d", errMalformed, grow)
+		}
+		prevTime = t
+		*h = HaltPollChange{TimeNs: t, CPU: cpu, Grow: grow == 1, NewNs: newNs, OldNs: oldNs}
+		if err := fn(h); err != nil {
+			return err
+		}
+	}
+	return columnsDone(cols, bad)
+}
+
+func (d *decoder) decodeLoss(raw []byte, n uint32, fn func(*Loss) error) error {
+	var bad bool
+	cols := d.cols[:lossColumns]
+	if err := splitColumns(raw, cols, &bad); err != nil {
+		return err
+	}
+	l := &d.loss
+	for range n {
+		*l = Loss{
+			CPU:         cols[0].u32(),
+			IdleLost:    cols[1].uvarint(),
+			IOLost:      cols[2].uvarint(),
+			OtherLost:   cols[3].uvarint(),
+			IOUnmatched: cols[4].uvarint(),
+		}
+		if bad {
+			return fmt.Errorf("%w: column overrun", errMalformed)
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+	return columnsDone(cols, bad)
+}
+
+// indexEntry is one chunk as the index (or a header walk) describes it.
+type indexEntry struct {
+	off        int64
+	typ        ChunkType
+	payloadLen uint32
+	records    uint32
+	firstNs    uint64
+	lastNs     uint64
+	lostDelta  uint32
+}
+
+func (e *indexEntry) end() int64 { return e.off + chunkHeaderSize + int64(e.payloadLen) }
+
+// appendIndexEntry encodes one index row; prevEnd is where the previous
+// listed chunk ended (fileHeaderSize for the first).
+func appendIndexEntry(dst []byte, e *indexEntry, prevEnd int64) []byte {
+	dst = binary.AppendUvarint(dst, uint64(e.off-prevEnd))
+	dst = append(dst, byte(e.typ))
+	dst = binary.AppendUvarint(dst, uint64(e.payloadLen))
+	dst = binary.AppendUvarint(dst, uint64(e.records))
+	dst = binary.AppendUvarint(dst, e.firstNs)
+	dst = binary.AppendUvarint(dst, e.lastNs-e.firstNs)
+	dst = binary.AppendUvarint(dst, uint64(e.lostDelta))
+	return dst
+}
+
+// decodeIndex parses an index payload and checks that the chunks it lists
+// lie in order, without overlap, between the file header and indexOff.
+func decodeIndex(raw []byte, indexOff int64) ([]indexEntry, error) {
+	var bad bool
+	c := colReader{b: raw, bad: &bad}
+	count := c.uvarint()
+	const minEntryBytes = 7
+	if bad || count == 0 || count > uint64(len(raw))/minEntryBytes {
+		return nil, fmt.Errorf("%w: bad index entry count", errMalformed)
+	}
+	entries := make([]indexEntry, 0, count)
+	prevEnd := int64(fileHeaderSize)
+	for range count {
+		gap := c.uvarint()
+		e := indexEntry{typ: ChunkType(c.byte())}
+		e.payloadLen = c.u32()
+		e.records = c.u32()
+		e.firstNs = c.uvarint()
+		e.lastNs = e.firstNs + c.uvarint()
+		e.lostDelta = c.u32()
+		if bad || gap > math.MaxInt32 || e.payloadLen > maxRawLen {
+			return nil, fmt.Errorf("%w: bad index entry", errMalformed)
+		}
+		e.off = prevEnd + int64(gap)
+		if e.end() > indexOff {
+			return nil, fmt.Errorf("%w: index lists a chunk beyond the index", errMalformed)
+		}
+		prevEnd = e.end()
+		entries = append(entries, e)
+	}
+	if len(c.b) != 0 {
+		return nil, fmt.Errorf("%w: trailing bytes in index", errMalformed)
+	}
+	if entries[0].off != fileHeaderSize || entries[0].typ != ChunkMetadata {
+		return nil, fmt.Errorf("%w: index does not start with the metadata chunk", errMalformed)
+	}
+	return entries, nil
+}

@@ -1,0 +1,441 @@
+package trace
+
+// Trace file format, version 1.
+//
+// All fixed-size integers are little-endian. "uvarint" is encoding/binary's
+// unsigned LEB128. "varint" is a zigzag-coded signed value stored as a
+// uvarint: u = (v << 1) ^ (v >> 63). Differences of two u64 timestamps are
+// computed modulo 2^64 and coded as varint of the int64 result, so every pair
+// of values round-trips, however odd.
+//
+// File header, 16 bytes:
+//
+//	 0  [8]byte magic "IDLETRC\x00"
+//	 8  u16     format version (1). A reader rejects versions newer than its own.
+//	10  u16     flags (none defined; readers ignore them)
+//	12  u32     reserved (0)
+//
+// Then chunks, back to back from offset 16. Chunk header, 48 bytes:
+//
+//	 0  [4]byte chunk magic "ICHK"
+//	 4  u8      type: 1 metadata, 2 idle periods, 3 block IO, 4 haltpoll changes,
+//	            5 loss counters, 6 end, 7 index. Readers skip unknown types.
+//	 5  u8      codec: 0 none (payload is the raw bytes), 1 zstd (one zstd frame
+//	            per chunk, no dictionary, no state shared with other chunks)
+//	 6  u16     reserved (0)
+//	 8  u32     payload length on disk (follows the header)
+//	12  u32     raw (decoded) length; at most 64 MiB
+//	16  u32     record count; never more than the raw length
+//	20  u32     CRC-32C (Castagnoli) of the payload bytes as stored
+//	24  u64     first timestamp: smallest ns of any record in the chunk (0 if none)
+//	32  u64     last timestamp: largest ns of any record in the chunk
+//	40  u32     records the kernel side lost since the previous chunk (sum of the
+//	            increases of the loss counters reported in between; saturating)
+//	44  u32     CRC-32C of header bytes 0..43
+//
+// Chunk order: the metadata chunk comes first (offset 16); data chunks of the
+// four record types follow in any interleaving (each type's records are in
+// recording order across its chunks); then the end chunk, the index chunk and
+// the footer. A file cut short simply stops after some chunk.
+//
+// Footer, the last 16 bytes of a complete file: u64 offset of the index chunk,
+// then [8]byte "IDLEIDX\x00". The index is optional for readers; without it
+// they walk the chunk headers from offset 16.
+//
+// Metadata (type 1) and end (type 6) payloads are the JSON of Metadata and End.
+//
+// Index (type 7) raw payload: uvarint entry count, then per chunk before the
+// index, in file order: uvarint gap (chunk offset minus the end of the previous
+// entry's chunk, or minus 16 for the first; 0 from this writer), u8 type,
+// uvarint payload length, uvarint record count, uvarint first timestamp,
+// uvarint (last - first) mod 2^64, uvarint lost-records delta.
+//
+// Record chunks (types 2-5) are columnar. Raw payload: uvarint column count C,
+// C uvarints giving each column's byte length, then the C columns back to
+// back (their lengths sum to the rest of the payload). Column i of every
+// record is stored in column i, records in order. A reader must consume each
+// column it knows exactly and ignore extra columns (later versions may append
+// columns). Every chunk restarts its delta state: all "previous" values start
+// at 0 and no CPU has per-CPU state.
+//
+// Idle periods (type 2). Chunk state: prevExit (ExitNs of the previous record
+// in the chunk), and for CPUs below 65536 only: lastExit[cpu], lastTimer[cpu]
+// (unset at chunk start; CPUs from 65536 up never have per-CPU state).
+//
+//	0 cpu      uvarint
+//	1 state    uvarint
+//	2 entry    varint(EntryNs - base), base = lastExit[cpu] if set, else prevExit
+//	3 length   varint(ExitNs - EntryNs)
+//	4 cause    u8 WakeCause
+//	5 flags    u8: bits 0-1 TickStopped, bits 2-3 PollTimedOut (Tristate values
+//	           0..2; 3 reads as Unknown), bit 4 NextTimerKnown, bit 5 next-timer
+//	           value stored (NextTimerNs != 0), bit 6 wake request stored
+//	           (WakeRequestNs != 0), bit 7 wake IRQ stored (WakeIRQ != -1)
+//	6 irq      only if bit 7: varint(WakeIRQ); absent means -1
+//	7 request  only if bit 6: varint(ExitNs - WakeRequestNs); absent means 0
+//	8 timer    only if bit 5: the timer's absolute expiry t = EntryNs + NextTimerNs
+//	           stored as varint(t - tbase), tbase = lastTimer[cpu] if set, else
+//	           EntryNs; then lastTimer[cpu] = t. Absent means NextTimerNs = 0.
+//
+// After each record: lastExit[cpu] = ExitNs, prevExit = ExitNs. (Per-CPU deltas
+// turn timestamps into busy gaps, and timer expiries repeat or move by whole
+// ticks, which zstd then squeezes.)
+//
+// Block IO (type 3). Chunk state: nextSector, prevIssue (both 0 at start).
+//
+//	0 dev       uvarint
+//	1 sector    varint(Sector - nextSector); then nextSector = Sector + Bytes/512
+//	2 bytes     uvarint
+//	3 op        u8
+//	4 cmdflags  uvarint
+//	5 issue     varint(IssueNs - prevIssue); then prevIssue = IssueNs
+//	6 complete  varint(CompleteNs - IssueNs)
+//	7 issuecpu  uvarint
+//	8 donecpu   uvarint (CompleteCPU)
+//	9 error     varint
+//
+// Haltpoll changes (type 4). Chunk state: prevTime (0 at start).
+//
+//	0 time  varint(TimeNs - prevTime); then prevTime = TimeNs
+//	1 cpu   uvarint
+//	2 grow  u8 (0 or 1)
+//	3 new   uvarint (NewNs)
+//	4 old   uvarint (OldNs)
+//
+// Loss counters (type 5), cumulative per CPU; the last value seen for a CPU
+// in the file is its total:
+//
+//	0 cpu, 1 IdleLost, 2 IOLost, 3 OtherLost, 4 IOUnmatched: all uvarint
+//
+// Damage handling: a reader that finds a bad chunk header (wrong magic or
+// header CRC) searches forward for the next "ICHK" whose header CRC checks out
+// and resumes there; a chunk whose payload CRC fails is skipped on its own.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// FormatVersion is the trace format this package writes and the newest it reads.
+const FormatVersion = 1
+
+const (
+	fileMagic       = "IDLETRC\x00"
+	footerMagic     = "IDLEIDX\x00"
+	chunkMagic      = "ICHK"
+	fileHeaderSize  = 16
+	chunkHeaderSize = 48
+	footerSize      = 16
+
+	// maxRawLen bounds a chunk's payload (raw or stored) so a corrupted length
+	// cannot make a reader allocate gigabytes.
+	maxRawLen = 64 << 20
+	// defaultChunkRecords is where the writer cuts a record chunk. At the
+	// largest possible encoding (about 61 bytes per record) that keeps a raw
+	// chunk under 4 MiB, far below maxRawLen.
+	defaultChunkRecords = 1 << 16
+	// cpuStateLimit: only CPUs below this carry per-CPU delta state, which
+	// bounds the state table a reader builds from hostile input.
+	cpuStateLimit = 1 << 16
+)
+
+// ChunkType is the kind of a chunk (header byte 4).
+type ChunkType uint8
+
+const (
+	ChunkMetadata ChunkType = 1
+	ChunkIdle     ChunkType = 2
+	ChunkBlockIO  ChunkType = 3
+	ChunkHaltPoll ChunkType = 4
+	ChunkLoss     ChunkType = 5
+	ChunkEnd      ChunkType = 6
+	ChunkIndex    ChunkType = 7
+)
+
+func (t ChunkType) String() string {
+	switch t {
+	case ChunkMetadata:
+		return "metadata"
+	case ChunkIdle:
+		return "idle"
+	case ChunkBlockIO:
+		return "blockio"
+	case ChunkHaltPoll:
+		return "haltpoll"
+	case ChunkLoss:
+		return "loss"
+	case ChunkEnd:
+		return "end"
+	case ChunkIndex:
+		return "index"
+	}
+	return fmt.Sprintf("unknown(%d)", uint8(t))
+}
+
+const (
+	codecNone = 0
+	codecZstd = 1
+)
+
+// Column counts per record chunk type (format v1).
+const (
+	idleColumns     = 9
+	blockIOColumns  = 10
+	haltPollColumns = 5
+	lossColumns     = 5
+)
+
+// Idle flags byte.
+const (
+	idleFlagTimerKnown = 1 << 4
+	idleFlagTimerValue = 1 << 5
+	idleFlagWakeReq    = 1 << 6
+	idleFlagIRQ        = 1 << 7
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrNotTrace is returned (wrapped with the file name) for input that does not
+// start with the trace magic, including empty files.
+var ErrNotTrace = errors.New("not an idletrace file (bad magic)")
+
+// VersionError reports a file written by a newer format version.
+type VersionError struct{ Version int }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("format version %d is newer than this idletrace supports (%d); upgrade idletrace", e.Version, FormatVersion)
+}
+
+// errMalformed marks a chunk whose checksum is fine but whose contents do not
+// decode: a writer bug or a crafted file. The reader warns and skips it.
+var errMalformed = errors.New("malformed records")
+
+// chunkHeader is the decoded 48-byte chunk header.
+type chunkHeader struct {
+	typ        ChunkType
+	codec      uint8
+	payloadLen uint32
+	rawLen     uint32
+	records    uint32
+	payloadCRC uint32
+	firstNs    uint64
+	lastNs     uint64
+	lostDelta  uint32
+}
+
+func (h *chunkHeader) put(b []byte) {
+	_ = b[chunkHeaderSize-1]
+	copy(b[0:4], chunkMagic)
+	b[4] = byte(h.typ)
+	b[5] = h.codec
+	binary.LittleEndian.PutUint16(b[6:], 0)
+	binary.LittleEndian.PutUint32(b[8:], h.payloadLen)
+	binary.LittleEndian.PutUint32(b[12:], h.rawLen)
+	binary.LittleEndian.PutUint32(b[16:], h.records)
+	binary.LittleEndian.PutUint32(b[20:], h.payloadCRC)
+	binary.LittleEndian.PutUint64(b[24:], h.firstNs)
+	binary.LittleEndian.PutUint64(b[32:], h.lastNs)
+	binary.LittleEndian.PutUint32(b[40:], h.lostDelta)
+	binary.LittleEndian.PutUint32(b[44:], crc32.Checksum(b[:44], castagnoli))
+}
+
+// parseChunkHeader validates and decodes a header. The error text is the
+// reason shown to users ("bad header" family).
+func parseChunkHeader(b []byte) (chunkHeader, error) {
+	var h chunkHeader
+	if len(b) < chunkHeaderSize {
+		return h, errors.New("short header")
+	}
+	if string(b[0:4]) != chunkMagic {
+		return h, errors.New("bad header magic")
+	}
+	if crc32.Checksum(b[:44], castagnoli) != binary.LittleEndian.Uint32(b[44:]) {
+		return h, errors.New("bad header checksum")
+	}
+	h.typ = ChunkType(b[4])
+	h.codec = b[5]
+	h.payloadLen = binary.LittleEndian.Uint32(b[8:])
+	h.rawLen = binary.LittleEndian.Uint32(b[12:])
+	h.records = binary.LittleEndian.Uint32(b[16:])
+	h.payloadCRC = binary.LittleEndian.Uint32(b[20:])
+	h.firstNs = binary.LittleEndian.Uint64(b[24:])
+	h.lastNs = binary.LittleEndian.Uint64(b[32:])
+	h.lostDelta = binary.LittleEndian.Uint32(b[40:])
+	switch {
+	case h.payloadLen > maxRawLen || h.rawLen > maxRawLen:
+		return h, fmt.Errorf("chunk length %d/%d exceeds the %d MiB limit", h.payloadLen, h.rawLen, maxRawLen>>20)
+	case h.records > h.rawLen:
+		return h, fmt.Errorf("record count %d exceeds raw length %d", h.records, h.rawLen)
+	case h.codec == codecNone && h.payloadLen != h.rawLen:
+		return h, errors.New("uncompressed chunk with differing lengths")
+	}
+	return h, nil
+}
+
+func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// appendDelta appends varint(a - b) with the difference taken modulo 2^64.
+func appendDelta(col []byte, a, b uint64) []byte {
+	return binary.AppendUvarint(col, zigzag(int64(a-b)))
+}
+
+// triBits maps a Tristate to its 2-bit code; out-of-range values are stored as Unknown.
+func triBits(t Tristate) byte {
+	if t > Yes {
+		return byte(Unknown)
+	}
+	return byte(t)
+}
+
+func triFromBits(b byte) Tristate {
+	if b > byte(Yes) {
+		return Unknown
+	}
+	return Tristate(b)
+}
+
+// cpuTable holds per-CPU delta state for one chunk. A generation counter
+// resets it between chunks without clearing memory.
+type cpuTable struct {
+	gen   uint32
+	slots []cpuSlot
+}
+
+type cpuSlot struct {
+	gen       uint32
+	hasExit   bool
+	hasTimer  bool
+	lastExit  uint64
+	lastTimer uint64
+}
+
+func (t *cpuTable) reset() {
+	t.gen++
+	if t.gen == 0 { // wrapped: stale slots could look current
+		clear(t.slots)
+		t.gen = 1
+	}
+}
+
+// get returns the CPU's slot for this chunk, or nil for CPUs without per-CPU
+// state (cpu >= cpuStateLimit).
+func (t *cpuTable) get(cpu uint32) *cpuSlot {
+	if cpu >= cpuStateLimit {
+		return nil
+	}
+	if int(cpu) >= len(t.slots) {
+		n := max(int(cpu)+1, 2*len(t.slots), 8)
+		n = min(n, cpuStateLimit)
+		t.slots = append(t.slots, make([]cpuSlot, n-len(t.slots))...)
+	}
+	s := &t.slots[cpu]
+	if s.gen != t.gen {
+		*s = cpuSlot{gen: t.gen}
+	}
+	return s
+}
+
+// colReader reads one column; any overrun sets the shared bad flag and
+// yields zeros, so decoders check the flag once per record.
+type colReader struct {
+	b   []byte
+	bad *bool
+}
+
+func (c *colReader) uvarint() uint64 {
+	v, n := binary.Uvarint(c.b)
+	if n <= 0 {
+		*c.bad = true
+		c.b = nil
+		return 0
+	}
+	c.b = c.b[n:]
+	return v
+}
+
+func (c *colReader) u32() uint32 {
+	v := c.uvarint()
+	if v > 1<<32-1 {
+		*c.bad = true
+		return 0
+	}
+	return uint32(v)
+}
+
+func (c *colReader) varint() int64 { return unzigzag(c.uvarint()) }
+
+func (c *colReader) i32() int32 {
+	v := c.varint()
+	if v != int64(int32(v)) {
+		*c.bad = true
+		return 0
+	}
+	return int32(v)
+}
+
+func (c *colReader) byte() byte {
+	if len(c.b) == 0 {
+		*c.bad = true
+		return 0
+	}
+	v := c.b[0]
+	c.b = c.b[1:]
+	return v
+}
+
+// splitColumns parses a record chunk's column table into cols (len(cols) is
+// the number of columns this reader knows). Extra columns are ignored.
+func splitColumns(raw []byte, cols []colReader, bad *bool) error {
+	ncol, n := binary.Uvarint(raw)
+	if n <= 0 || ncol < uint64(len(cols)) || ncol > 255 {
+		return fmt.Errorf("%w: bad column table", errMalformed)
+	}
+	raw = raw[n:]
+	var lens [256]uint64
+	var total uint64
+	for i := range ncol {
+		l, n := binary.Uvarint(raw)
+		if n <= 0 || l > maxRawLen {
+			return fmt.Errorf("%w: bad column table", errMalformed)
+		}
+		lens[i] = l
+		total += l
+		raw = raw[n:]
+	}
+	if total != uint64(len(raw)) {
+		return fmt.Errorf("%w: column lengths do not add up", errMalformed)
+	}
+	for i := range cols {
+		cols[i] = colReader{b: raw[:lens[i]:lens[i]], bad: bad}
+		raw = raw[lens[i]:]
+	}
+	return nil
+}
+
+// columnsDone checks that every known column was consumed exactly.
+func columnsDone(cols []colReader, bad bool) error {
+	if bad {
+		return fmt.Errorf("%w: column overrun", errMalformed)
+	}
+	for i := range cols {
+		if len(cols[i].b) != 0 {
+			return fmt.Errorf("%w: %d bytes left in column %d", errMalformed, len(cols[i].b), i)
+		}
+	}
+	return nil
+}
+
+// appendColumns builds a record chunk's raw payload from its columns.
+func appendColumns(dst []byte, cols [][]byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(cols)))
+	for _, c := range cols {
+		dst = binary.AppendUvarint(dst, uint64(len(c)))
+	}
+	for _, c := range cols {
+		dst = append(dst, c...)
+	}
+	return dst
+}

@@ -1,0 +1,181 @@
+package trace
+
+// Metadata is written as the first chunk of every trace file: what was
+// recorded, on which machine, with which idle configuration.
+type Metadata struct {
+	FormatVersion   int    `json:"format_version"`
+	ToolVersion     string `json:"tool_version"`
+	BPFObjectSHA256 string `json:"bpf_object_sha256"`
+
+	KernelRelease string `json:"kernel_release"` // uname -r
+	KernelVersion string `json:"kernel_version"` // uname -v
+	HZ            int    `json:"hz"`             // CONFIG_HZ, 0 if unknown
+	NoHZ          string `json:"nohz"`           // "idle", "full", "off" or "" if unknown
+	CPUModel      string `json:"cpu_model"`
+	Hostname      string `json:"hostname"`
+	BootID        string `json:"boot_id"`
+	NumCPUs       int    `json:"num_cpus"`      // possible CPUs
+	RecordedCPUs  []int  `json:"recorded_cpus"` // CPUs whose idle periods were kept
+
+	CPUIdleDriver   string `json:"cpuidle_driver"`   // "none" when the kernel has no cpuidle driver
+	CPUIdleGovernor string `json:"cpuidle_governor"` // governor at start
+	// States holds each CPU's idle-state table as sysfs showed it at start.
+	// Empty when the kernel has no cpuidle driver: it then runs its default
+	// idle routine (HLT on x86), which the cpu_idle tracepoint reports as
+	// state 1, and keeps no per-state counters.
+	States   []CPUStates     `json:"states"`
+	HaltPoll *HaltPollParams `json:"haltpoll,omitempty"`
+	PMQoS    PMQoS           `json:"pm_qos"`
+
+	BlockDevices []BlockDevice `json:"block_devices"`
+	Command      []string      `json:"command,omitempty"`
+	WallClock    WallClock     `json:"wall_clock"`
+	Clock        string        `json:"clock"`
+
+	// Probes records, per input, how it was attached ("tp_btf",
+	// "tracepoint") or why it is missing ("missing: ...").
+	Probes map[string]string `json:"probes"`
+	// Inputs says which optional inputs the trace carries.
+	Inputs Inputs `json:"inputs"`
+
+	Start *Snapshot `json:"start,omitempty"`
+}
+
+// Inputs are the optional facts a kernel may or may not let the recorder see.
+type Inputs struct {
+	WakeCauses    bool `json:"wake_causes"`
+	WakeRequests  bool `json:"wake_requests"`
+	TickState     bool `json:"tick_state"`
+	NextTimer     bool `json:"next_timer"`
+	TickWakeups   bool `json:"tick_wakeups"`
+	PollTimeLimit bool `json:"poll_time_limit"`
+	BlockIO       bool `json:"block_io"`
+	HaltPollTrace bool `json:"haltpoll_trace"`
+}
+
+// End is written as the last data chunk when a recording finishes in order.
+// A file without it was cut short (killed, disk full); its data chunks are
+// still readable.
+type End struct {
+	Snapshot   *Snapshot `json:"snapshot"`
+	StopReason string    `json:"stop_reason"` // "duration", "command exited", "signal", "error: ..."
+	// Counters from the kernel side at the end of the recording.
+	Loss []Loss `json:"loss"`
+	// BPF run time per program, from the kernel's BPF statistics when enabled.
+	ProgStats []ProgStat `json:"prog_stats,omitempty"`
+	// Records the Go side wrote.
+	IdlePeriods uint64 `json:"idle_periods"`
+	BlockIOs    uint64 `json:"block_ios"`
+	// Idle periods still open at stop (the CPU was idle when recording ended).
+	OpenPeriods uint64 `json:"open_periods"`
+	// CommandExitCode is set when a command was recorded.
+	CommandExitCode *int `json:"command_exit_code,omitempty"`
+}
+
+// ProgStat is one BPF program's kernel-side run statistics.
+type ProgStat struct {
+	Name      string `json:"name"`
+	RunCount  uint64 `json:"run_count"`
+	RunTimeNs uint64 `json:"run_time_ns"`
+	Misses    uint64 `json:"recursion_misses"`
+}
+
+// CPUStates is one CPU's idle-state table.
+type CPUStates struct {
+	CPU    int         `json:"cpu"`
+	States []StateInfo `json:"states"`
+}
+
+// StateInfo is one idle state as /sys/devices/system/cpu/cpuN/cpuidle/stateM shows it.
+type StateInfo struct {
+	Index             int    `json:"index"`
+	Name              string `json:"name"`
+	Desc              string `json:"desc"`
+	ExitLatencyNs     uint64 `json:"exit_latency_ns"`
+	TargetResidencyNs uint64 `json:"target_residency_ns"`
+	Disabled          bool   `json:"disabled"`
+	DefaultOff        bool   `json:"default_off"`
+	Polling           bool   `json:"polling"` // CPUIDLE_FLAG_POLLING (name POLL on x86)
+}
+
+// HaltPollParams are the haltpoll governor's module parameters.
+type HaltPollParams struct {
+	GuestHaltPollNs uint64 `json:"guest_halt_poll_ns"`
+	Grow            uint64 `json:"guest_halt_poll_grow"`
+	Shrink          uint64 `json:"guest_halt_poll_shrink"`
+	GrowStart       uint64 `json:"guest_halt_poll_grow_start"`
+	AllowShrink     bool   `json:"guest_halt_poll_allow_shrink"`
+}
+
+// PMQoS holds the latency constraints in force at start.
+type PMQoS struct {
+	// CPUDMALatencyUs is the global CPU latency QoS (/dev/cpu_dma_latency);
+	// -1 when it could not be read.
+	CPUDMALatencyUs int64 `json:"cpu_dma_latency_us"`
+	// ResumeLatencyUs per CPU from power/pm_qos_resume_latency_us: "n/a" is
+	// stored as 0 (the kernel's meaning), no constraint as -1.
+	ResumeLatencyUs []int64 `json:"resume_latency_us"`
+}
+
+// BlockDevice is one disk present at start.
+type BlockDevice struct {
+	Name  string `json:"name"`
+	Major uint32 `json:"major"`
+	Minor uint32 `json:"minor"`
+}
+
+// Dev is the kernel dev_t (major<<20 | minor), as BlockIO.Dev holds it.
+func (d BlockDevice) Dev() uint32 { return d.Major<<20 | d.Minor }
+
+// WallClock pairs one monotonic instant with the wall-clock time at that instant.
+type WallClock struct {
+	MonotonicNs uint64 `json:"monotonic_ns"`
+	UnixNs      int64  `json:"unix_ns"`
+}
+
+// Snapshot is the kernel's own counters at one instant.
+type Snapshot struct {
+	MonotonicNs uint64         `json:"monotonic_ns"`
+	CPUIdle     []CPUCounters  `json:"cpuidle"`
+	Block       []BlockCounter `json:"block"`
+	// Per-CPU window bounds: each CPU's counters were read at its own instant
+	// (from a thread pinned to that CPU) so the window is exact per CPU.
+	CPUTimeNs []uint64 `json:"cpu_time_ns,omitempty"`
+}
+
+// CPUCounters are one CPU's cpuidle counters.
+type CPUCounters struct {
+	CPU    int             `json:"cpu"`
+	States []StateCounters `json:"states"`
+}
+
+// StateCounters are /sys/devices/system/cpu/cpuN/cpuidle/stateM/{usage,time,above,below,rejected}.
+type StateCounters struct {
+	Index    int    `json:"index"`
+	Usage    uint64 `json:"usage"`
+	TimeUs   uint64 `json:"time_us"`
+	Above    uint64 `json:"above"`
+	Below    uint64 `json:"below"`
+	Rejected uint64 `json:"rejected"`
+}
+
+// BlockCounter is one /sys/block/DEV/stat line.
+type BlockCounter struct {
+	Name  string   `json:"name"`
+	Stat  []uint64 `json:"stat"` // the fields in kernel order (Documentation/block/stat.rst)
+	Major uint32   `json:"major"`
+	Minor uint32   `json:"minor"`
+}
+
+// Completed is the number of requests the kernel counted as completed: reads,
+// writes, discards and flushes (fields 1, 5, 12 and 16 of /sys/block/DEV/stat).
+// Merged bios are not requests and are not counted.
+func (b BlockCounter) Completed() uint64 {
+	var n uint64
+	for _, i := range []int{0, 4, 11, 15} {
+		if i < len(b.Stat) {
+			n += b.Stat[i]
+		}
+	}
+	return n
+}

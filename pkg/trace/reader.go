@@ -1,0 +1,556 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Reader reads a trace file. Opening reads the metadata chunk and the end
+// chunk (through the index when the file has one); Scan streams the records
+// chunk by chunk with bounded memory.
+//
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	Meta *Metadata
+	End  *End // nil when the recording did not finish or its end chunk is damaged
+
+	name    string
+	ra      io.ReaderAt
+	size    int64
+	file    *os.File // set by Open, closed by Close
+	chunks  []indexEntry
+	indexed bool
+
+	warnings []string
+	warned   map[string]bool
+
+	zdec *zstd.Decoder
+	buf  []byte // stored chunk bytes (header + payload)
+	raw  []byte // decoded payload
+	dec  decoder
+
+	losses     []Loss
+	lossesRead bool
+}
+
+// Visitor receives records from Scan. A nil func skips that record type
+// without reading its chunks. Pointers are valid only during the call; a
+// non-nil error stops Scan, which returns it.
+type Visitor struct {
+	Idle     func(*IdlePeriod) error
+	BlockIO  func(*BlockIO) error
+	HaltPoll func(*HaltPollChange) error
+	Loss     func(*Loss) error
+}
+
+// ChunkSummary describes all chunks of one type, for `idletrace info`.
+type ChunkSummary struct {
+	Type    ChunkType
+	Chunks  int
+	Records uint64
+	Bytes   int64 // on disk, headers included
+	// FirstNs and LastNs bound the records' timestamps (0 for chunk types
+	// without timestamps).
+	FirstNs, LastNs uint64
+	// LostRecords sums the chunk headers' lost-records deltas.
+	LostRecords uint64
+}
+
+// damageError is a chunk that cannot be used; Reason is shown to the user.
+type damageError struct{ reason string }
+
+func (e *damageError) Error() string { return e.reason }
+
+func damaged(format string, args ...any) error {
+	return &damageError{reason: fmt.Sprintf(format, args...)}
+}
+
+// Open opens a trace file. Problems that leave data readable (truncation,
+// damaged chunks, no index, no end chunk) are reported by Warnings; Open
+// fails only when the file is not a trace, is too new, or its metadata
+// cannot be read.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is already in our prefix
+		}
+		return nil, fmt.Errorf("trace %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("trace %s: %w", path, err)
+	}
+	r, err := NewNamedReader(f, fi.Size(), path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.file = f
+	return r, nil
+}
+
+// NewReader reads a trace from r, which holds size bytes.
+func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
+	return NewNamedReader(r, size, "input")
+}
+
+// NewNamedReader is NewReader with the name used in errors and warnings.
+func NewNamedReader(ra io.ReaderAt, size int64, name string) (*Reader, error) {
+	zdec, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(maxRawLen),
+		zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: zstd: %w", name, err)
+	}
+	r := &Reader{name: name, ra: ra, size: size, zdec: zdec, warned: map[string]bool{}}
+	if err := r.open(); err != nil {
+		zdec.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close releases the Reader and closes the file if Open opened it.
+func (r *Reader) Close() error {
+	if r.zdec != nil {
+		r.zdec.Close()
+		r.zdec = nil
+	}
+	if r.file != nil {
+		f := r.file
+		r.file = nil
+		return f.Close()
+	}
+	return nil
+}
+
+// Warnings lists problems found so far (at open and during Scan), each a
+// complete sentence naming the file.
+func (r *Reader) Warnings() []string { return slices.Clone(r.warnings) }
+
+// Indexed says whether the chunk list came from the file's index.
+func (r *Reader) Indexed() bool { return r.indexed }
+
+// Size is the file size in bytes.
+func (r *Reader) Size() int64 { return r.size }
+
+func (r *Reader) warn(format string, args ...any) {
+	msg := fmt.Sprintf("trace %s: ", r.name) + fmt.Sprintf(format, args...)
+	if !r.warned[msg] {
+		r.warned[msg] = true
+		r.warnings = append(r.warnings, msg)
+	}
+}
+
+func (r *Reader) errorf(format string, args ...any) error {
+	return fmt.Errorf("trace %s: "+format, append([]any{r.name}, args...)...)
+}
+
+// readAt reads exactly len(b) bytes at off; io.ErrUnexpectedEOF if the file is shorter.
+func (r *Reader) readAt(b []byte, off int64) error {
+	if off < 0 || off > r.size || int64(len(b)) > r.size-off {
+		return io.ErrUnexpectedEOF
+	}
+	n, err := r.ra.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func (r *Reader) open() error {
+	var hdr [fileHeaderSize]byte
+	n, err := r.ra.ReadAt(hdr[:min(int64(len(hdr)), max(r.size, 0))], 0)
+	if n < len(fileMagic) || string(hdr[:len(fileMagic)]) != fileMagic {
+		if err != nil && err != io.EOF {
+			return r.errorf("%w", err)
+		}
+		return r.errorf("%w", ErrNotTrace)
+	}
+	if n < fileHeaderSize {
+		return r.errorf("file is truncated inside the file header")
+	}
+	version := int(binary.LittleEndian.Uint16(hdr[8:]))
+	if version > FormatVersion {
+		return r.errorf("%w", &VersionError{Version: version})
+	}
+	if version == 0 {
+		return r.errorf("invalid format version 0")
+	}
+
+	meta := indexEntry{off: fileHeaderSize, typ: ChunkMetadata}
+	h, raw, err := r.loadChunk(&meta, false)
+	if err != nil {
+		var de *damageError
+		if errors.As(err, &de) {
+			return r.errorf("metadata chunk is damaged (%s); the file cannot be read", de.reason)
+		}
+		return r.errorf("%w", err)
+	}
+	if h.typ != ChunkMetadata {
+		return r.errorf("first chunk is %s, not metadata; the file cannot be read", h.typ)
+	}
+	var m Metadata
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return r.errorf("metadata chunk is damaged (bad JSON: %v); the file cannot be read", err)
+	}
+	r.Meta = &m
+
+	if err := r.readIndex(); err != nil {
+		if !errors.Is(err, errNoFooter) {
+			r.warn("index is unusable (%v); read the file chunk by chunk", err)
+		} else {
+			r.warn("no index at the end of the file (recording not closed cleanly); read it chunk by chunk")
+		}
+		if err := r.walkChunks(); err != nil {
+			return r.errorf("%w", err)
+		}
+	}
+	r.readEnd()
+	return nil
+}
+
+var errNoFooter = errors.New("no footer")
+
+// readIndex builds the chunk list from the footer and index chunk.
+func (r *Reader) readIndex() error {
+	if r.size < fileHeaderSize+chunkHeaderSize+footerSize {
+		return errNoFooter
+	}
+	var foot [footerSize]byte
+	if err := r.readAt(foot[:], r.size-footerSize); err != nil {
+		return errNoFooter
+	}
+	if string(foot[8:]) != footerMagic {
+		return errNoFooter
+	}
+	indexOff := int64(binary.LittleEndian.Uint64(foot[:]))
+	if indexOff < fileHeaderSize || indexOff > r.size-footerSize-chunkHeaderSize {
+		return fmt.Errorf("index offset %d is out of range", indexOff)
+	}
+	ref := indexEntry{off: indexOff, typ: ChunkIndex}
+	h, raw, err := r.loadChunk(&ref, false)
+	if err != nil {
+		return fmt.Errorf("index chunk at offset %d: %v", indexOff, err)
+	}
+	if h.typ != ChunkIndex || ref.end() != r.size-footerSize {
+		return fmt.Errorf("footer does not point at an index chunk")
+	}
+	entries, err := decodeIndex(raw, indexOff)
+	if err != nil {
+		return err
+	}
+	ref.payloadLen, ref.records = h.payloadLen, h.records
+	r.chunks = append(entries, ref)
+	r.indexed = true
+	return nil
+}
+
+// damageEvent is a bad chunk header met while walking the file.
+type damageEvent struct {
+	off, resumeOff int64 // resumeOff < 0: nothing valid after it
+	reason         string
+	chunksBefore   int
+}
+
+// walkChunks builds the chunk list by following chunk headers from the file
+// header, resynchronising after damage.
+func (r *Reader) walkChunks() error {
+	r.chunks = r.chunks[:0]
+	var events []damageEvent
+	var hb [chunkHeaderSize]byte
+	off := int64(fileHeaderSize)
+	for off < r.size {
+		left := r.size - off
+		if left < chunkHeaderSize {
+			if left == footerSize && r.isFooter(off) {
+				break
+			}
+			r.warn("file is truncated: the last %d bytes at offset %d are not a complete chunk", left, off)
+			break
+		}
+		if err := r.readAt(hb[:], off); err != nil {
+			return err
+		}
+		h, err := parseChunkHeader(hb[:])
+		if err != nil {
+			next, rerr := r.resync(off + 1)
+			if rerr != nil {
+				return rerr
+			}
+			events = append(events, damageEvent{off: off, resumeOff: next, reason: "bad header: " + err.Error(), chunksBefore: len(r.chunks)})
+			if next < 0 {
+				break
+			}
+			off = next
+			continue
+		}
+		e := indexEntry{off: off, typ: h.typ, payloadLen: h.payloadLen, records: h.records,
+			firstNs: h.firstNs, lastNs: h.lastNs, lostDelta: h.lostDelta}
+		if e.end() > r.size {
+			r.warn("file is truncated: chunk at offset %d needs %d bytes, %d are present; it and anything after it are lost",
+				off, e.end()-off, r.size-off)
+			break
+		}
+		r.chunks = append(r.chunks, e)
+		off = e.end()
+	}
+	for _, ev := range events {
+		if ev.resumeOff < 0 {
+			r.warn("chunk at offset %d is damaged (%s); no valid chunk follows it, %d bytes skipped",
+				ev.off, ev.reason, r.size-ev.off)
+			continue
+		}
+		r.warn("chunk at offset %d is damaged (%s); skipped %d bytes to the next valid chunk at offset %d, %d chunks after it recovered",
+			ev.off, ev.reason, ev.resumeOff-ev.off, ev.resumeOff, len(r.chunks)-ev.chunksBefore)
+	}
+	return nil
+}
+
+func (r *Reader) isFooter(off int64) bool {
+	var foot [footerSize]byte
+	return r.readAt(foot[:], off) == nil && string(foot[8:]) == footerMagic
+}
+
+// resync finds the next offset at or after from holding a chunk header with
+// a valid header CRC, or -1.
+func (r *Reader) resync(from int64) (int64, error) {
+	const step = 64 << 10
+	buf := make([]byte, step+chunkHeaderSize-1)
+	for pos := from; r.size-pos >= chunkHeaderSize; pos += step {
+		n := min(int64(len(buf)), r.size-pos)
+		if err := r.readAt(buf[:n], pos); err != nil {
+			return -1, err
+		}
+		win := buf[:n]
+		for i := 0; i < step; {
+			j := bytes.Index(win[i:], []byte(chunkMagic))
+			if j < 0 {
+				break
+			}
+			cand := i + j
+			if cand >= step || cand+chunkHeaderSize > len(win) {
+				break // the next window covers it
+			}
+			if _, err := parseChunkHeader(win[cand : cand+chunkHeaderSize]); err == nil {
+				return pos + int64(cand), nil
+			}
+			i = cand + 1
+		}
+	}
+	return -1, nil
+}
+
+// loadChunk reads and checks the chunk at ref.off and returns its header and
+// decoded payload (valid until the next load). If checkRef, the header must
+// agree with ref (which came from the index or an earlier walk). Unusable
+// chunks give a *damageError.
+func (r *Reader) loadChunk(ref *indexEntry, checkRef bool) (chunkHeader, []byte, error) {
+	var hb [chunkHeaderSize]byte
+	if err := r.readAt(hb[:], ref.off); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return chunkHeader{}, nil, damaged("truncated")
+		}
+		return chunkHeader{}, nil, err
+	}
+	h, err := parseChunkHeader(hb[:])
+	if err != nil {
+		return h, nil, damaged("bad header: %v", err)
+	}
+	if checkRef && (h.typ != ref.typ || h.payloadLen != ref.payloadLen || h.records != ref.records) {
+		return h, nil, damaged("header does not match the index")
+	}
+	end := ref.off + chunkHeaderSize + int64(h.payloadLen)
+	if end > r.size {
+		return h, nil, damaged("truncated: needs %d bytes, %d present", end-ref.off, r.size-ref.off)
+	}
+	if cap(r.buf) < int(h.payloadLen) {
+		r.buf = make([]byte, h.payloadLen)
+	}
+	payload := r.buf[:h.payloadLen]
+	if err := r.readAt(payload, ref.off+chunkHeaderSize); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return h, nil, damaged("truncated")
+		}
+		return h, nil, err
+	}
+	if crc32.Checksum(payload, castagnoli) != h.payloadCRC {
+		return h, nil, damaged("checksum mismatch")
+	}
+	switch h.codec {
+	case codecNone:
+		return h, payload, nil
+	case codecZstd:
+		if cap(r.raw) < int(h.rawLen) {
+			r.raw = make([]byte, 0, h.rawLen)
+		}
+		out, err := r.zdec.DecodeAll(payload, r.raw[:0:h.rawLen])
+		if err != nil {
+			return h, nil, damaged("cannot decompress: %v", err)
+		}
+		if len(out) != int(h.rawLen) {
+			return h, nil, damaged("decompressed to %d bytes, header says %d", len(out), h.rawLen)
+		}
+		return h, out, nil
+	}
+	return h, nil, damaged("unknown codec %d", h.codec)
+}
+
+// chunkWarning reports a damaged chunk met during Scan or at open.
+func (r *Reader) chunkWarning(i int, reason string) {
+	after := 0
+	for _, c := range r.chunks[i+1:] {
+		if c.typ != ChunkIndex {
+			after++
+		}
+	}
+	r.warn("chunk at offset %d is damaged (%s); skipped it and continued with the %d chunks after it",
+		r.chunks[i].off, reason, after)
+}
+
+func (r *Reader) readEnd() {
+	last := -1
+	for i, c := range r.chunks {
+		if c.typ == ChunkEnd {
+			last = i
+		}
+	}
+	if last < 0 {
+		r.warn("recording did not finish (no end chunk); data up to the last complete chunk is shown")
+		return
+	}
+	_, raw, err := r.loadChunk(&r.chunks[last], true)
+	var e End
+	if err == nil {
+		if jerr := json.Unmarshal(raw, &e); jerr != nil {
+			err = damaged("bad JSON: %v", jerr)
+		}
+	}
+	if err != nil {
+		r.warn("end chunk at offset %d is damaged (%v); the end-of-recording counters are unavailable", r.chunks[last].off, err)
+		return
+	}
+	r.End = &e
+}
+
+// Scan delivers the records of every intact chunk, in file order, to v.
+// Damaged chunks are skipped with a warning. Scan returns the first error
+// from a Visitor func or from reading the file.
+func (r *Reader) Scan(v Visitor) error {
+	if r.zdec == nil {
+		return r.errorf("reader is closed")
+	}
+	for i := range r.chunks {
+		c := &r.chunks[i]
+		switch {
+		case c.typ == ChunkIdle && v.Idle != nil:
+		case c.typ == ChunkBlockIO && v.BlockIO != nil:
+		case c.typ == ChunkHaltPoll && v.HaltPoll != nil:
+		case c.typ == ChunkLoss && v.Loss != nil:
+		default:
+			continue
+		}
+		h, raw, err := r.loadChunk(c, true)
+		if err != nil {
+			var de *damageError
+			if errors.As(err, &de) {
+				r.chunkWarning(i, de.reason)
+				continue
+			}
+			return r.errorf("%w", err)
+		}
+		switch c.typ {
+		case ChunkIdle:
+			err = r.dec.decodeIdle(raw, h.records, v.Idle)
+		case ChunkBlockIO:
+			err = r.dec.decodeBlockIO(raw, h.records, v.BlockIO)
+		case ChunkHaltPoll:
+			err = r.dec.decodeHaltPoll(raw, h.records, v.HaltPoll)
+		case ChunkLoss:
+			err = r.dec.decodeLoss(raw, h.records, v.Loss)
+		}
+		if errors.Is(err, errMalformed) {
+			r.chunkWarning(i, err.Error())
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Losses returns the final loss counters per CPU, sorted by CPU: the last
+// value in the loss chunks, replaced by the end chunk's where it has one.
+func (r *Reader) Losses() []Loss {
+	if r.lossesRead {
+		return slices.Clone(r.losses)
+	}
+	byCPU := map[uint32]Loss{}
+	_ = r.Scan(Visitor{Loss: func(l *Loss) error { byCPU[l.CPU] = *l; return nil }})
+	if r.End != nil {
+		for _, l := range r.End.Loss {
+			byCPU[l.CPU] = l
+		}
+	}
+	r.losses = make([]Loss, 0, len(byCPU))
+	for _, l := range byCPU {
+		r.losses = append(r.losses, l)
+	}
+	slices.SortFunc(r.losses, func(a, b Loss) int { return int(int64(a.CPU) - int64(b.CPU)) })
+	r.lossesRead = true
+	return slices.Clone(r.losses)
+}
+
+// Chunks summarises the file's chunks per type, ordered by type. It reads
+// only chunk headers (or the index), not payloads.
+func (r *Reader) Chunks() []ChunkSummary {
+	var byType [256]*ChunkSummary
+	var timed [256]bool
+	var out []ChunkSummary
+	for _, c := range r.chunks {
+		s := byType[c.typ]
+		if s == nil {
+			s = &ChunkSummary{Type: c.typ}
+			byType[c.typ] = s
+		}
+		if c.records > 0 && hasTimestamps(c.typ) {
+			if !timed[c.typ] {
+				s.FirstNs, s.LastNs = c.firstNs, c.lastNs
+				timed[c.typ] = true
+			} else {
+				s.FirstNs, s.LastNs = min(s.FirstNs, c.firstNs), max(s.LastNs, c.lastNs)
+			}
+		}
+		s.Chunks++
+		s.Records += uint64(c.records)
+		s.Bytes += chunkHeaderSize + int64(c.payloadLen)
+		s.LostRecords += uint64(c.lostDelta)
+	}
+	for _, s := range byType {
+		if s != nil {
+			out = append(out, *s)
+		}
+	}
+	return out
+}
+
+func hasTimestamps(t ChunkType) bool {
+	return t == ChunkIdle || t == ChunkBlockIO || t == ChunkHaltPoll
+}

@@ -1,0 +1,182 @@
+// Package trace owns the idletrace trace file: the record types every other
+// package reads, the metadata that makes a file self-describing, and the
+// chunked writer and reader (format v1, see format.go).
+package trace
+
+// Times are nanoseconds of CLOCK_MONOTONIC (bpf_ktime_get_ns), one clock for
+// the whole trace; Metadata.WallClock anchors it to wall-clock time.
+
+// Tristate is a fact the recorder may or may not have been able to observe.
+// Unknown is never folded into false: a kernel that does not expose an input
+// must not look like one that says "no".
+type Tristate uint8
+
+const (
+	Unknown Tristate = iota
+	No
+	Yes
+)
+
+func (t Tristate) String() string {
+	switch t {
+	case No:
+		return "no"
+	case Yes:
+		return "yes"
+	}
+	return "unknown"
+}
+
+// TristateOf turns a known boolean into a Tristate.
+func TristateOf(b bool) Tristate {
+	if b {
+		return Yes
+	}
+	return No
+}
+
+// WakeCause says what ended an idle period. Values are shared with the BPF
+// header (bpf/idletrace.h, enum wake_cause) and stored in trace files: append,
+// never renumber.
+type WakeCause uint8
+
+const (
+	WakeUnknown     WakeCause = 0 // nothing observed (e.g. a spurious HLT exit)
+	WakeTimer       WakeCause = 1 // local timer interrupt that did not run the tick
+	WakeTick        WakeCause = 2 // local timer interrupt that ran the scheduler tick
+	WakeIRQ         WakeCause = 3 // device interrupt; IdlePeriod.WakeIRQ holds its number
+	WakeIPIResched  WakeCause = 4 // reschedule IPI
+	WakeIPICall     WakeCause = 5 // function-call IPI (single or many)
+	WakeRemoteNoIPI WakeCause = 6 // a remote CPU set need_resched on a polling CPU, no IPI
+	WakePollTimeout WakeCause = 7 // a polling state ran out of its time limit
+	wakeCauseCount              = 8
+)
+
+var wakeCauseNames = [wakeCauseCount]string{"unknown", "timer", "tick", "irq", "ipi-resched", "ipi-call", "remote-no-ipi", "poll-timeout"}
+
+func (c WakeCause) String() string {
+	if int(c) < len(wakeCauseNames) {
+		return wakeCauseNames[c]
+	}
+	return "invalid"
+}
+
+// WakeCauses lists every cause in a stable order, for reports.
+func WakeCauses() []WakeCause {
+	out := make([]WakeCause, wakeCauseCount)
+	for i := range out {
+		out[i] = WakeCause(i)
+	}
+	return out
+}
+
+// IdlePeriod is one entry into an idle state and the matching exit, paired in
+// the kernel.
+type IdlePeriod struct {
+	CPU     uint32
+	State   uint32 // cpuidle driver state index (0 is POLL on x86 with a driver)
+	EntryNs uint64
+	ExitNs  uint64
+
+	WakeCause WakeCause
+	WakeIRQ   int32 // device IRQ number when WakeCause == WakeIRQ, else -1
+
+	// WakeRequestNs is when a remote CPU asked this CPU to wake (sched_waking
+	// with this CPU as target, an IPI send, or a no-IPI wake of a polling CPU)
+	// while it was idle; 0 when no remote request was seen.
+	WakeRequestNs uint64
+
+	// NextTimerNs is the time from entry to the next timer event the governor
+	// could see (the kernel's tick_sched timer_expires); valid only when
+	// NextTimerKnown.
+	NextTimerNs    int64
+	NextTimerKnown bool
+
+	// TickStopped: the scheduler tick was stopped while this period was entered.
+	TickStopped Tristate
+	// PollTimedOut: a polling state ended on its time limit (dev->poll_time_limit).
+	// Unknown for non-polling states and where the kernel's field is not readable.
+	PollTimedOut Tristate
+}
+
+// ResidencyNs is the time spent in the state as the cpuidle core measures it.
+func (p *IdlePeriod) ResidencyNs() uint64 {
+	if p.ExitNs < p.EntryNs {
+		return 0
+	}
+	return p.ExitNs - p.EntryNs
+}
+
+// IsRemoteWake says the period ended because another CPU woke this one.
+func (c WakeCause) IsRemoteWake() bool {
+	return c == WakeIPIResched || c == WakeIPICall || c == WakeRemoteNoIPI
+}
+
+// WakeLatencyNs is the measured time from a remote wake request to the idle
+// exit, and whether there was one. Only periods that a remote wake ended
+// count: a sched_waking aimed at this CPU may have placed the task elsewhere.
+func (p *IdlePeriod) WakeLatencyNs() (uint64, bool) {
+	if !p.WakeCause.IsRemoteWake() || p.WakeRequestNs == 0 || p.WakeRequestNs > p.ExitNs || p.WakeRequestNs < p.EntryNs {
+		return 0, false
+	}
+	return p.ExitNs - p.WakeRequestNs, true
+}
+
+// Block request operations (the low byte of the kernel's cmd_flags, REQ_OP_*).
+const (
+	OpRead    = 0
+	OpWrite   = 1
+	OpFlush   = 2
+	OpDiscard = 3
+)
+
+// BlockIO is one block request from issue to its final completion, paired in
+// the kernel.
+type BlockIO struct {
+	Dev         uint32 // kernel dev_t: major<<20 | minor
+	Sector      uint64
+	Bytes       uint32
+	Op          uint8  // REQ_OP_* (OpRead, OpWrite, ...)
+	CmdFlags    uint32 // full cmd_flags as the kernel had them at issue
+	IssueNs     uint64
+	CompleteNs  uint64
+	IssueCPU    uint32
+	CompleteCPU uint32
+	Error       int32 // blk_status_t at completion, 0 = ok
+}
+
+// LatencyNs is issue to completion.
+func (b *BlockIO) LatencyNs() uint64 {
+	if b.CompleteNs < b.IssueNs {
+		return 0
+	}
+	return b.CompleteNs - b.IssueNs
+}
+
+// DevMajor and DevMinor split the kernel dev_t.
+func (b *BlockIO) DevMajor() uint32 { return b.Dev >> 20 }
+func (b *BlockIO) DevMinor() uint32 { return b.Dev & (1<<20 - 1) }
+
+// HaltPollChange is one power:guest_halt_poll_ns event: haltpoll's poll window
+// on CPU grew or shrank.
+type HaltPollChange struct {
+	TimeNs uint64
+	CPU    uint32
+	Grow   bool
+	NewNs  uint32
+	OldNs  uint32
+}
+
+// Loss holds cumulative per-CPU counters of records the kernel side could not
+// deliver. The last Loss seen for a CPU in a file is the total for that CPU.
+type Loss struct {
+	CPU uint32
+	// Ring-buffer reservations that failed, by record kind.
+	IdleLost, IOLost, OtherLost uint64
+	// IO completions whose issue was not seen (started before the recording
+	// or evicted from the in-kernel pairing table): counted, never invented.
+	IOUnmatched uint64
+}
+
+// Total is every record lost on this CPU.
+func (l *Loss) Total() uint64 { return l.IdleLost + l.IOLost + l.OtherLost }
