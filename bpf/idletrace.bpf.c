@@ -189,14 +189,19 @@ static __always_inline void read_tick_state(struct cpu_state *st, __u64 now)
 		}
 	}
 
-	/* timer_expires is what tick_nohz_next_event() last found; 0 means
-	 * "a timer within the next tick while the tick runs", in which case the
-	 * next event is the tick itself. */
+	/* The next timer event is the earlier of what tick_nohz_next_event()
+	 * last found (timer_expires; 0 or stale values in the past are
+	 * ignored) and the tick's own hrtimer, which runs every tick while the
+	 * tick is on and is programmed to the next timer once it is stopped. */
+	__u64 next = ~0ULL;
 	__u64 expires = BPF_CORE_READ(ts, timer_expires);
-	if (!expires || expires < now)
-		expires = BPF_CORE_READ(ts, sched_timer.node.expires);
-	if (expires >= now) {
-		st->next_timer_ns = expires - now;
+	if (expires >= now)
+		next = expires;
+	__u64 tick = BPF_CORE_READ(ts, sched_timer.node.expires);
+	if (tick >= now && tick < next)
+		next = tick;
+	if (next != ~0ULL && next < (1ULL << 62)) {
+		st->next_timer_ns = next - now;
 		st->flags |= IDLE_NEXT_TIMER_KNOWN;
 	}
 }

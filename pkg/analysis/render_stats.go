@@ -150,7 +150,7 @@ func renderStatsDoc(d *doc, s *Stats) error {
 			if tp != nil && tp.TargetResidencyNs != nil {
 				tr = FormatUs(*tp.TargetResidencyNs)
 			}
-			hk := haveKernel && kc != nil
+			hk := haveKernel && kc != nil && len(kc.States) > 0
 			above, below := fmt.Sprint(t.Above), fmt.Sprint(t.Below)
 			if !haveKernel && tp != nil && tp.ExitLatencyNs == nil {
 				above, below = dash, dash // no state table: cannot be classified
@@ -165,7 +165,7 @@ func renderStatsDoc(d *doc, s *Stats) error {
 			if haveKernel {
 				check := "ok"
 				switch {
-				case kc == nil:
+				case !hk:
 					check = "no kernel counters"
 				case len(mm[[2]int{c.CPU, i}]) > 0:
 					check = "MISMATCH " + strings.Join(mm[[2]int{c.CPU, i}], ", ")
@@ -269,10 +269,16 @@ func renderStatsDoc(d *doc, s *Stats) error {
 	// Block IO.
 	d.heading("Block IO")
 	io := s.IO
-	ioLines := []string{fmt.Sprintf("%d completed requests; latency (issue → completion) mean %s µs, p50 %s µs, p99 %s µs, max %s µs.",
-		io.Requests, FormatUsF(io.LatencyNs.Mean), FormatUs(io.LatencyNs.P50), FormatUs(io.LatencyNs.P99), FormatUs(io.LatencyNs.Max))}
-	ioLines = append(ioLines, fmt.Sprintf("%d completions woke an idle CPU (%s; by device IRQ %d, by IPI %d; completion within the idle period or ≤ %s µs after its exit).",
-		io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], FormatUs(io.WokeWindowNs)))
+	var ioLines []string
+	if io.Requests == 0 {
+		ioLines = append(ioLines, "No block IO request completed in the window.")
+	} else {
+		ioLines = append(ioLines,
+			fmt.Sprintf("%d requests completed; latency (issue → completion) mean %s µs, p50 %s µs, p99 %s µs, max %s µs.",
+				io.Requests, FormatUsF(io.LatencyNs.Mean), FormatUs(io.LatencyNs.P50), FormatUs(io.LatencyNs.P99), FormatUs(io.LatencyNs.Max)),
+			fmt.Sprintf("%d of them woke an idle CPU (%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
+				io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000))
+	}
 	if io.Errors+io.Lost+io.Unmatched > 0 {
 		ioLines = append(ioLines, fmt.Sprintf("Errors: %d; IO records lost: %d; completions whose issue was not seen (not counted): %d.", io.Errors, io.Lost, io.Unmatched))
 	}

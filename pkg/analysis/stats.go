@@ -195,7 +195,7 @@ const (
 // counters to check the trace against.
 const NoDriverNote = "the kernel has no cpuidle driver (cpuidle_driver=none): it runs its default idle routine " +
 	"(HLT on x86), which the cpu_idle tracepoint reports as state 1 (0 for cpu_idle_poll), keeps no " +
-	"usage/time/above/below counters and has no state table, so above/below cannot be classified (shown as 0) " +
+	"usage/time/above/below counters and has no state table, so above/below cannot be classified (0 in JSON) " +
 	"and there is nothing to check the trace against"
 
 type stateAcc struct{ usage, timeNs, above, below uint64 }
@@ -669,6 +669,9 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	}
 	if s.LostEvents > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records were lost in the kernel (ring buffer full); counts are lower bounds", s.LostEvents))
+	}
+	if b.iowake.dropped > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("the idle and IO records drifted too far apart in the file: %d held records were dropped, so woke_idle_cpu is a lower bound", b.iowake.dropped))
 	}
 	if b.invalid > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records had an impossible CPU or state number and were skipped", b.invalid))

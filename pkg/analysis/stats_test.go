@@ -146,7 +146,7 @@ func TestMismatchesFlagged(t *testing.T) {
 	end := endWith([]trace.CPUCounters{counters(0,
 		trace.StateCounters{Index: 0, Usage: 1, TimeUs: 5, Below: 1},
 		trace.StateCounters{Index: 1, Usage: 4, TimeUs: 601, Above: 1, Below: 1}, // usage differs
-		trace.StateCounters{Index: 2, Usage: 2, TimeUs: 1310, Above: 0},         // residency +0.77 %, above differs
+		trace.StateCounters{Index: 2, Usage: 2, TimeUs: 1310, Above: 0},         // residency -0.76 %, above differs
 	)})
 	for _, lost := range []uint64{0, 5} {
 		s, err := ComputeStats(meta, end, []trace.Loss{{CPU: 0, IdleLost: lost}}, scanOf(syntheticPeriods(), nil))
@@ -171,7 +171,7 @@ func TestMismatchesFlagged(t *testing.T) {
 		if err := RenderStats(&buf, s, "text"); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(buf.String(), "MISMATCH above") || !strings.Contains(buf.String(), "residency +0.77 %") {
+		if !strings.Contains(buf.String(), "MISMATCH above") || !strings.Contains(buf.String(), "residency -0.76 %") {
 			t.Errorf("text output does not flag the mismatches:\n%s", buf.String())
 		}
 	}
@@ -345,75 +345,161 @@ func TestHistogramAccuracy(t *testing.T) {
 	}
 }
 
+func irqPeriod(cpu uint32, entry, res uint64) trace.IdlePeriod {
+	p := period(cpu, 1, entry, res)
+	p.WakeCause, p.WakeIRQ = trace.WakeIRQ, 24
+	return p
+}
+
+func completion(cpu uint32, done uint64) trace.BlockIO {
+	return trace.BlockIO{Dev: 253 << 20, IssueNs: done - 80*us, CompleteNs: done, CompleteCPU: cpu}
+}
+
 func TestIOWokeIdleCPU(t *testing.T) {
 	meta := driverMeta()
-	irq := func(cpu uint32, entry, res uint64) trace.IdlePeriod {
-		p := period(cpu, 1, entry, res)
-		p.WakeCause, p.WakeIRQ = trace.WakeIRQ, 24
-		return p
-	}
 	ps := []trace.IdlePeriod{
-		irq(0, 10_000_000, 200*us), // exit 10.2 ms
-		irq(1, 20_000_000, 200*us), // exit 20.2 ms
+		irqPeriod(0, 10_000_000, 200*us), // exit 10.2 ms
+		irqPeriod(1, 20_000_000, 200*us), // exit 20.2 ms
 		period(0, 1, 30_000_000, 200*us),
-		irq(0, 40_000_000, 200*us), // exit 40.2 ms
+		irqPeriod(0, 40_000_000, 200*us), // exit 40.2 ms
+		period(1, 1, 70_000_000, 200*us),
+		period(0, 1, 70_000_000, 200*us),
 	}
-	io := func(cpu uint32, done uint64) trace.BlockIO {
-		return trace.BlockIO{Dev: 253 << 20, IssueNs: done - 80*us, CompleteNs: done, CompleteCPU: cpu}
-	}
+	ps[3].WakeCause = trace.WakeIPICall // blk-mq remote completion
 	ios := []trace.BlockIO{
-		io(0, 10_150_000), // inside the period (HLT: handler before the exit event): woke
-		io(0, 10_230_000), // 30 µs after the exit (MWAIT order): woke
-		io(1, 20_300_000), // 100 µs after the exit: beyond the window
-		io(0, 30_100_000), // inside a timer-woken period: not woken by IO
-		io(0, 40_210_000), // woke
-		io(1, 20_100_000), // wrong CPU for that period? no: CPU 1's own period: woke
-		io(0, 60_000_000), // CPU busy
+		completion(0, 10_150_000), // inside the period (HLT: handler before the exit event): woke
+		completion(0, 10_230_000), // 30 µs after the exit (MWAIT order): woke
+		completion(1, 20_100_000), // inside CPU 1's period: woke
+		completion(1, 20_300_000), // 100 µs after the exit: beyond the window
+		completion(0, 30_100_000), // inside a timer-woken period: not an IO wake-up
+		completion(0, 40_210_000), // woke (IPI)
+		completion(0, 60_000_000), // CPU busy
 	}
-	want := uint64(4)
-	// Interleave in both orders: completions before and after their periods.
-	orders := map[string]func(idle func(*trace.IdlePeriod) error, blockIO func(*trace.BlockIO) error) error{
+	type ev struct {
+		t  uint64
+		fn func(v trace.Visitor)
+	}
+	byTime := func(v trace.Visitor) error {
+		var evs []ev
+		for i := range ps {
+			p := ps[i]
+			evs = append(evs, ev{p.ExitNs, func(v trace.Visitor) { v.Idle(&p) }})
+		}
+		for i := range ios {
+			b := ios[i]
+			evs = append(evs, ev{b.CompleteNs, func(v trace.Visitor) { v.BlockIO(&b) }})
+		}
+		slices.SortStableFunc(evs, func(a, b ev) int { return int(int64(a.t) - int64(b.t)) })
+		for _, e := range evs {
+			e.fn(v)
+		}
+		return nil
+	}
+	orders := map[string]scanFunc{
 		"periods first": scanOf(ps, ios),
-		"ios first": func(idle func(*trace.IdlePeriod) error, blockIO func(*trace.BlockIO) error) error {
-			for i := range ios {
-				blockIO(&ios[i])
-			}
-			for i := range ps {
-				idle(&ps[i])
-			}
-			return nil
+		"ios first": func(v trace.Visitor) error {
+			return scanOf(nil, ios)(v) // then the periods
 		},
-		"by time": func(idle func(*trace.IdlePeriod) error, blockIO func(*trace.BlockIO) error) error {
-			type ev struct {
-				t  uint64
-				fn func()
-			}
-			var evs []ev
-			for i := range ps {
-				p := &ps[i]
-				evs = append(evs, ev{p.ExitNs, func() { idle(p) }})
-			}
-			for i := range ios {
-				b := &ios[i]
-				evs = append(evs, ev{b.CompleteNs, func() { blockIO(b) }})
-			}
-			slices.SortStableFunc(evs, func(a, b ev) int { return int(int64(a.t) - int64(b.t)) })
-			for _, e := range evs {
-				e.fn()
-			}
-			return nil
-		},
+		"by time": byTime,
+	}
+	orders["ios first"] = func(v trace.Visitor) error {
+		if err := scanOf(nil, ios)(v); err != nil {
+			return err
+		}
+		return scanOf(ps, nil)(v)
 	}
 	for name, scan := range orders {
-		s, err := ComputeStats(meta, nil, nil, scan)
-		if err != nil {
+		b := NewStatsBuilder(meta, nil)
+		if err := scan(b.Visitor()); err != nil {
 			t.Fatal(err)
 		}
-		if s.IO.WokeIdleCPU != want || s.IO.WokeIdleCPUByCause["irq"] != want {
-			t.Errorf("%s: woke_idle_cpu %d (%v), want %d", name, s.IO.WokeIdleCPU, s.IO.WokeIdleCPUByCause, want)
+		s := b.Finish(nil)
+		if s.IO.WokeIdleCPU != 4 || s.IO.WokeIdleCPUByCause["irq"] != 3 || s.IO.WokeIdleCPUByCause["ipi-call"] != 1 {
+			t.Errorf("%s: woke_idle_cpu %d (%v), want 4 (3 irq, 1 ipi-call)", name, s.IO.WokeIdleCPU, s.IO.WokeIdleCPUByCause)
 		}
 		if s.IO.Requests != uint64(len(ios)) || s.IO.LatencyNs.P50 != 80*us || s.IO.LatencyNs.Max != 80*us {
 			t.Errorf("%s: io %+v", name, s.IO)
+		}
+		if b.iowake.pending > 2 {
+			t.Errorf("%s: %d records still held after both streams ended", name, b.iowake.pending)
+		}
+	}
+}
+
+// TestIOWokeChunked feeds the two streams the way a file stores them: chunks
+// of each type, the IO chunks lagging behind the idle chunks by a whole chunk,
+// and checks the exact count and that what is held stays bounded.
+func TestIOWokeChunked(t *testing.T) {
+	const n = 200_000
+	const chunk = 4096
+	var ps []trace.IdlePeriod
+	var ios []trace.BlockIO
+	want := uint64(0)
+	for i := 0; i < n; i++ {
+		cpu := uint32(i % 4)
+		entry := uint64(1_000_000 + i*100_000)
+		if i%3 == 0 {
+			ps = append(ps, irqPeriod(cpu, entry, 40*us))
+			if i%2 == 0 { // inside the period
+				ios = append(ios, completion(cpu, entry+39*us))
+			} else { // just after the exit
+				ios = append(ios, completion(cpu, entry+45*us))
+			}
+			want++
+		} else {
+			ps = append(ps, period(cpu, 1, entry, 40*us))
+			if i%5 == 0 { // completion on a busy CPU
+				ios = append(ios, completion(cpu, entry+90*us))
+			}
+		}
+	}
+	// lead "idle": idle chunks run one chunk ahead of IO chunks; "io": the reverse.
+	for _, lead := range []string{"idle", "io"} {
+		b := NewStatsBuilder(driverMeta(), nil)
+		maxHeld := 0
+		pi, ii := 0, 0
+		for pi < len(ps) || ii < len(ios) {
+			if lead == "idle" {
+				for k := 0; k < chunk && pi < len(ps); k++ {
+					b.AddIdle(&ps[pi])
+					pi++
+				}
+				var limit uint64
+				switch {
+				case pi == len(ps):
+					limit = 1 << 63
+				case pi > chunk:
+					limit = ps[pi-chunk].ExitNs
+				}
+				for ii < len(ios) && ios[ii].CompleteNs <= limit {
+					b.AddBlockIO(&ios[ii])
+					ii++
+				}
+			} else {
+				for k := 0; k < chunk && ii < len(ios); k++ {
+					b.AddBlockIO(&ios[ii])
+					ii++
+				}
+				var limit uint64
+				switch {
+				case ii == len(ios):
+					limit = 1 << 63
+				case ii > chunk:
+					limit = ios[ii-chunk].CompleteNs
+				}
+				for pi < len(ps) && ps[pi].ExitNs <= limit {
+					b.AddIdle(&ps[pi])
+					pi++
+				}
+			}
+			maxHeld = max(maxHeld, b.iowake.pending)
+		}
+		s := b.Finish(nil)
+		if s.IO.WokeIdleCPU != want {
+			t.Errorf("%s ahead: woke_idle_cpu %d, want %d", lead, s.IO.WokeIdleCPU, want)
+		}
+		if maxHeld > 3*chunk || maxHeld == 0 {
+			t.Errorf("%s ahead: held up to %d records; bounded by the chunk drift (%d) expected", lead, maxHeld, 3*chunk)
 		}
 	}
 }
@@ -452,7 +538,7 @@ func TestBlockCounters(t *testing.T) {
 func TestStatsJSONContract(t *testing.T) {
 	for name, meta := range map[string]*trace.Metadata{"driver": driverMeta(), "none": noDriverMeta()} {
 		ps := append(syntheticPeriods(), period(1, 1, 3_000_000, 10*us))
-		ps[0].WakeRequestNs = ps[0].ExitNs - 1000
+		ps[0].WakeRequestNs, ps[0].WakeCause = ps[0].ExitNs-1000, trace.WakeIPIResched
 		s, err := ComputeStats(meta, nil, nil, scanOf(ps, []trace.BlockIO{{Dev: 253 << 20, IssueNs: 2e6, CompleteNs: 3e6}}))
 		if err != nil {
 			t.Fatal(err)

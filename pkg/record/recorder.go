@@ -382,6 +382,13 @@ func loadError(err error) error {
 	return fmt.Errorf("loading BPF programs: %w", err)
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func boolByte(b bool) uint8 {
 	if b {
 		return 1
@@ -403,10 +410,13 @@ func fillCPUFilter(m *ebpf.Map, cpus []int) error {
 }
 
 // attach attaches every loaded program; on failure it returns the tp_btf
-// probe that failed (nil if the failure has no fallback).
+// probe that failed (nil if the failure has no fallback). cpu_idle goes last,
+// so that no idle period is recorded before the wake-cause programs run.
 func attach(coll *ebpf.Collection, plan *attachPlan) ([]link.Link, *probe, error) {
 	var links []link.Link
-	for _, p := range probes {
+	ordered := slices.Clone(probes)
+	slices.SortStableFunc(ordered, func(a, b probe) int { return boolInt(a.required) - boolInt(b.required) })
+	for _, p := range ordered {
 		var l link.Link
 		var err error
 		switch plan.method[p.name()] {
@@ -430,9 +440,11 @@ func attach(coll *ebpf.Collection, plan *attachPlan) ([]link.Link, *probe, error
 	return links, nil, nil
 }
 
+// closeAll detaches in reverse order of attach: cpu_idle first, so no idle
+// period is recorded after the wake-cause programs are gone.
 func closeAll(links []link.Link) {
-	for _, l := range links {
-		l.Close()
+	for i := len(links) - 1; i >= 0; i-- {
+		links[i].Close()
 	}
 }
 

@@ -249,6 +249,7 @@ func (r *Reader) readIndex() error {
 	if err != nil {
 		return fmt.Errorf("index chunk at offset %d: %v", indexOff, err)
 	}
+	ref.payloadLen, ref.records = h.payloadLen, h.records
 	if h.typ != ChunkIndex || ref.end() != r.size-footerSize {
 		return fmt.Errorf("footer does not point at an index chunk")
 	}
@@ -256,7 +257,6 @@ func (r *Reader) readIndex() error {
 	if err != nil {
 		return err
 	}
-	ref.payloadLen, ref.records = h.payloadLen, h.records
 	r.chunks = append(entries, ref)
 	r.indexed = true
 	return nil
@@ -275,6 +275,12 @@ func (r *Reader) walkChunks() error {
 	r.chunks = r.chunks[:0]
 	var events []damageEvent
 	var hb [chunkHeaderSize]byte
+	// A damaged index chunk is already reported; do not report it twice.
+	footerIndexOff := int64(-1)
+	var foot [footerSize]byte
+	if r.size >= footerSize && r.readAt(foot[:], r.size-footerSize) == nil && string(foot[8:]) == footerMagic {
+		footerIndexOff = int64(binary.LittleEndian.Uint64(foot[:]))
+	}
 	off := int64(fileHeaderSize)
 	for off < r.size {
 		left := r.size - off
@@ -289,6 +295,9 @@ func (r *Reader) walkChunks() error {
 			return err
 		}
 		h, err := parseChunkHeader(hb[:])
+		if err != nil && off == footerIndexOff {
+			break
+		}
 		if err != nil {
 			next, rerr := r.resync(off + 1)
 			if rerr != nil {

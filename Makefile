@@ -1,0 +1,44 @@
+# idletrace — see README.md. Quick start: `make demo`, `make test`.
+GO        ?= go
+CLANG     ?= clang-19
+STRIP     ?= llvm-strip-19
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+BIN       := bin/idletrace
+
+.PHONY: build generate check-generated test test-short demo bench fuzz vet clean deps-generate
+
+build: ## static binary in bin/idletrace (needs only Go: BPF objects are committed)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/idletrace
+
+deps-generate: ## Debian packages `make generate` needs
+	@command -v $(CLANG) >/dev/null && command -v $(STRIP) >/dev/null && test -f /usr/include/bpf/bpf_helpers.h || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 llvm-19 libbpf-dev linux-libc-dev >/dev/null; }
+
+generate: deps-generate ## rebuild bpf/idletrace_bpfel.{go,o} from bpf/idletrace.bpf.c
+	BPF_CLANG=$(CLANG) BPF_STRIP=$(STRIP) $(GO) generate ./bpf/
+
+check-generated: generate ## fail if the committed BPF output is not what the sources produce
+	@git diff --exit-code -- bpf/ || { echo "generated files are not up to date: run 'make generate' and commit" >&2; exit 1; }
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+test: build vet ## every test, kernel referee tests included (run as root)
+	$(GO) test -count=1 -timeout 20m ./...
+
+test-short: ## tests that need neither root nor BPF
+	$(GO) test -short -count=1 ./...
+
+demo: build ## record a few seconds here (or use the bundled trace) and show stats and a what-if
+	@scripts/demo.sh $(BIN)
+
+bench: build ## idletrace vs perf record on the same workload, and Go benchmarks
+	@scripts/bench.sh $(BIN)
+
+fuzz: ## fuzz the trace reader (FUZZTIME=10m for the long run)
+	$(GO) test ./pkg/trace/ -run '^$$' -fuzz FuzzReader -fuzztime $${FUZZTIME:-60s}
+
+clean:
+	rm -rf bin

@@ -1,0 +1,158 @@
+package model
+
+import "math"
+
+// Shared pieces of the governor models: the per-policy view of the state
+// table and the inputs the cpuidle core hands a governor at each selection
+// (drivers/cpuidle/governor.c cpuidle_governor_latency_req,
+// kernel/time/tick-sched.c tick_nohz_get_sleep_length, as used from
+// kernel/sched/idle.c cpuidle_idle_call, Linux 6.18).
+
+const (
+	noLimit  = int64(math.MaxInt64)
+	ktimeMax = uint64(math.MaxInt64)
+	// residencyThresholdNs is RESIDENCY_THRESHOLD_NS (drivers/cpuidle/governors/gov.h).
+	residencyThresholdNs = 15_000
+	// maxSleepNs bounds a sleep length so integer arithmetic mirrors the
+	// kernel's without overflowing (the kernel's own bound is the timer
+	// wheel's maximum deferment, seconds).
+	maxSleepNs = int64(10_000_000_000_000)
+)
+
+// table is one policy's view of a profile: the profile's states with the
+// policy's disabled set applied, in ns.
+type table struct {
+	n        int
+	name     []string
+	el, tr   []int64
+	polling  []bool
+	disabled []bool
+	power    []float64
+	overhead []float64 // energy to enter and leave the state, busy-core × ns
+	tick     int64
+}
+
+// newTable applies a policy's disable/maxcstate modifiers. The energy
+// model makes each state's target residency its break-even point against
+// state 0: cost(s, d) = power(s)·d + (power(0) − power(s))·tr(s).
+func newTable(p *Profile, disable []int, maxCState int) *table {
+	n := len(p.States)
+	t := &table{n: n, name: make([]string, n), el: make([]int64, n), tr: make([]int64, n), polling: make([]bool, n),
+		disabled: make([]bool, n), power: make([]float64, n), overhead: make([]float64, n), tick: p.TickNs()}
+	for i, s := range p.States {
+		t.name[i] = s.Name
+		t.el[i] = int64(s.ExitLatencyNs)
+		t.tr[i] = int64(s.TargetResidencyNs)
+		t.polling[i] = s.Polling
+		t.disabled[i] = s.Disabled || (maxCState >= 0 && i > maxCState)
+		t.power[i] = s.Power
+	}
+	for _, i := range disable {
+		t.disabled[i] = true
+	}
+	if n > 0 {
+		ref := t.power[0]
+		for i := range t.overhead {
+			if d := ref - t.power[i]; d > 0 {
+				t.overhead[i] = d * float64(t.tr[i])
+			}
+		}
+	}
+	return t
+}
+
+// states returns the table as []State for ClassifyMiss.
+func (t *table) states() []State {
+	out := make([]State, t.n)
+	for i := range out {
+		out[i] = State{Name: t.name[i], ExitLatencyNs: uint64(t.el[i]), TargetResidencyNs: uint64(t.tr[i]),
+			Polling: t.polling[i], Disabled: t.disabled[i], Power: t.power[i]}
+	}
+	return out
+}
+
+// paidLatency is what a wake-up pays in state i: its exit latency, nothing
+// while polling.
+func (t *table) paidLatency(i int) int64 {
+	if t.polling[i] {
+		return 0
+	}
+	return t.el[i]
+}
+
+// selInput is what the cpuidle core gives a governor for one selection.
+type selInput struct {
+	latReq      int64 // ns, noLimit when unconstrained
+	sleepLen    int64 // ns to the next timer, ignoring the tick
+	deltaTick   int64 // ns to the next clock event (tick included when it runs)
+	tickStopped bool  // the tick was stopped earlier in this idle period
+}
+
+// governor is one CPU's instance of a governor model.
+type governor interface {
+	// selectState returns the state to enter and whether the tick may be
+	// stopped (the cpuidle core stops it if so, or if it already is).
+	selectState(in *selInput) (idx int, stopTick bool)
+	// reflect reports the stay that just ended: the state, its measured
+	// residency (last_residency_ns), whether the tick ended it
+	// (tick_nohz_idle_got_tick) and whether a poll ended on its time limit
+	// (dev->poll_time_limit).
+	reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool)
+}
+
+// pollLimiter is implemented by governors that own dev->poll_limit_ns
+// (haltpoll); generic is the cpuidle_poll_time value to cache when the
+// governor's own value is 0.
+type pollLimiter interface {
+	pollLimit(generic int64) int64
+}
+
+// genericPollLimit is drivers/cpuidle/cpuidle.c cpuidle_poll_time for a
+// rule; noLimit means polling is not time-bounded; 0 means the table has
+// no polling state.
+func genericPollLimit(t *table, rule PollRule, fixed int64) int64 {
+	if t.n == 0 || !t.polling[0] {
+		return 0
+	}
+	pollMax := t.tick / 16
+	switch rule {
+	case PollFixed:
+		return fixed
+	case PollUnlimited:
+		return noLimit
+	case PollTick16:
+		return pollMax
+	case PollFirstResidency:
+		for i := 1; i < t.n; i++ {
+			if !t.disabled[i] {
+				return t.tr[i]
+			}
+		}
+		return t.tick
+	}
+	// PollMin10us (CPUIDLE_POLL_MIN 10 µs, CPUIDLE_POLL_MAX TICK_NSEC/16).
+	limit := pollMax
+	for i := 1; i < t.n; i++ {
+		if t.disabled[i] || t.tr[i] < 10_000 {
+			continue
+		}
+		limit = min(t.tr[i], pollMax)
+		break
+	}
+	return limit
+}
+
+// kernelPollRule is the rule in force in a kernel release.
+func kernelPollRule(v Version) PollRule {
+	switch {
+	case v.AtLeast(5, 11):
+		return PollMin10us
+	case v.AtLeast(5, 4):
+		// 5.4 shipped 259231a04561 (deepest state, a bug) and took the
+		// first-residency fix in 5.4.y; 5.5–5.10 have first-residency.
+		return PollFirstResidency
+	case v.AtLeast(4, 17):
+		return PollTick16
+	}
+	return PollUnlimited
+}

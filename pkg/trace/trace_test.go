@@ -1,0 +1,653 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	edgeIdle := []IdlePeriod{
+		{}, // all zero: WakeIRQ 0 is a real IRQ number, not "none"
+		{CPU: 0, State: 1, EntryNs: 100, ExitNs: 200, WakeIRQ: -1},
+		{CPU: math.MaxUint32, State: math.MaxUint32, EntryNs: math.MaxUint64, ExitNs: math.MaxUint64, WakeIRQ: math.MaxInt32,
+			WakeCause: 255, WakeRequestNs: math.MaxUint64, NextTimerNs: math.MaxInt64, NextTimerKnown: true,
+			TickStopped: Yes, PollTimedOut: Yes},
+		{CPU: 3, EntryNs: 5000, ExitNs: 10, WakeIRQ: math.MinInt32, WakeRequestNs: 1, // exit before entry
+			NextTimerNs: -12345, NextTimerKnown: true, TickStopped: No, PollTimedOut: No},
+		{CPU: 3, EntryNs: 0, ExitNs: math.MaxUint64, WakeIRQ: -1, NextTimerNs: math.MinInt64},
+		{CPU: 70000, EntryNs: 1 << 40, ExitNs: 1<<40 + 7, WakeIRQ: -1, NextTimerNs: 9, NextTimerKnown: false},
+		{CPU: 70000, EntryNs: 1<<40 + 9, ExitNs: 1<<40 + 99, WakeIRQ: 11, WakeCause: WakeIRQ, NextTimerNs: -1},
+		{CPU: 3, EntryNs: 5, ExitNs: 6, WakeIRQ: -1, NextTimerNs: 1, NextTimerKnown: true,
+			TickStopped: Unknown, PollTimedOut: Unknown, WakeCause: WakeRemoteNoIPI, WakeRequestNs: 7},
+	}
+	edgeIO := []BlockIO{
+		{},
+		{Dev: math.MaxUint32, Sector: math.MaxUint64, Bytes: math.MaxUint32, Op: 255, CmdFlags: math.MaxUint32,
+			IssueNs: math.MaxUint64, CompleteNs: 0, IssueCPU: math.MaxUint32, CompleteCPU: math.MaxUint32, Error: math.MinInt32},
+		{Dev: 8<<20 | 1, Sector: 0, Bytes: 512, Op: OpWrite, IssueNs: 10, CompleteNs: 5, Error: math.MaxInt32},
+		{Dev: 8<<20 | 1, Sector: 1, Bytes: 4096, Op: OpFlush, IssueNs: 0, CompleteNs: math.MaxUint64, Error: -5},
+	}
+	edgeHP := []HaltPollChange{
+		{},
+		{TimeNs: math.MaxUint64, CPU: math.MaxUint32, Grow: true, NewNs: math.MaxUint32, OldNs: math.MaxUint32},
+		{TimeNs: 1, CPU: 1, NewNs: 0, OldNs: 200000},
+	}
+	edgeLoss := []Loss{
+		{CPU: 0, IdleLost: 1},
+		{CPU: math.MaxUint32, IdleLost: math.MaxUint64 / 4, IOLost: math.MaxUint64 / 4, OtherLost: 7, IOUnmatched: math.MaxUint64},
+	}
+
+	wl := newWorkload(7, 4)
+	var realistic []IdlePeriod
+	for range 5000 {
+		realistic = append(realistic, wl.next())
+	}
+
+	tests := []struct {
+		name         string
+		chunkRecords uint32
+		idle         []IdlePeriod
+		io           []BlockIO
+		hp           []HaltPollChange
+		loss         []Loss
+		end          *End
+	}{
+		{name: "empty"},
+		{name: "empty, nil end", end: nil},
+		{name: "edge values", idle: edgeIdle, io: edgeIO, hp: edgeHP, loss: edgeLoss,
+			end: &End{StopReason: "signal", IdlePeriods: 99, OpenPeriods: 2, Loss: []Loss{{CPU: 0, IdleLost: 1}}}},
+		{name: "edge values, one record per chunk", chunkRecords: 1, idle: edgeIdle, io: edgeIO, hp: edgeHP,
+			end: &End{StopReason: "duration"}},
+		{name: "realistic, many chunks", chunkRecords: 777, idle: realistic, end: &End{StopReason: "duration"}},
+		{name: "realistic, one chunk", idle: realistic, end: &End{StopReason: "command exited", CommandExitCode: new(int)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			w, err := NewWriter(&buf, testMeta())
+			must(t, err)
+			if tt.chunkRecords > 0 {
+				w.chunkRecords = tt.chunkRecords
+			}
+			for i := range max(len(tt.idle), len(tt.io), len(tt.hp), len(tt.loss)) {
+				if i < len(tt.idle) {
+					must(t, w.AddIdle(&tt.idle[i]))
+				}
+				if i < len(tt.io) {
+					must(t, w.AddBlockIO(&tt.io[i]))
+				}
+				if i < len(tt.hp) {
+					must(t, w.AddHaltPoll(&tt.hp[i]))
+				}
+				if i < len(tt.loss) {
+					must(t, w.AddLoss(tt.loss[i]))
+				}
+			}
+			st := w.Stats()
+			if st.IdlePeriods != uint64(len(tt.idle)) || st.BlockIOs != uint64(len(tt.io)) {
+				t.Errorf("Stats = %+v", st)
+			}
+			must(t, w.Close(tt.end))
+			if w.Stats().Bytes != int64(buf.Len()) {
+				t.Errorf("Stats().Bytes = %d, file has %d", w.Stats().Bytes, buf.Len())
+			}
+			if err := w.AddIdle(&IdlePeriod{}); !errors.Is(err, ErrClosed) {
+				t.Errorf("AddIdle after Close: %v, want ErrClosed", err)
+			}
+
+			r, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+			must(t, err)
+			defer r.Close()
+			if ws := r.Warnings(); len(ws) != 0 {
+				t.Errorf("warnings on a clean file: %q", ws)
+			}
+			if !r.Indexed() {
+				t.Error("clean file not read through its index")
+			}
+			wantMeta := testMeta()
+			wantMeta.FormatVersion = FormatVersion
+			if !reflect.DeepEqual(r.Meta, wantMeta) {
+				t.Errorf("Meta = %+v, want %+v", r.Meta, wantMeta)
+			}
+			if r.End == nil {
+				t.Fatal("End is nil")
+			}
+			wantEnd := End{}
+			if tt.end != nil {
+				wantEnd = *tt.end
+			}
+			if wantEnd.IdlePeriods == 0 {
+				wantEnd.IdlePeriods = uint64(len(tt.idle))
+			}
+			if wantEnd.BlockIOs == 0 {
+				wantEnd.BlockIOs = uint64(len(tt.io))
+			}
+			if wantEnd.Loss == nil && len(tt.loss) > 0 {
+				wantEnd.Loss = tt.loss
+			}
+			if !reflect.DeepEqual(*r.End, wantEnd) {
+				t.Errorf("End = %+v, want %+v", *r.End, wantEnd)
+			}
+
+			got := readAll(t, r)
+			if !equalRecords(got.idle, tt.idle) || !equalRecords(got.blockIO, tt.io) ||
+				!equalRecords(got.haltPoll, tt.hp) || !equalRecords(got.loss, tt.loss) {
+				for i := range min(len(got.idle), len(tt.idle)) {
+					if got.idle[i] != tt.idle[i] {
+						t.Errorf("idle[%d] = %+v, want %+v", i, got.idle[i], tt.idle[i])
+						break
+					}
+				}
+				t.Fatalf("records differ: got %d/%d/%d/%d, want %d/%d/%d/%d", len(got.idle), len(got.blockIO), len(got.haltPoll), len(got.loss),
+					len(tt.idle), len(tt.io), len(tt.hp), len(tt.loss))
+			}
+
+			// Chunks() agrees with what was written.
+			var idleRecords uint64
+			var firstNs, lastNs uint64 = math.MaxUint64, 0
+			for _, p := range tt.idle {
+				firstNs, lastNs = min(firstNs, p.EntryNs, p.ExitNs), max(lastNs, p.EntryNs, p.ExitNs)
+			}
+			for _, s := range r.Chunks() {
+				if s.Type == ChunkIdle {
+					idleRecords = s.Records
+					if s.FirstNs != firstNs || s.LastNs != lastNs {
+						t.Errorf("idle time range %d..%d, want %d..%d", s.FirstNs, s.LastNs, firstNs, lastNs)
+					}
+				}
+			}
+			if idleRecords != uint64(len(tt.idle)) {
+				t.Errorf("Chunks() idle records = %d, want %d", idleRecords, len(tt.idle))
+			}
+		})
+	}
+}
+
+func equalRecords[T comparable](a, b []T) bool { return slices.Equal(a, b) }
+
+// Tristates outside Unknown/No/Yes are stored as Unknown.
+func TestInvalidTristateReadsUnknown(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, nil)
+	must(t, err)
+	must(t, w.AddIdle(&IdlePeriod{TickStopped: 7, PollTimedOut: 3, WakeIRQ: -1}))
+	must(t, w.Close(nil))
+	r, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	must(t, err)
+	got := readAll(t, r)
+	if len(got.idle) != 1 || got.idle[0].TickStopped != Unknown || got.idle[0].PollTimedOut != Unknown {
+		t.Fatalf("got %+v", got.idle)
+	}
+}
+
+// Cutting a file at any byte yields a prefix of each record stream, never a
+// panic, and an error only when the metadata chunk is incomplete.
+func TestTruncateEverywhere(t *testing.T) {
+	data, want := smallTrace(t)
+	metaEnd := metadataEnd(t, data)
+	prev := [4]int{}
+	for cut := 0; cut <= len(data); cut++ {
+		r, err := NewNamedReader(bytes.NewReader(data[:cut]), int64(cut), "t.trace")
+		if cut < metaEnd {
+			if err == nil {
+				t.Fatalf("cut at %d (metadata ends at %d): no error", cut, metaEnd)
+			}
+			if cut < len(fileMagic) && !errors.Is(err, ErrNotTrace) {
+				t.Fatalf("cut at %d: %v, want bad magic", cut, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		got := readAll(t, r)
+		counts := [4]int{len(got.idle), len(got.blockIO), len(got.haltPoll), len(got.loss)}
+		if !isPrefix(got.idle, want.idle) || !isPrefix(got.blockIO, want.blockIO) ||
+			!isPrefix(got.haltPoll, want.haltPoll) || !isPrefix(got.loss, want.loss) {
+			t.Fatalf("cut at %d: records are not a prefix", cut)
+		}
+		for i := range counts {
+			if counts[i] < prev[i] {
+				t.Fatalf("cut at %d: fewer records (%v) than a shorter cut (%v)", cut, counts, prev)
+			}
+		}
+		prev = counts
+		ws := r.Warnings()
+		if cut == len(data) {
+			if len(ws) != 0 || r.End == nil {
+				t.Fatalf("whole file: warnings %q, End %v", ws, r.End)
+			}
+			continue
+		}
+		if len(ws) == 0 {
+			t.Fatalf("cut at %d: no warning", cut)
+		}
+		if r.End == nil && !slices.Contains(ws, "trace t.trace: recording did not finish (no end chunk); data up to the last complete chunk is shown") {
+			t.Fatalf("cut at %d: no end chunk but warnings %q", cut, ws)
+		}
+	}
+	if prev != [4]int{len(want.idle), len(want.blockIO), len(want.haltPoll), len(want.loss)} {
+		t.Fatalf("whole file gave %v records", prev)
+	}
+}
+
+func isPrefix[T comparable](got, all []T) bool {
+	return len(got) <= len(all) && slices.Equal(got, all[:len(got)])
+}
+
+// metadataEnd is the offset just past the metadata chunk.
+func metadataEnd(t testing.TB, data []byte) int {
+	h, err := parseChunkHeader(data[fileHeaderSize:])
+	must(t, err)
+	return fileHeaderSize + chunkHeaderSize + int(h.payloadLen)
+}
+
+// chunkOffsets walks a well-formed file's chunk headers.
+func chunkOffsets(t testing.TB, data []byte) []indexEntry {
+	var out []indexEntry
+	off := int64(fileHeaderSize)
+	for off+chunkHeaderSize <= int64(len(data)) {
+		h, err := parseChunkHeader(data[off:])
+		if err != nil {
+			break
+		}
+		out = append(out, indexEntry{off: off, typ: h.typ, payloadLen: h.payloadLen, records: h.records})
+		off += chunkHeaderSize + int64(h.payloadLen)
+	}
+	return out
+}
+
+// A flipped byte in one record chunk loses that chunk only, with a warning
+// naming its offset, whether the file is read through the index or walked.
+func TestDamagedChunk(t *testing.T) {
+	data, want := smallTrace(t)
+	chunks := chunkOffsets(t, data)
+	total := len(want.idle) + len(want.blockIO) + len(want.haltPoll) + len(want.loss)
+	for _, withIndex := range []bool{true, false} {
+		for _, c := range chunks {
+			if c.typ == ChunkMetadata || c.typ == ChunkIndex {
+				continue
+			}
+			for _, where := range []struct {
+				name string
+				at   int64
+			}{
+				{"header", c.off + 9},
+				{"payload", c.off + chunkHeaderSize + int64(c.payloadLen)/2},
+			} {
+				name := fmt.Sprintf("index=%v/%s@%d/%s", withIndex, c.typ, c.off, where.name)
+				t.Run(name, func(t *testing.T) {
+					bad := bytes.Clone(data)
+					bad[where.at] ^= 0x5a
+					if !withIndex {
+						bad = bad[:len(bad)-footerSize]
+					}
+					r, err := NewNamedReader(bytes.NewReader(bad), int64(len(bad)), "t.trace")
+					must(t, err)
+					got := readAll(t, r)
+					n := len(got.idle) + len(got.blockIO) + len(got.haltPoll) + len(got.loss)
+					lost := int(c.records)
+					if c.typ == ChunkEnd {
+						lost = 0
+					}
+					if n != total-lost {
+						t.Errorf("got %d records, want %d (all but the damaged chunk's %d)", n, total-lost, lost)
+					}
+					if !isSubsequence(got.idle, want.idle) || !isSubsequence(got.blockIO, want.blockIO) {
+						t.Error("surviving records are not those written")
+					}
+					wantMsg := fmt.Sprintf("chunk at offset %d is damaged", c.off)
+					if !slices.ContainsFunc(r.Warnings(), func(s string) bool {
+						return strings.HasPrefix(s, "trace t.trace: ") && strings.Contains(s, wantMsg)
+					}) {
+						t.Errorf("warnings %q do not name offset %d", r.Warnings(), c.off)
+					}
+					if c.typ == ChunkEnd && r.End != nil {
+						t.Error("damaged end chunk still decoded")
+					}
+				})
+			}
+		}
+	}
+}
+
+func isSubsequence[T comparable](got, all []T) bool {
+	i := 0
+	for _, g := range got {
+		for i < len(all) && all[i] != g {
+			i++
+		}
+		if i == len(all) {
+			return false
+		}
+		i++
+	}
+	return true
+}
+
+// Garbage between chunks (a torn write, a disk block of zeros) is skipped by
+// resynchronising on the next valid chunk header.
+func TestResyncAfterGarbage(t *testing.T) {
+	data, want := smallTrace(t)
+	chunks := chunkOffsets(t, data)
+	victim := chunks[3] // some record chunk in the middle
+	bad := bytes.Clone(data[:len(data)-footerSize])
+	for i := victim.off; i < victim.off+chunkHeaderSize+4; i++ {
+		bad[i] = 0
+	}
+	r, err := NewNamedReader(bytes.NewReader(bad), int64(len(bad)), "t.trace")
+	must(t, err)
+	got := readAll(t, r)
+	n := len(got.idle) + len(got.blockIO) + len(got.haltPoll) + len(got.loss)
+	total := len(want.idle) + len(want.blockIO) + len(want.haltPoll) + len(want.loss)
+	if n != total-int(victim.records) {
+		t.Errorf("got %d records, want %d", n, total-int(victim.records))
+	}
+	next := victim.off + chunkHeaderSize + int64(victim.payloadLen)
+	found := false
+	for _, w := range r.Warnings() {
+		if strings.Contains(w, fmt.Sprintf("chunk at offset %d is damaged (bad header", victim.off)) &&
+			strings.Contains(w, fmt.Sprintf("next valid chunk at offset %d", next)) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("warnings %q", r.Warnings())
+	}
+	if r.End == nil {
+		t.Error("end chunk after the damage was not found")
+	}
+}
+
+// Every single-byte corruption anywhere: no panic, errors only for the file
+// header and metadata chunk, and the other chunks' records still come out.
+func TestFlipEveryByte(t *testing.T) {
+	data, want := smallTrace(t)
+	metaEnd := metadataEnd(t, data)
+	total := len(want.idle) + len(want.blockIO) + len(want.haltPoll) + len(want.loss)
+	for at := range data {
+		bad := bytes.Clone(data)
+		bad[at] ^= 0xff
+		r, err := NewReader(bytes.NewReader(bad), int64(len(bad)))
+		if err != nil {
+			if at >= metaEnd {
+				t.Fatalf("flip at %d: %v", at, err)
+			}
+			continue
+		}
+		got := readAll(t, r)
+		n := len(got.idle) + len(got.blockIO) + len(got.haltPoll) + len(got.loss)
+		if at >= metaEnd && n < total-4 { // one chunk holds at most 4 records here
+			t.Fatalf("flip at %d: only %d of %d records survive", at, n, total)
+		}
+		if n > total {
+			t.Fatalf("flip at %d: %d records, more than written", at, n)
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	good, _ := smallTrace(t)
+	newer := bytes.Clone(good)
+	binary.LittleEndian.PutUint16(newer[8:], 7)
+	zeroVersion := bytes.Clone(good)
+	binary.LittleEndian.PutUint16(zeroVersion[8:], 0)
+	badMeta := bytes.Clone(good)
+	badMeta[fileHeaderSize+chunkHeaderSize+2] ^= 1
+	badMetaHeader := bytes.Clone(good)
+	badMetaHeader[fileHeaderSize+1] ^= 1
+	tests := []struct {
+		name    string
+		data    []byte
+		wantErr string
+		is      error
+	}{
+		{"empty", nil, "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
+		{"garbage", []byte("hello, this is not a trace at all"), "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
+		{"perf data", append([]byte("PERFILE2"), make([]byte, 100)...), "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
+		{"newer version", newer, "trace t.trace: format version 7 is newer than this idletrace supports (1); upgrade idletrace", nil},
+		{"version 0", zeroVersion, "trace t.trace: invalid format version 0", nil},
+		{"header only", good[:fileHeaderSize], "metadata chunk is damaged (truncated)", nil},
+		{"short header", good[:12], "truncated inside the file header", nil},
+		{"bad metadata payload", badMeta, "trace t.trace: metadata chunk is damaged (checksum mismatch)", nil},
+		{"bad metadata header", badMetaHeader, "trace t.trace: metadata chunk is damaged (bad header", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewNamedReader(bytes.NewReader(tt.data), int64(len(tt.data)), "t.trace")
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want %q", err, tt.wantErr)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("errors.Is(%v, %v) is false", err, tt.is)
+			}
+		})
+	}
+	var ve *VersionError
+	_, err := NewReader(bytes.NewReader(newer), int64(len(newer)))
+	if !errors.As(err, &ve) || ve.Version != 7 {
+		t.Errorf("newer version error %v is not a *VersionError", err)
+	}
+}
+
+func TestOpenFile(t *testing.T) {
+	data, want := smallTrace(t)
+	path := filepath.Join(t.TempDir(), "t.trace")
+	must(t, os.WriteFile(path, data, 0o644))
+	r, err := Open(path)
+	must(t, err)
+	got := readAll(t, r)
+	if !slices.Equal(got.idle, want.idle) {
+		t.Error("idle records differ")
+	}
+	must(t, r.Close())
+
+	_, err = Open(filepath.Join(t.TempDir(), "missing.trace"))
+	if err == nil || !strings.HasPrefix(err.Error(), "trace ") || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// Loss counters: per-chunk lost deltas sum to the totals, Losses gives the
+// final counters, unchanged reports write nothing.
+func TestLossAccounting(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, nil)
+	must(t, err)
+	p := IdlePeriod{WakeIRQ: -1}
+	reports := [][]Loss{
+		{{CPU: 0, IdleLost: 2}, {CPU: 1, IOLost: 1}},
+		{{CPU: 0, IdleLost: 2}, {CPU: 1, IOLost: 1}}, // unchanged
+		{{CPU: 0, IdleLost: 10, OtherLost: 1}},
+		{{CPU: 1, IOLost: 4, IOUnmatched: 9}},
+	}
+	for _, rep := range reports {
+		must(t, w.AddIdle(&p))
+		for _, l := range rep {
+			must(t, w.AddLoss(l))
+		}
+		must(t, w.Flush())
+	}
+	must(t, w.Close(nil))
+	r, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	must(t, err)
+	var lost, lossRecords uint64
+	for _, s := range r.Chunks() {
+		lost += s.LostRecords
+		if s.Type == ChunkLoss {
+			lossRecords = s.Records
+		}
+	}
+	if lost != 11+4 {
+		t.Errorf("lost deltas sum to %d, want 15", lost)
+	}
+	if lossRecords != 4 {
+		t.Errorf("%d loss records written, want 4 (unchanged reports skipped)", lossRecords)
+	}
+	wantFinal := []Loss{{CPU: 0, IdleLost: 10, OtherLost: 1}, {CPU: 1, IOLost: 4, IOUnmatched: 9}}
+	if got := r.Losses(); !slices.Equal(got, wantFinal) {
+		t.Errorf("Losses() = %+v, want %+v", got, wantFinal)
+	}
+	if !slices.Equal(r.End.Loss, wantFinal) {
+		t.Errorf("End.Loss = %+v, want %+v", r.End.Loss, wantFinal)
+	}
+}
+
+// failWriter accepts limit bytes, then fails like a full disk.
+type failWriter struct {
+	buf   bytes.Buffer
+	limit int
+}
+
+var errDiskFull = errors.New("no space left on device")
+
+func (f *failWriter) Write(b []byte) (int, error) {
+	room := f.limit - f.buf.Len()
+	if len(b) > room {
+		f.buf.Write(b[:max(room, 0)])
+		return max(room, 0), errDiskFull
+	}
+	return f.buf.Write(b)
+}
+
+func TestStickyWriteError(t *testing.T) {
+	fw := &failWriter{limit: 4000}
+	w, err := NewWriter(fw, testMeta())
+	must(t, err)
+	w.chunkRecords = 50
+	wl := newWorkload(3, 2)
+	var firstErr error
+	added := 0
+	for range 10000 {
+		p := wl.next()
+		if err := w.AddIdle(&p); err != nil {
+			firstErr = err
+			break
+		}
+		added++
+	}
+	if !errors.Is(firstErr, errDiskFull) {
+		t.Fatalf("AddIdle error %v, want disk full", firstErr)
+	}
+	for _, err := range []error{w.AddBlockIO(&BlockIO{}), w.AddLoss(Loss{}), w.Flush(), w.Close(nil)} {
+		if !errors.Is(err, errDiskFull) {
+			t.Errorf("later call returned %v, want the first error", err)
+		}
+	}
+	data := fw.buf.Bytes()
+	r, err := NewNamedReader(bytes.NewReader(data), int64(len(data)), "full.trace")
+	must(t, err)
+	got := readAll(t, r)
+	if len(got.idle) == 0 || len(got.idle) > added || len(got.idle)%50 != 0 {
+		t.Errorf("read %d idle periods back (added %d); want whole chunks written before the error", len(got.idle), added)
+	}
+	if r.End != nil {
+		t.Error("End present in a file cut by a write error")
+	}
+}
+
+func TestNewWriterError(t *testing.T) {
+	if _, err := NewWriter(&failWriter{limit: 10}, nil); !errors.Is(err, errDiskFull) {
+		t.Fatalf("NewWriter on a full disk: %v", err)
+	}
+}
+
+// Scan stops at a Visitor error and returns it; nil funcs skip chunks.
+func TestScanVisitor(t *testing.T) {
+	data, want := smallTrace(t)
+	r, err := NewReader(bytes.NewReader(data), int64(len(data)))
+	must(t, err)
+	stop := errors.New("enough")
+	n := 0
+	err = r.Scan(Visitor{Idle: func(*IdlePeriod) error {
+		n++
+		if n == 5 {
+			return stop
+		}
+		return nil
+	}})
+	if err != stop || n != 5 {
+		t.Fatalf("Scan returned %v after %d records", err, n)
+	}
+	ios := 0
+	must(t, r.Scan(Visitor{BlockIO: func(*BlockIO) error { ios++; return nil }}))
+	if ios != len(want.blockIO) {
+		t.Errorf("%d block IOs, want %d", ios, len(want.blockIO))
+	}
+	must(t, r.Scan(Visitor{})) // nothing wanted, nothing read
+}
+
+// Add* must not allocate per record once buffers have grown.
+func TestAddDoesNotAllocate(t *testing.T) {
+	w, err := NewWriter(io.Discard, nil)
+	must(t, err)
+	w.chunkRecords = 1000
+	wl := newWorkload(5, 8)
+	ps := make([]IdlePeriod, 4096)
+	for i := range ps {
+		ps[i] = wl.next()
+	}
+	b := wl.blockIO(1)
+	h := HaltPollChange{TimeNs: 5, CPU: 1}
+	for i := range ps { // warm up: grow column buffers, compress a few chunks
+		must(t, w.AddIdle(&ps[i]))
+		must(t, w.AddBlockIO(&b))
+		must(t, w.AddHaltPoll(&h))
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(20000, func() {
+		_ = w.AddIdle(&ps[i%len(ps)])
+		_ = w.AddBlockIO(&b)
+		_ = w.AddHaltPoll(&h)
+		_ = w.AddLoss(Loss{CPU: uint32(i % 8), IdleLost: uint64(i)})
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("%.3f allocations per record", allocs)
+	}
+}
+
+// Writing a million records keeps the heap small: memory is bounded by the
+// chunk size, not the trace length.
+func TestWriterBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a million records")
+	}
+	w, err := NewWriter(io.Discard, nil)
+	must(t, err)
+	wl := newWorkload(9, 16)
+	var maxHeap uint64
+	var ms runtime.MemStats
+	for i := range 1_000_000 {
+		p := wl.next()
+		must(t, w.AddIdle(&p))
+		if i%200_000 == 0 {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			maxHeap = max(maxHeap, ms.HeapAlloc)
+		}
+	}
+	must(t, w.Close(nil))
+	if maxHeap > 64<<20 {
+		t.Errorf("heap reached %d MiB while writing", maxHeap>>20)
+	}
+}
+
+func TestChunkTypeString(t *testing.T) {
+	for typ, want := range map[ChunkType]string{ChunkIdle: "idle", ChunkIndex: "index", 99: "unknown(99)"} {
+		if typ.String() != want {
+			t.Errorf("%d.String() = %q", typ, typ.String())
+		}
+	}
+}
