@@ -413,6 +413,11 @@ static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_byt
 		return;
 	struct io_key key = {.dev = dev, .sector = sector};
 	struct io_start *v = bpf_map_lookup_elem(&io_inflight, &key);
+	if (!v || error || nr_bytes >= v->remaining) {
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->io_completions++;
+	}
 	if (!v) {
 		struct loss_counters *l = loss_counters();
 		if (l)
@@ -421,6 +426,9 @@ static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_byt
 	}
 	if (!error && nr_bytes < v->remaining) {
 		/* Partial completion: blk_update_request advances the request. */
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->io_partial++;
 		struct io_start next = *v;
 		next.remaining -= nr_bytes;
 		struct io_key nk = {.dev = dev, .sector = sector + (nr_bytes >> 9)};

@@ -86,6 +86,8 @@ struct loss_counters {
 	__u64 other_lost;
 	__u64 io_unmatched; /* completions whose issue was not seen */
 	__u64 io_table_full; /* issues that did not fit the pairing table */
+	__u64 io_completions; /* every final completion seen, paired or not */
+	__u64 io_partial;     /* partial completions (the request goes on) */
 };
 
 #endif /* IDLETRACE_H */

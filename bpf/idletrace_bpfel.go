@@ -115,12 +115,14 @@ type IdletraceIoStart struct {
 }
 
 type IdletraceLossCounters struct {
-	_           structs.HostLayout
-	IdleLost    uint64
-	IoLost      uint64
-	OtherLost   uint64
-	IoUnmatched uint64
-	IoTableFull uint64
+	_             structs.HostLayout
+	IdleLost      uint64
+	IoLost        uint64
+	OtherLost     uint64
+	IoUnmatched   uint64
+	IoTableFull   uint64
+	IoCompletions uint64
+	IoPartial     uint64
 }
 
 type IdletraceRecordType uint32

@@ -34,10 +34,10 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			Metadata *trace.Metadata       `json:"metadata"`
-			End      *trace.End            `json:"end"`
-			Chunks   []trace.ChunkSummary  `json:"chunks"`
-			Warnings []string              `json:"warnings"`
+			Metadata *trace.Metadata      `json:"metadata"`
+			End      *trace.End           `json:"end"`
+			Chunks   []trace.ChunkSummary `json:"chunks"`
+			Warnings []string             `json:"warnings"`
 		}{r.Meta, r.End, r.Chunks(), r.Warnings()})
 	}
 	m := r.Meta

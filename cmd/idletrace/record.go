@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"syscall"
 
-
 	"golang.org/x/sys/unix"
 
 	"github.com/idletrace/idletrace/pkg/record"
@@ -25,6 +24,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	ringMiB := fs.Int("ring-mib", 8, "BPF ring buffer size in MiB (a power of two)")
 	bpfStats := fs.Bool("bpf-stats", false, "enable the kernel's BPF run-time statistics and store them in the trace")
 	quiet := fs.BoolP("quiet", "q", false, "no progress line")
+	classic := fs.Bool("classic-tracepoints", false, "attach classic tracepoints instead of tp_btf (the fallback path)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -46,7 +46,8 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	opts := record.Options{
 		Output: *out, Force: *force, Duration: *dur, NoIO: *noIO, KernelBTF: *kernelBTF,
 		RingBytes: *ringMiB << 20, Command: command, ToolVersion: version, BPFStats: *bpfStats,
-		Warn: func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) },
+		ClassicTracepoints: *classic,
+		Warn:               func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) },
 	}
 	if *cpus != "" {
 		if opts.CPUs, err = record.ParseCPUList(*cpus); err != nil {
@@ -110,4 +111,3 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
-

@@ -7,8 +7,14 @@ import "github.com/idletrace/idletrace/pkg/trace"
 const IOWakeWindowNs = 50_000
 
 // ioWakeMaxPending bounds the records ioWake holds while one record stream
-// runs ahead of the other (about 24 MiB at most).
-const ioWakeMaxPending = 1 << 20
+// runs ahead of the other (about 6 MiB at most; a normal file needs about
+// one chunk of each type, 64 Ki records).
+const ioWakeMaxPending = 1 << 18
+
+// ioWakeSkewNs is how far out of time order records of one type may be
+// across CPUs (the ring buffer is shared; each record is reserved just after
+// its time stamp is taken). Generous: it only delays pruning.
+const ioWakeSkewNs = 10_000_000
 
 // ioWake decides, in one streaming pass with bounded memory, how many block
 // IO completions woke an idle CPU.
@@ -32,16 +38,24 @@ const ioWakeMaxPending = 1 << 20
 // dropped once a completion on its CPU is later than its exit + window; a
 // completion once it matched, or once an idle period on its CPU ended after
 // it (periods do not overlap, so no later one can hold it). Memory is
-// therefore proportional to how far the streams drift apart (in a normal
-// file, about one chunk of each), never to the length of the trace; past
-// ioWakeMaxPending held records the oldest are dropped and counted, and the
-// result is then a lower bound.
+// Across CPUs each stream is in time order too, within ioWakeSkewNs, so
+// once the IO stream has passed a span's window (or the idle stream a
+// completion) on any CPU, it is dropped as well: CPUs without IO hold
+// nothing. Memory is therefore proportional to how far the two streams drift
+// apart in the file (about one chunk of each), never to the length of the
+// trace. Past ioWakeMaxPending held records (a file whose streams drift
+// further, or whose IO came only at the very end) the oldest are dropped;
+// completions that then arrive in the time those covered are counted as
+// uncertain, and the result is a lower bound by at most that many.
 type ioWake struct {
-	cpus    []*ioWakeCPU
-	woke    uint64
-	byCause [2]uint64 // irq, ipi-call
-	pending int
-	dropped uint64
+	cpus      []*ioWakeCPU
+	woke      uint64
+	byCause   [2]uint64 // irq, ipi-call
+	pending   int
+	idleWM    uint64 // latest idle exit seen on any CPU
+	ioWM      uint64 // latest completion seen on any CPU
+	dropped   uint64 // held records dropped to keep the bound
+	uncertain uint64 // completions that may have matched a dropped span
 }
 
 type ioSpan struct {
@@ -54,6 +68,7 @@ type ioWakeCPU struct {
 	comps        queue[uint64]
 	lastExit     uint64 // latest idle exit seen on this CPU (any wake cause)
 	lastComplete uint64 // latest completion seen on this CPU
+	droppedUpTo  uint64 // latest exit of a span dropped for the memory bound
 }
 
 func (w *ioWake) cpu(c uint32) *ioWakeCPU {
@@ -90,6 +105,12 @@ func (w *ioWake) period(p *trace.IdlePeriod) {
 	if p.ExitNs > c.lastExit {
 		c.lastExit = p.ExitNs
 	}
+	w.idleWM = max(w.idleWM, p.ExitNs)
+	// Held spans whose window the IO stream has passed on every CPU.
+	for c.spans.len() > 0 && c.spans.front().exit+IOWakeWindowNs+ioWakeSkewNs < w.ioWM {
+		c.spans.pop()
+		w.pending--
+	}
 	eligible := p.WakeCause == trace.WakeIRQ || p.WakeCause == trace.WakeIPICall
 	s := ioSpan{entry: p.EntryNs, exit: p.ExitNs, cause: p.WakeCause}
 	// Waiting completions, oldest first. One before this period, or inside
@@ -104,7 +125,7 @@ func (w *ioWake) period(p *trace.IdlePeriod) {
 		c.comps.pop()
 		w.pending--
 	}
-	if !eligible || c.lastComplete > s.exit+IOWakeWindowNs {
+	if !eligible || c.lastComplete > s.exit+IOWakeWindowNs || s.exit+IOWakeWindowNs+ioWakeSkewNs < w.ioWM {
 		return // no later completion can match it
 	}
 	c.spans.push(s)
@@ -120,6 +141,11 @@ func (w *ioWake) completion(cpu uint32, t uint64) {
 	if t > c.lastComplete {
 		c.lastComplete = t
 	}
+	w.ioWM = max(w.ioWM, t)
+	for c.comps.len() > 0 && c.comps.front()+ioWakeSkewNs < w.idleWM {
+		c.comps.pop() // the idle stream is past it on every CPU
+		w.pending--
+	}
 	for c.spans.len() > 0 {
 		s := c.spans.front()
 		if s.covers(t) {
@@ -132,7 +158,10 @@ func (w *ioWake) completion(cpu uint32, t uint64) {
 		c.spans.pop() // t is past this span's window, and later ones are later
 		w.pending--
 	}
-	if c.lastExit >= t {
+	if t <= c.droppedUpTo+IOWakeWindowNs {
+		w.uncertain++ // a span that might have held it was dropped
+	}
+	if c.lastExit >= t || t+ioWakeSkewNs < w.idleWM {
 		return // the idle stream is past t: no period still to come holds it
 	}
 	c.comps.push(t)
@@ -153,6 +182,7 @@ func (w *ioWake) hold() {
 		}
 	}
 	if big.spans.len() >= big.comps.len() {
+		big.droppedUpTo = max(big.droppedUpTo, big.spans.front().exit)
 		big.spans.pop()
 	} else {
 		big.comps.pop()

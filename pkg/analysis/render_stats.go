@@ -279,6 +279,9 @@ func renderStatsDoc(d *doc, s *Stats) error {
 			fmt.Sprintf("%d of them woke an idle CPU (%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
 				io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000))
 	}
+	if io.UnmatchedInWindow != nil && *io.UnmatchedInWindow > 0 {
+		ioLines = append(ioLines, fmt.Sprintf("%d completions in the window belong to requests whose issue was not seen (issued before the recording): the kernel counts them, the trace does not.", *io.UnmatchedInWindow))
+	}
 	if io.Errors+io.Lost+io.Unmatched > 0 {
 		ioLines = append(ioLines, fmt.Sprintf("Errors: %d; IO records lost: %d; completions whose issue was not seen (not counted): %d.", io.Errors, io.Lost, io.Unmatched))
 	}
@@ -291,7 +294,11 @@ func renderStatsDoc(d *doc, s *Stats) error {
 				k = fmt.Sprint(*dv.KernelCompleted)
 				check = "ok"
 				if *dv.KernelCompleted != dv.Requests {
-					check = fmt.Sprintf("MISMATCH %+d", int64(dv.Requests)-int64(*dv.KernelCompleted))
+					if io.KernelDiffExplained {
+						check = fmt.Sprintf("ok: %d issued before the recording", *dv.KernelCompleted-dv.Requests)
+					} else {
+						check = fmt.Sprintf("MISMATCH %+d", int64(dv.Requests)-int64(*dv.KernelCompleted))
+					}
 				}
 			}
 			rows = append(rows, []string{dv.Name, fmt.Sprintf("%d:%d", dv.Major, dv.Minor), fmt.Sprint(dv.Requests), k, fmt.Sprint(dv.Errors), check})

@@ -61,7 +61,7 @@ type Window struct {
 
 // CPUStats is one CPU: its idle states as the trace shows them.
 type CPUStats struct {
-	CPU    int         `json:"cpu"`
+	CPU    int          `json:"cpu"`
 	States []StateStats `json:"states"`
 	// Extras.
 	Periods      uint64  `json:"periods"`
@@ -142,6 +142,12 @@ type IOStats struct {
 	WokeIdleCPUByCause map[string]uint64 `json:"woke_idle_cpu_by_cause"`
 	WokeWindowNs       uint64            `json:"woke_idle_cpu_window_ns"`
 	Devices            []DeviceStats     `json:"devices"`
+	// UnmatchedInWindow is the number of completions in the window whose
+	// issue the recorder did not see (from the snapshots; null without
+	// both). KernelDiffExplained: the kernel's completed counts exceed the
+	// traced ones by exactly that many, so they agree.
+	UnmatchedInWindow   *uint64 `json:"unmatched_in_window"`
+	KernelDiffExplained bool    `json:"kernel_diff_explained"`
 }
 
 // LatencySummary is {mean, p50, p99, max} in ns (with count as an extra).
@@ -181,7 +187,8 @@ const (
 
 	// NoDriverHLT and NoDriverPOLL name the states the cpu_idle tracepoint
 	// reports when the kernel has no cpuidle driver.
-	NoDriverHLT  = "HLT (default idle)"
+	// They match the names model.Recorded gives the synthesised profile.
+	NoDriverHLT  = "HLT"
 	NoDriverPOLL = "POLL"
 
 	// ResidencyTolerance is the relative difference between traced and
@@ -205,6 +212,7 @@ type cpuAcc struct {
 	states           []stateAcc
 	winStart, winEnd uint64 // per-CPU window (exit times in (winStart, winEnd])
 	periods, idleNs  uint64
+	table            []model.State // this CPU's state table; nil without one
 	wake             [maxStates]*Histogram
 }
 
@@ -319,12 +327,30 @@ func (b *StatsBuilder) stateName(cpu, idx int) string {
 	return fmt.Sprintf("state%d", idx)
 }
 
-func snapTime(s *trace.Snapshot, cpu int) (uint64, bool) {
+// snapTime is the instant a snapshot took cpu's counters: its own entry in
+// CPUTimeNs (parallel to CPUIdle, as the recorder writes it; or to the
+// recorded CPU list), else the snapshot's global time.
+func snapTime(s *trace.Snapshot, recorded []int, cpu int) (uint64, bool) {
 	if s == nil {
 		return 0, false
 	}
-	if cpu < len(s.CPUTimeNs) && s.CPUTimeNs[cpu] != 0 {
-		return s.CPUTimeNs[cpu], true
+	pos := -1
+	for i := range s.CPUIdle {
+		if s.CPUIdle[i].CPU == cpu {
+			pos = i
+			break
+		}
+	}
+	if pos < 0 && len(s.CPUIdle) == 0 && len(s.CPUTimeNs) == len(recorded) {
+		for i, c := range recorded {
+			if c == cpu {
+				pos = i
+				break
+			}
+		}
+	}
+	if pos >= 0 && pos < len(s.CPUTimeNs) && s.CPUTimeNs[pos] != 0 {
+		return s.CPUTimeNs[pos], true
 	}
 	return s.MonotonicNs, true
 }
@@ -338,12 +364,12 @@ func (b *StatsBuilder) cpu(c uint32) *cpuAcc {
 	}
 	a := b.cpus[c]
 	if a == nil {
-		a = &cpuAcc{cpu: int(c), winEnd: math.MaxUint64}
-		if t, ok := snapTime(b.meta.Start, int(c)); ok {
+		a = &cpuAcc{cpu: int(c), winEnd: math.MaxUint64, table: b.tables[int(c)]}
+		if t, ok := snapTime(b.meta.Start, b.meta.RecordedCPUs, int(c)); ok {
 			a.winStart = t
 		}
 		if b.end != nil {
-			if t, ok := snapTime(b.end.Snapshot, int(c)); ok {
+			if t, ok := snapTime(b.end.Snapshot, b.meta.RecordedCPUs, int(c)); ok {
 				a.winEnd = t
 			}
 		}
@@ -382,8 +408,8 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	s := &a.states[idx]
 	s.usage++
 	s.timeNs += res
-	if tab := b.tables[a.cpu]; tab != nil {
-		above, below := model.ClassifyMiss(tab, idx, res)
+	if a.table != nil {
+		above, below := model.ClassifyMiss(a.table, idx, res)
 		if above {
 			s.above++
 		}
@@ -472,6 +498,29 @@ func ComputeStats(meta *trace.Metadata, end *trace.End, losses []trace.Loss, sca
 		}
 	}
 	return b.Finish(losses), nil
+}
+
+// StatsFromReader computes Stats over an open trace, with the reader's own
+// warnings (damaged chunks, a recording cut short) first.
+func StatsFromReader(r *trace.Reader) (*Stats, error) {
+	s, err := ComputeStats(r.Meta, r.End, nil, r.Scan) // loss records come with the scan
+	if err != nil {
+		return nil, err
+	}
+	s.Warnings = append(append([]string{}, r.Warnings()...), s.Warnings...)
+	return s, nil
+}
+
+// WakeLatencyP50 returns the median measured wake latency per state name,
+// as model.Measured takes it.
+func (s *Stats) WakeLatencyP50() map[string]uint64 {
+	out := make(map[string]uint64, len(s.WakeLatencyNs))
+	for name, l := range s.WakeLatencyNs {
+		if l.Count > 0 {
+			out[name] = l.P50
+		}
+	}
+	return out
 }
 
 // Visitor returns the trace.Visitor that feeds this builder.
@@ -657,21 +706,41 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	}
 	s.IO.WokeWindowNs = IOWakeWindowNs
 	s.IO.Devices = b.deviceStats()
+	// The kernel also counts completions whose issue the recorder did not
+	// see (issued before it attached): the snapshots carry that count.
+	if m.Start != nil && b.end != nil && b.end.Snapshot != nil {
+		d := sub(b.end.Snapshot.IOUnmatched, m.Start.IOUnmatched)
+		s.IO.UnmatchedInWindow = &d
+	}
+	var short uint64
+	over := false
 	for _, d := range s.IO.Devices {
-		if d.KernelCompleted != nil && *d.KernelCompleted != d.Requests {
-			s.Mismatches = append(s.Mismatches, Mismatch{Kind: "block", CPU: -1, State: -1, Device: d.Name, Name: d.Name, Field: "completed", Traced: d.Requests, Kernel: *d.KernelCompleted})
+		if k := d.KernelCompleted; k != nil {
+			if d.Requests > *k {
+				over = true
+			} else {
+				short += *k - d.Requests
+			}
+		}
+	}
+	s.IO.KernelDiffExplained = !over && short > 0 && s.IO.UnmatchedInWindow != nil && short == *s.IO.UnmatchedInWindow
+	if !s.IO.KernelDiffExplained {
+		for _, d := range s.IO.Devices {
+			if d.KernelCompleted != nil && *d.KernelCompleted != d.Requests {
+				s.Mismatches = append(s.Mismatches, Mismatch{Kind: "block", CPU: -1, State: -1, Device: d.Name, Name: d.Name, Field: "completed", Traced: d.Requests, Kernel: *d.KernelCompleted})
+			}
 		}
 	}
 
 	// Warnings.
 	if b.end == nil {
-		s.Warnings = append(s.Warnings, "the trace has no end record (the recording was cut short): no end snapshot, so the kernel's counters cannot be checked and records up to the damage are shown")
+		s.Warnings = append(s.Warnings, "no end record: without the end snapshot the kernel's counters cannot be checked")
 	}
 	if s.LostEvents > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records were lost in the kernel (ring buffer full); counts are lower bounds", s.LostEvents))
 	}
-	if b.iowake.dropped > 0 {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("the idle and IO records drifted too far apart in the file: %d held records were dropped, so woke_idle_cpu is a lower bound", b.iowake.dropped))
+	if b.iowake.uncertain > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: woke_idle_cpu may miss up to %d completions", b.iowake.uncertain))
 	}
 	if b.invalid > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records had an impossible CPU or state number and were skipped", b.invalid))

@@ -146,7 +146,7 @@ func TestMismatchesFlagged(t *testing.T) {
 	end := endWith([]trace.CPUCounters{counters(0,
 		trace.StateCounters{Index: 0, Usage: 1, TimeUs: 5, Below: 1},
 		trace.StateCounters{Index: 1, Usage: 4, TimeUs: 601, Above: 1, Below: 1}, // usage differs
-		trace.StateCounters{Index: 2, Usage: 2, TimeUs: 1310, Above: 0},         // residency -0.76 %, above differs
+		trace.StateCounters{Index: 2, Usage: 2, TimeUs: 1310, Above: 0},          // residency -0.76 %, above differs
 	)})
 	for _, lost := range []uint64{0, 5} {
 		s, err := ComputeStats(meta, end, []trace.Loss{{CPU: 0, IdleLost: lost}}, scanOf(syntheticPeriods(), nil))
@@ -257,19 +257,20 @@ func TestNoCPUIdleDriver(t *testing.T) {
 
 func TestWindowFiltering(t *testing.T) {
 	meta := driverMeta()
-	meta.Start.CPUIdle = []trace.CPUCounters{counters(0), counters(1)}
-	// Per-CPU window for CPU 0: (5 ms, 8 ms].
-	meta.Start.CPUTimeNs = []uint64{5_000_000, 0}
-	end := endWith([]trace.CPUCounters{counters(0), counters(1)})
-	end.Snapshot.CPUTimeNs = []uint64{8_000_000, 0}
+	// CPUTimeNs is parallel to CPUIdle (here listed CPU 1 first).
+	meta.Start.CPUIdle = []trace.CPUCounters{counters(1), counters(0)}
+	// Per-CPU window for CPU 0: (5 ms, 8 ms]; CPU 1 was not pinned (0).
+	meta.Start.CPUTimeNs = []uint64{0, 5_000_000}
+	end := endWith([]trace.CPUCounters{counters(1), counters(0)})
+	end.Snapshot.CPUTimeNs = []uint64{0, 8_000_000}
 	ps := []trace.IdlePeriod{
-		period(0, 1, 4_000_000, 500*us),   // exits at 4.5 ms: before
-		period(0, 1, 4_900_000, 200*us),   // straddles the start, exits inside: counted
-		period(0, 1, 7_900_000, 100*us),   // exits at 8 ms exactly: counted
-		period(0, 1, 7_950_000, 100*us),   // exits after the end
-		period(1, 1, 500_000, 100*us),     // before the global start (1 ms)
-		period(1, 1, 50_000_000, 100*us),  // inside
-		period(1, 1, 99_950_000, 100*us),  // after the global end (100 ms)
+		period(0, 1, 4_000_000, 500*us),  // exits at 4.5 ms: before
+		period(0, 1, 4_900_000, 200*us),  // straddles the start, exits inside: counted
+		period(0, 1, 7_900_000, 100*us),  // exits at 8 ms exactly: counted
+		period(0, 1, 7_950_000, 100*us),  // exits after the end
+		period(1, 1, 500_000, 100*us),    // before the global start (1 ms)
+		period(1, 1, 50_000_000, 100*us), // inside
+		period(1, 1, 99_950_000, 100*us), // after the global end (100 ms)
 	}
 	ios := []trace.BlockIO{
 		{Dev: 253 << 20, IssueNs: 10_000_000, CompleteNs: 10_080_000},
@@ -528,6 +529,12 @@ func TestBlockCounters(t *testing.T) {
 	if len(s.Mismatches) != 1 || s.Mismatches[0].Field != "completed" {
 		t.Errorf("mismatches %+v", s.Mismatches)
 	}
+	// The one missing completion is one whose issue the recorder did not see.
+	meta.Start.IOUnmatched, end.Snapshot.IOUnmatched = 10, 11
+	s, _ = ComputeStats(meta, end, nil, scanOf(nil, ios))
+	if !s.IO.KernelDiffExplained || len(s.Mismatches) != 0 || *s.IO.UnmatchedInWindow != 1 {
+		t.Errorf("explained %v, unmatched %v, mismatches %+v", s.IO.KernelDiffExplained, s.IO.UnmatchedInWindow, s.Mismatches)
+	}
 	if s.IO.LatencyNs.Mean != 200_000 {
 		t.Errorf("mean %v", s.IO.LatencyNs.Mean)
 	}
@@ -670,5 +677,83 @@ func TestGarbageRecords(t *testing.T) {
 		if s.Invalid != 2 {
 			t.Errorf("invalid %d, want 2", s.Invalid)
 		}
+	}
+}
+
+func BenchmarkStatsAddIdle(b *testing.B) {
+	bld := NewStatsBuilder(driverMeta(), nil)
+	ps := make([]trace.IdlePeriod, 4096)
+	for i := range ps {
+		ps[i] = period(uint32(i%2), 1+uint32(i%3)%2, uint64(2_000_000+i*50_000), uint64(1000+i*37%500_000))
+		ps[i].WakeCause = trace.WakeCause(i % 7)
+		if ps[i].WakeCause.IsRemoteWake() {
+			ps[i].WakeRequestNs = ps[i].ExitNs - 5000
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := ps[i%len(ps)]
+		off := uint64(i/len(ps)) * 4096 * 50_000
+		p.EntryNs += off
+		p.ExitNs += off
+		if p.WakeRequestNs != 0 {
+			p.WakeRequestNs += off
+		}
+		bld.AddIdle(&p)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mperiods/s")
+}
+
+// Past the memory bound, held spans are dropped; a warning appears only if
+// a completion then falls where a dropped span was.
+func TestIOWakeBound(t *testing.T) {
+	for _, lateIO := range []bool{false, true} {
+		b := NewStatsBuilder(driverMeta(), nil)
+		n := ioWakeMaxPending + 1000
+		for i := 0; i < n; i++ {
+			p := irqPeriod(uint32(i%2), uint64(1_000_000+i*100_000), 10*us)
+			b.AddIdle(&p)
+		}
+		if b.iowake.pending > ioWakeMaxPending {
+			t.Fatalf("holds %d records, bound %d", b.iowake.pending, ioWakeMaxPending)
+		}
+		if lateIO { // all IO at the end of the file, from the start of the recording
+			c := completion(0, 1_000_000+5*us)
+			b.AddBlockIO(&c)
+		}
+		s := b.Finish(nil)
+		warned := false
+		for _, w := range s.Warnings {
+			warned = warned || strings.Contains(w, "woke_idle_cpu may miss")
+		}
+		if warned != lateIO {
+			t.Errorf("lateIO=%v: warning %v (%v)", lateIO, warned, s.Warnings)
+		}
+	}
+}
+
+func TestWakeLatencyP50ForMeasured(t *testing.T) {
+	p := period(0, 1, 10_000, 50*us)
+	p.WakeCause, p.WakeRequestNs = trace.WakeIPIResched, p.ExitNs-20*us
+	s, _ := ComputeStats(noDriverMeta(), nil, nil, scanOf([]trace.IdlePeriod{p}, nil))
+	m := s.WakeLatencyP50()
+	if m["HLT"] != 20*us || m[NoDriverHLT] != 20*us {
+		t.Errorf("%v", m)
+	}
+}
+
+func TestHistogramMerge(t *testing.T) {
+	var a, b, all Histogram
+	for v := uint64(1); v < 100_000; v += 7 {
+		all.Record(v * 13)
+		if v%2 == 0 {
+			a.Record(v * 13)
+		} else {
+			b.Record(v * 13)
+		}
+	}
+	a.Merge(&b)
+	if a.Summary() != all.Summary() || a.Min() != all.Min() {
+		t.Errorf("merged %+v, want %+v", a.Summary(), all.Summary())
 	}
 }

@@ -32,9 +32,13 @@ type table struct {
 	tick     int64
 }
 
-// newTable applies a policy's disable/maxcstate modifiers. The energy
-// model makes each state's target residency its break-even point against
-// state 0: cost(s, d) = power(s)·d + (power(0) − power(s))·tr(s).
+// newTable applies a policy's disable/maxcstate modifiers. Energy model:
+// a stay of d ns in state s costs power(s)·d + overhead(s), where the
+// entry/exit overhead is chosen so that each state's target residency is
+// its break-even time against the next shallower state, as the kernel
+// defines target residency: overhead(0) = 0, overhead(s) = overhead(s−1) +
+// max(0, power(s−1) − power(s))·tr(s). The overheads belong to the
+// hardware, so disabled states still count in the chain.
 func newTable(p *Profile, disable []int, maxCState int) *table {
 	n := len(p.States)
 	t := &table{n: n, name: make([]string, n), el: make([]int64, n), tr: make([]int64, n), polling: make([]bool, n),
@@ -50,12 +54,10 @@ func newTable(p *Profile, disable []int, maxCState int) *table {
 	for _, i := range disable {
 		t.disabled[i] = true
 	}
-	if n > 0 {
-		ref := t.power[0]
-		for i := range t.overhead {
-			if d := ref - t.power[i]; d > 0 {
-				t.overhead[i] = d * float64(t.tr[i])
-			}
+	for i := 1; i < n; i++ {
+		t.overhead[i] = t.overhead[i-1]
+		if d := t.power[i-1] - t.power[i]; d > 0 {
+			t.overhead[i] += d * float64(t.tr[i])
 		}
 	}
 	return t

@@ -449,6 +449,8 @@ func jsonErr(label, field string, err error) error {
 		return fmt.Errorf("%smust be a %s, not %s", prefix, te.Type, te.Value)
 	case errors.Is(err, io.EOF):
 		return fmt.Errorf("%sempty file", prefix)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%sinvalid JSON: unexpected end of file", prefix)
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	return fmt.Errorf("%s%s", prefix, msg)

@@ -17,7 +17,7 @@ type Result struct {
 	Agreement     *float64           `json:"agreement"`
 
 	// Beyond the contract: what a reader needs to judge the numbers.
-	Selections   uint64 `json:"selections"`    // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)
+	Selections   uint64  `json:"selections"`   // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)
 	EnergyJoules float64 `json:"energy_units"` // idle energy in units of busy-core-power × seconds
 	// WakeLatencyCDF and IOLatencyCDF are sorted (value, cumulative fraction)
 	// points for plots; not part of the JSON contract.

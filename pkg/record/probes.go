@@ -156,13 +156,13 @@ type attachPlan struct {
 // planAttach prefers tp_btf (typed arguments, raw-tracepoint cost) and falls
 // back to the classic tracepoint where the kernel's BTF lacks the event or
 // has a different prototype.
-func planAttach(kernel *btf.Spec, wanted func(probe) bool) (*attachPlan, error) {
+func planAttach(kernel *btf.Spec, wanted func(probe) bool, classicOnly bool) (*attachPlan, error) {
 	plan := &attachPlan{method: map[string]string{}, reason: map[string]string{}}
 	// Only a definite "not supported" rules tp_btf out: the generic probe
 	// loads an fentry program, which some kernels refuse (EPERM) while
 	// tp_btf works. A tp_btf program that fails to load or attach falls back
 	// to its classic tracepoint later (loadAndAttach).
-	tracingOK := !errors.Is(features.HaveProgramType(ebpf.Tracing), ebpf.ErrNotSupported)
+	tracingOK := !classicOnly && !errors.Is(features.HaveProgramType(ebpf.Tracing), ebpf.ErrNotSupported)
 	var tfs string
 	var tfsErr error
 	for _, p := range probes {

@@ -38,6 +38,9 @@ type Options struct {
 	Command     []string // run this and stop when it exits
 	ToolVersion string
 	BPFStats    bool // enable kernel BPF run-time statistics (costs ~2 clock reads per event)
+	// ClassicTracepoints skips tp_btf and uses the classic tracepoint for
+	// every probe: the fallback path, for tests and for comparison.
+	ClassicTracepoints bool
 	// Progress, when set, is called about twice a second.
 	Progress func(Progress)
 	// Warn receives each degraded-input warning once.
@@ -114,7 +117,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if warn == nil {
 		warn = func(string) {}
 	}
-	plan, err := planAttach(kernelSpec, func(p probe) bool { return !(opts.NoIO && p.input == inputIO) })
+	plan, err := planAttach(kernelSpec, func(p probe) bool { return !(opts.NoIO && p.input == inputIO) }, opts.ClassicTracepoints)
 	if err != nil {
 		return nil, err
 	}
@@ -171,14 +174,14 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if meta.HZ > 0 {
 		spin = 2*time.Second/time.Duration(meta.HZ) + 2*time.Millisecond
 	}
-	meta.Start = TakeSnapshot(recorded, spin)
+	rec := &recording{opts: opts, coll: coll, rd: rd, file: f, start: time.Now()}
+	meta.Start = TakeSnapshot(recorded, spin, rec.ioCounts)
 
-	w, err := trace.NewWriter(f, meta)
+	rec.w, err = trace.NewWriter(f, meta)
 	if err != nil {
 		return nil, fmt.Errorf("writing %s: %w", opts.Output, err)
 	}
-
-	rec := &recording{opts: opts, coll: coll, rd: rd, w: w, file: f, start: time.Now()}
+	w := rec.w
 	var cmdDone chan error
 	var cmd *exec.Cmd
 	if len(opts.Command) > 0 {
@@ -212,7 +215,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 
 	// End snapshot while still attached: every period before each CPU's
 	// snapshot instant is then in the trace.
-	end.Snapshot = TakeSnapshot(recorded, 0)
+	end.Snapshot = TakeSnapshot(recorded, 0, rec.ioCounts)
 	closeAll(links)
 	links = nil
 	if loopErr == nil {
@@ -221,6 +224,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if loopErr == nil {
 		end.OpenPeriods = rec.flushPending()
 	}
+	end.IOInFlight = rec.ioInFlight()
 	end.Loss = rec.losses()
 	for _, l := range end.Loss {
 		w.AddLoss(l)
@@ -457,7 +461,7 @@ func progStats(coll *ebpf.Collection) []trace.ProgStat {
 	slices.Sort(names)
 	for _, n := range names {
 		st, err := coll.Programs[n].Stats()
-		if err != nil || st.RunCount == 0 {
+		if err != nil || (st.RunCount == 0 && st.RecursionMisses == 0) {
 			continue
 		}
 		out = append(out, trace.ProgStat{Name: n, RunCount: st.RunCount, RunTimeNs: uint64(st.Runtime), Misses: st.RecursionMisses})
@@ -577,6 +581,18 @@ func (r *recording) flushPending() uint64 {
 	return open
 }
 
+// ioInFlight counts requests whose issue was recorded and whose completion
+// had not come when the recording stopped.
+func (r *recording) ioInFlight() uint64 {
+	var k bpf.IdletraceIoKey
+	var v bpf.IdletraceIoStart
+	var n uint64
+	for it := r.coll.Maps["io_inflight"].Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	return n
+}
+
 func (r *recording) losses() []trace.Loss {
 	var per []bpf.IdletraceLossCounters
 	if err := r.coll.Maps["loss"].Lookup(uint32(0), &per); err != nil {
@@ -584,9 +600,17 @@ func (r *recording) losses() []trace.Loss {
 	}
 	out := make([]trace.Loss, 0, len(per))
 	for cpu, c := range per {
-		out = append(out, trace.Loss{CPU: uint32(cpu), IdleLost: c.IdleLost, IOLost: c.IoLost, OtherLost: c.OtherLost, IOUnmatched: c.IoUnmatched + c.IoTableFull})
+		out = append(out, trace.Loss{CPU: uint32(cpu), IdleLost: c.IdleLost, IOLost: c.IoLost, OtherLost: c.OtherLost, IOUnmatched: c.IoUnmatched, IOTableFull: c.IoTableFull, IOCompletions: c.IoCompletions})
 	}
 	return out
+}
+
+func (r *recording) ioCounts() (unmatched, completions uint64) {
+	for _, l := range r.losses() {
+		unmatched += l.IOUnmatched
+		completions += l.IOCompletions
+	}
+	return unmatched, completions
 }
 
 var (

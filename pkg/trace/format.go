@@ -346,13 +346,29 @@ type colReader struct {
 }
 
 func (c *colReader) uvarint() uint64 {
-	v, n := binary.Uvarint(c.b)
+	b := c.b
+	// Fast paths for the common 1-3 byte values; the general case below.
+	if len(b) >= 3 {
+		if b[0] < 0x80 {
+			c.b = b[1:]
+			return uint64(b[0])
+		}
+		if b[1] < 0x80 {
+			c.b = b[2:]
+			return uint64(b[0]&0x7f) | uint64(b[1])<<7
+		}
+		if b[2] < 0x80 {
+			c.b = b[3:]
+			return uint64(b[0]&0x7f) | uint64(b[1]&0x7f)<<7 | uint64(b[2])<<14
+		}
+	}
+	v, n := binary.Uvarint(b)
 	if n <= 0 {
 		*c.bad = true
 		c.b = nil
 		return 0
 	}
-	c.b = c.b[n:]
+	c.b = b[n:]
 	return v
 }
 

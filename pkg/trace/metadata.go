@@ -68,6 +68,8 @@ type End struct {
 	BlockIOs    uint64 `json:"block_ios"`
 	// Idle periods still open at stop (the CPU was idle when recording ended).
 	OpenPeriods uint64 `json:"open_periods"`
+	// IO requests issued but not completed at stop.
+	IOInFlight uint64 `json:"io_in_flight"`
 	// CommandExitCode is set when a command was recorded.
 	CommandExitCode *int `json:"command_exit_code,omitempty"`
 }
@@ -141,6 +143,12 @@ type Snapshot struct {
 	// Per-CPU window bounds: each CPU's counters were read at its own instant
 	// (from a thread pinned to that CPU) so the window is exact per CPU.
 	CPUTimeNs []uint64 `json:"cpu_time_ns,omitempty"`
+	// IOUnmatched is the recorder's count, read just after Block, of IO
+	// completions whose issue it did not see (requests issued before it
+	// attached): they are in the kernel's counts but not in the trace.
+	IOUnmatched uint64 `json:"io_unmatched"`
+	// IOCompletions is the recorder's count of completions seen, read with IOUnmatched.
+	IOCompletions uint64 `json:"io_completions"`
 }
 
 // CPUCounters are one CPU's cpuidle counters.

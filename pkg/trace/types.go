@@ -49,7 +49,7 @@ const (
 	WakeIPICall     WakeCause = 5 // function-call IPI (single or many)
 	WakeRemoteNoIPI WakeCause = 6 // a remote CPU set need_resched on a polling CPU, no IPI
 	WakePollTimeout WakeCause = 7 // a polling state ran out of its time limit
-	wakeCauseCount              = 8
+	wakeCauseCount            = 8
 )
 
 var wakeCauseNames = [wakeCauseCount]string{"unknown", "timer", "tick", "irq", "ipi-resched", "ipi-call", "remote-no-ipi", "poll-timeout"}
@@ -176,6 +176,12 @@ type Loss struct {
 	// IO completions whose issue was not seen (started before the recording
 	// or evicted from the in-kernel pairing table): counted, never invented.
 	IOUnmatched uint64
+	// IO issues that did not fit the in-kernel pairing table: their
+	// completions are counted in IOUnmatched too.
+	IOTableFull uint64
+	// IOCompletions counts every final completion the recorder saw, paired
+	// with its issue or not.
+	IOCompletions uint64
 }
 
 // Total is every record lost on this CPU.

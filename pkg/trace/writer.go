@@ -77,6 +77,12 @@ type WriterStats struct {
 func NewWriter(w io.Writer, meta *Metadata) (*Writer, error) {
 	enc, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		// Entropy-coding all literals costs ~15 ns per idle period and
+		// saves ~9% of the file: varint columns are mostly literals.
+		zstd.WithAllLitEntropyCompression(true),
+		// A chunk's raw payload is ~1 MiB at most in practice; a larger
+		// window only costs the recorder memory.
+		zstd.WithWindowSize(1<<20),
 		zstd.WithEncoderConcurrency(1),
 		zstd.WithEncoderCRC(false)) // chunks carry their own CRC
 	if err != nil {

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+
+	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+func runStats(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("stats", stderr)
+	format := fs.String("format", "text", "output format: text, markdown or json")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := checkFormat(*format, "text", "markdown", "json"); err != nil {
+		return err
+	}
+	path, err := oneFile(pos)
+	if err != nil {
+		return err
+	}
+	r, err := openTrace(path, stderr)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	s, err := analysis.StatsFromReader(r)
+	if err != nil {
+		return err
+	}
+	return analysis.RenderStats(stdout, s, *format)
+}
+
+func runWhatif(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("whatif", stderr)
+	profileName := fs.String("profile", "recorded", "state table to replay on: recorded, measured, a built-in name (idletrace profiles) or a JSON file")
+	policies := fs.StringArray("policy", nil, "GOVERNOR[+MODIFIER]... (repeatable; default: recorded and oracle)")
+	format := fs.String("format", "text", "output format: text, markdown, json or html")
+	out := fs.StringP("output", "o", "", "write the report to this file instead of stdout")
+	hz := fs.Int("hz", 0, "override the trace's HZ")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := checkFormat(*format, "text", "markdown", "json", "html"); err != nil {
+		return err
+	}
+	if *hz < 0 || *hz > 10000 {
+		return usagef("--hz %d: must be between 1 and 10000", *hz)
+	}
+	path, err := oneFile(pos)
+	if err != nil {
+		return err
+	}
+	specs := *policies
+	if len(specs) == 0 {
+		specs = model.DefaultPolicySpecs()
+	}
+	pols := make([]model.Policy, 0, len(specs))
+	for _, spec := range specs {
+		p, err := model.ParsePolicy(spec)
+		if err != nil {
+			return &usageError{err.Error()}
+		}
+		pols = append(pols, p)
+	}
+
+	r, err := openTrace(path, stderr)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	meta := r.Meta
+	if *hz > 0 {
+		m := *meta
+		m.HZ = *hz
+		meta = &m
+	}
+	var prof *model.Profile
+	var notes []string
+	if *profileName == "measured" {
+		s, err := analysis.StatsFromReader(r)
+		if err != nil {
+			return err
+		}
+		if prof, err = model.Measured(meta, s.WakeLatencyP50()); err != nil {
+			return err
+		}
+	} else if prof, err = model.LoadProfile(*profileName, meta); err != nil {
+		return err
+	}
+	if *hz > 0 {
+		prof.HZ = *hz
+	}
+
+	replay, err := model.NewReplay(prof, meta, pols)
+	if err != nil {
+		return err
+	}
+	if replay.NeedsIOPrepass() {
+		err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { replay.PrepareBlockIO(b); return nil }})
+		if err != nil {
+			return err
+		}
+	}
+	if err := r.Scan(trace.Visitor{Idle: replay.Idle, BlockIO: replay.BlockIO}); err != nil {
+		return err
+	}
+	results, err := replay.Finish()
+	if err != nil {
+		return err
+	}
+	if st := replay.Stats(); st.DerivedNextTimer > 0 {
+		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
+	}
+	rep := &analysis.WhatifReport{Trace: path, Profile: prof, Results: results, Assumptions: model.Assumptions(prof, pols), Notes: notes}
+
+	w := stdout
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	if err := analysis.RenderWhatif(w, rep, *format); err != nil {
+		return err
+	}
+	if f, ok := w.(*os.File); ok && *out != "" {
+		return f.Close()
+	}
+	return nil
+}
+
+func runProfiles(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("profiles", stderr)
+	format := fs.String("format", "text", "output format: text or json")
+	hz := fs.Int("hz", 0, "HZ to show the profile at (default 250)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := checkFormat(*format, "text", "json"); err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usagef("expected at most one profile NAME, got %d", len(pos))
+	}
+	var profs []*model.Profile
+	names := model.BuiltinNames()
+	if len(pos) == 1 {
+		names = pos[:1]
+	}
+	for _, n := range names {
+		var p *model.Profile
+		var err error
+		if strings.HasSuffix(n, ".json") || strings.ContainsRune(n, '/') {
+			p, err = model.LoadProfile(n, &trace.Metadata{HZ: *hz})
+		} else {
+			p, err = model.Builtin(n, *hz)
+		}
+		if err != nil {
+			return err
+		}
+		profs = append(profs, p)
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if len(pos) == 1 {
+			return enc.Encode(profs[0])
+		}
+		return enc.Encode(profs)
+	}
+	if len(pos) == 0 {
+		tw := tablewriter.NewTable(stdout)
+		tw.Header("PROFILE", "STATES", "DESCRIPTION")
+		for _, p := range profs {
+			var st []string
+			for _, s := range p.States {
+				st = append(st, s.Name)
+			}
+			if err := tw.Append(p.Name, strings.Join(st, " "), model.BuiltinDescription(p.Name)); err != nil {
+				return err
+			}
+		}
+		if err := tw.Render(); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "Also: recorded (the trace's own table) and measured (recorded, with exit latencies measured in the trace).")
+		return nil
+	}
+	p := profs[0]
+	fmt.Fprintf(stdout, "%s (HZ=%d)\nsource: %s\n", p.Name, p.HZ, p.Source)
+	tw := tablewriter.NewTable(stdout)
+	tw.Header("STATE", "EXIT LATENCY", "TARGET RESIDENCY", "POWER", "FLAGS")
+	for _, s := range p.States {
+		var flags []string
+		if s.Polling {
+			flags = append(flags, "polling")
+		}
+		if s.Disabled {
+			flags = append(flags, "disabled")
+		}
+		pw := fmt.Sprintf("%.3f", s.Power)
+		if s.PowerEstimated {
+			pw += " (est.)"
+		}
+		if err := tw.Append(s.Name, analysis.FormatUs(s.ExitLatencyNs), analysis.FormatUs(s.TargetResidencyNs), pw, strings.Join(flags, ",")); err != nil {
+			return err
+		}
+	}
+	return tw.Render()
+}
+

@@ -1,0 +1,307 @@
+package analysis
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/idletrace/idletrace/pkg/model"
+)
+
+// WhatifReport is everything `idletrace whatif` prints.
+type WhatifReport struct {
+	Trace   string         // the trace file, as named on the command line
+	Profile *model.Profile // the state table the policies were replayed on
+	// Results, one per --policy, in command-line order.
+	Results []model.Result
+	// Assumptions is the cost model's one-paragraph statement.
+	Assumptions string
+	// Notes are remarks on this run (estimated power, inferred inputs, ...).
+	Notes []string
+}
+
+// RenderWhatif writes rep as text, markdown, json or html.
+func RenderWhatif(w io.Writer, rep *WhatifReport, format string) error {
+	if rep == nil {
+		rep = &WhatifReport{}
+	}
+	switch format {
+	case FormatJSON:
+		return writeJSON(w, whatifJSON(rep))
+	case FormatText, "":
+		return renderWhatifDoc(newDoc(w, false), rep)
+	case FormatMarkdown, "md":
+		return renderWhatifDoc(newDoc(w, true), rep)
+	case FormatHTML:
+		return renderWhatifHTML(w, rep)
+	}
+	return &UnknownFormatError{Format: format, Valid: []string{FormatText, FormatMarkdown, FormatJSON, FormatHTML}}
+}
+
+// JSON shapes. Profile and results follow the contract in DESIGN.md;
+// non-finite numbers (which encoding/json refuses) become null or 0.
+
+type whatifJSONDoc struct {
+	Trace       string       `json:"trace"`
+	Profile     profileJSON  `json:"profile"`
+	Results     []resultJSON `json:"results"`
+	Assumptions string       `json:"assumptions"`
+	Notes       []string     `json:"notes"`
+}
+
+type profileJSON struct {
+	Name   string      `json:"name"`
+	Source string      `json:"source"`
+	HZ     int         `json:"hz"`
+	States []stateJSON `json:"states"`
+}
+
+type stateJSON struct {
+	Name              string  `json:"name"`
+	Desc              string  `json:"desc,omitempty"`
+	ExitLatencyNs     uint64  `json:"exit_latency_ns"`
+	TargetResidencyNs uint64  `json:"target_residency_ns"`
+	Power             float64 `json:"power"`
+	PowerEstimated    bool    `json:"power_estimated"`
+	Polling           bool    `json:"polling"`
+	Disabled          bool    `json:"disabled"`
+}
+
+// resultJSON is model.Result with its floats made safe for JSON: the outer
+// fields shadow the embedded ones of the same JSON name.
+type resultJSON struct {
+	model.Result
+	EnergyRel    *float64 `json:"energy_rel"`
+	Agreement    *float64 `json:"agreement"`
+	EnergyJoules *float64 `json:"energy_units"`
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+func finitePtr(f float64) *float64 {
+	if !finite(f) {
+		return nil
+	}
+	return &f
+}
+
+func safeSummary(s model.LatencySummary) model.LatencySummary {
+	if !finite(s.Mean) {
+		s.Mean = 0
+	}
+	return s
+}
+
+func whatifJSON(rep *WhatifReport) *whatifJSONDoc {
+	d := &whatifJSONDoc{Trace: rep.Trace, Assumptions: rep.Assumptions, Notes: rep.Notes, Results: []resultJSON{}}
+	if d.Notes == nil {
+		d.Notes = []string{}
+	}
+	d.Profile.States = []stateJSON{}
+	if p := rep.Profile; p != nil {
+		d.Profile.Name, d.Profile.Source, d.Profile.HZ = p.Name, p.Source, p.HZ
+		for _, s := range p.States {
+			pw := s.Power
+			if !finite(pw) {
+				pw = 0
+			}
+			d.Profile.States = append(d.Profile.States, stateJSON{Name: s.Name, Desc: s.Desc, ExitLatencyNs: s.ExitLatencyNs,
+				TargetResidencyNs: s.TargetResidencyNs, Power: pw, PowerEstimated: s.PowerEstimated, Polling: s.Polling, Disabled: s.Disabled})
+		}
+	}
+	for _, r := range rep.Results {
+		j := resultJSON{Result: r, EnergyRel: finitePtr(r.EnergyRel), EnergyJoules: finitePtr(r.EnergyJoules)}
+		if r.Agreement != nil {
+			j.Agreement = finitePtr(*r.Agreement)
+		}
+		j.WakeLatencyNs = safeSummary(r.WakeLatencyNs)
+		if r.IOLatencyNs != nil {
+			s := safeSummary(*r.IOLatencyNs)
+			j.IOLatencyNs = &s
+		}
+		share := make(map[string]float64, len(r.StateShare))
+		for k, v := range r.StateShare {
+			if !finite(v) {
+				v = 0
+			}
+			share[k] = v
+		}
+		j.StateShare = share
+		d.Results = append(d.Results, j)
+	}
+	return d
+}
+
+// stateOrder lists the state names to show: the profile's, shallow to deep,
+// then any other name a result carries, sorted.
+func stateOrder(rep *WhatifReport) []string {
+	var names []string
+	seen := map[string]bool{}
+	if rep.Profile != nil {
+		for _, s := range rep.Profile.States {
+			if !seen[s.Name] {
+				seen[s.Name] = true
+				names = append(names, s.Name)
+			}
+		}
+	}
+	var extra []string
+	for _, r := range rep.Results {
+		for k := range r.StateShare {
+			if !seen[k] {
+				seen[k] = true
+				extra = append(extra, k)
+			}
+		}
+	}
+	sort.Strings(extra)
+	return append(names, extra...)
+}
+
+// shownStates drops profile states no policy spent time in, to keep the
+// table narrow (all are kept when none has a share at all).
+func shownStates(rep *WhatifReport) []string {
+	all := stateOrder(rep)
+	var out []string
+	for _, n := range all {
+		for _, r := range rep.Results {
+			if r.StateShare[n] > 0 {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return all
+	}
+	return out
+}
+
+func pollLimit(r *model.Result) string {
+	if r.PollLimitNs == nil {
+		return dash
+	}
+	return FormatUs(*r.PollLimitNs)
+}
+
+func countPct(n, of uint64) string {
+	if of == 0 {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%d (%s)", n, FormatPct(float64(n)/float64(of)))
+}
+
+func energy(f float64) string {
+	if !finite(f) {
+		return dash
+	}
+	return fmt.Sprintf("%.3f", f)
+}
+
+func agreement(a *float64) string {
+	if a == nil {
+		return dash
+	}
+	return FormatPct(*a)
+}
+
+// whatifTable is the one table a kernel engineer reads at a glance.
+func whatifTable(rep *WhatifReport) (header []string, rows [][]string) {
+	states := shownStates(rep)
+	header = []string{"Policy", "Poll limit µs", "Wake p50 µs", "Wake p99 µs", "Wake max µs", "IO p99 µs"}
+	for _, s := range states {
+		header = append(header, s)
+	}
+	header = append(header, "Above", "Below", "Energy", "Agreement")
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		io := dash
+		if r.IOLatencyNs != nil && r.IOLatencyNs.Count > 0 {
+			io = FormatUs(r.IOLatencyNs.P99)
+		}
+		wake := []string{dash, dash, dash}
+		if r.WakeLatencyNs.Count > 0 {
+			wake = []string{FormatUs(r.WakeLatencyNs.P50), FormatUs(r.WakeLatencyNs.P99), FormatUs(r.WakeLatencyNs.Max)}
+		}
+		row := append([]string{r.Policy, pollLimit(r)}, wake...)
+		row = append(row, io)
+		for _, s := range states {
+			row = append(row, FormatPct(r.StateShare[s]))
+		}
+		row = append(row, countPct(r.Above, r.IdlePeriods), countPct(r.Below, r.IdlePeriods), energy(r.EnergyRel), agreement(r.Agreement))
+		rows = append(rows, row)
+	}
+	return header, rows
+}
+
+func profileLine(p *model.Profile) string {
+	if p == nil {
+		return "Profile: none."
+	}
+	var parts []string
+	estimated := false
+	for _, s := range p.States {
+		x := fmt.Sprintf("%s %s/%s", s.Name, FormatUs(s.ExitLatencyNs), FormatUs(s.TargetResidencyNs))
+		var flags []string
+		if s.Polling {
+			flags = append(flags, "polling")
+		}
+		if s.Disabled {
+			flags = append(flags, "disabled")
+		}
+		if len(flags) > 0 {
+			x += " (" + strings.Join(flags, ", ") + ")"
+		}
+		parts = append(parts, x)
+		estimated = estimated || s.PowerEstimated
+	}
+	l := fmt.Sprintf("Profile %s, HZ %s: %s (exit latency/target residency, µs)", p.Name, hzString(p.HZ), strings.Join(parts, ", "))
+	if estimated {
+		l += "; idle power estimated"
+	}
+	return l + "."
+}
+
+func periodsOf(rep *WhatifReport) uint64 {
+	var n uint64
+	for _, r := range rep.Results {
+		n = max(n, r.IdlePeriods)
+	}
+	return n
+}
+
+func renderWhatifDoc(d *doc, rep *WhatifReport) error {
+	d.title("idletrace whatif")
+	head := []string{}
+	if rep.Trace != "" {
+		head = append(head, fmt.Sprintf("Trace %s: %d idle periods replayed.", rep.Trace, periodsOf(rep)))
+	}
+	head = append(head, profileLine(rep.Profile))
+	if rep.Profile != nil && rep.Profile.Source != "" {
+		head = append(head, "Source: "+rep.Profile.Source+".")
+	}
+	d.lines(head...)
+	if len(rep.Results) == 0 {
+		d.para("No policy was replayed.")
+	} else {
+		header, rows := whatifTable(rep)
+		if err := d.table(header, rows, 0); err != nil {
+			return err
+		}
+		d.para("Wake latency: exit latency paid per wake-up. State columns: share of idle time. Above/below: too deep/too shallow " +
+			"choices by the cpuidle core's rules, with their share of idle periods. Energy: idle energy relative to the first policy. " +
+			"Agreement: share of the recorded selections this policy makes the same way.")
+	}
+	d.bullets(rep.Notes)
+	if rep.Assumptions != "" {
+		if d.markdown {
+			d.gap()
+			fmt.Fprintf(d.w, "**Model assumptions.** %s\n", mdInline(rep.Assumptions))
+		} else {
+			d.para("Model assumptions. " + rep.Assumptions)
+		}
+	}
+	return d.flush()
+}

@@ -1,0 +1,241 @@
+package model
+
+import (
+	"fmt"
+	"math/bits"
+	"sort"
+	"strings"
+)
+
+// hist is a log-linear histogram of ns values: exact below 128, then 128
+// sub-buckets per power of two (relative error < 0.8 %). Sum and max are
+// exact. Fixed size: memory does not grow with the number of samples.
+type hist struct {
+	counts   []uint64
+	n        uint64
+	sum      float64
+	min, max uint64
+}
+
+const histSub = 128
+
+func histIndex(v uint64) int {
+	if v < histSub {
+		return int(v)
+	}
+	e := bits.Len64(v) - 8
+	m := v >> uint(e)
+	return histSub + e*histSub + int(m-histSub)
+}
+
+// histBounds is the [lo, hi] value range of bucket i.
+func histBounds(i int) (uint64, uint64) {
+	if i < histSub {
+		return uint64(i), uint64(i)
+	}
+	e := (i - histSub) / histSub
+	m := uint64((i-histSub)%histSub + histSub)
+	lo := m << uint(e)
+	return lo, lo + (1 << uint(e)) - 1
+}
+
+func (h *hist) add(v uint64) {
+	if h.counts == nil {
+		h.counts = make([]uint64, histSub+57*histSub)
+		h.min = v
+	}
+	h.counts[histIndex(v)]++
+	h.n++
+	h.sum += float64(v)
+	h.min = min(h.min, v)
+	h.max = max(h.max, v)
+}
+
+func (h *hist) quantile(q float64) uint64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(h.n) + 0.999999999)
+	rank = max(min(rank, h.n), 1)
+	var cum uint64
+	for i, c := range h.counts {
+		cum += c
+		if cum >= rank {
+			lo, hi := histBounds(i)
+			v := lo + (hi-lo)/2
+			return max(min(v, h.max), h.min)
+		}
+	}
+	return h.max
+}
+
+func (h *hist) summary() LatencySummary {
+	if h.n == 0 {
+		return LatencySummary{}
+	}
+	return LatencySummary{Count: h.n, Mean: h.sum / float64(h.n), P50: h.quantile(0.5), P99: h.quantile(0.99), Max: h.max}
+}
+
+func (h *hist) cdf() []CDFPoint {
+	if h.n == 0 {
+		return nil
+	}
+	var out []CDFPoint
+	var cum uint64
+	for i, c := range h.counts {
+		if c == 0 {
+			continue
+		}
+		cum += c
+		_, hi := histBounds(i)
+		out = append(out, CDFPoint{ValueNs: min(hi, h.max), Fraction: float64(cum) / float64(h.n)})
+	}
+	return out
+}
+
+// wakeSummary turns per-state wake-up counts into a latency summary: each
+// wake-up pays its state's exit latency (0 while polling), so the
+// distribution is exact.
+func (ps *polSim) wakeSummary() (LatencySummary, []CDFPoint) {
+	type vc struct {
+		v uint64
+		n uint64
+	}
+	var vs []vc
+	var total uint64
+	var sum float64
+	for i, n := range ps.wakeCount {
+		if n == 0 {
+			continue
+		}
+		v := uint64(ps.tab.paidLatency(i))
+		vs = append(vs, vc{v, n})
+		total += n
+		sum += float64(v) * float64(n)
+	}
+	if total == 0 {
+		return LatencySummary{}, nil
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i].v < vs[j].v })
+	q := func(f float64) uint64 {
+		rank := uint64(f*float64(total) + 0.999999999)
+		rank = max(min(rank, total), 1)
+		var cum uint64
+		for _, x := range vs {
+			cum += x.n
+			if cum >= rank {
+				return x.v
+			}
+		}
+		return vs[len(vs)-1].v
+	}
+	var cdf []CDFPoint
+	var cum uint64
+	for i, x := range vs {
+		cum += x.n
+		if i+1 < len(vs) && vs[i+1].v == x.v {
+			continue
+		}
+		cdf = append(cdf, CDFPoint{ValueNs: x.v, Fraction: float64(cum) / float64(total)})
+	}
+	return LatencySummary{Count: total, Mean: sum / float64(total), P50: q(0.5), P99: q(0.99), Max: vs[len(vs)-1].v}, cdf
+}
+
+func (ps *polSim) result(r *Replay) Result {
+	res := Result{Policy: ps.pol.Spec, IdlePeriods: ps.periods, Above: ps.above, Below: ps.below,
+		Selections: ps.selections, EnergyJoules: ps.energy / 1e9}
+	if ps.pol.Spec == "" {
+		res.Policy = string(ps.kind)
+	}
+	if ps.kind != GovOracle && !ps.dynPoll && ps.pollNs > 0 && ps.pollNs != noLimit {
+		v := uint64(ps.pollNs)
+		res.PollLimitNs = &v
+	}
+	res.WakeLatencyNs, res.WakeLatencyCDF = ps.wakeSummary()
+	if r.ioSeen {
+		s := ps.io.summary()
+		res.IOLatencyNs = &s
+		res.IOLatencyCDF = ps.io.cdf()
+	}
+	var total int64
+	for _, t := range ps.timeNs {
+		total += t
+	}
+	res.StateShare = make(map[string]float64, ps.tab.n)
+	for i, t := range ps.timeNs {
+		f := 0.0
+		if total > 0 {
+			f = float64(t) / float64(total)
+		}
+		res.StateShare[ps.tab.name[i]] = f
+	}
+	if r.agreement && ps.agreeN > 0 {
+		a := float64(ps.agreeHit) / float64(ps.agreeN)
+		res.Agreement = &a
+	}
+	return res
+}
+
+// Assumptions is the paragraph every whatif report prints: what the model
+// takes as given and what it leaves out, for this profile and these
+// policies.
+func Assumptions(prof *Profile, policies []Policy) string {
+	var b strings.Builder
+	hz := DefaultHZ
+	if prof != nil && prof.HZ > 0 {
+		hz = prof.HZ
+	}
+	b.WriteString("First-order model: the recorded idle periods are replayed unchanged — extra latency under one policy does not reshape later events. ")
+	b.WriteString("A wake-up pays the exit latency of the state the CPU is in when it arrives (nothing while polling); tick wake-ups and poll time-outs are not counted as wake-ups. ")
+	b.WriteString("A poll that outlasts its limit continues in the state the governor picks next; a recorded poll time-out or idle tick wake-up followed at once by another idle period is replayed as one idle period. ")
+	fmt.Fprintf(&b, "Ticks come every %d µs (HZ=%d) with the phase of the last recorded tick wake-up; each recorded period starts with the tick state the kernel recorded. ", 1_000_000/hz, hz)
+	b.WriteString("Where the trace lacks a period's next timer, the governors see the next tick boundary after the wake-up (the exact exit for timer wake-ups). ")
+	b.WriteString("IO completion latency is the recorded one minus the recorded state's exit latency plus the policy's, for completions that woke an idle CPU (within 200 µs of an interrupt wake-up on the completing CPU). ")
+	b.WriteString("Above/below follow cpuidle_enter_state's rules. ")
+	est := prof == nil
+	if prof != nil {
+		for _, s := range prof.States {
+			if s.PowerEstimated {
+				est = true
+			}
+		}
+	}
+	if est {
+		b.WriteString("Energy uses estimated state powers (polling 0.9 of a busy core, halted states 0.35/(1+exit latency/10 µs), at least 0.02) ")
+	} else {
+		b.WriteString("Energy uses the profile's state powers ")
+	}
+	b.WriteString("with each state's target residency as its break-even time against the next shallower state; energy is relative to the first policy. ")
+	for _, p := range policies {
+		switch {
+		case p.Governor == GovOracle:
+			b.WriteString("Oracle knows each idle period's real length: a lower bound, not a governor. ")
+		case p.Governor == GovTEO:
+			b.WriteString("teo follows its 6.18 logic whatever kernel= says. ")
+		case p.BlkQoSLimitNs >= 0:
+			b.WriteString("blkqos limits the CPU that issued block IO from the issue until the timeout; an expiring limit does not wake the CPU. ")
+		}
+	}
+	if prof != nil && prof.Source != "" {
+		fmt.Fprintf(&b, "Profile %s: %s.", prof.Name, prof.Source)
+	}
+	return dedupeSentences(strings.TrimSpace(b.String()))
+}
+
+func dedupeSentences(s string) string {
+	parts := strings.SplitAfter(s, ". ")
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range parts {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		out = append(out, p)
+	}
+	return strings.Join(out, "")
+}
+
+// DefaultPolicySpecs is the policy list when none is given: the kernel's
+// actual choices (recorded) and the oracle bound.
+func DefaultPolicySpecs() []string { return []string{"recorded", "oracle"} }

@@ -1,0 +1,897 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// seedIntel is the Intel table of seed 000 (7a25759eaa04's changelog):
+// C1 2/2, C1E 10/20, C3 33/100, C6 133/400 (exit/residency µs).
+func seedIntel(hz int) *Profile {
+	return mkProfile("seed-intel", hz, []State{
+		{Name: "POLL", Polling: true},
+		{Name: "C1", ExitLatencyNs: 2000, TargetResidencyNs: 2000},
+		{Name: "C1E", ExitLatencyNs: 10000, TargetResidencyNs: 20000},
+		{Name: "C3", ExitLatencyNs: 33000, TargetResidencyNs: 100000},
+		{Name: "C6", ExitLatencyNs: 133000, TargetResidencyNs: 400000},
+	})
+}
+
+// seedAMD is seed 000's AMD EPYC table: C1 1/2, C2 400/800.
+func seedAMD(hz int) *Profile {
+	return mkProfile("seed-amd", hz, []State{
+		{Name: "POLL", Polling: true},
+		{Name: "C1", ExitLatencyNs: 1000, TargetResidencyNs: 2000},
+		{Name: "C2", ExitLatencyNs: 400000, TargetResidencyNs: 800000},
+	})
+}
+
+func mkProfile(name string, hz int, st []State) *Profile {
+	p := &Profile{Name: name, HZ: hz, States: st}
+	for i := range p.States {
+		p.States[i].Power, p.States[i].PowerEstimated = EstimatePower(p.States[i]), true
+	}
+	return p
+}
+
+func mustPolicy(t testing.TB, spec string) Policy {
+	t.Helper()
+	p, err := ParsePolicy(spec)
+	if err != nil {
+		t.Fatalf("ParsePolicy(%q): %v", spec, err)
+	}
+	return p
+}
+
+func TestSeed000PollLimits(t *testing.T) {
+	c1only := seedIntel(250)
+	for i := 2; i < len(c1only.States); i++ {
+		c1only.States[i].Disabled = true
+	}
+	tests := []struct {
+		name string
+		prof *Profile
+		rule PollRule
+		want int64
+	}{
+		{"intel min10us picks C1E residency", seedIntel(1000), PollMin10us, 20_000},
+		{"intel max_cstate=1 at HZ=250 is TICK/16", c1only, PollMin10us, 250_000},
+		{"amd clamps C2 800us to TICK/16 at HZ=250", seedAMD(250), PollMin10us, 250_000},
+		{"amd at HZ=1000 is 62.5us", seedAMD(1000), PollMin10us, 62_500},
+		{"first-residency gives C1's 2us", seedIntel(250), PollFirstResidency, 2_000},
+		{"first-residency on amd gives C1's 2us", seedAMD(250), PollFirstResidency, 2_000},
+		{"tick16 at HZ=250", seedIntel(250), PollTick16, 250_000},
+		{"fixed", seedIntel(250), PollFixed, 123_000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := genericPollLimit(newTable(tc.prof, nil, -1), tc.rule, 123_000)
+			if got != tc.want {
+				t.Fatalf("poll limit = %d ns, want %d", got, tc.want)
+			}
+		})
+	}
+	// The same through the replay's reported poll_limit_ns, with modifiers.
+	for _, tc := range []struct {
+		spec string
+		prof *Profile
+		want uint64
+	}{
+		{"menu", seedIntel(250), 20_000},
+		{"menu+maxcstate=1", seedIntel(250), 250_000},
+		{"menu+kernel=5.6", seedIntel(250), 2_000},
+		{"menu+kernel=4.19", seedIntel(250), 250_000},
+		{"menu+poll=first-residency", seedAMD(250), 2_000},
+		{"ladder", seedAMD(250), 250_000},
+		{"menu+disable=C1E", seedIntel(250), 100_000},
+	} {
+		rp, err := NewReplay(tc.prof, &trace.Metadata{KernelRelease: "6.18.44"}, []Policy{mustPolicy(t, tc.spec)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := rp.Finish()
+		if res[0].PollLimitNs == nil || *res[0].PollLimitNs != tc.want {
+			t.Errorf("%s on %s: poll_limit_ns = %v, want %d", tc.spec, tc.prof.Name, res[0].PollLimitNs, tc.want)
+		}
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	good := []struct {
+		spec  string
+		check func(Policy) bool
+	}{
+		{"menu", func(p Policy) bool { return p.Governor == GovMenu && p.QoSNs < 0 && p.MaxCState < 0 }},
+		{"menu+margin=25", func(p Policy) bool { return p.HasMargin && p.MarginPct == 25 }},
+		{"menu+margin=12.5%", func(p Policy) bool { return p.MarginPct == 12.5 }},
+		{"menu+blkqos=10us/3ms", func(p Policy) bool { return p.BlkQoSLimitNs == 10_000 && p.BlkQoSTimeoutNs == 3_000_000 }},
+		{"teo+qos=20us+maxcstate=2", func(p Policy) bool { return p.QoSNs == 20_000 && p.MaxCState == 2 }},
+		{"menu+poll=min10us", func(p Policy) bool { return p.Poll == PollMin10us }},
+		{"menu+poll=tick16", func(p Policy) bool { return p.Poll == PollTick16 }},
+		{"menu+poll=first-residency", func(p Policy) bool { return p.Poll == PollFirstResidency }},
+		{"ladder+poll=50us", func(p Policy) bool { return p.Poll == PollFixed && p.PollNs == 50_000 }},
+		{"menu+disable=C6,C1E", func(p Policy) bool { return len(p.Disable) == 2 && p.Disable[1] == "C1E" }},
+		{"menu+kernel=6.12", func(p Policy) bool { return p.Kernel != nil && *p.Kernel == Version{6, 12, -1} }},
+		{"oracle+qos=0", func(p Policy) bool { return p.Governor == GovOracle && p.QoSNs == 0 }},
+		{"haltpoll", func(p Policy) bool { return p.Governor == GovHaltpoll }},
+		{"recorded", func(p Policy) bool { return p.Governor == GovRecorded }},
+	}
+	for _, tc := range good {
+		p, err := ParsePolicy(tc.spec)
+		if err != nil {
+			t.Errorf("ParsePolicy(%q): %v", tc.spec, err)
+			continue
+		}
+		if !tc.check(p) {
+			t.Errorf("ParsePolicy(%q) = %+v", tc.spec, p)
+		}
+	}
+	bad := []struct{ spec, want string }{
+		{"menu+margin=x", `policy "menu+margin=x": margin: "x" is not a percentage`},
+		{"", `policy "": empty`},
+		{"foo", `policy "foo": unknown governor "foo"`},
+		{"menu+qos=10", `policy "menu+qos=10": qos: "10" is not a duration (needs a unit, e.g. 10us)`},
+		{"menu+qos", `policy "menu+qos": qos: needs a value`},
+		{"menu+blkqos=10us", `policy "menu+blkqos=10us": blkqos: "10us" is not LIMIT/TIMEOUT`},
+		{"menu+blkqos=10us/x", `policy "menu+blkqos=10us/x": blkqos: timeout "x" is not a duration`},
+		{"teo+margin=25", `policy "teo+margin=25": margin: only applies to menu`},
+		{"menu+maxcstate=-1", `policy "menu+maxcstate=-1": maxcstate: "-1" is not a state index`},
+		{"menu+kernel=banana", `policy "menu+kernel=banana": kernel: "banana" is not a kernel release`},
+		{"menu+frob=1", `policy "menu+frob=1": unknown modifier "frob"`},
+		{"menu++qos=1us", `policy "menu++qos=1us": empty modifier`},
+		{"menu+qos=1us+qos=2us", `policy "menu+qos=1us+qos=2us": qos: given twice`},
+		{"recorded+qos=1us", `policy "recorded+qos=1us": qos: the recorded policy`},
+		{"oracle+poll=10us", `policy "oracle+poll=10us": poll: oracle does not poll`},
+		{"menu+poll=sometimes", `policy "menu+poll=sometimes": poll: "sometimes" is not first-residency`},
+		{"menu+qos=-5us", `policy "menu+qos=-5us": qos: "-5us" is not a duration (must not be negative)`},
+	}
+	for _, tc := range bad {
+		_, err := ParsePolicy(tc.spec)
+		if err == nil {
+			t.Errorf("ParsePolicy(%q): no error", tc.spec)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("ParsePolicy(%q) error = %q, want prefix %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+func TestProfileFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	okPath := write("x.json", `{"name": "example", "hz": 1000,
+	 "states": [{"name": "POLL", "exit_latency_us": 0, "target_residency_us": 0, "polling": true},
+	            {"name": "C1", "exit_latency_us": 2, "target_residency_us": 2, "power": 0.35},
+	            {"name": "C6", "exit_latency_us": 133, "target_residency_us": 400, "power": 0.05, "disabled": false}]}`)
+	p, err := LoadProfile(okPath, &trace.Metadata{HZ: 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "example" || p.HZ != 1000 || len(p.States) != 3 || p.States[2].ExitLatencyNs != 133000 ||
+		p.States[1].Power != 0.35 || p.States[1].PowerEstimated || !p.States[0].PowerEstimated {
+		t.Fatalf("parsed profile = %+v", p)
+	}
+	noHZ := write("nohz.json", `{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`)
+	if p, err := LoadProfile(noHZ, &trace.Metadata{HZ: 300}); err != nil || p.HZ != 300 || p.Name != "nohz" {
+		t.Fatalf("hz from trace: %+v %v", p, err)
+	}
+	bad := []struct{ body, want string }{
+		{`{"states": [{"name": "POLL", "exit_latency_us": 0, "target_residency_us": 0, "polling": true}, {"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}, {"name": "C6", "exit_latency_us": -1, "target_residency_us": 4}]}`,
+			"states[2].exit_latency_us: must be >= 0"},
+		{`{"states": [{"name": "C1", "target_residency_us": 1}]}`, "states[0].exit_latency_us: missing"},
+		{`{"states": [{"name": "C1", "exit_latency": 1, "target_residency_us": 1}]}`, `states[0]: unknown field "exit_latency"`},
+		{`{"states": [{"name": "C1", "exit_latency_us": "1", "target_residency_us": 1}]}`, "states[0].exit_latency_us: must be a float64"},
+		{`{"states": []}`, "states: must list at least one state"},
+		{`{"hz": 0, "states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`, "hz: must be between"},
+		{`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}, {"name": "c1", "exit_latency_us": 1, "target_residency_us": 1}]}`, `states[1].name: "c1" repeats states[0]`},
+		{`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}, {"name": "P", "exit_latency_us": 0, "target_residency_us": 0, "polling": true}]}`, "states[1].polling: only state 0"},
+		{`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1, "power": 7}]}`, "states[0].power: must be between"},
+		{`{"states": [`, "invalid JSON"},
+		{`{"nme": "x"}`, `unknown field "nme"`},
+	}
+	for i, tc := range bad {
+		path := write("b.json", tc.body)
+		_, err := LoadProfile(path, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "profile "+path+": ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("case %d: error %v, want it to name %q", i, err, tc.want)
+		}
+	}
+	if _, err := LoadProfile("nosuch", nil); err == nil || !strings.Contains(err.Error(), "built-in") {
+		t.Errorf("unknown name: %v", err)
+	}
+	if _, err := LoadProfile("measured", nil); err != ErrNeedsMeasurement {
+		t.Errorf("measured: %v", err)
+	}
+}
+
+func TestBuiltins(t *testing.T) {
+	want := []string{"hsw", "skx", "icx", "spr", "gnr", "srf", "skl", "adl", "epyc", "haltpoll"}
+	for _, n := range want {
+		p, err := LoadProfile(n, &trace.Metadata{HZ: 1000})
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		if p.HZ != 1000 || !p.States[0].Polling || !strings.Contains(p.Source, "Linux 6.18") {
+			t.Errorf("%s: %+v", n, p)
+		}
+		for i, s := range p.States {
+			if !s.PowerEstimated || s.Power <= 0 || s.Power > 1 {
+				t.Errorf("%s state %d power %v", n, i, s.Power)
+			}
+			if i > 1 && s.Power > p.States[i-1].Power {
+				t.Errorf("%s: %s draws more than the shallower %s", n, s.Name, p.States[i-1].Name)
+			}
+		}
+	}
+	spr, _ := Builtin("spr", 250)
+	if spr.States[3].Name != "C6" || spr.States[3].ExitLatencyNs != 290_000 || spr.States[3].TargetResidencyNs != 800_000 {
+		t.Errorf("spr C6 = %+v", spr.States[3])
+	}
+}
+
+func TestRecordedProfile(t *testing.T) {
+	nodrv := &trace.Metadata{CPUIdleDriver: "none", HZ: 250, KernelRelease: "6.18.44"}
+	p, err := Recorded(nodrv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.States) != 2 || p.States[0].Name != "POLL" || !p.States[0].Polling || p.States[1].Name != "HLT" ||
+		p.States[1].ExitLatencyNs != 1000 || p.States[1].TargetResidencyNs != 1000 ||
+		!strings.Contains(p.Source, "no cpuidle driver") || !strings.Contains(p.Source, "no governor ran") {
+		t.Fatalf("no-driver profile = %+v", p)
+	}
+	withDrv := &trace.Metadata{CPUIdleDriver: "haltpoll", HZ: 1000, States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
+		{Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
+		{Index: 0, Name: "POLL", Polling: true},
+	}}}}
+	p, err = Recorded(withDrv)
+	if err != nil || p.HZ != 1000 || p.States[0].Name != "POLL" || p.States[1].Name != "haltpoll idle" {
+		t.Fatalf("recorded = %+v, %v", p, err)
+	}
+	m, err := Measured(withDrv, map[string]uint64{"haltpoll idle": 16000, "POLL": 5})
+	if err != nil || m.States[1].ExitLatencyNs != 16000 || m.States[0].ExitLatencyNs != 0 || !strings.Contains(m.Source, "p50") {
+		t.Fatalf("measured = %+v, %v", m, err)
+	}
+}
+
+func TestClassifyMiss(t *testing.T) {
+	st := seedIntel(250).States
+	tests := []struct {
+		entered      int
+		resid        uint64
+		above, below bool
+	}{
+		{2, 5_000, true, false},      // C1E for 5us < 20us, shallower enabled
+		{0, 100_000, false, true},    // POLL 100us ≥ C1's 2us
+		{1, 3_000, false, false},     // C1 for 3us: 3-2=1 < C1E's 20
+		{1, 25_000, false, true},     // C1 for 25us: 23 ≥ 20
+		{1, 2_000, false, false},     // not above (== residency), not > exit latency
+		{4, 1_000_000, false, false}, // deepest
+	}
+	for _, tc := range tests {
+		a, b := ClassifyMiss(st, tc.entered, tc.resid)
+		if a != tc.above || b != tc.below {
+			t.Errorf("ClassifyMiss(%d, %d) = %v,%v want %v,%v", tc.entered, tc.resid, a, b, tc.above, tc.below)
+		}
+	}
+	// Only the nearest enabled deeper state is examined.
+	st2 := seedIntel(250).States
+	st2[2].Disabled = true
+	if _, b := ClassifyMiss(st2, 1, 60_000); b {
+		t.Error("C1 60us with C1E disabled: C3 (100us) is the nearest enabled deeper state, not below")
+	}
+	if _, b := ClassifyMiss(st2, 1, 150_000); !b {
+		t.Error("C1 150us: below (C3)")
+	}
+}
+
+// Menu's typical-interval detector (get_typical_interval, 6.15+ two-sided).
+func TestMenuTypicalInterval(t *testing.T) {
+	tab := newTable(seedIntel(250), nil, -1)
+	f := menuFlagsFor(Version{6, 18, 44})
+	tests := []struct {
+		name string
+		iv   [8]uint32
+		want uint32
+	}{
+		{"all zero: none", [8]uint32{}, math.MaxUint32},
+		{"steady 100us", [8]uint32{100, 100, 100, 100, 100, 100, 100, 100}, 100},
+		{"small spread within 20us stddev", [8]uint32{90, 110, 95, 105, 100, 100, 98, 102}, 100},
+		{"one high outlier dropped", [8]uint32{100, 100, 100, 100, 100, 100, 100, 5000}, 100},
+		{"one low outlier dropped (two-sided)", [8]uint32{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1}, 1000},
+		{"bimodal: the high half is trimmed, the low half is tight", [8]uint32{10, 10, 10, 10, 5000, 5000, 5000, 5000}, 10},
+		{"spread: none", [8]uint32{100, 200, 400, 800, 1600, 3200, 6400, 12800}, math.MaxUint32},
+		{"UINT_MAX markers ignored", [8]uint32{math.MaxUint32, 50, 50, 50, 50, 50, 50, 50}, 50},
+	}
+	for _, tc := range tests {
+		m := newMenu(tab, &f)
+		m.intervals = tc.iv
+		if got := m.typical(); got != tc.want {
+			t.Errorf("%s: typical = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// 6.15–6.17 returned the max once 4–6 samples remained.
+	f615 := menuFlagsFor(Version{6, 16, -1})
+	m := newMenu(tab, &f615)
+	m.intervals = [8]uint32{100, 200, 400, 800, 1600, 3200, 6400, 12800}
+	if got := m.typical(); got == math.MaxUint32 || got > 12800 {
+		t.Errorf("6.16 spread: typical = %d, want the max of the remaining samples", got)
+	}
+	// Pre-6.15 trims only the top: a low outlier leaves the lone low
+	// sample as the "typical" interval.
+	f612 := menuFlagsFor(Version{6, 12, -1})
+	m = newMenu(tab, &f612)
+	m.intervals = [8]uint32{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1}
+	if got := m.typical(); got != 1 {
+		t.Errorf("6.12 low outlier: typical = %d, want 1", got)
+	}
+}
+
+// Known menu decisions on the seed Intel table at HZ=250.
+func TestMenuDecisions(t *testing.T) {
+	tab := newTable(seedIntel(250), nil, -1)
+	f := menuFlagsFor(Version{6, 18, 44})
+	// Steady 100us idles with a far timer: the detector predicts 100us → C1E
+	// (tr 20 ≤ 100 < C3's 100? C3 tr 100 ≤ 100 → C3), tick kept (prediction < tick).
+	m := newMenu(tab, &f)
+	for i := 0; i < 8; i++ {
+		m.push(100)
+	}
+	m.lastResidency = 1
+	idx, stop := m.selectState(&selInput{latReq: noLimit, sleepLen: 3_000_000, deltaTick: 3_000_000})
+	if idx != 3 || stop {
+		t.Errorf("steady 100us: idx=%d stop=%v, want C3 with the tick kept", idx, stop)
+	}
+	// Same with a 40us latency limit: C1E (10us) is the deepest allowed.
+	idx, _ = m.selectState(&selInput{latReq: 40_000 - 8_000, sleepLen: 3_000_000, deltaTick: 3_000_000})
+	if idx != 2 {
+		t.Errorf("latency-limited: idx=%d, want C1E", idx)
+	}
+	// Fresh CPU, timer in 10ms, no history: deepest state, tick may stop.
+	m = newMenu(tab, &f)
+	idx, stop = m.selectState(&selInput{latReq: noLimit, sleepLen: 10_000_000, deltaTick: 2_000_000})
+	if idx != 4 || !stop {
+		t.Errorf("fresh, far timer: idx=%d stop=%v, want C6 and stop", idx, stop)
+	}
+	// Timer in 1us: POLL right away (next timer < C1 residency), tick kept.
+	m = newMenu(tab, &f)
+	idx, stop = m.selectState(&selInput{latReq: noLimit, sleepLen: 1_000, deltaTick: 1_000})
+	if idx != 0 || stop {
+		t.Errorf("imminent timer: idx=%d stop=%v, want POLL, tick kept", idx, stop)
+	}
+	// latency_req 0: state 0.
+	idx, _ = m.selectState(&selInput{latReq: 0, sleepLen: 10_000_000, deltaTick: 10_000_000})
+	if idx != 0 {
+		t.Errorf("latency 0: idx=%d", idx)
+	}
+}
+
+// margin=PCT never picks a deeper state than plain menu for the same
+// decision (seed 002).
+func TestMenuMarginNeverDeeper(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	for _, prof := range []*Profile{seedIntel(250), seedIntel(1000), mustBuiltin(t, "spr", 250), mustBuiltin(t, "gnr", 1000)} {
+		tab := newTable(prof, nil, -1)
+		plainF := menuFlagsFor(Version{6, 18, 44})
+		marginF := plainF
+		marginF.margin, marginF.marginPct = true, 25
+		for trial := 0; trial < 20000; trial++ {
+			a, b := newMenu(tab, &plainF), newMenu(tab, &marginF)
+			var iv [8]uint32
+			base := uint32(rng.IntN(3000) + 1)
+			for i := range iv {
+				iv[i] = base + uint32(rng.IntN(int(base/4)+1))
+			}
+			a.intervals, b.intervals = iv, iv
+			a.lastResidency, b.lastResidency = 1, 1
+			in := selInput{latReq: noLimit, sleepLen: int64(rng.IntN(20_000_000)), tickStopped: rng.IntN(2) == 0}
+			in.deltaTick = in.sleepLen
+			if !in.tickStopped {
+				in.deltaTick = min(in.sleepLen, int64(rng.IntN(int(tab.tick))))
+			}
+			i1, _ := a.selectState(&in)
+			i2, _ := b.selectState(&in)
+			if i2 > i1 {
+				t.Fatalf("%s: margin picked %d, plain menu %d for %+v iv=%v", prof.Name, i2, i1, in, iv)
+			}
+		}
+	}
+}
+
+func mustBuiltin(t testing.TB, name string, hz int) *Profile {
+	p, err := Builtin(name, hz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLadderPromotionAfterFour(t *testing.T) {
+	tab := newTable(seedIntel(250), nil, -1)
+	g := newLadder(tab)
+	in := &selInput{latReq: noLimit}
+	// Starts at C1 (state 0 is POLL). Long stays promote after 4.
+	want := []int{1, 1, 1, 2, 2, 2, 2, 3}
+	g.reflect(1, 1_000_000, false, false)
+	for i, w := range want {
+		idx, stop := g.selectState(in)
+		if idx != w || !stop {
+			t.Fatalf("step %d: idx=%d stop=%v, want %d", i, idx, stop, w)
+		}
+		g.reflect(idx, 1_000_000, false, false)
+	}
+	// One short stay demotes at once (DEMOTION_COUNT 1).
+	g.reflect(3, 10_000, false, false) // 10us in C3 (el 33us)
+	if idx, _ := g.selectState(in); idx != 2 {
+		t.Fatalf("after a short stay: idx=%d, want 2", idx)
+	}
+	// A latency limit below the current state's exit latency forces demotion.
+	g.reflect(2, 1_000_000, false, false)
+	if idx, _ := g.selectState(&selInput{latReq: 5_000}); idx != 1 {
+		t.Fatalf("forced demotion: idx=%d, want 1", idx)
+	}
+}
+
+func TestHaltpollGrowShrink(t *testing.T) {
+	tab := newTable(mustBuiltin(t, "haltpoll", 250), nil, -1)
+	g := newHaltpoll(tab, haltpollParams{guestNs: 200000, grow: 2, shrink: 2, growStart: 50000, allowShrink: true})
+	in := &selInput{latReq: noLimit}
+	if idx, _ := g.selectState(in); idx != 1 {
+		t.Fatalf("window 0: idx=%d, want halt", idx)
+	}
+	steps := []struct {
+		block int64
+		want  uint64
+	}{
+		{30_000, 50_000},  // 0 < 30us ≤ 200us: grow from grow_start
+		{80_000, 100_000}, // > 50us: ×2
+		{90_000, 100_000}, // below the window: unchanged
+		{150_000, 200_000},
+		{190_000, 200_000}, // ≤ window: unchanged
+		{500_000, 100_000}, // > guest_halt_poll_ns: ÷2
+		{500_000, 50_000},
+		{500_000, 0}, // 25us < grow_start: 0 (6.9)
+	}
+	for i, s := range steps {
+		g.reflect(1, s.block, false, false)
+		if g.limit != s.want {
+			t.Fatalf("step %d (block %d): window %d, want %d", i, s.block, g.limit, s.want)
+		}
+	}
+	// Poll while polls end on wake-ups; halt after a timed-out poll.
+	g.limit = 100_000
+	g.reflect(1, 1_000, false, false)
+	if idx, stop := g.selectState(in); idx != 0 || stop {
+		t.Fatalf("after halt: idx=%d stop=%v, want poll with tick", idx, stop)
+	}
+	g.reflect(0, 5_000, false, false)
+	if idx, _ := g.selectState(in); idx != 0 {
+		t.Fatalf("after woken poll: idx=%d, want poll", idx)
+	}
+	g.reflect(0, 100_000, false, true)
+	if idx, _ := g.selectState(in); idx != 1 {
+		t.Fatalf("after timed-out poll: idx=%d, want halt", idx)
+	}
+}
+
+func TestTEOBasics(t *testing.T) {
+	tab := newTable(seedIntel(250), nil, -1)
+	g := newTEO(tab)
+	// Timer-driven 2ms sleeps: hits in C6's bin; teo picks C6.
+	var idx int
+	for i := 0; i < 50; i++ {
+		idx, _ = g.selectState(&selInput{latReq: noLimit, sleepLen: 2_000_000, deltaTick: 2_000_000})
+		g.reflect(idx, 2_000_000, false, false)
+	}
+	if idx != 4 {
+		t.Fatalf("timer-driven: idx=%d, want C6", idx)
+	}
+	// Then 30us interrupts with the same timer: intercepts pull it shallower.
+	for i := 0; i < 50; i++ {
+		idx, _ = g.selectState(&selInput{latReq: noLimit, sleepLen: 2_000_000, deltaTick: 2_000_000})
+		g.reflect(idx, 30_000, false, false)
+	}
+	if idx != 2 {
+		t.Fatalf("intercepted at 30us: idx=%d, want C1E", idx)
+	}
+}
+
+// ---- synthetic traces ----
+
+type synth struct {
+	rng        *rand.Rand
+	periods    []trace.IdlePeriod
+	ios        []trace.BlockIO
+	tickStates bool
+}
+
+// genTrace makes a mixed workload on ncpu CPUs: short IPI-woken idles,
+// IO-completion wake-ups, timer sleeps, tick wake-ups, poll time-outs.
+func genTrace(seed uint64, ncpu, perCPU int, pollLimit int64) *synth {
+	s := &synth{rng: rand.New(rand.NewPCG(seed, seed))}
+	for c := 0; c < ncpu; c++ {
+		now := int64(1_000_000 + c*777)
+		for i := 0; i < perCPU; i++ {
+			var d int64
+			p := trace.IdlePeriod{CPU: uint32(c), NextTimerKnown: true, TickStopped: trace.No, PollTimedOut: trace.Unknown}
+			switch k := s.rng.IntN(10); {
+			case k < 4:
+				d = int64(2_000 + s.rng.IntN(60_000))
+				p.WakeCause = trace.WakeIPIResched
+				p.WakeRequestNs = uint64(now + d - 500)
+			case k < 6:
+				d = int64(20_000 + s.rng.IntN(200_000))
+				p.WakeCause = trace.WakeIRQ
+				io := trace.BlockIO{IssueCPU: uint32(c), CompleteCPU: uint32(c), IssueNs: uint64(now - 5_000), CompleteNs: uint64(now + d + 3_000)}
+				s.ios = append(s.ios, io)
+			case k < 8:
+				d = int64(500_000 + s.rng.IntN(5_000_000))
+				p.WakeCause = trace.WakeTimer
+				p.TickStopped = trace.Yes
+			case k < 9:
+				d = int64(100_000 + s.rng.IntN(3_000_000))
+				p.WakeCause = trace.WakeTick
+			default:
+				d = pollLimit
+				p.WakeCause = trace.WakePollTimeout
+				p.PollTimedOut = trace.Yes
+			}
+			p.EntryNs = uint64(now)
+			p.ExitNs = uint64(now + d)
+			p.NextTimerNs = d + int64(s.rng.IntN(4_000_000))
+			if p.WakeCause == trace.WakeTimer {
+				p.NextTimerNs = d
+			}
+			s.periods = append(s.periods, p)
+			gap := int64(3_000 + s.rng.IntN(40_000))
+			if p.WakeCause == trace.WakePollTimeout || p.WakeCause == trace.WakeTick {
+				gap = 1_000
+			}
+			now += d + gap
+		}
+	}
+	return s
+}
+
+func runReplay(t testing.TB, prof *Profile, meta *trace.Metadata, specs []string, s *synth) ([]Result, *Replay) {
+	t.Helper()
+	var pols []Policy
+	for _, sp := range specs {
+		pols = append(pols, mustPolicy(t, sp))
+	}
+	rp, err := NewReplay(prof, meta, pols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp.NeedsIOPrepass() {
+		for i := range s.ios {
+			rp.PrepareBlockIO(&s.ios[i])
+		}
+	}
+	for i := range s.periods {
+		if err := rp.Idle(&s.periods[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range s.ios {
+		if err := rp.BlockIO(&s.ios[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := rp.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, rp
+}
+
+func TestOracleEnergyLowest(t *testing.T) {
+	s := genTrace(7, 2, 4000, 20_000)
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+	for _, name := range []string{"spr", "hsw", "epyc", "haltpoll"} {
+		specs := []string{"oracle", "menu", "teo", "ladder", "menu+margin=25", "menu+blkqos=10us/3ms", "menu+qos=5us",
+			"menu+poll=tick16", "menu+kernel=6.12", "menu+kernel=7.1", "teo+maxcstate=1"}
+		if name == "haltpoll" {
+			specs = append(specs, "haltpoll")
+		}
+		res, _ := runReplay(t, mustBuiltin(t, name, 250), meta, specs, s)
+		for _, r := range res[1:] {
+			if r.EnergyJoules < res[0].EnergyJoules*(1-1e-9) {
+				t.Errorf("%s: %s energy %.6g < oracle %.6g", name, r.Policy, r.EnergyJoules, res[0].EnergyJoules)
+			}
+			if r.EnergyRel < 1-1e-9 {
+				t.Errorf("%s: %s energy_rel %v < 1", name, r.Policy, r.EnergyRel)
+			}
+		}
+	}
+}
+
+// Every result accounts all idle time, and qos=X never picks a state whose
+// exit latency exceeds X.
+func TestQoSNeverAbove(t *testing.T) {
+	s := genTrace(11, 2, 3000, 20_000)
+	prof := mustBuiltin(t, "spr", 250)
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+	for _, spec := range []string{"menu+qos=3us", "teo+qos=3us", "ladder+qos=3us", "oracle+qos=3us", "menu+qos=0"} {
+		res, _ := runReplay(t, prof, meta, []string{spec}, s)
+		r := res[0]
+		limit := mustPolicy(t, spec).QoSNs
+		for i, st := range prof.States {
+			if int64(st.ExitLatencyNs) > limit && r.StateShare[st.Name] > 0 {
+				t.Errorf("%s: %.3f of idle time in %s (exit latency %d ns)", spec, r.StateShare[st.Name], st.Name, st.ExitLatencyNs)
+			}
+			_ = i
+		}
+		if r.WakeLatencyNs.Max > uint64(limit) {
+			t.Errorf("%s: wake latency max %d > %d", spec, r.WakeLatencyNs.Max, limit)
+		}
+		sum := 0.0
+		for _, v := range r.StateShare {
+			sum += v
+		}
+		if math.Abs(sum-1) > 1e-9 {
+			t.Errorf("%s: state shares sum to %v", spec, sum)
+		}
+	}
+}
+
+// blkqos=10us/3ms keeps a CPU that issued IO out of states with exit
+// latency above 10 µs for 3 ms (seed 003), and only then.
+func TestBlkQoS(t *testing.T) {
+	prof := mustBuiltin(t, "spr", 250)
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+	// CPU 0 issues IO at t=1ms; long timer sleeps follow on CPU 0 inside and
+	// outside the 3 ms window; CPU 1 never issues.
+	var s synth
+	s.ios = []trace.BlockIO{{IssueCPU: 0, CompleteCPU: 0, IssueNs: 1_000_000, CompleteNs: 1_050_000}}
+	mk := func(cpu uint32, e, d int64) trace.IdlePeriod {
+		return trace.IdlePeriod{CPU: cpu, EntryNs: uint64(e), ExitNs: uint64(e + d), WakeCause: trace.WakeTimer,
+			NextTimerKnown: true, NextTimerNs: d, TickStopped: trace.Yes}
+	}
+	s.periods = []trace.IdlePeriod{
+		mk(0, 1_100_000, 1_500_000), // inside the window
+		mk(1, 1_100_000, 1_500_000),
+		mk(0, 2_700_000, 1_000_000), // entered at 2.7ms, inside
+		mk(0, 4_500_000, 2_000_000), // entered at 4.5ms > 1+3: free
+	}
+	for _, spec := range []string{"menu+blkqos=10us/3ms", "teo+blkqos=10us/3ms", "oracle+blkqos=10us/3ms"} {
+		var pols = []Policy{mustPolicy(t, spec)}
+		rp, err := NewReplay(prof, meta, pols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range s.ios {
+			rp.PrepareBlockIO(&s.ios[i])
+		}
+		ps := rp.pols[0]
+		var states []int
+		for i := range s.periods {
+			if err := rp.Idle(&s.periods[i]); err != nil {
+				t.Fatal(err)
+			}
+			_ = ps
+		}
+		res, _ := rp.Finish()
+		_ = states
+		// CPU 0 spent 2.5 ms limited and 2 ms free; CPU 1 1.5 ms free.
+		c6 := res[0].StateShare["C6"]
+		wantC6 := (2.0 + 1.5) / (1.5 + 1.5 + 1.0 + 2.0)
+		if math.Abs(c6-wantC6) > 1e-9 {
+			t.Errorf("%s: C6 share %.4f, want %.4f (limited periods must stay in C1E or shallower)", spec, c6, wantC6)
+		}
+	}
+}
+
+func TestRecordedAndAgreement(t *testing.T) {
+	// A no-driver trace: the kernel ran HLT (state 1) every time.
+	meta := &trace.Metadata{CPUIdleDriver: "none", HZ: 250, KernelRelease: "6.18.44"}
+	prof, err := Recorded(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := genTrace(3, 2, 2000, 20_000)
+	for i := range s.periods {
+		s.periods[i].State = 1
+		if s.periods[i].WakeCause == trace.WakePollTimeout {
+			s.periods[i].WakeCause = trace.WakeIPIResched
+			s.periods[i].PollTimedOut = trace.No
+		}
+	}
+	res, rp := runReplay(t, prof, meta, []string{"recorded", "oracle", "ladder", "haltpoll", "menu"}, s)
+	rec := res[0]
+	if rec.Agreement == nil || *rec.Agreement != 1 || rec.StateShare["HLT"] != 1 || rec.IdlePeriods != 4000 {
+		t.Fatalf("recorded = %+v", rec)
+	}
+	if rec.WakeLatencyNs.P50 != 1000 {
+		t.Errorf("recorded wake p50 = %d, want 1000", rec.WakeLatencyNs.P50)
+	}
+	// Ladder on POLL+HLT never leaves HLT: it agrees with the kernel.
+	if a := res[2].Agreement; a == nil || *a != 1 {
+		t.Errorf("ladder agreement = %v, want 1", a)
+	}
+	for _, r := range res {
+		if r.IOLatencyNs == nil || r.IOLatencyNs.Count != uint64(len(s.ios)) {
+			t.Errorf("%s: io = %+v, want %d completions", r.Policy, r.IOLatencyNs, len(s.ios))
+		}
+	}
+	if st := rp.Stats(); st.IOWokeIdle == 0 || st.IOWokeIdle > st.IOCompletions {
+		t.Errorf("stats = %+v", st)
+	}
+	// The recorded policy is refused on another profile.
+	if _, err := NewReplay(mustBuiltin(t, "spr", 250), meta, []Policy{mustPolicy(t, "recorded")}); err == nil {
+		t.Error("recorded on spr accepted")
+	}
+	if _, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+disable=C6")}); err == nil ||
+		!strings.Contains(err.Error(), `disable: no state "C6" in profile recorded (states: POLL, HLT)`) {
+		t.Errorf("disable unknown state: %v", err)
+	}
+}
+
+// The recorded policy reproduces the kernel's above/below rule per period.
+func TestRecordedAboveBelow(t *testing.T) {
+	meta := &trace.Metadata{CPUIdleDriver: "intel_idle", HZ: 250, States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
+		{Index: 0, Name: "POLL", Polling: true},
+		{Index: 1, Name: "C1", ExitLatencyNs: 2000, TargetResidencyNs: 2000},
+		{Index: 2, Name: "C1E", ExitLatencyNs: 10000, TargetResidencyNs: 20000},
+	}}}}
+	prof, _ := Recorded(meta)
+	ps := []trace.IdlePeriod{
+		{State: 2, EntryNs: 0, ExitNs: 5_000, WakeCause: trace.WakeIRQ},        // above
+		{State: 1, EntryNs: 10_000, ExitNs: 40_000, WakeCause: trace.WakeIRQ},  // below
+		{State: 0, EntryNs: 50_000, ExitNs: 60_000, WakeCause: trace.WakeIRQ},  // below (C1 2us)
+		{State: 2, EntryNs: 70_000, ExitNs: 170_000, WakeCause: trace.WakeIRQ}, // neither
+	}
+	res, _ := runReplay(t, prof, meta, []string{"recorded"}, &synth{periods: ps})
+	if res[0].Above != 1 || res[0].Below != 2 {
+		t.Fatalf("above/below = %d/%d, want 1/2", res[0].Above, res[0].Below)
+	}
+}
+
+// A policy polling longer than the recorded kernel turns a recorded poll
+// time-out plus deeper stay into one poll that catches the wake-up.
+func TestPollChaining(t *testing.T) {
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+	prof := seedIntel(250)
+	ps := []trace.IdlePeriod{
+		{State: 0, EntryNs: 1_000_000, ExitNs: 1_020_000, WakeCause: trace.WakePollTimeout, PollTimedOut: trace.Yes, NextTimerKnown: true, NextTimerNs: 50_000_000},
+		{State: 2, EntryNs: 1_020_500, ExitNs: 1_090_000, WakeCause: trace.WakeIPIResched, NextTimerKnown: true, NextTimerNs: 50_000_000},
+	}
+	for _, tc := range []struct {
+		spec string
+		want uint64
+	}{
+		{"oracle", 10_000}, // one 90us episode: C1E is cheapest, wake pays 10us
+	} {
+		res, rp := runReplay(t, prof, meta, []string{tc.spec}, &synth{periods: ps})
+		if rp.Stats().Episodes != 1 || rp.Stats().ChainedPollEnds != 1 {
+			t.Fatalf("stats = %+v", rp.Stats())
+		}
+		if res[0].WakeLatencyNs.Count != 1 || res[0].WakeLatencyNs.Max != tc.want {
+			t.Errorf("%s: wake latency %+v, want one wake paying %d", tc.spec, res[0].WakeLatencyNs, tc.want)
+		}
+	}
+	// A fixed 250us poll window: menu polls through the whole 100us episode.
+	// Seed the CPU with history of short idles so menu chooses POLL.
+	var hist []trace.IdlePeriod
+	now := int64(0)
+	for i := 0; i < 16; i++ { // an imminent timer makes menu poll; it learns 1us intervals
+		hist = append(hist, trace.IdlePeriod{State: 0, EntryNs: uint64(now), ExitNs: uint64(now + 1_000), WakeCause: trace.WakeIPIResched, NextTimerKnown: true, NextTimerNs: 1_500})
+		now += 10_000
+	}
+	all := append(append([]trace.IdlePeriod(nil), hist...), ps...)
+	specs := []string{"menu+poll=250us", "menu"}
+	before, _ := runReplay(t, prof, meta, specs, &synth{periods: hist})
+	after, _ := runReplay(t, prof, meta, specs, &synth{periods: all})
+	last := func(k int) float64 {
+		return after[k].WakeLatencyNs.Mean*float64(after[k].WakeLatencyNs.Count) - before[k].WakeLatencyNs.Mean*float64(before[k].WakeLatencyNs.Count)
+	}
+	if l := last(0); math.Abs(l) > 1e-6 {
+		t.Errorf("menu+poll=250us: the 90us episode's wake paid %v ns, want 0 (caught polling)", l)
+	}
+	// With the 20us window menu re-selects at every time-out (the kernel
+	// then folds KTIME_MAX into its intervals and keeps polling).
+	sel := func(k int) uint64 { return after[k].Selections - before[k].Selections }
+	if sel(0) != 1 || sel(1) < 4 {
+		t.Errorf("selections in the last episode: %d (250us window), %d (20us), want 1 and ≥ 4", sel(0), sel(1))
+	}
+}
+
+func TestAssumptions(t *testing.T) {
+	prof := mustBuiltin(t, "spr", 250)
+	a := Assumptions(prof, []Policy{mustPolicy(t, "menu"), mustPolicy(t, "oracle"), mustPolicy(t, "menu+blkqos=10us/3ms")})
+	for _, w := range []string{"First-order", "exit latency", "HZ=250", "Oracle", "blkqos", "estimated", "Profile spr"} {
+		if !strings.Contains(a, w) {
+			t.Errorf("assumptions lack %q: %s", w, a)
+		}
+	}
+	if strings.Contains(a, "\n") {
+		t.Error("assumptions must be one paragraph")
+	}
+}
+
+func TestHistQuantiles(t *testing.T) {
+	var h hist
+	for i := 1; i <= 1000; i++ {
+		h.add(uint64(i * 1000))
+	}
+	s := h.summary()
+	if s.Count != 1000 || s.Max != 1_000_000 || math.Abs(s.Mean-500_500) > 1e-6 {
+		t.Fatalf("summary = %+v", s)
+	}
+	if d := math.Abs(float64(s.P50)-500_000) / 500_000; d > 0.01 {
+		t.Errorf("p50 = %d", s.P50)
+	}
+	if d := math.Abs(float64(s.P99)-990_000) / 990_000; d > 0.01 {
+		t.Errorf("p99 = %d", s.P99)
+	}
+	for v := uint64(0); v < 1<<20; v = v*3 + 1 {
+		lo, hi := histBounds(histIndex(v))
+		if v < lo || v > hi {
+			t.Fatalf("value %d outside its bucket [%d,%d]", v, lo, hi)
+		}
+	}
+}
+
+// ---- benchmarks ----
+
+// benchPeriods is a fixed in-memory period stream replayed round-robin so
+// the benchmark measures the replay, not the generator; times are shifted
+// every round so they keep increasing.
+func benchReplay(b *testing.B, specs []string) {
+	s := genTrace(5, 4, 1<<14, 20_000)
+	prof := mustBuiltin(b, "spr", 250)
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+	var pols []Policy
+	for _, sp := range specs {
+		pols = append(pols, mustPolicy(b, sp))
+	}
+	rp, err := NewReplay(prof, meta, pols)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// per-CPU span to shift by
+	var span int64
+	for _, p := range s.periods {
+		span = max(span, int64(p.ExitNs))
+	}
+	span += 1_000_000
+	n := len(s.periods)
+	p := trace.IdlePeriod{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		src := &s.periods[i%n]
+		shift := uint64(i/n) * uint64(span)
+		p = *src
+		p.EntryNs += shift
+		p.ExitNs += shift
+		if err := rp.Idle(&p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "periods/s")
+}
+
+// BenchmarkReplayMenu: menu on the spr profile over a large synthetic trace
+// (4 CPUs × 16384 periods, replayed round-robin with increasing times).
+func BenchmarkReplayMenu(b *testing.B)       { benchReplay(b, []string{"menu"}) }
+func BenchmarkReplayTEO(b *testing.B)        { benchReplay(b, []string{"teo"}) }
+func BenchmarkReplayOracle(b *testing.B)     { benchReplay(b, []string{"oracle"}) }
+func BenchmarkReplayMenuBlkQoS(b *testing.B) { benchReplay(b, []string{"menu+blkqos=10us/3ms"}) }
+func BenchmarkReplayFivePolicies(b *testing.B) {
+	benchReplay(b, []string{"menu", "menu+margin=25", "teo", "ladder", "oracle"})
+}

@@ -1,0 +1,887 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Replay runs recorded idle periods through a set of policies on one
+// profile and accumulates what each would have cost (see cost.go and
+// DESIGN.md "Cost model").
+//
+// Wiring (two passes over the file when a policy uses blkqos, one
+// otherwise):
+//
+//	rp, err := model.NewReplay(prof, r.Meta, policies)
+//	if rp.NeedsIOPrepass() {
+//		err = r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { rp.PrepareBlockIO(b); return nil }})
+//	}
+//	err = r.Scan(trace.Visitor{Idle: rp.Idle, BlockIO: rp.BlockIO})
+//	results, err := rp.Finish()
+//
+// Ordering: Idle must see each CPU's periods in exit order (the file's
+// order); CPUs may interleave arbitrarily. Block IO may arrive before or
+// after the idle periods around its completion: a completion waits in a
+// bounded per-CPU queue until that CPU's idle periods have passed its
+// time, and is matched against a ring of the CPU's recent interrupt
+// wake-ups (see ioRing). blkqos needs each CPU's IO issue times before the
+// idle periods they affect: the prepass keeps them as merged per-CPU
+// intervals [issue, issue+timeout) — memory grows with the number of IO
+// bursts separated by more than the timeout, not with the number of
+// requests. Without the prepass, issues are learned from BlockIO in the
+// main pass and only affect periods processed after them.
+//
+// Memory is independent of the trace length apart from those intervals.
+type Replay struct {
+	prof      *Profile
+	meta      *trace.Metadata
+	tick      int64
+	pols      []*polSim
+	cpus      []*cpuShared
+	agreement bool
+	recTab    *table // the recorded table, for IO latency subtraction
+	blk       []*blkWindow
+	prepassed bool
+	ioSeen    bool
+	finished  bool
+	stats     Stats
+	elScratch []int64
+}
+
+// Stats counts what the replay had to assume or could not use.
+type Stats struct {
+	IdlePeriods      uint64 // recorded periods replayed
+	Episodes         uint64 // idle episodes after chaining poll timeouts and idle tick wake-ups
+	ChainedPollEnds  uint64 // recorded periods ended by a poll time limit and continued by the next
+	ChainedTickEnds  uint64 // recorded periods ended by a tick with idle re-entered at once
+	DerivedNextTimer uint64 // periods without a recorded next timer (derived, see Assumptions)
+	ClampedPeriods   uint64 // periods overlapping the previous one on their CPU, clamped
+	BadState         uint64 // periods whose state index is outside the profile (skipped by recorded)
+	IOCompletions    uint64 // completed block requests seen
+	IOWokeIdle       uint64 // of which woke an idle CPU (matched to an interrupt wake-up)
+	IOLateOrLost     uint64 // completions matched after their CPU's wake ring moved on (counted as not waking)
+}
+
+// episode end kinds of a recorded period
+type endKind uint8
+
+const (
+	endGenuine endKind = iota // a wake-up the workload sees
+	endTick                   // the tick woke the CPU
+	endPoll                   // a polling state hit its time limit
+)
+
+const (
+	chainGapPollNs = 50_000  // poll timeout → next entry within this: same idle episode
+	chainGapTickNs = 20_000  // tick wake → next entry within this: the tick found nothing to do
+	pollSnapNs     = 20_000  // a policy poll deadline this close before a recorded poll timeout is that timeout
+	tickSnapNs     = 100_000 // a synthetic tick this close before a recorded tick wake is that tick
+	ioWakeWindowNs = 200_000 // completion within this after an interrupt wake-up on its CPU: it caused it
+	ioRingSize     = 1024
+	ioPendingMax   = 1 << 15
+	maxCPUs        = 1 << 16
+)
+
+type periodInfo struct {
+	e, x        int64
+	kind        endKind
+	cause       trace.WakeCause
+	rec         int // recorded state index, -1 if outside the profile
+	nextTimer   int64
+	tickStopped bool
+	chain       bool
+	prevExit    int64
+}
+
+type cpuShared struct {
+	id           int
+	seen         bool
+	prevExit     int64
+	prevKind     endKind
+	tickRef      int64
+	baseLat      int64
+	watermark    int64
+	ring         []wakeEntry
+	ringPol      []int64
+	ringHead     int
+	ringLen      int
+	ringOverflow bool
+	pending      []pendingIO
+}
+
+type wakeEntry struct {
+	exit  int64
+	recEl int64
+}
+
+type pendingIO struct {
+	t, lat int64
+}
+
+type blkWindow struct {
+	timeout int64
+	cpus    [][]ival
+}
+
+type ival struct{ start, end int64 }
+
+// NewReplay prepares a replay of policies on prof. meta is the trace's
+// metadata (PM QoS, HZ, haltpoll parameters, kernel release, recorded
+// state table). `recorded` policies need the recorded (or measured)
+// profile; agreement is reported only on those profiles.
+func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay, error) {
+	if prof == nil || len(prof.States) == 0 {
+		return nil, fmt.Errorf("whatif: profile has no states")
+	}
+	if len(policies) == 0 {
+		return nil, fmt.Errorf("whatif: no policies")
+	}
+	if meta == nil {
+		meta = &trace.Metadata{}
+	}
+	r := &Replay{prof: prof, meta: meta, tick: prof.TickNs()}
+	recProf, err := Recorded(meta)
+	if err != nil {
+		return nil, err
+	}
+	onRecorded := (prof.Name == "recorded" || prof.Name == "measured") && len(prof.States) == len(recProf.States)
+	r.agreement = onRecorded
+	if onRecorded {
+		r.recTab = newTable(prof, nil, -1)
+	} else {
+		r.recTab = newTable(recProf, nil, -1)
+	}
+	kv := NewestVersion
+	if v, err := ParseVersion(meta.KernelRelease); err == nil {
+		kv = v
+	}
+	for _, pol := range policies {
+		ps, err := newPolSim(r, prof, pol, kv, onRecorded)
+		if err != nil {
+			return nil, err
+		}
+		r.pols = append(r.pols, ps)
+	}
+	r.elScratch = make([]int64, len(r.pols))
+	return r, nil
+}
+
+// NeedsIOPrepass reports whether a policy uses blkqos, which needs every
+// CPU's block IO issue times before its idle periods.
+func (r *Replay) NeedsIOPrepass() bool { return len(r.blk) > 0 }
+
+// PrepareBlockIO feeds one block request in the prepass (issue times only).
+func (r *Replay) PrepareBlockIO(b *trace.BlockIO) {
+	r.prepassed = true
+	r.addIssue(b)
+}
+
+func (r *Replay) addIssue(b *trace.BlockIO) {
+	if b.IssueNs == 0 || b.IssueCPU >= maxCPUs {
+		return
+	}
+	t := int64(b.IssueNs)
+	for _, w := range r.blk {
+		c := int(b.IssueCPU)
+		for len(w.cpus) <= c {
+			w.cpus = append(w.cpus, nil)
+		}
+		w.cpus[c] = addInterval(w.cpus[c], ival{t, t + w.timeout})
+	}
+}
+
+// addInterval inserts iv into a sorted list of disjoint intervals, merging.
+func addInterval(l []ival, iv ival) []ival {
+	n := len(l)
+	if n == 0 || iv.start > l[n-1].end {
+		return append(l, iv)
+	}
+	if iv.start >= l[n-1].start {
+		l[n-1].end = max(l[n-1].end, iv.end)
+		return l
+	}
+	// out of order: find the first interval ending at or after iv.start
+	i := sort.Search(n, func(k int) bool { return l[k].end >= iv.start })
+	j := i
+	for j < n && l[j].start <= iv.end {
+		iv.start = min(iv.start, l[j].start)
+		iv.end = max(iv.end, l[j].end)
+		j++
+	}
+	out := append(l[:i:i], iv)
+	return append(out, l[j:]...)
+}
+
+func (w *blkWindow) active(cpu int, t int64) bool {
+	if cpu >= len(w.cpus) {
+		return false
+	}
+	l := w.cpus[cpu]
+	i := sort.Search(len(l), func(k int) bool { return l[k].end > t })
+	return i < len(l) && l[i].start <= t
+}
+
+func (r *Replay) cpu(id uint32) *cpuShared {
+	c := int(id)
+	for len(r.cpus) <= c {
+		n := len(r.cpus)
+		cs := &cpuShared{id: n, baseLat: r.baseLatency(n)}
+		r.cpus = append(r.cpus, cs)
+		for _, ps := range r.pols {
+			ps.cpus = append(ps.cpus, ps.newCPU())
+		}
+	}
+	return r.cpus[c]
+}
+
+func (r *Replay) baseLatency(cpu int) int64 {
+	lat := noLimit
+	q := r.meta.PMQoS
+	// 0 is a real constraint (everything polls) only in metadata a recorder
+	// wrote; a zero-valued Metadata (synthetic input) means "not known".
+	if q.CPUDMALatencyUs > 0 && q.CPUDMALatencyUs < math.MaxInt64/1000 || q.CPUDMALatencyUs == 0 && r.meta.FormatVersion > 0 {
+		lat = min(lat, q.CPUDMALatencyUs*1000)
+	}
+	if cpu < len(q.ResumeLatencyUs) && q.ResumeLatencyUs[cpu] >= 0 {
+		lat = min(lat, q.ResumeLatencyUs[cpu]*1000)
+	}
+	return lat
+}
+
+// Idle replays one recorded idle period.
+func (r *Replay) Idle(p *trace.IdlePeriod) error {
+	if r.finished {
+		return fmt.Errorf("whatif: Idle after Finish")
+	}
+	if p.CPU >= maxCPUs {
+		return fmt.Errorf("whatif: idle period on CPU %d: CPU number out of range", p.CPU)
+	}
+	c := r.cpu(p.CPU)
+	pi := periodInfo{e: int64(p.EntryNs), x: int64(p.ExitNs), cause: p.WakeCause, rec: int(p.State)}
+	if c.seen && pi.e < c.prevExit {
+		pi.e = c.prevExit
+		r.stats.ClampedPeriods++
+	}
+	if pi.x < pi.e {
+		pi.x = pi.e
+	}
+	if pi.rec >= len(r.prof.States) {
+		pi.rec = -1
+		r.stats.BadState++
+	}
+	switch {
+	case p.PollTimedOut == trace.Yes || p.WakeCause == trace.WakePollTimeout:
+		pi.kind = endPoll
+	case p.WakeCause == trace.WakeTick:
+		pi.kind = endTick
+	default:
+		pi.kind = endGenuine
+	}
+	pi.tickStopped = p.TickStopped == trace.Yes
+	d := pi.x - pi.e
+	if p.NextTimerKnown && p.NextTimerNs >= 0 {
+		pi.nextTimer = pi.e + min(p.NextTimerNs, maxSleepNs)
+	} else {
+		r.stats.DerivedNextTimer++
+		if p.WakeCause == trace.WakeTimer {
+			pi.nextTimer = pi.x
+		} else {
+			k := d/r.tick + 1
+			pi.nextTimer = pi.e + k*r.tick
+		}
+	}
+	if c.seen {
+		gap := pi.e - c.prevExit
+		switch c.prevKind {
+		case endPoll:
+			pi.chain = gap <= chainGapPollNs
+			if pi.chain {
+				r.stats.ChainedPollEnds++
+			}
+		case endTick:
+			pi.chain = gap <= chainGapTickNs
+			if pi.chain {
+				r.stats.ChainedTickEnds++
+			}
+		}
+	}
+	pi.prevExit = c.prevExit
+	if !pi.chain {
+		r.stats.Episodes++
+	}
+	r.stats.IdlePeriods++
+	for k, ps := range r.pols {
+		r.elScratch[k] = ps.period(c, &pi)
+	}
+	c.seen = true
+	c.prevExit = pi.x
+	c.prevKind = pi.kind
+	if pi.kind == endTick {
+		c.tickRef = pi.x
+	}
+	c.watermark = max(c.watermark, pi.x)
+	if pi.kind == endGenuine && (pi.cause == trace.WakeIRQ || pi.cause == trace.WakeIPICall || pi.cause == trace.WakeUnknown) {
+		recEl := int64(0)
+		if pi.rec >= 0 && pi.rec < r.recTab.n {
+			recEl = r.recTab.paidLatency(pi.rec)
+		}
+		r.pushWake(c, wakeEntry{exit: pi.x, recEl: recEl}, r.elScratch)
+	}
+	if len(c.pending) > 0 {
+		r.drainPending(c, false)
+	}
+	return nil
+}
+
+func (r *Replay) pushWake(c *cpuShared, w wakeEntry, els []int64) {
+	np := len(r.pols)
+	if c.ring == nil {
+		c.ring = make([]wakeEntry, ioRingSize)
+		c.ringPol = make([]int64, ioRingSize*np)
+	}
+	i := (c.ringHead + c.ringLen) % ioRingSize
+	if c.ringLen == ioRingSize {
+		c.ringHead = (c.ringHead + 1) % ioRingSize
+		c.ringOverflow = true
+	} else {
+		c.ringLen++
+	}
+	c.ring[i] = w
+	copy(c.ringPol[i*np:(i+1)*np], els)
+}
+
+// BlockIO takes one block request in the main pass: its completion latency
+// under each policy, and (without a prepass) its issue for blkqos.
+func (r *Replay) BlockIO(b *trace.BlockIO) error {
+	if r.finished {
+		return fmt.Errorf("whatif: BlockIO after Finish")
+	}
+	if len(r.blk) > 0 && !r.prepassed {
+		r.addIssue(b)
+	}
+	if b.CompleteNs == 0 || b.CompleteCPU >= maxCPUs {
+		return nil
+	}
+	r.ioSeen = true
+	r.stats.IOCompletions++
+	c := r.cpu(b.CompleteCPU)
+	io := pendingIO{t: int64(b.CompleteNs), lat: int64(b.LatencyNs())}
+	if c.watermark >= io.t {
+		r.matchIO(c, io)
+		return nil
+	}
+	if len(c.pending) >= ioPendingMax {
+		r.matchIO(c, c.pending[0])
+		c.pending = c.pending[1:]
+	}
+	c.pending = append(c.pending, io)
+	return nil
+}
+
+func (r *Replay) drainPending(c *cpuShared, all bool) {
+	n := 0
+	for _, io := range c.pending {
+		if all || io.t <= c.watermark {
+			r.matchIO(c, io)
+			continue
+		}
+		c.pending[n] = io
+		n++
+	}
+	c.pending = c.pending[:n]
+}
+
+// matchIO finds the interrupt wake-up on the completing CPU that the
+// completion followed and adjusts its latency per policy.
+func (r *Replay) matchIO(c *cpuShared, io pendingIO) {
+	np := len(r.pols)
+	found := -1
+	for k := c.ringLen - 1; k >= 0; k-- {
+		i := (c.ringHead + k) % ioRingSize
+		w := c.ring[i]
+		if w.exit > io.t {
+			continue
+		}
+		if io.t-w.exit <= ioWakeWindowNs {
+			found = i
+		}
+		break
+	}
+	if found < 0 && c.ringOverflow && c.ringLen > 0 && io.t < c.ring[c.ringHead].exit {
+		r.stats.IOLateOrLost++
+	}
+	if found >= 0 {
+		r.stats.IOWokeIdle++
+	}
+	for k, ps := range r.pols {
+		lat := io.lat
+		if found >= 0 {
+			lat = lat - c.ring[found].recEl + c.ringPol[found*np+k]
+			lat = max(lat, 0)
+		}
+		ps.io.add(uint64(lat))
+	}
+}
+
+// Stats returns the replay's counters so far.
+func (r *Replay) Stats() Stats { return r.stats }
+
+// Finish closes every open idle episode and returns one Result per policy
+// in the order given.
+func (r *Replay) Finish() ([]Result, error) {
+	if !r.finished {
+		r.finished = true
+		for _, c := range r.cpus {
+			for _, ps := range r.pols {
+				ps.flush(c)
+			}
+			r.drainPending(c, true)
+		}
+	}
+	out := make([]Result, len(r.pols))
+	var base float64
+	for k, ps := range r.pols {
+		out[k] = ps.result(r)
+		if k == 0 {
+			base = out[k].EnergyJoules
+		}
+	}
+	for k := range out {
+		switch {
+		case base > 0:
+			out[k].EnergyRel = out[k].EnergyJoules / base
+		case out[k].EnergyJoules == 0:
+			out[k].EnergyRel = 1
+		}
+	}
+	return out, nil
+}
+
+// polSim is one policy's simulation over all CPUs.
+type polSim struct {
+	r        *Replay
+	pol      Policy
+	kind     Governor
+	tab      *table
+	states   []State // tab as []State for ClassifyMiss
+	cpus     []*cpuSim
+	pollNs   int64 // static poll limit; 0: no polling state; noLimit: unbounded
+	dynPoll  bool  // haltpoll owns the limit
+	blk      *blkWindow
+	blkLimit int64
+	qos      int64
+	mflags   menuFlags
+	hp       haltpollParams
+
+	periods, selections, above, below uint64
+	timeNs                            []int64
+	energy                            float64 // busy-core × ns
+	wakeCount                         []uint64
+	io                                hist
+	agreeN, agreeHit                  uint64
+}
+
+type cpuSim struct {
+	gov          governor
+	open         bool
+	segOpen      bool
+	hold         bool
+	needSelect   bool
+	tickStopped  bool
+	state        int
+	epStart      int64
+	segStart     int64
+	holdAt       int64
+	pollDeadline int64
+	nextTick     int64
+	latAtStart   int64
+	recCounts    [MaxStates]uint32
+	nextTimer    int64
+	in           selInput // scratch, kept here so it does not escape per selection
+}
+
+func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool) (*polSim, error) {
+	ps := &polSim{r: r, pol: pol, kind: pol.Governor, qos: noLimit}
+	if pol.Governor == GovRecorded && !onRecorded {
+		return nil, fmt.Errorf("policy %q: recorded needs the recorded profile (--profile recorded), not %s", pol.Spec, prof.Name)
+	}
+	var dis []int
+	for _, name := range pol.Disable {
+		i := prof.StateIndex(name)
+		if i < 0 {
+			var names []string
+			for _, s := range prof.States {
+				names = append(names, s.Name)
+			}
+			return nil, fmt.Errorf("policy %q: disable: no state %q in profile %s (states: %s)", pol.Spec, name, prof.Name, strings.Join(names, ", "))
+		}
+		dis = append(dis, i)
+	}
+	ps.tab = newTable(prof, dis, pol.MaxCState)
+	ps.states = ps.tab.states()
+	n := ps.tab.n
+	ps.timeNs = make([]int64, n)
+	ps.wakeCount = make([]uint64, n)
+	if pol.QoSNs >= 0 {
+		ps.qos = pol.QoSNs
+	}
+	if pol.BlkQoSLimitNs >= 0 {
+		ps.blkLimit = pol.BlkQoSLimitNs
+		for _, w := range r.blk {
+			if w.timeout == pol.BlkQoSTimeoutNs {
+				ps.blk = w
+			}
+		}
+		if ps.blk == nil {
+			ps.blk = &blkWindow{timeout: pol.BlkQoSTimeoutNs}
+			r.blk = append(r.blk, ps.blk)
+		}
+	}
+	v := kv
+	if pol.Kernel != nil {
+		v = *pol.Kernel
+	}
+	rule := pol.Poll
+	if rule == PollKernel {
+		rule = kernelPollRule(v)
+	}
+	ps.pollNs = genericPollLimit(ps.tab, rule, pol.PollNs)
+	switch pol.Governor {
+	case GovMenu:
+		ps.mflags = menuFlagsFor(v)
+		ps.mflags.margin, ps.mflags.marginPct = pol.HasMargin, pol.MarginPct
+	case GovHaltpoll:
+		if n < 2 {
+			return nil, fmt.Errorf("policy %q: haltpoll needs a polling state and a halt state; profile %s has %d state(s)", pol.Spec, prof.Name, n)
+		}
+		ps.dynPoll = true
+		ps.hp = haltpollParamsFrom(r.meta.HaltPoll)
+	}
+	return ps, nil
+}
+
+func (ps *polSim) newCPU() *cpuSim {
+	cs := &cpuSim{}
+	switch ps.kind {
+	case GovMenu:
+		cs.gov = newMenu(ps.tab, &ps.mflags)
+	case GovTEO:
+		cs.gov = newTEO(ps.tab)
+	case GovLadder:
+		cs.gov = newLadder(ps.tab)
+	case GovHaltpoll:
+		cs.gov = newHaltpoll(ps.tab, ps.hp)
+	}
+	return cs
+}
+
+func (ps *polSim) latReq(c *cpuShared, t int64) int64 {
+	l := min(c.baseLat, ps.qos)
+	if ps.blk != nil && ps.blkLimit < l && ps.blk.active(c.id, t) {
+		l = ps.blkLimit
+	}
+	return l
+}
+
+// period replays one recorded period for this policy and returns the exit
+// latency a wake-up ending it pays under the policy.
+func (ps *polSim) period(c *cpuShared, pi *periodInfo) int64 {
+	ps.periods++
+	cs := ps.cpus[c.id]
+	switch ps.kind {
+	case GovRecorded:
+		return ps.periodRecorded(cs, pi)
+	case GovOracle:
+		return ps.periodOracle(c, cs, pi)
+	}
+	return ps.periodGov(c, cs, pi)
+}
+
+func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
+	t := ps.tab
+	if pi.chain && cs.open {
+		gap := pi.e - pi.prevExit
+		if gap > 0 {
+			ps.timeNs[cs.state] += gap
+			ps.energy += t.power[cs.state] * float64(gap)
+		}
+	}
+	if pi.rec < 0 {
+		cs.open = false
+		return 0
+	}
+	s := pi.rec
+	d := pi.x - pi.e
+	ps.timeNs[s] += d
+	ps.energy += t.power[s]*float64(d) + t.overhead[s]
+	a, b := ClassifyMiss(ps.states, s, uint64(d))
+	ps.count(a, b)
+	ps.selections++
+	if ps.r.agreement {
+		ps.agreeN++
+		ps.agreeHit++
+	}
+	cs.state, cs.open = s, true
+	if pi.kind == endGenuine {
+		ps.wakeCount[s]++
+	}
+	return t.paidLatency(s)
+}
+
+func (ps *polSim) count(above, below bool) {
+	if above {
+		ps.above++
+	}
+	if below {
+		ps.below++
+	}
+}
+
+func (ps *polSim) periodOracle(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
+	if cs.hold {
+		cs.hold = false
+		if !pi.chain {
+			ps.oracleEnd(cs, cs.holdAt, false)
+		}
+	}
+	if !cs.open {
+		cs.open = true
+		cs.epStart = pi.e
+		cs.latAtStart = ps.latReq(c, pi.e)
+		cs.recCounts = [MaxStates]uint32{}
+	}
+	if pi.rec >= 0 && pi.rec < MaxStates {
+		cs.recCounts[pi.rec]++
+	}
+	if pi.kind == endGenuine {
+		s := ps.oracleEnd(cs, pi.x, true)
+		return ps.tab.paidLatency(s)
+	}
+	cs.hold, cs.holdAt = true, pi.x
+	return 0
+}
+
+// oracleChoice is the least-energy state for an idle stay of d ns among
+// the enabled states that meet latReq (the shallowest enabled one if none
+// does).
+func (ps *polSim) oracleChoice(d int64, latReq int64) int {
+	t := ps.tab
+	best, bestCost := -1, math.Inf(1)
+	first := -1
+	for i := 0; i < t.n; i++ {
+		if t.disabled[i] {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		if t.el[i] > latReq {
+			continue
+		}
+		cost := t.power[i]*float64(d) + t.overhead[i]
+		if cost < bestCost {
+			best, bestCost = i, cost
+		}
+	}
+	if best < 0 {
+		best = max(first, 0)
+	}
+	return best
+}
+
+func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
+	d := max(end-cs.epStart, 0)
+	s := ps.oracleChoice(d, cs.latAtStart)
+	t := ps.tab
+	ps.timeNs[s] += d
+	ps.energy += t.power[s]*float64(d) + t.overhead[s]
+	a, b := ClassifyMiss(ps.states, s, uint64(d))
+	ps.count(a, b)
+	ps.selections++
+	if ps.r.agreement {
+		for i, n := range cs.recCounts {
+			ps.agreeN += uint64(n)
+			if i == s {
+				ps.agreeHit += uint64(n)
+			}
+		}
+	}
+	if counted {
+		ps.wakeCount[s]++
+	}
+	cs.open = false
+	return s
+}
+
+func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
+	cs.nextTimer = pi.nextTimer
+	if cs.hold {
+		cs.hold = false
+		if pi.chain {
+			if cs.needSelect {
+				cs.needSelect = false
+				ps.selectAt(c, cs, cs.holdAt, pi.e)
+			}
+		} else {
+			ps.endEpisode(cs, cs.holdAt, false)
+		}
+	}
+	if !cs.open {
+		cs.open = true
+		cs.needSelect = false
+		cs.epStart = pi.e
+		cs.tickStopped = pi.tickStopped
+		ps.selectAt(c, cs, pi.e, pi.e)
+	} else {
+		ps.advance(c, cs, pi.e, endGenuine)
+	}
+	if ps.r.agreement {
+		ps.agreeN++
+		if cs.segOpen && cs.state == pi.rec {
+			ps.agreeHit++
+		}
+	}
+	ps.advance(c, cs, pi.x, pi.kind)
+	t := ps.tab
+	switch pi.kind {
+	case endGenuine:
+		lat := t.paidLatency(cs.state)
+		ps.endEpisode(cs, pi.x, true)
+		return lat
+	case endTick:
+		if !cs.tickStopped && cs.segOpen {
+			ps.endSegment(cs, pi.x, true, false)
+			cs.needSelect = true
+		}
+	case endPoll:
+		if cs.segOpen && t.polling[cs.state] && cs.pollDeadline <= pi.x+pollSnapNs {
+			ps.endSegment(cs, pi.x, false, true)
+			cs.needSelect = true
+		}
+	}
+	cs.hold, cs.holdAt = true, pi.x
+	return 0
+}
+
+// advance runs the policy's own events (poll time limits, tick wake-ups
+// while it keeps the tick) strictly before until. A poll deadline or tick
+// just before a recorded poll timeout or tick at until is left to it.
+func (ps *polSim) advance(c *cpuShared, cs *cpuSim, until int64, kind endKind) {
+	t := ps.tab
+	for cs.segOpen {
+		next, isTick := noLimit, false
+		if t.polling[cs.state] {
+			next = cs.pollDeadline
+		}
+		if !cs.tickStopped && cs.nextTick < next {
+			next, isTick = cs.nextTick, true
+		}
+		if next >= until {
+			return
+		}
+		if isTick && kind == endTick && next >= until-tickSnapNs {
+			return
+		}
+		if !isTick && kind == endPoll && next >= until-pollSnapNs {
+			return
+		}
+		ps.endSegment(cs, next, isTick, !isTick)
+		ps.selectAt(c, cs, next, next)
+	}
+}
+
+// nextBoundary is the first tick after t, with the tick's phase taken from
+// the CPU's last recorded tick wake-up (trace time 0 if none yet).
+func (r *Replay) nextBoundary(c *cpuShared, t int64) int64 {
+	off := t - c.tickRef
+	k := off / r.tick
+	if off < 0 && off%r.tick != 0 {
+		k--
+	}
+	return c.tickRef + (k+1)*r.tick
+}
+
+func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
+	tab := ps.tab
+	in := &cs.in
+	*in = selInput{latReq: ps.latReq(c, t), tickStopped: cs.tickStopped}
+	in.sleepLen = max(cs.nextTimer-t, 0)
+	var nb int64
+	if cs.tickStopped {
+		in.deltaTick = in.sleepLen
+	} else {
+		nb = ps.r.nextBoundary(c, t)
+		in.deltaTick = min(in.sleepLen, nb-t)
+	}
+	idx, stop := cs.gov.selectState(in)
+	if idx < 0 || idx >= tab.n {
+		idx = max(min(idx, tab.n-1), 0)
+	}
+	if stop {
+		cs.tickStopped = true
+	}
+	cs.nextTick = nb
+	cs.state = idx
+	cs.segStart = segStart
+	cs.segOpen = true
+	ps.selections++
+	if tab.polling[idx] {
+		lim := ps.pollNs
+		if ps.dynPoll {
+			lim = cs.gov.(pollLimiter).pollLimit(genericPollLimit(tab, PollMin10us, 0))
+		}
+		if lim <= 0 || lim == noLimit {
+			cs.pollDeadline = noLimit
+		} else {
+			cs.pollDeadline = t + lim
+		}
+	}
+}
+
+func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool) {
+	d := max(t-cs.segStart, 0)
+	s := cs.state
+	ps.timeNs[s] += d
+	ps.energy += ps.tab.power[s]*float64(d) + ps.tab.overhead[s]
+	a, b := ClassifyMiss(ps.states, s, uint64(d))
+	ps.count(a, b)
+	cs.gov.reflect(s, d, tickWake, pollTO)
+	cs.segOpen = false
+}
+
+func (ps *polSim) endEpisode(cs *cpuSim, t int64, counted bool) {
+	if cs.segOpen {
+		if counted {
+			ps.wakeCount[cs.state]++
+		}
+		ps.endSegment(cs, t, false, false)
+	}
+	cs.open = false
+	cs.hold = false
+	cs.needSelect = false
+}
+
+// flush closes a CPU's open episode at the end of the trace.
+func (ps *polSim) flush(c *cpuShared) {
+	if c.id >= len(ps.cpus) {
+		return
+	}
+	cs := ps.cpus[c.id]
+	switch ps.kind {
+	case GovRecorded:
+		cs.open = false
+	case GovOracle:
+		if cs.open {
+			ps.oracleEnd(cs, cs.holdAt, false)
+		}
+	default:
+		if cs.open {
+			ps.endEpisode(cs, cs.holdAt, false)
+		}
+	}
+	cs.hold = false
+}

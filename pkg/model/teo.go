@@ -1,0 +1,385 @@
+package model
+
+import "github.com/idletrace/idletrace/pkg/trace"
+
+// teo governor model.
+//
+// Follows drivers/cpuidle/governors/teo.c of Linux 6.18 (the 6.14–6.18
+// form: hits/intercepts per bin, short_idles, tick_intercepts counted when
+// the measured idle is ≥ TICK_NSEC, artificial_wakeup on a poll timeout or
+// a tick wake with a sleep length beyond one tick, teo_state_ok for a
+// stopped tick, the 5/8 tick_intercepts rule). Constants: PULSE 1024,
+// DECAY_SHIFT 3, RESIDENCY_THRESHOLD_NS 15 µs, LATENCY_THRESHOLD_NS 7.5 µs.
+//
+// Left out: the 6.19/7.0 rework (tick wake-up classification, zero-size
+// bins, max-intercepts bound) — kernel= does not change teo; the replay
+// always runs the 6.18 logic.
+
+const (
+	teoPulse      = 1024
+	teoDecayShift = 3
+	teoLatThresh  = residencyThresholdNs / 2
+)
+
+type teoGov struct {
+	t *table
+
+	sleepLength    int64
+	hits           [MaxStates]uint32
+	intercepts     [MaxStates]uint32
+	total          uint32
+	tickIntercepts uint32
+	shortIdles     uint32
+	artificial     bool
+	lastIdx        int
+	lastResidency  int64
+	lastTickStop   bool
+}
+
+func newTEO(t *table) *teoGov { return &teoGov{t: t, lastIdx: -1} }
+
+func (g *teoGov) update() {
+	t := g.t
+	g.shortIdles -= g.shortIdles >> teoDecayShift
+	var measured uint64
+	if g.artificial {
+		measured = ^uint64(0)
+	} else {
+		lat := uint64(t.el[g.lastIdx])
+		measured = uint64(max(g.lastResidency, 0))
+		if measured >= lat {
+			measured -= lat / 2
+			if measured < residencyThresholdNs {
+				g.shortIdles += teoPulse
+			}
+		} else {
+			measured /= 2
+			g.shortIdles += teoPulse
+		}
+	}
+	idxTimer, idxDuration := 0, 0
+	for i := 0; i < t.n; i++ {
+		g.hits[i] -= g.hits[i] >> teoDecayShift
+		g.intercepts[i] -= g.intercepts[i] >> teoDecayShift
+		if t.tr[i] <= g.sleepLength {
+			idxTimer = i
+			if uint64(t.tr[i]) <= measured {
+				idxDuration = i
+			}
+		}
+	}
+	g.tickIntercepts -= g.tickIntercepts >> teoDecayShift
+	if idxTimer == idxDuration {
+		g.hits[idxTimer] += teoPulse
+	} else {
+		g.intercepts[idxDuration] += teoPulse
+		if uint64(t.tick) <= measured {
+			g.tickIntercepts += teoPulse
+		}
+	}
+	g.total -= g.total >> teoDecayShift
+	g.total += teoPulse
+}
+
+func (g *teoGov) stateOK(i int, tickStopped bool) bool {
+	return !tickStopped || g.t.tr[i] >= g.t.tick
+}
+
+func (g *teoGov) shallower(idx int, duration int64) int {
+	t := g.t
+	for i := idx - 1; i >= 0; i-- {
+		if t.disabled[i] {
+			continue
+		}
+		idx = i
+		if t.tr[i] <= duration {
+			break
+		}
+	}
+	return idx
+}
+
+func (g *teoGov) selectState(in *selInput) (int, bool) {
+	t := g.t
+	if g.lastIdx >= 0 {
+		g.update()
+		g.lastIdx = -1
+	}
+	deltaTick := t.tick / 2
+	g.sleepLength = int64(ktimeMax)
+	if t.n < 2 {
+		return 0, false
+	}
+	idx, idx0, constraint := -1, 0, 0
+	var interceptSum, hitSum, idxInterceptSum, idxHitSum uint32
+	if !t.disabled[0] {
+		idx = 0
+	}
+	for i := 1; i < t.n; i++ {
+		interceptSum += g.intercepts[i-1]
+		hitSum += g.hits[i-1]
+		if t.disabled[i] {
+			continue
+		}
+		if idx < 0 {
+			idx0 = i
+		}
+		idx = i
+		if t.el[i] <= in.latReq {
+			constraint = i
+		}
+		idxInterceptSum, idxHitSum = interceptSum, hitSum
+	}
+	if idx < 0 {
+		return 0, false
+	}
+	var duration int64
+	if idx == idx0 {
+		duration = t.tr[idx]
+		return g.end(idx, idx0, duration, deltaTick, in)
+	}
+	if 2*idxInterceptSum > g.total-idxHitSum {
+		firstSuitable := idx
+		interceptSum = 0
+		for i := idx - 1; i >= 0; i-- {
+			interceptSum += g.intercepts[i]
+			if 2*interceptSum > idxInterceptSum {
+				if g.stateOK(i, in.tickStopped) && !t.disabled[i] {
+					idx = i
+					break
+				}
+				idx = firstSuitable
+				break
+			}
+			if t.disabled[i] {
+				continue
+			}
+			if g.stateOK(i, in.tickStopped) {
+				firstSuitable = i
+				continue
+			}
+			if firstSuitable == idx {
+				break
+			}
+		}
+	}
+	if idx > constraint {
+		idx = constraint
+	}
+	if (idx == 0 || t.tr[idx] < residencyThresholdNs) &&
+		(2*g.shortIdles >= g.total || in.latReq < teoLatThresh) {
+		return idx, false
+	}
+	duration = in.sleepLen
+	deltaTick = in.deltaTick
+	g.sleepLength = duration
+	if idx == 0 {
+		return idx, false
+	}
+	if t.tr[idx] > duration {
+		if i := g.shallower(idx, duration); g.stateOK(i, in.tickStopped) {
+			idx = i
+		}
+	}
+	if t.tr[idx] < t.tick && g.tickIntercepts > g.total/2+g.total/8 {
+		duration = t.tick / 2
+	}
+	return g.end(idx, idx0, duration, deltaTick, in)
+}
+
+func (g *teoGov) end(idx, idx0 int, duration, deltaTick int64, in *selInput) (int, bool) {
+	t := g.t
+	if (!t.polling[idx] && duration >= t.tick) || in.tickStopped {
+		return idx, true
+	}
+	if idx > idx0 && t.tr[idx] > deltaTick {
+		idx = g.shallower(idx, deltaTick)
+	}
+	return idx, false
+}
+
+func (g *teoGov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {
+	g.lastIdx = idx
+	g.lastResidency = residencyNs
+	g.artificial = pollTimedOut || (tickWakeup && g.sleepLength > g.t.tick)
+}
+
+// ladder governor model.
+//
+// Follows drivers/cpuidle/governors/ladder.c of Linux 6.18: promotion after
+// PROMOTION_COUNT (4) stays longer than the state's exit latency, demotion
+// after DEMOTION_COUNT (1) stay shorter than it, forced demotion when the
+// state is disabled or too slow for latency_req; the first state is 1 when
+// state 0 is POLL. Ladder leaves stop_tick alone, so the tick is always
+// allowed to stop.
+
+const (
+	ladderPromotionCount = 4
+	ladderDemotionCount  = 1
+)
+
+type ladderGov struct {
+	t             *table
+	first         int
+	last          int
+	promo, demo   [MaxStates]int
+	lastResidency int64
+}
+
+func newLadder(t *table) *ladderGov {
+	g := &ladderGov{t: t}
+	if t.n > 0 && t.polling[0] {
+		g.first = 1
+	}
+	g.last = g.first
+	if g.last >= t.n {
+		g.last = max(t.n-1, 0)
+	}
+	return g
+}
+
+func (g *ladderGov) promotionTime(i int) int64 {
+	if i < g.t.n-1 {
+		return g.t.el[i]
+	}
+	return 0
+}
+
+func (g *ladderGov) demotionTime(i int) int64 {
+	if i > g.first {
+		return g.t.el[i]
+	}
+	return 0
+}
+
+func (g *ladderGov) move(oldIdx, newIdx int) int {
+	g.promo[oldIdx], g.demo[oldIdx] = 0, 0
+	g.last = newIdx
+	return newIdx
+}
+
+func (g *ladderGov) selectState(in *selInput) (int, bool) {
+	t := g.t
+	last := g.last
+	if in.latReq == 0 {
+		return g.move(last, 0), true
+	}
+	lr := g.lastResidency - t.el[last]
+	if last < t.n-1 && !t.disabled[last+1] && lr > g.promotionTime(last) && t.el[last+1] <= in.latReq {
+		g.promo[last]++
+		g.demo[last] = 0
+		if g.promo[last] >= ladderPromotionCount {
+			return g.move(last, last+1), true
+		}
+	}
+	if last > g.first && (t.disabled[last] || t.el[last] > in.latReq) {
+		i := last - 1
+		for ; i > g.first; i-- {
+			if t.el[i] <= in.latReq {
+				break
+			}
+		}
+		return g.move(last, i), true
+	}
+	if last > g.first && lr < g.demotionTime(last) {
+		g.demo[last]++
+		g.promo[last] = 0
+		if g.demo[last] >= ladderDemotionCount {
+			return g.move(last, last-1), true
+		}
+	}
+	return last, true
+}
+
+func (g *ladderGov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {
+	g.lastResidency = residencyNs
+	if idx > 0 {
+		g.last = idx
+	}
+}
+
+// haltpoll governor model.
+//
+// Follows drivers/cpuidle/governors/haltpoll.c of Linux 6.18: poll while
+// the last poll was not cut short by its window, halt otherwise; the
+// window (dev->poll_limit_ns, 0 at start) grows ×guest_halt_poll_grow
+// (from guest_halt_poll_grow_start) when a halt lasted longer than the
+// window but not longer than guest_halt_poll_ns, and shrinks
+// ÷guest_halt_poll_shrink when a halt lasted longer than
+// guest_halt_poll_ns, dropping to 0 below grow_start (the 6.9 change).
+// Parameters come from the trace (Metadata.HaltPoll), else the kernel's
+// defaults (200000, 2, 2, 50000, allow shrink).
+
+type haltpollParams struct {
+	guestNs, grow, shrink, growStart uint64
+	allowShrink                      bool
+}
+
+func haltpollParamsFrom(h *haltParamsSrc) haltpollParams {
+	if h == nil {
+		return haltpollParams{guestNs: 200000, grow: 2, shrink: 2, growStart: 50000, allowShrink: true}
+	}
+	return haltpollParams{guestNs: h.GuestHaltPollNs, grow: h.Grow, shrink: h.Shrink, growStart: h.GrowStart, allowShrink: h.AllowShrink}
+}
+
+type haltpollGov struct {
+	t      *table
+	p      haltpollParams
+	limit  uint64
+	last   int
+	pollTO bool
+}
+
+func newHaltpoll(t *table, p haltpollParams) *haltpollGov { return &haltpollGov{t: t, p: p} }
+
+func (g *haltpollGov) selectState(in *selInput) (int, bool) {
+	if g.t.n == 0 || in.latReq == 0 {
+		return 0, false
+	}
+	if g.limit == 0 {
+		return 1, true
+	}
+	if g.last == 0 {
+		if g.pollTO {
+			return 1, true
+		}
+		return 0, false
+	}
+	return 0, false
+}
+
+func (g *haltpollGov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {
+	g.last = idx
+	if g.t.polling[idx] {
+		g.pollTO = pollTimedOut
+	}
+	if idx == 0 {
+		return
+	}
+	block := uint64(max(residencyNs, 0))
+	switch {
+	case block > g.limit && block <= g.p.guestNs:
+		v := uint64(uint32(g.limit * g.p.grow))
+		v = max(v, g.p.growStart)
+		v = min(v, g.p.guestNs)
+		g.limit = v
+	case block > g.p.guestNs && g.p.allowShrink:
+		v := uint64(0)
+		if g.p.shrink != 0 {
+			v = g.limit / g.p.shrink
+		}
+		if v < g.p.growStart {
+			v = 0
+		}
+		g.limit = v
+	}
+}
+
+func (g *haltpollGov) pollLimit(generic int64) int64 {
+	if g.limit == 0 {
+		g.limit = uint64(generic)
+	}
+	return int64(g.limit)
+}
+
+type haltParamsSrc = trace.HaltPollParams

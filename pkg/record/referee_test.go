@@ -1,0 +1,349 @@
+package record_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/record"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// requireRecorder skips only where recording is impossible by design: -short
+// runs and non-root users. This machine and CI run as root, so the referee
+// always runs there.
+func requireRecorder(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the kernel referee records with BPF")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("recording needs root (CAP_BPF and CAP_PERFMON); run make test as root")
+	}
+}
+
+// ensureTool installs a Debian package when its command is missing.
+func ensureTool(t *testing.T, command, pkg string) string {
+	t.Helper()
+	if p, err := exec.LookPath(command); err == nil {
+		return p
+	}
+	t.Logf("installing %s from Debian's packages", pkg)
+	install := exec.Command("sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "+pkg)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("installing %s: %v\n%s", pkg, err, out)
+	}
+	p, err := exec.LookPath(command)
+	if err != nil {
+		t.Fatalf("%s still missing after installing %s", command, pkg)
+	}
+	return p
+}
+
+// diskOf finds the whole disk (sysfs name and dev_t) a file lives on.
+func diskOf(t *testing.T, path string) (string, uint32) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	link := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	dir, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		t.Fatalf("%s is not on a block device (%s: %v)", path, link, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "partition")); err == nil {
+		dir = filepath.Dir(dir)
+	}
+	dev, err := os.ReadFile(filepath.Join(dir, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ma, mi, _ := strings.Cut(strings.TrimSpace(string(dev)), ":")
+	a, _ := strconv.Atoi(ma)
+	b, _ := strconv.Atoi(mi)
+	return filepath.Base(dir), uint32(a)<<20 | uint32(b)
+}
+
+type fioResult struct {
+	Jobs []struct {
+		Read struct {
+			TotalIOs uint64 `json:"total_ios"`
+		} `json:"read"`
+	} `json:"jobs"`
+}
+
+// recordWorkload records while fio does 4 KiB O_DIRECT random reads on a file
+// and perf bench sched pipe ping-pongs between CPUs 0 and 1. Both workloads
+// start after the start snapshot and end before the end snapshot.
+func recordWorkload(t *testing.T) (path string, fioIOs uint64, disk string, dev uint32) {
+	t.Helper()
+	fio := ensureTool(t, "fio", "fio")
+	perf := ensureTool(t, "perf", "linux-perf")
+
+	dir := t.TempDir()
+	data := filepath.Join(dir, "fio.dat")
+	layout := exec.Command(fio, "--name=layout", "--filename="+data, "--size=64M", "--rw=write", "--bs=1M", "--end_fsync=1")
+	if out, err := layout.CombinedOutput(); err != nil {
+		t.Fatalf("fio layout: %v\n%s", err, out)
+	}
+	unix.Sync()
+	disk, dev = diskOf(t, data)
+
+	path = filepath.Join(dir, "referee.trace")
+	ready := make(chan struct{})
+	stop := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sum *record.Summary
+	var recErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sum, recErr = record.Record(ctx, record.Options{
+			Output: path, ToolVersion: "test", BPFStats: true,
+			Ready: func() { close(ready) },
+			Warn:  func(s string) { t.Log("warning:", s) },
+		})
+		close(stop)
+	}()
+	select {
+	case <-ready:
+	case <-stop:
+		t.Fatalf("recording failed to start: %v", recErr)
+	}
+
+	var fioOut []byte
+	var fioErr, perfErr error
+	var perfOut []byte
+	var wl sync.WaitGroup
+	wl.Add(2)
+	go func() {
+		defer wl.Done()
+		fioOut, fioErr = exec.Command(fio, "--name=referee", "--filename="+data, "--size=64M", "--rw=randread",
+			"--bs=4k", "--direct=1", "--ioengine=psync", "--runtime=3", "--time_based", "--output-format=json").Output()
+	}()
+	go func() {
+		defer wl.Done()
+		perfOut, perfErr = exec.Command("taskset", "-c", "0,1", perf, "bench", "sched", "pipe", "-l", "30000").CombinedOutput()
+	}()
+	wl.Wait()
+	cancel()
+	wg.Wait()
+	if fioErr != nil {
+		t.Fatalf("fio: %v", fioErr)
+	}
+	if perfErr != nil {
+		t.Fatalf("perf bench sched pipe: %v\n%s", perfErr, perfOut)
+	}
+	if recErr != nil {
+		t.Fatalf("record: %v", recErr)
+	}
+	var fr fioResult
+	if err := json.Unmarshal(fioOut[strings.IndexByte(string(fioOut), '{'):], &fr); err != nil || len(fr.Jobs) == 0 {
+		t.Fatalf("fio output: %v\n%s", err, fioOut)
+	}
+	for _, ps := range progStatsOf(t, path) {
+		if ps.Misses > 0 {
+			t.Logf("%s: %d recursion misses", ps.Name, ps.Misses)
+		}
+	}
+	t.Logf("recorded %d idle periods, %d IO requests, %d lost; fio did %d reads", sum.IdlePeriods, sum.BlockIOs, sum.Lost, fr.Jobs[0].Read.TotalIOs)
+	return path, fr.Jobs[0].Read.TotalIOs, disk, dev
+}
+
+// TestKernelReferee checks the recorder against the kernel's own counters.
+func TestKernelReferee(t *testing.T) {
+	requireRecorder(t)
+	path, fioIOs, disk, dev := recordWorkload(t)
+
+	r, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if w := r.Warnings(); len(w) > 0 {
+		t.Errorf("a finished recording reads with warnings: %v", w)
+	}
+	if r.End == nil || r.End.Snapshot == nil || r.Meta.Start == nil {
+		t.Fatal("the trace lacks its start or end snapshot")
+	}
+	var lost uint64
+	for _, l := range r.Losses() {
+		lost += l.Total()
+		t.Logf("loss cpu%d: %+v", l.CPU, l)
+	}
+	if lost != 0 {
+		t.Errorf("%d records lost on this workload", lost)
+	}
+
+	start, end := r.Meta.Start, r.End.Snapshot
+	window := map[uint32][2]uint64{}
+	for i, c := range r.Meta.RecordedCPUs {
+		window[uint32(c)] = [2]uint64{start.CPUTimeNs[i], end.CPUTimeNs[i]}
+	}
+
+	type key struct{ cpu, state uint32 }
+	type counts struct {
+		usage, timeNs, above, below uint64
+	}
+	traced := map[key]*counts{}
+	var periods, known, remote, remoteMeasured uint64
+	var ioDone uint64
+	ioByOp := map[uint8]uint64{}
+	statesOf := map[uint32][]model.State{}
+	for _, cs := range r.Meta.States {
+		for _, s := range cs.States {
+			statesOf[uint32(cs.CPU)] = append(statesOf[uint32(cs.CPU)], model.State{
+				Name: s.Name, ExitLatencyNs: s.ExitLatencyNs, TargetResidencyNs: s.TargetResidencyNs, Disabled: s.Disabled, Polling: s.Polling})
+		}
+	}
+	err = r.Scan(trace.Visitor{
+		Idle: func(p *trace.IdlePeriod) error {
+			w, ok := window[p.CPU]
+			if !ok || p.EntryNs < w[0] || p.ExitNs > w[1] {
+				return nil
+			}
+			periods++
+			if p.WakeCause != trace.WakeUnknown {
+				known++
+			}
+			if p.WakeCause.IsRemoteWake() {
+				remote++
+				if _, ok := p.WakeLatencyNs(); ok {
+					remoteMeasured++
+				}
+			}
+			k := key{p.CPU, p.State}
+			c := traced[k]
+			if c == nil {
+				c = &counts{}
+				traced[k] = c
+			}
+			c.usage++
+			c.timeNs += p.ResidencyNs()
+			above, below := model.ClassifyMiss(statesOf[p.CPU], int(p.State), p.ResidencyNs())
+			if above {
+				c.above++
+			}
+			if below {
+				c.below++
+			}
+			return nil
+		},
+		BlockIO: func(b *trace.BlockIO) error {
+			if b.Dev == dev && b.CompleteNs > start.MonotonicNs && b.CompleteNs <= end.MonotonicNs {
+				ioDone++
+				ioByOp[b.Op]++
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("cpuidle-counters", func(t *testing.T) {
+		if len(r.Meta.States) == 0 {
+			t.Skipf("this kernel has no cpuidle driver (current_driver=%s): it keeps no per-state usage/time/above/below counters to compare with", r.Meta.CPUIdleDriver)
+		}
+		for i, kc := range end.CPUIdle {
+			sc := start.CPUIdle[i]
+			for j, ks := range kc.States {
+				k := key{uint32(kc.CPU), uint32(ks.Index)}
+				c := traced[k]
+				if c == nil {
+					c = &counts{}
+				}
+				dUsage := ks.Usage - sc.States[j].Usage
+				dTimeNs := (ks.TimeUs - sc.States[j].TimeUs) * 1000
+				if c.usage != dUsage {
+					t.Errorf("cpu%d state%d usage: traced %d, kernel %d", kc.CPU, ks.Index, c.usage, dUsage)
+				}
+				if dTimeNs > 0 && math.Abs(float64(c.timeNs)-float64(dTimeNs))/float64(dTimeNs) > 0.005 {
+					t.Errorf("cpu%d state%d residency: traced %d ns, kernel %d ns", kc.CPU, ks.Index, c.timeNs, dTimeNs)
+				}
+				if dA, dB := ks.Above-sc.States[j].Above, ks.Below-sc.States[j].Below; c.above != dA || c.below != dB {
+					t.Errorf("cpu%d state%d above/below: traced %d/%d, kernel %d/%d", kc.CPU, ks.Index, c.above, c.below, dA, dB)
+				}
+			}
+		}
+	})
+
+	t.Run("block-stat", func(t *testing.T) {
+		var before, after uint64
+		found := false
+		for _, b := range start.Block {
+			if b.Name == disk {
+				before = b.Completed()
+			}
+		}
+		for _, b := range end.Block {
+			if b.Name == disk {
+				after, found = b.Completed(), true
+			}
+		}
+		if !found {
+			t.Fatalf("no /sys/block/%s/stat in the end snapshot", disk)
+		}
+		// Completions of requests issued before the recorder attached are
+		// counted (not recorded) by the recorder; they are in the kernel's delta.
+		unmatched := end.IOUnmatched - start.IOUnmatched
+		t.Logf("completions the recorder saw in the window: %d; requests in flight at stop: %d", end.IOCompletions-start.IOCompletions, r.End.IOInFlight)
+		if ioDone+unmatched != after-before {
+			t.Errorf("%s: traced %d completed requests (+%d whose issue preceded the recording), /sys/block/%s/stat counted %d", disk, ioDone, unmatched, disk, after-before)
+		}
+		if ioDone < fioIOs {
+			t.Errorf("%s: traced %d completed requests, fio alone did %d", disk, ioDone, fioIOs)
+		}
+		t.Logf("%s: traced %d completed requests (+%d issued before the recording), kernel %d, fio %d", disk, ioDone, unmatched, after-before, fioIOs)
+		for _, b := range start.Block {
+			for _, e := range end.Block {
+				if b.Name == disk && e.Name == disk {
+					t.Logf("kernel deltas: read %d write %d discard %d flush %d; traced by op: %v", e.Stat[0]-b.Stat[0], e.Stat[4]-b.Stat[4], e.Stat[11]-b.Stat[11], e.Stat[15]-b.Stat[15], ioByOp)
+				}
+			}
+		}
+	})
+
+	t.Run("wake-causes", func(t *testing.T) {
+		if periods == 0 {
+			t.Fatal("no idle periods inside the snapshot window")
+		}
+		frac := float64(known) / float64(periods)
+		t.Logf("%d idle periods, %.2f%% with a known wake cause; %d remote wake-ups, %d with a measured wake latency", periods, 100*frac, remote, remoteMeasured)
+		if frac < 0.95 {
+			t.Errorf("only %.2f%% of idle periods have a known wake cause (want ≥ 95%%)", 100*frac)
+		}
+		if remote == 0 {
+			t.Fatal("perf bench sched pipe ran, yet no remote wake-up was recorded")
+		}
+		if f := float64(remoteMeasured) / float64(remote); f < 0.9 {
+			t.Errorf("only %.1f%% of remote wake-ups have a measured wake latency (want ≥ 90%%)", 100*f)
+		}
+	})
+}
+
+func progStatsOf(t *testing.T, path string) []trace.ProgStat {
+	r, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.End == nil {
+		return nil
+	}
+	return r.End.ProgStats
+}
