@@ -59,7 +59,7 @@ func TestRecordLayout(t *testing.T) {
 // agree: the BPF side writes the number, the file stores it.
 func TestWakeCauseValues(t *testing.T) {
 	pairs := []struct {
-		c  IdletraceWakeCause
+		c   IdletraceWakeCause
 		go_ trace.WakeCause
 	}{
 		{IdletraceWakeCauseWAKE_UNKNOWN, trace.WakeUnknown},

@@ -222,4 +222,3 @@ func runProfiles(args []string, stdout, stderr io.Writer) error {
 	}
 	return tw.Render()
 }
-
