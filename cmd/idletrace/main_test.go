@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// bundledTrace is a real trace recorded on a machine of this kind (see
+// testdata/README.md); tests that need no root read it.
+const bundledTrace = "../../testdata/demo.trace"
+
+var binPath string
+
+// TestMain builds the real binary once: exit codes and one-line errors are
+// only meaningful from the process itself.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "idletrace-cmd")
+	if err != nil {
+		panic(err)
+	}
+	binPath = filepath.Join(dir, "idletrace")
+	build := exec.Command("go", "build", "-o", binPath, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runBin(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func writeFile(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBadInput: every kind of bad input gets one line on stderr naming the
+// problem, the contract's exit status, and never a panic.
+func TestBadInput(t *testing.T) {
+	good, err := os.ReadFile(bundledTrace)
+	if err != nil {
+		t.Fatalf("bundled trace: %v", err)
+	}
+	garbage := writeFile(t, "garbage.trace", []byte("this is not a trace file at all, just text\n"))
+	empty := writeFile(t, "empty.trace", nil)
+	headerOnly := writeFile(t, "header.trace", good[:20])
+	newer := append([]byte(nil), good...)
+	newer[8] = 99 // format version (u16 after the 8-byte magic)
+	newerPath := writeFile(t, "newer.trace", newer)
+	badProfile := writeFile(t, "bad.json", []byte(`{"name":"x","states":[{"name":"C1","exit_latency_us":-1,"target_residency_us":2}]}`))
+
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string // substring of the one-line error
+	}{
+		{"missing file", []string{"stats", "/nonexistent/x.trace"}, 1, "no such file"},
+		{"garbage file", []string{"stats", garbage}, 1, "not an idletrace file"},
+		{"empty file", []string{"info", empty}, 1, "not an idletrace file"},
+		{"header only", []string{"stats", headerOnly}, 1, headerOnly},
+		{"newer version", []string{"stats", newerPath}, 1, "newer"},
+		{"unknown flag", []string{"stats", "--definitely-not-a-flag", bundledTrace}, 2, "definitely-not-a-flag"},
+		{"unknown command", []string{"frobnicate"}, 2, "unknown command"},
+		{"no file", []string{"stats"}, 2, "missing trace FILE"},
+		{"two files", []string{"info", bundledTrace, bundledTrace}, 2, "expected one"},
+		{"bad format", []string{"stats", bundledTrace, "--format", "xml"}, 2, "--format"},
+		{"bad policy", []string{"whatif", bundledTrace, "--policy", "menu+margin=x"}, 2, "margin"},
+		{"unknown governor", []string{"whatif", bundledTrace, "--policy", "schedutil"}, 2, "schedutil"},
+		{"bad profile file", []string{"whatif", bundledTrace, "--profile", badProfile}, 1, "exit_latency_us"},
+		{"unknown profile", []string{"whatif", bundledTrace, "--profile", "nosuchcpu"}, 1, "nosuchcpu"},
+		{"bad duration", []string{"record", "-d", "soon"}, 2, "duration"},
+		{"bad cpus", []string{"record", "--cpus", "3-1"}, 2, "--cpus"},
+		{"record stray arg", []string{"record", "foo"}, 2, "foo"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runBin(t, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit status %d, want %d (stderr %q)", r.code, tc.code, r.stderr)
+			}
+			lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+			if len(lines) != 1 || lines[0] == "" {
+				t.Errorf("want one line on stderr, got %q", r.stderr)
+			}
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr %q does not name %q", r.stderr, tc.want)
+			}
+			if strings.Contains(r.stderr+r.stdout, "goroutine ") || strings.Contains(r.stderr, "panic") {
+				t.Errorf("panic: %s", r.stderr)
+			}
+		})
+	}
+}
+
+// TestTruncatedTrace: a trace cut anywhere reads up to its last complete
+// chunk, with a warning, and never panics.
+func TestTruncatedTrace(t *testing.T) {
+	good, err := os.ReadFile(bundledTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := runBin(t, "stats", bundledTrace, "--format", "json")
+	if full.code != 0 {
+		t.Fatalf("stats on the bundled trace: %s", full.stderr)
+	}
+	for _, frac := range []float64{0.3, 0.6, 0.9, 0.999} {
+		cut := writeFile(t, "cut.trace", good[:int(float64(len(good))*frac)])
+		r := runBin(t, "stats", cut, "--format", "json")
+		if r.code != 0 {
+			t.Errorf("cut at %.1f%%: exit %d: %s", 100*frac, r.code, r.stderr)
+			continue
+		}
+		if !strings.Contains(r.stderr, "warning") {
+			t.Errorf("cut at %.1f%%: no warning on stderr", 100*frac)
+		}
+		var s struct {
+			CPUs []struct {
+				States []struct{ Usage uint64 } `json:"states"`
+			} `json:"cpus"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+			t.Errorf("cut at %.1f%%: stats JSON: %v", 100*frac, err)
+		}
+	}
+}
+
+// TestRecordNotRoot: without privileges, record says what is missing and how to fix it.
+func TestRecordNotRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		r := runBin(t, "record", "-o", filepath.Join(t.TempDir(), "x.trace"), "-d", "1s")
+		if r.code != 1 || !strings.Contains(r.stderr, "root") {
+			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+		}
+		return
+	}
+	// As root, drop to nobody for the child.
+	cmd := exec.Command(binPath, "record", "-o", filepath.Join(t.TempDir(), "x.trace"), "-d", "1s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 {
+		t.Fatalf("want exit 1, got %v (stderr %q)", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "root or CAP_BPF") || strings.Count(errb.String(), "\n") != 1 {
+		t.Fatalf("stderr %q", errb.String())
+	}
+}
+
+// TestRecordKilled: a recording killed with SIGKILL stays readable up to its
+// last complete chunk.
+func TestRecordKilled(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("records with BPF: needs root and no -short")
+	}
+	path := filepath.Join(t.TempDir(), "killed.trace")
+	cmd := exec.Command(binPath, "record", "-o", path, "-d", "60s", "-q")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3500 * time.Millisecond) // the writer flushes a chunk every second
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	r, err := trace.Open(path)
+	if err != nil {
+		t.Fatalf("a killed recording must open: %v", err)
+	}
+	defer r.Close()
+	if r.End != nil {
+		t.Error("a killed recording cannot have an end chunk")
+	}
+	if w := r.Warnings(); len(w) == 0 || !strings.Contains(strings.Join(w, " "), "did not finish") {
+		t.Errorf("warnings %q do not say the recording did not finish", w)
+	}
+	var n int
+	if err := r.Scan(trace.Visitor{Idle: func(*trace.IdlePeriod) error { n++; return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no idle periods survived the kill")
+	}
+	st := runBin(t, "stats", path)
+	if st.code != 0 {
+		t.Fatalf("stats on the killed recording: %s", st.stderr)
+	}
+	t.Logf("%d idle periods readable after SIGKILL", n)
+}
+
+// TestRecordRefusesOverwrite: record keeps an existing file unless --force.
+func TestRecordRefusesOverwrite(t *testing.T) {
+	existing := writeFile(t, "existing.trace", []byte("keep me"))
+	r := runBin(t, "record", "-o", existing, "-d", "1s")
+	if r.code != 1 || !strings.Contains(r.stderr, "--force") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "keep me" {
+		t.Fatal("record overwrote an existing file")
+	}
+}
+
+// TestReportsOnBundledTrace: every report format renders the bundled real trace.
+func TestReportsOnBundledTrace(t *testing.T) {
+	cases := [][]string{
+		{"info", bundledTrace},
+		{"info", bundledTrace, "--format", "json"},
+		{"stats", bundledTrace},
+		{"stats", bundledTrace, "--format", "markdown"},
+		{"whatif", bundledTrace},
+		{"whatif", bundledTrace, "--profile", "spr", "--policy", "menu", "--policy", "menu+margin=25", "--policy", "menu+blkqos=10us/3ms", "--policy", "oracle"},
+		{"whatif", bundledTrace, "--profile", "measured", "--policy", "haltpoll", "--format", "markdown"},
+		{"whatif", bundledTrace, "--profile", "icx", "--policy", "teo", "--policy", "ladder", "--format", "html"},
+		{"profiles"},
+		{"profiles", "spr"},
+		{"profiles", "--format", "json"},
+	}
+	for _, args := range cases {
+		t.Run(strings.Join(args[:1], " "), func(t *testing.T) {
+			r := runBin(t, args...)
+			if r.code != 0 {
+				t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+			}
+			if len(r.stdout) < 100 {
+				t.Fatalf("%v: output too short: %q", args, r.stdout)
+			}
+		})
+	}
+}
