@@ -215,6 +215,11 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 		submit_pending(st);
 
 	__u64 now = bpf_ktime_get_ns();
+	if (st->in_idle) {
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->idle_unpaired++;
+	}
 	st->in_idle = 0;
 	st->entry_ns = now;
 	st->state = state;
@@ -230,8 +235,17 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 static __always_inline void on_idle_exit(__u32 cpu)
 {
 	struct cpu_state *st = cpu_state(cpu);
-	if (!st || !st->in_idle)
+	if (!st)
 		return;
+	if (!st->in_idle) {
+		/* Only after the first entry: the CPU may have been idle at attach. */
+		if (st->entry_ns) {
+			struct loss_counters *l = loss_counters();
+			if (l)
+				l->idle_unpaired++;
+		}
+		return;
+	}
 
 	__u64 now = bpf_ktime_get_ns();
 	st->in_idle = 0;
@@ -400,11 +414,20 @@ static __always_inline void on_rq_issue(__u32 dev, __u64 sector, __u32 bytes, __
 		.cmd_flags = cmd_flags,
 		.op = op,
 	};
-	if (bpf_map_update_elem(&io_inflight, &key, &v, BPF_ANY)) {
-		struct loss_counters *l = loss_counters();
-		if (l)
-			l->io_table_full++;
-	}
+	struct loss_counters *l = loss_counters();
+	if (bpf_map_lookup_elem(&io_inflight, &key) && l)
+		l->io_orphaned++;
+	if (bpf_map_update_elem(&io_inflight, &key, &v, BPF_ANY) && l)
+		l->io_table_full++;
+}
+
+/* A requeued request is issued again: forget the first issue. */
+static __always_inline void on_rq_requeue(__u32 dev, __u64 sector)
+{
+	if (!record_io)
+		return;
+	struct io_key key = {.dev = dev, .sector = sector};
+	bpf_map_delete_elem(&io_inflight, &key);
 }
 
 static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_bytes, __s32 error)
@@ -537,6 +560,13 @@ int BPF_PROG(btf_block_rq_complete, struct request *rq, __u8 error, unsigned int
 	return 0;
 }
 
+SEC("tp_btf/block_rq_requeue")
+int BPF_PROG(btf_block_rq_requeue, struct request *rq)
+{
+	on_rq_requeue(rq_dev(rq), BPF_CORE_READ(rq, __sector));
+	return 0;
+}
+
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(btf_irq_handler_entry, int irq)
 {
@@ -646,6 +676,13 @@ SEC("tracepoint/block/block_rq_complete")
 int tp_block_rq_complete(struct trace_event_raw_block_rq_completion *ctx)
 {
 	on_rq_complete(ctx->dev, ctx->sector, ctx->nr_sector << 9, ctx->error);
+	return 0;
+}
+
+SEC("tracepoint/block/block_rq_requeue")
+int tp_block_rq_requeue(struct trace_event_raw_block_rq_requeue *ctx)
+{
+	on_rq_requeue(ctx->dev, ctx->sector);
 	return 0;
 }
 

@@ -88,6 +88,13 @@ struct loss_counters {
 	__u64 io_table_full; /* issues that did not fit the pairing table */
 	__u64 io_completions; /* every final completion seen, paired or not */
 	__u64 io_partial;     /* partial completions (the request goes on) */
+	/* Issues whose completion never reached the programs: a later issue
+	 * of the same device and sector found the earlier still waiting (a
+	 * requeue removes its entry first, so it is not counted). */
+	__u64 io_orphaned;
+	/* cpu_idle entries while a period was open, or exits with none open:
+	 * a cpu_idle event that never reached the programs. */
+	__u64 idle_unpaired;
 };
 
 #endif /* IDLETRACE_H */

@@ -123,6 +123,8 @@ type IdletraceLossCounters struct {
 	IoTableFull   uint64
 	IoCompletions uint64
 	IoPartial     uint64
+	IoOrphaned    uint64
+	IdleUnpaired  uint64
 }
 
 type IdletraceRecordType uint32
@@ -157,6 +159,7 @@ const (
 	IdletraceMapLoss                        = "loss"
 	IdletraceProgBtfBlockRqComplete         = "btf_block_rq_complete"
 	IdletraceProgBtfBlockRqIssue            = "btf_block_rq_issue"
+	IdletraceProgBtfBlockRqRequeue          = "btf_block_rq_requeue"
 	IdletraceProgBtfCallFunctionEntry       = "btf_call_function_entry"
 	IdletraceProgBtfCallFunctionSingleEntry = "btf_call_function_single_entry"
 	IdletraceProgBtfCpuIdle                 = "btf_cpu_idle"
@@ -172,6 +175,7 @@ const (
 	IdletraceProgBtfSchedWaking             = "btf_sched_waking"
 	IdletraceProgTpBlockRqComplete          = "tp_block_rq_complete"
 	IdletraceProgTpBlockRqIssue             = "tp_block_rq_issue"
+	IdletraceProgTpBlockRqRequeue           = "tp_block_rq_requeue"
 	IdletraceProgTpCallFunctionEntry        = "tp_call_function_entry"
 	IdletraceProgTpCallFunctionSingleEntry  = "tp_call_function_single_entry"
 	IdletraceProgTpCpuIdle                  = "tp_cpu_idle"
@@ -244,6 +248,7 @@ type IdletraceSpecs struct {
 type IdletraceProgramSpecs struct {
 	BtfBlockRqComplete         *ebpf.ProgramSpec `ebpf:"btf_block_rq_complete"`
 	BtfBlockRqIssue            *ebpf.ProgramSpec `ebpf:"btf_block_rq_issue"`
+	BtfBlockRqRequeue          *ebpf.ProgramSpec `ebpf:"btf_block_rq_requeue"`
 	BtfCallFunctionEntry       *ebpf.ProgramSpec `ebpf:"btf_call_function_entry"`
 	BtfCallFunctionSingleEntry *ebpf.ProgramSpec `ebpf:"btf_call_function_single_entry"`
 	BtfCpuIdle                 *ebpf.ProgramSpec `ebpf:"btf_cpu_idle"`
@@ -259,6 +264,7 @@ type IdletraceProgramSpecs struct {
 	BtfSchedWaking             *ebpf.ProgramSpec `ebpf:"btf_sched_waking"`
 	TpBlockRqComplete          *ebpf.ProgramSpec `ebpf:"tp_block_rq_complete"`
 	TpBlockRqIssue             *ebpf.ProgramSpec `ebpf:"tp_block_rq_issue"`
+	TpBlockRqRequeue           *ebpf.ProgramSpec `ebpf:"tp_block_rq_requeue"`
 	TpCallFunctionEntry        *ebpf.ProgramSpec `ebpf:"tp_call_function_entry"`
 	TpCallFunctionSingleEntry  *ebpf.ProgramSpec `ebpf:"tp_call_function_single_entry"`
 	TpCpuIdle                  *ebpf.ProgramSpec `ebpf:"tp_cpu_idle"`
@@ -366,6 +372,7 @@ type IdletraceVariables struct {
 type IdletracePrograms struct {
 	BtfBlockRqComplete         *ebpf.Program `ebpf:"btf_block_rq_complete"`
 	BtfBlockRqIssue            *ebpf.Program `ebpf:"btf_block_rq_issue"`
+	BtfBlockRqRequeue          *ebpf.Program `ebpf:"btf_block_rq_requeue"`
 	BtfCallFunctionEntry       *ebpf.Program `ebpf:"btf_call_function_entry"`
 	BtfCallFunctionSingleEntry *ebpf.Program `ebpf:"btf_call_function_single_entry"`
 	BtfCpuIdle                 *ebpf.Program `ebpf:"btf_cpu_idle"`
@@ -381,6 +388,7 @@ type IdletracePrograms struct {
 	BtfSchedWaking             *ebpf.Program `ebpf:"btf_sched_waking"`
 	TpBlockRqComplete          *ebpf.Program `ebpf:"tp_block_rq_complete"`
 	TpBlockRqIssue             *ebpf.Program `ebpf:"tp_block_rq_issue"`
+	TpBlockRqRequeue           *ebpf.Program `ebpf:"tp_block_rq_requeue"`
 	TpCallFunctionEntry        *ebpf.Program `ebpf:"tp_call_function_entry"`
 	TpCallFunctionSingleEntry  *ebpf.Program `ebpf:"tp_call_function_single_entry"`
 	TpCpuIdle                  *ebpf.Program `ebpf:"tp_cpu_idle"`
@@ -400,6 +408,7 @@ func (p *IdletracePrograms) Close() error {
 	return _IdletraceClose(
 		p.BtfBlockRqComplete,
 		p.BtfBlockRqIssue,
+		p.BtfBlockRqRequeue,
 		p.BtfCallFunctionEntry,
 		p.BtfCallFunctionSingleEntry,
 		p.BtfCpuIdle,
@@ -415,6 +424,7 @@ func (p *IdletracePrograms) Close() error {
 		p.BtfSchedWaking,
 		p.TpBlockRqComplete,
 		p.TpBlockRqIssue,
+		p.TpBlockRqRequeue,
 		p.TpCallFunctionEntry,
 		p.TpCallFunctionSingleEntry,
 		p.TpCpuIdle,

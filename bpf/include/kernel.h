@@ -111,6 +111,12 @@ struct trace_event_raw_block_rq_completion {
 	char rwbs[8];
 };
 
+struct trace_event_raw_block_rq_requeue {
+	struct trace_entry ent;
+	dev_t dev;
+	sector_t sector;
+};
+
 struct trace_event_raw_irq_handler_entry {
 	struct trace_entry ent;
 	int irq;

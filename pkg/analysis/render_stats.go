@@ -282,6 +282,9 @@ func renderStatsDoc(d *doc, s *Stats) error {
 	if io.UnmatchedInWindow != nil && *io.UnmatchedInWindow > 0 {
 		ioLines = append(ioLines, fmt.Sprintf("%d completions in the window belong to requests whose issue was not seen (issued before the recording): the kernel counts them, the trace does not.", *io.UnmatchedInWindow))
 	}
+	if io.OrphanedInWindow != nil && *io.OrphanedInWindow > 0 {
+		ioLines = append(ioLines, fmt.Sprintf("%d requests were completed by the kernel without their completion tracepoint reaching idletrace's programs: counted as lost, not recorded.", *io.OrphanedInWindow))
+	}
 	if io.Errors+io.Lost+io.Unmatched > 0 {
 		ioLines = append(ioLines, fmt.Sprintf("Errors: %d; IO records lost: %d; completions whose issue was not seen (not counted): %d.", io.Errors, io.Lost, io.Unmatched))
 	}

@@ -143,10 +143,13 @@ type IOStats struct {
 	WokeWindowNs       uint64            `json:"woke_idle_cpu_window_ns"`
 	Devices            []DeviceStats     `json:"devices"`
 	// UnmatchedInWindow is the number of completions in the window whose
-	// issue the recorder did not see (from the snapshots; null without
-	// both). KernelDiffExplained: the kernel's completed counts exceed the
-	// traced ones by exactly that many, so they agree.
+	// issue the recorder did not see (issued before it attached), and
+	// OrphanedInWindow of issues whose completion the kernel never
+	// delivered to the programs (trace.IOUndelivered; null without the
+	// snapshots). KernelDiffExplained: the kernel's completed counts exceed
+	// the traced ones by exactly their sum, so they agree.
 	UnmatchedInWindow   *uint64 `json:"unmatched_in_window"`
+	OrphanedInWindow    *uint64 `json:"orphaned_in_window"`
 	KernelDiffExplained bool    `json:"kernel_diff_explained"`
 }
 
@@ -708,9 +711,11 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	s.IO.Devices = b.deviceStats()
 	// The kernel also counts completions whose issue the recorder did not
 	// see (issued before it attached): the snapshots carry that count.
-	if m.Start != nil && b.end != nil && b.end.Snapshot != nil {
-		d := sub(b.end.Snapshot.IOUnmatched, m.Start.IOUnmatched)
-		s.IO.UnmatchedInWindow = &d
+	var undelivered *uint64
+	if unmatched, orphaned, ok := trace.IOUndelivered(m.Start, b.end); ok {
+		s.IO.UnmatchedInWindow, s.IO.OrphanedInWindow = &unmatched, &orphaned
+		d := unmatched + orphaned
+		undelivered = &d
 	}
 	var short uint64
 	over := false
@@ -723,7 +728,7 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 			}
 		}
 	}
-	s.IO.KernelDiffExplained = !over && short > 0 && s.IO.UnmatchedInWindow != nil && short == *s.IO.UnmatchedInWindow
+	s.IO.KernelDiffExplained = !over && short > 0 && undelivered != nil && short == *undelivered
 	if !s.IO.KernelDiffExplained {
 		for _, d := range s.IO.Devices {
 			if d.KernelCompleted != nil && *d.KernelCompleted != d.Requests {

@@ -45,6 +45,7 @@ var probes = []probe{
 	{"power", "cpu_idle", "btf_cpu_idle", "tp_cpu_idle", inputIdle, true, 2},
 	{"block", "block_rq_issue", "btf_block_rq_issue", "tp_block_rq_issue", inputIO, false, 1},
 	{"block", "block_rq_complete", "btf_block_rq_complete", "tp_block_rq_complete", inputIO, false, 3},
+	{"block", "block_rq_requeue", "btf_block_rq_requeue", "tp_block_rq_requeue", inputIO, false, 1},
 	{"irq", "irq_handler_entry", "btf_irq_handler_entry", "tp_irq_handler_entry", inputWakeCauses, false, 2},
 	{"irq_vectors", "local_timer_entry", "btf_local_timer_entry", "tp_local_timer_entry", inputWakeCauses, false, 1},
 	{"irq_vectors", "local_timer_exit", "btf_local_timer_exit", "tp_local_timer_exit", inputWakeCauses, false, 1},

@@ -216,6 +216,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	// End snapshot while still attached: every period before each CPU's
 	// snapshot instant is then in the trace.
 	end.Snapshot = TakeSnapshot(recorded, 0, rec.ioCounts)
+	end.IOInFlight, end.IOOrphanedAtStop = rec.ioInFlight(end.Snapshot)
 	closeAll(links)
 	links = nil
 	if loopErr == nil {
@@ -224,7 +225,6 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if loopErr == nil {
 		end.OpenPeriods = rec.flushPending()
 	}
-	end.IOInFlight = rec.ioInFlight()
 	end.Loss = rec.losses()
 	for _, l := range end.Loss {
 		w.AddLoss(l)
@@ -582,15 +582,25 @@ func (r *recording) flushPending() uint64 {
 }
 
 // ioInFlight counts requests whose issue was recorded and whose completion
-// had not come when the recording stopped.
-func (r *recording) ioInFlight() uint64 {
+// had not come at the end snapshot, and which of them are orphans: issued
+// before the snapshot on a device the kernel showed idle (no request in
+// flight), so the kernel completed them without the programs seeing it.
+func (r *recording) ioInFlight(end *trace.Snapshot) (inFlight, orphaned uint64) {
+	idle := map[uint32]bool{}
+	for _, b := range end.Block {
+		if len(b.Stat) > 8 && b.Stat[8] == 0 {
+			idle[b.Major<<20|b.Minor] = true
+		}
+	}
 	var k bpf.IdletraceIoKey
 	var v bpf.IdletraceIoStart
-	var n uint64
 	for it := r.coll.Maps["io_inflight"].Iterate(); it.Next(&k, &v); {
-		n++
+		inFlight++
+		if v.IssueNs < end.MonotonicNs && idle[k.Dev] {
+			orphaned++
+		}
 	}
-	return n
+	return inFlight, orphaned
 }
 
 func (r *recording) losses() []trace.Loss {
@@ -600,17 +610,19 @@ func (r *recording) losses() []trace.Loss {
 	}
 	out := make([]trace.Loss, 0, len(per))
 	for cpu, c := range per {
-		out = append(out, trace.Loss{CPU: uint32(cpu), IdleLost: c.IdleLost, IOLost: c.IoLost, OtherLost: c.OtherLost, IOUnmatched: c.IoUnmatched, IOTableFull: c.IoTableFull, IOCompletions: c.IoCompletions})
+		out = append(out, trace.Loss{CPU: uint32(cpu), IdleLost: c.IdleLost, IOLost: c.IoLost, OtherLost: c.OtherLost, IOUnmatched: c.IoUnmatched, IOTableFull: c.IoTableFull,
+			IOCompletions: c.IoCompletions, IOOrphaned: c.IoOrphaned, IdleUnpaired: c.IdleUnpaired})
 	}
 	return out
 }
 
-func (r *recording) ioCounts() (unmatched, completions uint64) {
+func (r *recording) ioCounts() (unmatched, completions, orphaned uint64) {
 	for _, l := range r.losses() {
 		unmatched += l.IOUnmatched
 		completions += l.IOCompletions
+		orphaned += l.IOOrphaned
 	}
-	return unmatched, completions
+	return unmatched, completions, orphaned
 }
 
 var (

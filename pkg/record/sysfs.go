@@ -178,7 +178,7 @@ func readBlockCounters() []trace.BlockCounter {
 // each pinned thread first stays busy long enough for the scheduler tick to
 // fire on its CPU, which lets the BPF side learn where that CPU's tick state
 // lives.
-func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, completions uint64)) *trace.Snapshot {
+func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, completions, orphaned uint64)) *trace.Snapshot {
 	s := &trace.Snapshot{
 		CPUIdle:   make([]trace.CPUCounters, len(cpus)),
 		CPUTimeNs: make([]uint64, len(cpus)),
@@ -208,7 +208,7 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, co
 	s.MonotonicNs = MonotonicNs()
 	s.Block = readBlockCounters()
 	if ioCounts != nil {
-		s.IOUnmatched, s.IOCompletions = ioCounts()
+		s.IOUnmatched, s.IOCompletions, s.IOOrphaned = ioCounts()
 	}
 	return s
 }

@@ -166,6 +166,10 @@ func (e *lossEncoder) add(l *Loss) {
 	c[2] = binary.AppendUvarint(c[2], l.IOLost)
 	c[3] = binary.AppendUvarint(c[3], l.OtherLost)
 	c[4] = binary.AppendUvarint(c[4], l.IOUnmatched)
+	c[5] = binary.AppendUvarint(c[5], l.IOTableFull)
+	c[6] = binary.AppendUvarint(c[6], l.IOCompletions)
+	c[7] = binary.AppendUvarint(c[7], l.IOOrphaned)
+	c[8] = binary.AppendUvarint(c[8], l.IdleUnpaired)
 	e.n++
 }
 
@@ -183,7 +187,7 @@ type decoder struct {
 func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) error {
 	var bad bool
 	cols := d.cols[:idleColumns]
-	if err := splitColumns(raw, cols, &bad); err != nil {
+	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
 		return err
 	}
 	d.cpus.reset()
@@ -251,7 +255,7 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 func (d *decoder) decodeBlockIO(raw []byte, n uint32, fn func(*BlockIO) error) error {
 	var bad bool
 	cols := d.cols[:blockIOColumns]
-	if err := splitColumns(raw, cols, &bad); err != nil {
+	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
 		return err
 	}
 	var nextSector, prevIssue uint64
@@ -287,7 +291,7 @@ func (d *decoder) decodeBlockIO(raw []byte, n uint32, fn func(*BlockIO) error) e
 func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) error) error {
 	var bad bool
 	cols := d.cols[:haltPollColumns]
-	if err := splitColumns(raw, cols, &bad); err != nil {
+	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
 		return err
 	}
 	var prevTime uint64
@@ -316,17 +320,26 @@ func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) 
 func (d *decoder) decodeLoss(raw []byte, n uint32, fn func(*Loss) error) error {
 	var bad bool
 	cols := d.cols[:lossColumns]
-	if err := splitColumns(raw, cols, &bad); err != nil {
+	present, err := splitColumns(raw, cols, lossMinColumns, &bad)
+	if err != nil {
 		return err
 	}
 	l := &d.loss
 	for range n {
+		var v [lossColumns]uint64
+		for i := 1; i < present; i++ {
+			v[i] = cols[i].uvarint()
+		}
 		*l = Loss{
-			CPU:         cols[0].u32(),
-			IdleLost:    cols[1].uvarint(),
-			IOLost:      cols[2].uvarint(),
-			OtherLost:   cols[3].uvarint(),
-			IOUnmatched: cols[4].uvarint(),
+			CPU:           cols[0].u32(),
+			IdleLost:      v[1],
+			IOLost:        v[2],
+			OtherLost:     v[3],
+			IOUnmatched:   v[4],
+			IOTableFull:   v[5],
+			IOCompletions: v[6],
+			IOOrphaned:    v[7],
+			IdleUnpaired:  v[8],
 		}
 		if bad {
 			return fmt.Errorf("%w: column overrun", errMalformed)

@@ -52,8 +52,8 @@ package trace
 //
 // Record chunks (types 2-5) are columnar. Raw payload: uvarint column count C,
 // C uvarints giving each column's byte length, then the C columns back to
-// back (their lengths sum to the rest of the payload). Column i of every
-// record is stored in column i, records in order. A reader must consume each
+// back (their lengths sum to the rest of the payload). Field i of every
+// record goes to column i, in record order. A reader must consume each
 // column it knows exactly and ignore extra columns (later versions may append
 // columns). Every chunk restarts its delta state: all "previous" values start
 // at 0 and no CPU has per-CPU state.
@@ -66,9 +66,9 @@ package trace
 //	1 state    uvarint
 //	2 entry    varint(EntryNs - base), base = lastExit[cpu] if set, else prevExit
 //	3 length   varint(ExitNs - EntryNs)
-//	4 cause    u8 WakeCause
-//	5 flags    u8: bits 0-1 TickStopped, bits 2-3 PollTimedOut (Tristate values
-//	           0..2; 3 reads as Unknown), bit 4 NextTimerKnown, bit 5 next-timer
+//	4 cause    u8 WakeCause (numbering in types.go)
+//	5 flags    u8: bits 0-1 TickStopped, bits 2-3 PollTimedOut (0 unknown,
+//	           1 no, 2 yes; 3 reads as unknown), bit 4 NextTimerKnown, bit 5 next-timer
 //	           value stored (NextTimerNs != 0), bit 6 wake request stored
 //	           (WakeRequestNs != 0), bit 7 wake IRQ stored (WakeIRQ != -1)
 //	6 irq      only if bit 7: varint(WakeIRQ); absent means -1
@@ -103,9 +103,12 @@ package trace
 //	4 old   uvarint (OldNs)
 //
 // Loss counters (type 5), cumulative per CPU; the last value seen for a CPU
-// in the file is its total:
+// in the file is its total. All uvarint:
 //
-//	0 cpu, 1 IdleLost, 2 IOLost, 3 OtherLost, 4 IOUnmatched: all uvarint
+//	0 cpu, 1 IdleLost, 2 IOLost, 3 OtherLost, 4 IOUnmatched, 5 IOTableFull,
+//	6 IOCompletions, 7 IOOrphaned, 8 IdleUnpaired
+//
+// Loss chunks from early writers have only columns 0-4; the others read as 0.
 //
 // Damage handling: a reader that finds a bad chunk header (wrong magic or
 // header CRC) searches forward for the next "ICHK" whose header CRC checks out
@@ -184,7 +187,10 @@ const (
 	idleColumns     = 9
 	blockIOColumns  = 10
 	haltPollColumns = 5
-	lossColumns     = 5
+	lossColumns     = 9
+	// lossMinColumns: loss chunks from before IOTableFull..IdleUnpaired
+	// existed have 5 columns; the rest read as 0.
+	lossMinColumns = 5
 )
 
 // Idle flags byte.
@@ -403,11 +409,13 @@ func (c *colReader) byte() byte {
 }
 
 // splitColumns parses a record chunk's column table into cols (len(cols) is
-// the number of columns this reader knows). Extra columns are ignored.
-func splitColumns(raw []byte, cols []colReader, bad *bool) error {
+// the number of columns this reader knows) and returns how many of them the
+// chunk has: at least minCols, and columns it lacks are left empty. Extra
+// columns are ignored.
+func splitColumns(raw []byte, cols []colReader, minCols int, bad *bool) (int, error) {
 	ncol, n := binary.Uvarint(raw)
-	if n <= 0 || ncol < uint64(len(cols)) || ncol > 255 {
-		return fmt.Errorf("%w: bad column table", errMalformed)
+	if n <= 0 || ncol < uint64(minCols) || ncol > 255 {
+		return 0, fmt.Errorf("%w: bad column table", errMalformed)
 	}
 	raw = raw[n:]
 	var lens [256]uint64
@@ -415,20 +423,24 @@ func splitColumns(raw []byte, cols []colReader, bad *bool) error {
 	for i := range ncol {
 		l, n := binary.Uvarint(raw)
 		if n <= 0 || l > maxRawLen {
-			return fmt.Errorf("%w: bad column table", errMalformed)
+			return 0, fmt.Errorf("%w: bad column table", errMalformed)
 		}
 		lens[i] = l
 		total += l
 		raw = raw[n:]
 	}
 	if total != uint64(len(raw)) {
-		return fmt.Errorf("%w: column lengths do not add up", errMalformed)
+		return 0, fmt.Errorf("%w: column lengths do not add up", errMalformed)
 	}
+	present := min(len(cols), int(ncol))
 	for i := range cols {
-		cols[i] = colReader{b: raw[:lens[i]:lens[i]], bad: bad}
-		raw = raw[lens[i]:]
+		cols[i] = colReader{bad: bad}
+		if i < present {
+			cols[i].b = raw[:lens[i]:lens[i]]
+			raw = raw[lens[i]:]
+		}
 	}
-	return nil
+	return present, nil
 }
 
 // columnsDone checks that every known column was consumed exactly.

@@ -70,6 +70,10 @@ type End struct {
 	OpenPeriods uint64 `json:"open_periods"`
 	// IO requests issued but not completed at stop.
 	IOInFlight uint64 `json:"io_in_flight"`
+	// IOOrphanedAtStop: of those, the ones issued before the end snapshot
+	// on a device that had no request in flight at the end snapshot: the
+	// kernel completed them, their completion never reached the programs.
+	IOOrphanedAtStop uint64 `json:"io_orphaned_at_stop"`
 	// CommandExitCode is set when a command was recorded.
 	CommandExitCode *int `json:"command_exit_code,omitempty"`
 }
@@ -149,6 +153,9 @@ type Snapshot struct {
 	IOUnmatched uint64 `json:"io_unmatched"`
 	// IOCompletions is the recorder's count of completions seen, read with IOUnmatched.
 	IOCompletions uint64 `json:"io_completions"`
+	// IOOrphaned is the recorder's count of requests whose completion never
+	// reached its programs, read with IOUnmatched.
+	IOOrphaned uint64 `json:"io_orphaned"`
 }
 
 // CPUCounters are one CPU's cpuidle counters.
@@ -186,4 +193,23 @@ func (b BlockCounter) Completed() uint64 {
 		}
 	}
 	return n
+}
+
+// IOUndelivered is how many completed requests, inside the snapshot window,
+// the kernel counted in /sys/block/DEV/stat without the trace holding them:
+// completions of requests issued before the recording (unmatched) and
+// completions the kernel never delivered to the BPF programs (orphaned).
+// ok is false when the snapshots needed are missing.
+func IOUndelivered(start *Snapshot, end *End) (unmatched, orphaned uint64, ok bool) {
+	if start == nil || end == nil || end.Snapshot == nil {
+		return 0, 0, false
+	}
+	sub := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	return sub(end.Snapshot.IOUnmatched, start.IOUnmatched),
+		sub(end.Snapshot.IOOrphaned, start.IOOrphaned) + end.IOOrphanedAtStop, true
 }

@@ -460,7 +460,8 @@ func (r *Reader) readEnd() {
 
 // Scan delivers the records of every intact chunk, in file order, to v.
 // Damaged chunks are skipped with a warning. Scan returns the first error
-// from a Visitor func or from reading the file.
+// from a Visitor func or from reading the file. Visitor funcs must not call
+// back into the Reader: records live in its reused buffers.
 func (r *Reader) Scan(v Visitor) error {
 	if r.zdec == nil {
 		return r.errorf("reader is closed")
@@ -512,7 +513,7 @@ func (r *Reader) Losses() []Loss {
 		return slices.Clone(r.losses)
 	}
 	byCPU := map[uint32]Loss{}
-	_ = r.Scan(Visitor{Loss: func(l *Loss) error { byCPU[l.CPU] = *l; return nil }})
+	scanErr := r.Scan(Visitor{Loss: func(l *Loss) error { byCPU[l.CPU] = *l; return nil }})
 	if r.End != nil {
 		for _, l := range r.End.Loss {
 			byCPU[l.CPU] = l
@@ -523,7 +524,7 @@ func (r *Reader) Losses() []Loss {
 		r.losses = append(r.losses, l)
 	}
 	slices.SortFunc(r.losses, func(a, b Loss) int { return int(int64(a.CPU) - int64(b.CPU)) })
-	r.lossesRead = true
+	r.lossesRead = scanErr == nil
 	return slices.Clone(r.losses)
 }
 

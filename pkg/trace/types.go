@@ -182,7 +182,23 @@ type Loss struct {
 	// IOCompletions counts every final completion the recorder saw, paired
 	// with its issue or not.
 	IOCompletions uint64
+	// IOOrphaned counts issues whose completion never reached the BPF
+	// programs (the kernel completed the request, its tracepoint did not
+	// run them): found when the same device and sector is issued again.
+	IOOrphaned uint64
+	// IdleUnpaired counts cpu_idle events that never reached the programs
+	// (an entry while a period was open, an exit with none open).
+	IdleUnpaired uint64
 }
 
-// Total is every record lost on this CPU.
-func (l *Loss) Total() uint64 { return l.IdleLost + l.IOLost + l.OtherLost }
+// Total is every record lost on this CPU: ring-buffer reservations that
+// failed and events the kernel never delivered to the programs.
+func (l *Loss) Total() uint64 { return l.RingLost() + l.Undelivered() }
+
+// RingLost counts records dropped because the ring buffer was full: the
+// recorder's own loss, which a larger ring or a faster reader removes.
+func (l *Loss) RingLost() uint64 { return l.IdleLost + l.IOLost + l.OtherLost }
+
+// Undelivered counts events the kernel raised without running the
+// programs attached to them.
+func (l *Loss) Undelivered() uint64 { return l.IOOrphaned + l.IdleUnpaired }

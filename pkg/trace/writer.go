@@ -21,6 +21,11 @@ var ErrClosed = errors.New("trace: writer is closed")
 // so memory stays bounded however long the recording runs (the index, about
 // 15 bytes per chunk written, is the only part that grows).
 //
+// Each chunk reaches the underlying writer in one Write call when it is cut,
+// so after Flush returns everything added so far is in the file (given an
+// unbuffered writer such as *os.File; wrapping it in a bufio.Writer would
+// defeat that).
+//
 // A Writer is not safe for concurrent use. The first write error is sticky:
 // every later call returns it, and what was written before stays readable.
 type Writer struct {
