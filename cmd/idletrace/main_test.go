@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// Readable by all: one test runs the binary as nobody.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
 	binPath = filepath.Join(dir, "idletrace")
 	build := exec.Command("go", "build", "-o", binPath, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -169,7 +173,7 @@ func TestRecordNotRoot(t *testing.T) {
 		return
 	}
 	// As root, drop to nobody for the child.
-	cmd := exec.Command(binPath, "record", "-o", filepath.Join(t.TempDir(), "x.trace"), "-d", "1s")
+	cmd := exec.Command(binPath, "record", "-o", "/tmp/idletrace-nobody.trace", "-d", "1s")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
