@@ -414,10 +414,18 @@ static __always_inline void on_rq_issue(__u32 dev, __u64 sector, __u32 bytes, __
 		.cmd_flags = cmd_flags,
 		.op = op,
 	};
+	/* One hash operation in the common case: an entry already there is an
+	 * earlier issue whose completion never reached us. */
+	long err = bpf_map_update_elem(&io_inflight, &key, &v, BPF_NOEXIST);
+	if (!err)
+		return;
 	struct loss_counters *l = loss_counters();
-	if (bpf_map_lookup_elem(&io_inflight, &key) && l)
-		l->io_orphaned++;
-	if (bpf_map_update_elem(&io_inflight, &key, &v, BPF_ANY) && l)
+	if (err == -17 /* EEXIST */) {
+		if (l)
+			l->io_orphaned++;
+		err = bpf_map_update_elem(&io_inflight, &key, &v, BPF_EXIST);
+	}
+	if (err && l)
 		l->io_table_full++;
 }
 
@@ -512,27 +520,29 @@ static __always_inline void on_cpu_idle(__u32 state, __u32 cpu)
 		on_idle_entry(cpu, state);
 }
 
+/* tp_btf arguments are typed kernel pointers: the fields are read with
+ * direct (CO-RE relocated, fault-safe) loads, no helper calls. */
 static __always_inline __u32 rq_dev(struct request *rq)
 {
 	struct gendisk *disk = NULL;
 	if (bpf_core_field_exists(rq->q->disk)) {
-		disk = BPF_CORE_READ(rq, q, disk);
+		disk = rq->q->disk;
 	} else {
 		struct request___old *old = (void *)rq;
 		if (bpf_core_field_exists(old->rq_disk))
-			disk = BPF_CORE_READ(old, rq_disk);
+			disk = old->rq_disk;
 	}
 	if (!disk)
 		return 0;
-	return ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
+	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;
 }
 
 static __always_inline __u32 task_cpu(struct task_struct *p)
 {
 	if (bpf_core_field_exists(p->thread_info.cpu))
-		return BPF_CORE_READ(p, thread_info.cpu);
+		return p->thread_info.cpu;
 	struct task_struct___old *old = (void *)p;
-	return BPF_CORE_READ(old, cpu);
+	return old->cpu;
 }
 
 /* ---- tp_btf entry points ---- */
@@ -547,23 +557,22 @@ int BPF_PROG(btf_cpu_idle, unsigned int state, unsigned int cpu_id)
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(btf_block_rq_issue, struct request *rq)
 {
-	__u32 flags = BPF_CORE_READ(rq, cmd_flags);
-	on_rq_issue(rq_dev(rq), BPF_CORE_READ(rq, __sector), BPF_CORE_READ(rq, __data_len), flags,
-		    flags & REQ_OP_MASK);
+	__u32 flags = rq->cmd_flags;
+	on_rq_issue(rq_dev(rq), rq->__sector, rq->__data_len, flags, flags & REQ_OP_MASK);
 	return 0;
 }
 
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(btf_block_rq_complete, struct request *rq, __u8 error, unsigned int nr_bytes)
 {
-	on_rq_complete(rq_dev(rq), BPF_CORE_READ(rq, __sector), nr_bytes, error);
+	on_rq_complete(rq_dev(rq), rq->__sector, nr_bytes, error);
 	return 0;
 }
 
 SEC("tp_btf/block_rq_requeue")
 int BPF_PROG(btf_block_rq_requeue, struct request *rq)
 {
-	on_rq_requeue(rq_dev(rq), BPF_CORE_READ(rq, __sector));
+	on_rq_requeue(rq_dev(rq), rq->__sector);
 	return 0;
 }
 
@@ -612,7 +621,7 @@ int BPF_PROG(btf_call_function_single_entry, int vector)
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(btf_hrtimer_expire_entry, struct hrtimer *timer)
 {
-	on_hrtimer_expire((__u64)timer, (__u64)BPF_CORE_READ(timer, function));
+	on_hrtimer_expire((__u64)timer, (__u64)timer->function);
 	return 0;
 }
 

@@ -51,7 +51,8 @@ run_cfg() { # name, then the tracer command prefix (empty: none)
       r=$(workload)
       kill -INT $ppid; wait $ppid || true
     else
-      "$bin" record -o "$work/idletrace.trace" --force -q --bpf-stats >/dev/null 2>"$work/it.err" &
+      IT_FLAGS=${IT_FLAGS:-}
+      "$bin" record -o "$work/idletrace.trace" --force -q $IT_FLAGS >/dev/null 2>"$work/it.err" &
       local ipid=$!; sleep 1.5
       r=$(workload)
       kill -INT $ipid; wait $ipid || true
@@ -62,8 +63,12 @@ run_cfg() { # name, then the tracer command prefix (empty: none)
 }
 
 echo "bench: $reps runs of $secs s each per configuration (fio 4 KiB O_DIRECT randread + perf bench sched pipe on CPUs 0,1)"
-# Interleave configurations so drift on a shared machine hits all of them.
+IT_FLAGS=""
 for cfg in none perf idletrace; do run_cfg $cfg; done
+# One more idletrace run with the kernel's BPF statistics on (they cost two
+# clock reads per program run, so they stay off for the throughput runs).
+IT_FLAGS="--bpf-stats" reps=1 run_cfg idletrace-stats >/dev/null
+cp "$work/idletrace.trace" "$work/idletrace-stats.trace"
 
 median() { tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 n_iops=$(echo ${iops[none]} | median); p_iops=$(echo ${iops[perf]} | median); i_iops=$(echo ${iops[idletrace]} | median)
@@ -73,14 +78,15 @@ n_pipe=$(echo ${pipe[none]} | median); p_pipe=$(echo ${pipe[perf]} | median); i_
 perf_bytes=$(stat -c %s "$work/perf.data")
 perf_idle=$(perf script -i "$work/perf.data" -F event 2>/dev/null | grep -c cpu_idle || true)
 perf_lost=$(perf report -i "$work/perf.data" --stats 2>/dev/null | awk '/LOST/ {s+=$NF} END{print s+0}')
-"$bin" info --format json "$work/idletrace.trace" >"$work/info.json"
-read -r it_bytes it_periods it_lost it_ns_per_event <<<"$(python3 - "$work/info.json" "$(stat -c %s "$work/idletrace.trace")" <<'PY'
+"$bin" info --format json "$work/idletrace-stats.trace" >"$work/info.json"
+read -r it_bytes it_periods it_lost it_ns_per_event it_undelivered <<<"$(python3 - "$work/info.json" "$(stat -c %s "$work/idletrace.trace")" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); e = d["end"] or {}
 lost = sum(l.get("IdleLost", 0) + l.get("IOLost", 0) + l.get("OtherLost", 0) for l in e.get("loss", []))
+undelivered = sum(l.get("IOOrphaned", 0) + l.get("IdleUnpaired", 0) for l in e.get("loss", []))
 runs = sum(p["run_count"] for p in e.get("prog_stats", []))
 ns = sum(p["run_time_ns"] for p in e.get("prog_stats", []))
-print(sys.argv[2], e.get("idle_periods", 0), lost, "%.0f" % (ns / runs if runs else 0))
+print(sys.argv[2], e.get("idle_periods", 0), lost, "%.0f" % (ns / runs if runs else 0), undelivered)
 PY
 )"
 
@@ -97,7 +103,8 @@ for name, n, p, i in rows:
 perf_periods = max($perf_idle // 2, 1)
 print("| bytes on disk per idle period | | %.1f | %.1f | | idletrace/perf %.3f |" % ($perf_bytes / perf_periods, $it_bytes / max($it_periods, 1), ($it_bytes / max($it_periods, 1)) / ($perf_bytes / perf_periods)))
 print("| idle periods in last run | | %d | %d | | |" % (perf_periods, $it_periods))
-print("| lost records | | %d | %d | | |" % ($perf_lost, $it_lost))
+print("| lost records (ring buffer full) | | %d | %d | | |" % ($perf_lost, $it_lost))
+print("| events the kernel raised without running the BPF programs | | | %d | | |" % ($it_undelivered))
 print("| BPF run time per event (ns, kernel BPF stats) | | | %s | | |" % ("$it_ns_per_event"))
 PY
 
