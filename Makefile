@@ -38,7 +38,7 @@ bench: build ## idletrace vs perf record on the same workload, and Go benchmarks
 	@scripts/bench.sh $(BIN)
 
 fuzz: ## fuzz the trace reader (FUZZTIME=10m for the long run)
-	$(GO) test ./pkg/trace/ -run '^$$' -fuzz FuzzReader -fuzztime $${FUZZTIME:-60s}
+	$(GO) test ./pkg/trace/ -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $${FUZZTIME:-60s} -fuzzminimizetime 1s
 
 clean:
 	rm -rf bin

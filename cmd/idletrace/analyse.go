@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-
-	"github.com/olekukonko/tablewriter"
 
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/model"
@@ -174,51 +171,8 @@ func runProfiles(args []string, stdout, stderr io.Writer) error {
 		}
 		profs = append(profs, p)
 	}
-	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if len(pos) == 1 {
-			return enc.Encode(profs[0])
-		}
-		return enc.Encode(profs)
+	if len(pos) == 1 {
+		return analysis.RenderProfile(stdout, profs[0], *format)
 	}
-	if len(pos) == 0 {
-		tw := tablewriter.NewTable(stdout)
-		tw.Header("PROFILE", "STATES", "DESCRIPTION")
-		for _, p := range profs {
-			var st []string
-			for _, s := range p.States {
-				st = append(st, s.Name)
-			}
-			if err := tw.Append(p.Name, strings.Join(st, " "), model.BuiltinDescription(p.Name)); err != nil {
-				return err
-			}
-		}
-		if err := tw.Render(); err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, "Also: recorded (the trace's own table) and measured (recorded, with exit latencies measured in the trace).")
-		return nil
-	}
-	p := profs[0]
-	fmt.Fprintf(stdout, "%s (HZ=%d)\nsource: %s\n", p.Name, p.HZ, p.Source)
-	tw := tablewriter.NewTable(stdout)
-	tw.Header("STATE", "EXIT LATENCY", "TARGET RESIDENCY", "POWER", "FLAGS")
-	for _, s := range p.States {
-		var flags []string
-		if s.Polling {
-			flags = append(flags, "polling")
-		}
-		if s.Disabled {
-			flags = append(flags, "disabled")
-		}
-		pw := fmt.Sprintf("%.3f", s.Power)
-		if s.PowerEstimated {
-			pw += " (est.)"
-		}
-		if err := tw.Append(s.Name, analysis.FormatUs(s.ExitLatencyNs), analysis.FormatUs(s.TargetResidencyNs), pw, strings.Join(flags, ",")); err != nil {
-			return err
-		}
-	}
-	return tw.Render()
+	return analysis.RenderProfileList(stdout, profs, model.BuiltinDescription, *format)
 }

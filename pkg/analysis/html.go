@@ -55,16 +55,7 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 		fmt.Fprintf(w, "<p class=\"meta\"><b>%s</b>, HZ %s. %s</p>\n", esc(p.Name), esc(hzString(p.HZ)), esc(p.Source))
 		fmt.Fprintf(w, "<table>\n<tr><th class=\"l\">State</th><th>Exit latency µs</th><th>Target residency µs</th><th>Power</th><th class=\"l\">Flags</th></tr>\n")
 		for _, s := range p.States {
-			var flags []string
-			if s.Polling {
-				flags = append(flags, "polling")
-			}
-			if s.Disabled {
-				flags = append(flags, "disabled")
-			}
-			if s.PowerEstimated {
-				flags = append(flags, "power estimated")
-			}
+			flags := stateFlags(s, true)
 			fmt.Fprintf(w, "<tr><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"l\">%s</td></tr>\n",
 				esc(s.Name), FormatUs(s.ExitLatencyNs), FormatUs(s.TargetResidencyNs), energy(s.Power), esc(strings.Join(flags, ", ")))
 		}

@@ -114,21 +114,11 @@ func renderStatsDoc(d *doc, s *Stats) error {
 				kc = &s.Kernel.CPUs[i]
 			}
 		}
-		idx := map[int]bool{}
-		for _, st := range c.States {
-			idx[st.Index] = true
-		}
+		var kernelStates []StateStats
 		if haveKernel && kc != nil {
-			for _, st := range kc.States {
-				idx[st.Index] = true
-			}
+			kernelStates = kc.States
 		}
-		order := make([]int, 0, len(idx))
-		for i := range idx {
-			order = append(order, i)
-		}
-		sort.Ints(order)
-		for _, i := range order {
+		for _, i := range stateIndexes(c.States, kernelStates) {
 			var t, k StateStats
 			var tp *StateStats
 			if tp = findState(c.States, i); tp != nil {

@@ -859,19 +859,7 @@ func compareCPUIdle(traced []CPUStats, kernel []KernelCPU) []Mismatch {
 		if tc == nil {
 			continue
 		}
-		idx := map[int]bool{}
-		for _, st := range kc.States {
-			idx[st.Index] = true
-		}
-		for _, st := range tc.States {
-			idx[st.Index] = true
-		}
-		order := make([]int, 0, len(idx))
-		for i := range idx {
-			order = append(order, i)
-		}
-		sort.Ints(order)
-		for _, i := range order {
+		for _, i := range stateIndexes(kc.States, tc.States) {
 			var t, k StateStats
 			name := ""
 			if p := findState(tc.States, i); p != nil {
@@ -965,5 +953,21 @@ func (b *StatsBuilder) deviceStats() []DeviceStats {
 	if out == nil {
 		out = []DeviceStats{}
 	}
+	return out
+}
+
+// stateIndexes is the sorted union of the state indexes in the given lists.
+func stateIndexes(lists ...[]StateStats) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, l := range lists {
+		for _, st := range l {
+			if !seen[st.Index] {
+				seen[st.Index] = true
+				out = append(out, st.Index)
+			}
+		}
+	}
+	sort.Ints(out)
 	return out
 }
