@@ -69,28 +69,11 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 	if len(rep.Results) == 0 {
 		fmt.Fprintf(w, "<p>No policy was replayed.</p>\n")
 	} else {
-		header, rows := whatifTable(rep)
-		fmt.Fprintf(w, "<div class=\"wide\"><table>\n<tr>")
-		for i, h := range header {
-			if i == 0 {
-				fmt.Fprintf(w, "<th class=\"l\">%s</th>", esc(h))
-			} else {
-				fmt.Fprintf(w, "<th>%s</th>", esc(h))
-			}
-		}
-		fmt.Fprintf(w, "</tr>\n")
-		for i, r := range rows {
-			fmt.Fprintf(w, "<tr>")
-			for j, c := range r {
-				if j == 0 {
-					fmt.Fprintf(w, "<td class=\"l\"><span style=\"color:%s\">■</span> %s</td>", color(policyColors, i), esc(c))
-				} else {
-					fmt.Fprintf(w, "<td>%s</td>", esc(c))
-				}
-			}
-			fmt.Fprintf(w, "</tr>\n")
-		}
-		fmt.Fprintf(w, "</table></div>\n<p class=\"caption\">State columns: share of idle time. Above/below: too deep/too shallow choices by the cpuidle core's rules (share of idle periods). Energy: idle energy relative to the first policy. Agreement: share of the recorded selections made the same way.</p>\n")
+		costHeader, costRows, shareHeader, shareRows := whatifTables(rep)
+		htmlTable(w, costHeader, costRows)
+		fmt.Fprintf(w, "<p class=\"caption\">Above/below: too deep/too shallow choices by the cpuidle core's rules (share of idle periods). Energy: idle energy relative to the first policy. Agreement: share of the recorded selections made the same way.</p>\n")
+		fmt.Fprintf(w, "<h3>Share of idle time per state</h3>\n")
+		htmlTable(w, shareHeader, shareRows)
 	}
 
 	// Plots.
@@ -336,4 +319,30 @@ func textOn(fill string) string {
 		return "#222"
 	}
 	return "#fff"
+}
+
+// htmlTable writes a results table whose first column names the policy in
+// its plot colour.
+func htmlTable(w io.Writer, header []string, rows [][]string) {
+	fmt.Fprintf(w, "<div class=\"wide\"><table>\n<tr>")
+	for i, h := range header {
+		if i == 0 {
+			fmt.Fprintf(w, "<th class=\"l\">%s</th>", esc(h))
+		} else {
+			fmt.Fprintf(w, "<th>%s</th>", esc(h))
+		}
+	}
+	fmt.Fprintf(w, "</tr>\n")
+	for i, r := range rows {
+		fmt.Fprintf(w, "<tr>")
+		for j, c := range r {
+			if j == 0 {
+				fmt.Fprintf(w, "<td class=\"l\"><span style=\"color:%s\">■</span> %s</td>", color(policyColors, i), esc(c))
+			} else {
+				fmt.Fprintf(w, "<td>%s</td>", esc(c))
+			}
+		}
+		fmt.Fprintf(w, "</tr>\n")
+	}
+	fmt.Fprintf(w, "</table></div>\n")
 }

@@ -207,14 +207,12 @@ func agreement(a *float64) string {
 	return FormatPct(*a)
 }
 
-// whatifTable is the one table a kernel engineer reads at a glance.
-func whatifTable(rep *WhatifReport) (header []string, rows [][]string) {
+// whatifTables are what a kernel engineer reads at a glance: what each
+// policy costs, then where its idle time goes.
+func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, shareHeader []string, shareRows [][]string) {
+	costHeader = []string{"Policy", "Poll limit µs", "Wake p50 µs", "Wake p99 µs", "Wake max µs", "IO p99 µs", "Above", "Below", "Energy", "Agreement"}
 	states := shownStates(rep)
-	header = []string{"Policy", "Poll limit µs", "Wake p50 µs", "Wake p99 µs", "Wake max µs", "IO p99 µs"}
-	for _, s := range states {
-		header = append(header, s)
-	}
-	header = append(header, "Above", "Below", "Energy", "Agreement")
+	shareHeader = append([]string{"Policy"}, states...)
 	for i := range rep.Results {
 		r := &rep.Results[i]
 		io := dash
@@ -226,14 +224,15 @@ func whatifTable(rep *WhatifReport) (header []string, rows [][]string) {
 			wake = []string{FormatUs(r.WakeLatencyNs.P50), FormatUs(r.WakeLatencyNs.P99), FormatUs(r.WakeLatencyNs.Max)}
 		}
 		row := append([]string{r.Policy, pollLimit(r)}, wake...)
-		row = append(row, io)
-		for _, s := range states {
-			row = append(row, FormatPct(r.StateShare[s]))
+		row = append(row, io, countPct(r.Above, r.IdlePeriods), countPct(r.Below, r.IdlePeriods), energy(r.EnergyRel), agreement(r.Agreement))
+		costRows = append(costRows, row)
+		share := []string{r.Policy}
+		for _, st := range states {
+			share = append(share, FormatPct(r.StateShare[st]))
 		}
-		row = append(row, countPct(r.Above, r.IdlePeriods), countPct(r.Below, r.IdlePeriods), energy(r.EnergyRel), agreement(r.Agreement))
-		rows = append(rows, row)
+		shareRows = append(shareRows, share)
 	}
-	return header, rows
+	return costHeader, costRows, shareHeader, shareRows
 }
 
 func profileLine(p *model.Profile) string {
@@ -244,14 +243,7 @@ func profileLine(p *model.Profile) string {
 	estimated := false
 	for _, s := range p.States {
 		x := fmt.Sprintf("%s %s/%s", s.Name, FormatUs(s.ExitLatencyNs), FormatUs(s.TargetResidencyNs))
-		var flags []string
-		if s.Polling {
-			flags = append(flags, "polling")
-		}
-		if s.Disabled {
-			flags = append(flags, "disabled")
-		}
-		if len(flags) > 0 {
+		if flags := stateFlags(s, false); len(flags) > 0 {
 			x += " (" + strings.Join(flags, ", ") + ")"
 		}
 		parts = append(parts, x)
@@ -286,13 +278,17 @@ func renderWhatifDoc(d *doc, rep *WhatifReport) error {
 	if len(rep.Results) == 0 {
 		d.para("No policy was replayed.")
 	} else {
-		header, rows := whatifTable(rep)
-		if err := d.table(header, rows, 0); err != nil {
+		costHeader, costRows, shareHeader, shareRows := whatifTables(rep)
+		if err := d.table(costHeader, costRows, 0); err != nil {
 			return err
 		}
-		d.para("Wake latency: exit latency paid per wake-up. State columns: share of idle time. Above/below: too deep/too shallow " +
-			"choices by the cpuidle core's rules, with their share of idle periods. Energy: idle energy relative to the first policy. " +
+		d.para("Wake latency: exit latency paid per wake-up. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
+			"with their share of idle periods. Energy: idle energy relative to the first policy. " +
 			"Agreement: share of the recorded selections this policy makes the same way.")
+		d.heading("Share of idle time per state")
+		if err := d.table(shareHeader, shareRows, 0); err != nil {
+			return err
+		}
 	}
 	d.bullets(rep.Notes)
 	if rep.Assumptions != "" {
