@@ -37,6 +37,7 @@ volatile const __u64 tick_handler = 0;     /* address of the tick's hrtimer func
 volatile const __u8 cpu_filter_on = 0;     /* record idle periods only of CPUs in cpu_filter */
 volatile const __u8 record_io = 1;
 volatile const __u32 nr_cpus = 1024;       /* possible CPUs */
+volatile const __u8 have_tick_stop = 0;    /* timer:tick_stop is attached */
 
 /* Referenced so that the types reach the object's BTF and bpf2go emits Go
  * types for them. */
@@ -74,6 +75,8 @@ struct cpu_state {
 	__u8 flags;
 	__u8 pending;     /* pend holds a closed period waiting for its cause */
 	__u8 pend_timer;  /* pend's cause is a timer; submit at local_timer_exit */
+	__u8 tick_stopped_now; /* timer:tick_stop fired since the last entry */
+	__u8 pad[7];
 	struct idle_record pend;
 };
 
@@ -229,6 +232,14 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	st->next_timer_ns = 0;
 	st->flags = 0;
 	read_tick_state(st, now);
+	/* The governor saw the tick state before this entry's decision: the
+	 * same as after it, unless the decision itself stopped the tick. */
+	if (have_tick_stop && (st->flags & IDLE_TICK_STOPPED_KNOWN)) {
+		st->flags |= IDLE_TICK_WAS_STOPPED_KNOWN;
+		if ((st->flags & IDLE_TICK_STOPPED) && !st->tick_stopped_now)
+			st->flags |= IDLE_TICK_WAS_STOPPED;
+	}
+	st->tick_stopped_now = 0;
 	st->in_idle = 1;
 }
 
@@ -312,6 +323,15 @@ static __always_inline void on_local_wake(__u32 cause, __s32 irq)
 		return;
 	}
 	submit_pending(st);
+}
+
+static __always_inline void on_tick_stop(int success)
+{
+	if (!success)
+		return;
+	struct cpu_state *st = cpu_state(bpf_get_smp_processor_id());
+	if (st)
+		st->tick_stopped_now = 1;
 }
 
 static __always_inline void on_local_timer_exit(void)
@@ -625,6 +645,13 @@ int BPF_PROG(btf_hrtimer_expire_entry, struct hrtimer *timer)
 	return 0;
 }
 
+SEC("tp_btf/tick_stop")
+int BPF_PROG(btf_tick_stop, int success, int dependency)
+{
+	on_tick_stop(success);
+	return 0;
+}
+
 SEC("tp_btf/sched_wake_idle_without_ipi")
 int BPF_PROG(btf_sched_wake_idle_without_ipi, int cpu)
 {
@@ -741,6 +768,13 @@ SEC("tracepoint/timer/hrtimer_expire_entry")
 int tp_hrtimer_expire_entry(struct trace_event_raw_hrtimer_expire_entry *ctx)
 {
 	on_hrtimer_expire((__u64)ctx->hrtimer, (__u64)ctx->function);
+	return 0;
+}
+
+SEC("tracepoint/timer/tick_stop")
+int tp_tick_stop(struct trace_event_raw_tick_stop *ctx)
+{
+	on_tick_stop(ctx->success);
 	return 0;
 }
 

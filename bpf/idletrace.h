@@ -34,6 +34,11 @@ enum idle_flags {
 	IDLE_NEXT_TIMER_KNOWN = 1 << 2,
 	IDLE_POLL_TIMEOUT_KNOWN = 1 << 3,
 	IDLE_POLL_TIMEOUT = 1 << 4,
+	/* The tick was already stopped when the governor chose: an earlier
+	 * iteration of the same idle episode stopped it (timer:tick_stop did
+	 * not fire for this entry). */
+	IDLE_TICK_WAS_STOPPED_KNOWN = 1 << 5,
+	IDLE_TICK_WAS_STOPPED = 1 << 6,
 };
 
 /* One idle period: cpu_idle entry and exit paired in the kernel. */

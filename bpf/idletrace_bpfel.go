@@ -31,19 +31,21 @@ type IdletraceBlockIoRecord struct {
 }
 
 type IdletraceCpuState struct {
-	_             structs.HostLayout
-	EntryNs       uint64
-	WakeRequestNs uint64
-	TickSched     uint64
-	NextTimerNs   int64
-	State         uint32
-	WakeIrq       int32
-	Cause         uint32
-	InIdle        uint8
-	Flags         uint8
-	Pending       uint8
-	PendTimer     uint8
-	Pend          struct {
+	_              structs.HostLayout
+	EntryNs        uint64
+	WakeRequestNs  uint64
+	TickSched      uint64
+	NextTimerNs    int64
+	State          uint32
+	WakeIrq        int32
+	Cause          uint32
+	InIdle         uint8
+	Flags          uint8
+	Pending        uint8
+	PendTimer      uint8
+	TickStoppedNow uint8
+	Pad            [7]uint8
+	Pend           struct {
 		_             structs.HostLayout
 		Type          uint8
 		WakeCause     uint8
@@ -73,11 +75,13 @@ type IdletraceHaltpollRecord struct {
 type IdletraceIdleFlags uint32
 
 const (
-	IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN IdletraceIdleFlags = 1
-	IdletraceIdleFlagsIDLE_TICK_STOPPED       IdletraceIdleFlags = 2
-	IdletraceIdleFlagsIDLE_NEXT_TIMER_KNOWN   IdletraceIdleFlags = 4
-	IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN IdletraceIdleFlags = 8
-	IdletraceIdleFlagsIDLE_POLL_TIMEOUT       IdletraceIdleFlags = 16
+	IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN     IdletraceIdleFlags = 1
+	IdletraceIdleFlagsIDLE_TICK_STOPPED           IdletraceIdleFlags = 2
+	IdletraceIdleFlagsIDLE_NEXT_TIMER_KNOWN       IdletraceIdleFlags = 4
+	IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN     IdletraceIdleFlags = 8
+	IdletraceIdleFlagsIDLE_POLL_TIMEOUT           IdletraceIdleFlags = 16
+	IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN IdletraceIdleFlags = 32
+	IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED       IdletraceIdleFlags = 64
 )
 
 type IdletraceIdleRecord struct {
@@ -173,6 +177,7 @@ const (
 	IdletraceProgBtfRescheduleEntry         = "btf_reschedule_entry"
 	IdletraceProgBtfSchedWakeIdleWithoutIpi = "btf_sched_wake_idle_without_ipi"
 	IdletraceProgBtfSchedWaking             = "btf_sched_waking"
+	IdletraceProgBtfTickStop                = "btf_tick_stop"
 	IdletraceProgTpBlockRqComplete          = "tp_block_rq_complete"
 	IdletraceProgTpBlockRqIssue             = "tp_block_rq_issue"
 	IdletraceProgTpBlockRqRequeue           = "tp_block_rq_requeue"
@@ -189,6 +194,7 @@ const (
 	IdletraceProgTpRescheduleEntry          = "tp_reschedule_entry"
 	IdletraceProgTpSchedWakeIdleWithoutIpi  = "tp_sched_wake_idle_without_ipi"
 	IdletraceProgTpSchedWaking              = "tp_sched_waking"
+	IdletraceProgTpTickStop                 = "tp_tick_stop"
 	IdletraceVarBlockIoRecord               = "_block_io_record"
 	IdletraceVarHaltpollRecord              = "_haltpoll_record"
 	IdletraceVarIdleFlags                   = "_idle_flags"
@@ -197,6 +203,7 @@ const (
 	IdletraceVarRecordType                  = "_record_type"
 	IdletraceVarWakeCause                   = "_wake_cause"
 	IdletraceVarCpuFilterOn                 = "cpu_filter_on"
+	IdletraceVarHaveTickStop                = "have_tick_stop"
 	IdletraceVarNrCpus                      = "nr_cpus"
 	IdletraceVarPollingMask                 = "polling_mask"
 	IdletraceVarRecordIo                    = "record_io"
@@ -262,6 +269,7 @@ type IdletraceProgramSpecs struct {
 	BtfRescheduleEntry         *ebpf.ProgramSpec `ebpf:"btf_reschedule_entry"`
 	BtfSchedWakeIdleWithoutIpi *ebpf.ProgramSpec `ebpf:"btf_sched_wake_idle_without_ipi"`
 	BtfSchedWaking             *ebpf.ProgramSpec `ebpf:"btf_sched_waking"`
+	BtfTickStop                *ebpf.ProgramSpec `ebpf:"btf_tick_stop"`
 	TpBlockRqComplete          *ebpf.ProgramSpec `ebpf:"tp_block_rq_complete"`
 	TpBlockRqIssue             *ebpf.ProgramSpec `ebpf:"tp_block_rq_issue"`
 	TpBlockRqRequeue           *ebpf.ProgramSpec `ebpf:"tp_block_rq_requeue"`
@@ -278,6 +286,7 @@ type IdletraceProgramSpecs struct {
 	TpRescheduleEntry          *ebpf.ProgramSpec `ebpf:"tp_reschedule_entry"`
 	TpSchedWakeIdleWithoutIpi  *ebpf.ProgramSpec `ebpf:"tp_sched_wake_idle_without_ipi"`
 	TpSchedWaking              *ebpf.ProgramSpec `ebpf:"tp_sched_waking"`
+	TpTickStop                 *ebpf.ProgramSpec `ebpf:"tp_tick_stop"`
 }
 
 // IdletraceMapSpecs contains maps before they are loaded into the kernel.
@@ -303,6 +312,7 @@ type IdletraceVariableSpecs struct {
 	RecordType     *ebpf.VariableSpec `ebpf:"_record_type"`
 	WakeCause      *ebpf.VariableSpec `ebpf:"_wake_cause"`
 	CpuFilterOn    *ebpf.VariableSpec `ebpf:"cpu_filter_on"`
+	HaveTickStop   *ebpf.VariableSpec `ebpf:"have_tick_stop"`
 	NrCpus         *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	PollingMask    *ebpf.VariableSpec `ebpf:"polling_mask"`
 	RecordIo       *ebpf.VariableSpec `ebpf:"record_io"`
@@ -359,6 +369,7 @@ type IdletraceVariables struct {
 	RecordType     *ebpf.Variable `ebpf:"_record_type"`
 	WakeCause      *ebpf.Variable `ebpf:"_wake_cause"`
 	CpuFilterOn    *ebpf.Variable `ebpf:"cpu_filter_on"`
+	HaveTickStop   *ebpf.Variable `ebpf:"have_tick_stop"`
 	NrCpus         *ebpf.Variable `ebpf:"nr_cpus"`
 	PollingMask    *ebpf.Variable `ebpf:"polling_mask"`
 	RecordIo       *ebpf.Variable `ebpf:"record_io"`
@@ -386,6 +397,7 @@ type IdletracePrograms struct {
 	BtfRescheduleEntry         *ebpf.Program `ebpf:"btf_reschedule_entry"`
 	BtfSchedWakeIdleWithoutIpi *ebpf.Program `ebpf:"btf_sched_wake_idle_without_ipi"`
 	BtfSchedWaking             *ebpf.Program `ebpf:"btf_sched_waking"`
+	BtfTickStop                *ebpf.Program `ebpf:"btf_tick_stop"`
 	TpBlockRqComplete          *ebpf.Program `ebpf:"tp_block_rq_complete"`
 	TpBlockRqIssue             *ebpf.Program `ebpf:"tp_block_rq_issue"`
 	TpBlockRqRequeue           *ebpf.Program `ebpf:"tp_block_rq_requeue"`
@@ -402,6 +414,7 @@ type IdletracePrograms struct {
 	TpRescheduleEntry          *ebpf.Program `ebpf:"tp_reschedule_entry"`
 	TpSchedWakeIdleWithoutIpi  *ebpf.Program `ebpf:"tp_sched_wake_idle_without_ipi"`
 	TpSchedWaking              *ebpf.Program `ebpf:"tp_sched_waking"`
+	TpTickStop                 *ebpf.Program `ebpf:"tp_tick_stop"`
 }
 
 func (p *IdletracePrograms) Close() error {
@@ -422,6 +435,7 @@ func (p *IdletracePrograms) Close() error {
 		p.BtfRescheduleEntry,
 		p.BtfSchedWakeIdleWithoutIpi,
 		p.BtfSchedWaking,
+		p.BtfTickStop,
 		p.TpBlockRqComplete,
 		p.TpBlockRqIssue,
 		p.TpBlockRqRequeue,
@@ -438,6 +452,7 @@ func (p *IdletracePrograms) Close() error {
 		p.TpRescheduleEntry,
 		p.TpSchedWakeIdleWithoutIpi,
 		p.TpSchedWaking,
+		p.TpTickStop,
 	)
 }
 

@@ -153,6 +153,12 @@ struct trace_event_raw_hrtimer_expire_entry {
 	void *function;
 };
 
+struct trace_event_raw_tick_stop {
+	struct trace_entry ent;
+	int success;
+	int dependency;
+};
+
 struct trace_event_raw_guest_halt_poll_ns {
 	struct trace_entry ent;
 	_Bool grow;

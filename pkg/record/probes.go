@@ -33,12 +33,13 @@ type probe struct {
 }
 
 const (
-	inputIdle         = "idle periods"
-	inputIO           = "block IO"
-	inputWakeCauses   = "wake causes"
-	inputTickWakeups  = "tick wake-ups and tick state"
-	inputWakeRequests = "remote wake requests"
-	inputHaltPoll     = "haltpoll poll-window changes"
+	inputIdle           = "idle periods"
+	inputIO             = "block IO"
+	inputWakeCauses     = "wake causes"
+	inputTickWakeups    = "tick wake-ups and tick state"
+	inputTickStopBefore = "the tick state the governor saw before its decision"
+	inputWakeRequests   = "remote wake requests"
+	inputHaltPoll       = "haltpoll poll-window changes"
 )
 
 var probes = []probe{
@@ -53,6 +54,7 @@ var probes = []probe{
 	{"irq_vectors", "call_function_entry", "btf_call_function_entry", "tp_call_function_entry", inputWakeCauses, false, 1},
 	{"irq_vectors", "call_function_single_entry", "btf_call_function_single_entry", "tp_call_function_single_entry", inputWakeCauses, false, 1},
 	{"timer", "hrtimer_expire_entry", "btf_hrtimer_expire_entry", "tp_hrtimer_expire_entry", inputTickWakeups, false, 2},
+	{"timer", "tick_stop", "btf_tick_stop", "tp_tick_stop", inputTickStopBefore, false, 2},
 	{"sched", "sched_wake_idle_without_ipi", "btf_sched_wake_idle_without_ipi", "tp_sched_wake_idle_without_ipi", inputWakeRequests, false, 1},
 	{"sched", "sched_waking", "btf_sched_waking", "tp_sched_waking", inputWakeRequests, false, 1},
 	{"ipi", "ipi_send_cpu", "btf_ipi_send_cpu", "tp_ipi_send_cpu", inputWakeRequests, false, 3},

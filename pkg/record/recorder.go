@@ -267,15 +267,17 @@ func inputsOf(plan *attachPlan, tickAddr, noIO bool) trace.Inputs {
 		return true
 	}
 	tick := tickAddr && has("timer:hrtimer_expire_entry")
+	tickBefore := tick && has("timer:tick_stop")
 	return trace.Inputs{
-		WakeCauses:    has("irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "irq_vectors:call_function_entry", "irq_vectors:call_function_single_entry"),
-		WakeRequests:  has("sched:sched_waking") || has("ipi:ipi_send_cpu"),
-		TickState:     tick,
-		NextTimer:     tick,
-		TickWakeups:   tick && has("irq_vectors:local_timer_entry"),
-		PollTimeLimit: has("irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "sched:sched_wake_idle_without_ipi"),
-		BlockIO:       !noIO && has("block:block_rq_issue", "block:block_rq_complete"),
-		HaltPollTrace: has("power:guest_halt_poll_ns"),
+		WakeCauses:      has("irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "irq_vectors:call_function_entry", "irq_vectors:call_function_single_entry"),
+		WakeRequests:    has("sched:sched_waking") || has("ipi:ipi_send_cpu"),
+		TickState:       tick,
+		TickStateBefore: tickBefore,
+		NextTimer:       tick,
+		TickWakeups:     tick && has("irq_vectors:local_timer_entry"),
+		PollTimeLimit:   has("irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "sched:sched_wake_idle_without_ipi"),
+		BlockIO:         !noIO && has("block:block_rq_issue", "block:block_rq_complete"),
+		HaltPollTrace:   has("power:guest_halt_poll_ns"),
 	}
 }
 
@@ -332,12 +334,13 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		maxCPU := possible[len(possible)-1] + 1
 		spec.Maps["cpu_states"].MaxEntries = uint32(maxCPU)
 		vars := map[string]any{
-			"polling_mask":  pollingMask(meta),
-			"wakeup_bytes":  uint64(ring / 16),
-			"tick_handler":  tickAddr,
-			"cpu_filter_on": boolByte(opts.CPUs != nil),
-			"record_io":     boolByte(!opts.NoIO),
-			"nr_cpus":       uint32(maxCPU),
+			"polling_mask":   pollingMask(meta),
+			"wakeup_bytes":   uint64(ring / 16),
+			"tick_handler":   tickAddr,
+			"cpu_filter_on":  boolByte(opts.CPUs != nil),
+			"record_io":      boolByte(!opts.NoIO),
+			"nr_cpus":        uint32(maxCPU),
+			"have_tick_stop": boolByte(plan.method["timer:tick_stop"] != ""),
 		}
 		for name, v := range vars {
 			if err := spec.Variables[name].Set(v); err != nil {
@@ -688,7 +691,8 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		CPU: p.Cpu, State: p.State, EntryNs: p.EntryNs, ExitNs: p.ExitNs,
 		WakeCause: trace.WakeCause(p.WakeCause), WakeIRQ: p.WakeIrq, WakeRequestNs: p.WakeRequestNs,
 		NextTimerNs: p.NextTimerNs, NextTimerKnown: flags&bpf.IdletraceIdleFlagsIDLE_NEXT_TIMER_KNOWN != 0,
-		TickStopped:  tri(bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED),
-		PollTimedOut: tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
+		TickStopped:       tri(bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED),
+		TickStoppedBefore: tri(bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED),
+		PollTimedOut:      tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
 	}
 }

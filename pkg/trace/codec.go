@@ -79,6 +79,7 @@ func (e *idleEncoder) add(p *IdlePeriod) {
 		c[6] = binary.AppendUvarint(c[6], zigzag(int64(p.WakeIRQ)))
 	}
 	c[5] = append(c[5], flags)
+	c[9] = append(c[9], triBits(p.TickStoppedBefore))
 	if slot != nil {
 		slot.lastExit, slot.hasExit = p.ExitNs, true
 	}
@@ -187,7 +188,8 @@ type decoder struct {
 func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) error {
 	var bad bool
 	cols := d.cols[:idleColumns]
-	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
+	present, err := splitColumns(raw, cols, idleMinColumns, &bad)
+	if err != nil {
 		return err
 	}
 	d.cpus.reset()
@@ -205,6 +207,10 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 		exit := entry + uint64(cols[3].varint())
 		cause := cols[4].byte()
 		flags := cols[5].byte()
+		var flags2 byte
+		if present > 9 {
+			flags2 = cols[9].byte()
+		}
 		irq := int32(-1)
 		if flags&idleFlagIRQ != 0 {
 			irq = cols[6].i32()
@@ -233,17 +239,18 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 		}
 		prevExit = exit
 		*p = IdlePeriod{
-			CPU:            cpu,
-			State:          state,
-			EntryNs:        entry,
-			ExitNs:         exit,
-			WakeCause:      WakeCause(cause),
-			WakeIRQ:        irq,
-			WakeRequestNs:  request,
-			NextTimerNs:    nextTimer,
-			NextTimerKnown: flags&idleFlagTimerKnown != 0,
-			TickStopped:    triFromBits(flags & 3),
-			PollTimedOut:   triFromBits(flags >> 2 & 3),
+			CPU:               cpu,
+			State:             state,
+			EntryNs:           entry,
+			ExitNs:            exit,
+			WakeCause:         WakeCause(cause),
+			WakeIRQ:           irq,
+			WakeRequestNs:     request,
+			NextTimerNs:       nextTimer,
+			NextTimerKnown:    flags&idleFlagTimerKnown != 0,
+			TickStopped:       triFromBits(flags & 3),
+			TickStoppedBefore: triFromBits(flags2 & 3),
+			PollTimedOut:      triFromBits(flags >> 2 & 3),
 		}
 		if err := fn(p); err != nil {
 			return err

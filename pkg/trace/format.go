@@ -76,6 +76,8 @@ package trace
 //	8 timer    only if bit 5: the timer's absolute expiry t = EntryNs + NextTimerNs
 //	           stored as varint(t - tbase), tbase = lastTimer[cpu] if set, else
 //	           EntryNs; then lastTimer[cpu] = t. Absent means NextTimerNs = 0.
+//	9 flags2   u8: bits 0-1 TickStoppedBefore (as TickStopped). Chunks written
+//	           before it existed have 9 columns: it reads as unknown.
 //
 // After each record: lastExit[cpu] = ExitNs, prevExit = ExitNs. (Per-CPU deltas
 // turn timestamps into busy gaps, and timer expiries repeat or move by whole
@@ -184,7 +186,10 @@ const (
 
 // Column counts per record chunk type (format v1).
 const (
-	idleColumns     = 9
+	idleColumns = 10
+	// idleMinColumns: idle chunks from before TickStoppedBefore existed
+	// have 9 columns; it reads as Unknown.
+	idleMinColumns  = 9
 	blockIOColumns  = 10
 	haltPollColumns = 5
 	lossColumns     = 9

@@ -43,14 +43,16 @@ type Metadata struct {
 
 // Inputs are the optional facts a kernel may or may not let the recorder see.
 type Inputs struct {
-	WakeCauses    bool `json:"wake_causes"`
-	WakeRequests  bool `json:"wake_requests"`
-	TickState     bool `json:"tick_state"`
-	NextTimer     bool `json:"next_timer"`
-	TickWakeups   bool `json:"tick_wakeups"`
-	PollTimeLimit bool `json:"poll_time_limit"`
-	BlockIO       bool `json:"block_io"`
-	HaltPollTrace bool `json:"haltpoll_trace"`
+	WakeCauses   bool `json:"wake_causes"`
+	WakeRequests bool `json:"wake_requests"`
+	TickState    bool `json:"tick_state"`
+	// TickStateBefore: IdlePeriod.TickStoppedBefore is recorded.
+	TickStateBefore bool `json:"tick_state_before"`
+	NextTimer       bool `json:"next_timer"`
+	TickWakeups     bool `json:"tick_wakeups"`
+	PollTimeLimit   bool `json:"poll_time_limit"`
+	BlockIO         bool `json:"block_io"`
+	HaltPollTrace   bool `json:"haltpoll_trace"`
 }
 
 // End is written as the last data chunk when a recording finishes in order.

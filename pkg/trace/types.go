@@ -92,8 +92,13 @@ type IdlePeriod struct {
 	NextTimerNs    int64
 	NextTimerKnown bool
 
-	// TickStopped: the scheduler tick was stopped while this period was entered.
+	// TickStopped: the scheduler tick was stopped when this period was
+	// entered, after the governor's decision for it.
 	TickStopped Tristate
+	// TickStoppedBefore: the tick was already stopped when the governor
+	// made that decision (the governors' tick_nohz_tick_stopped() input):
+	// an earlier iteration of the same idle episode had stopped it.
+	TickStoppedBefore Tristate
 	// PollTimedOut: a polling state ended on its time limit (dev->poll_time_limit).
 	// Unknown for non-polling states and where the kernel's field is not readable.
 	PollTimedOut Tristate
