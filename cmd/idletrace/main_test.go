@@ -268,3 +268,35 @@ func TestReportsOnBundledTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordDiskFull: a recording that runs out of disk stops with a one-line
+// error and leaves a file readable up to its last complete chunk.
+func TestRecordDiskFull(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("records with BPF and mounts a tmpfs: needs root and no -short")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	defer exec.Command("umount", dir).Run()
+	path := filepath.Join(dir, "full.trace")
+	// A busy loop in the background keeps idle periods coming.
+	r := runBin(t, "record", "-o", path, "-d", "60s", "-q", "--", "sh", "-c", "for i in $(seq 600); do sleep 0.01; done")
+	if r.code != 1 || !strings.Contains(r.stderr, "no space left") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	tr, err := trace.Open(path)
+	if err != nil {
+		t.Fatalf("a recording stopped by a full disk must open: %v", err)
+	}
+	defer tr.Close()
+	var n int
+	if err := tr.Scan(trace.Visitor{Idle: func(*trace.IdlePeriod) error { n++; return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no idle periods readable after the disk filled")
+	}
+	t.Logf("%d idle periods readable; stderr: %s", n, strings.TrimSpace(r.stderr))
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"regexp"
@@ -249,6 +250,11 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		loopErr = closeErr
 	}
 	if loopErr != nil {
+		// The path is already in the message; keep the cause (ENOSPC, EIO).
+		var pe *fs.PathError
+		if errors.As(loopErr, &pe) {
+			loopErr = pe.Err
+		}
 		return sum, fmt.Errorf("writing %s: %w (the file keeps everything up to its last complete chunk)", opts.Output, loopErr)
 	}
 	if err := f.Sync(); err != nil {
@@ -526,7 +532,7 @@ func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone
 				r.w.AddLoss(l)
 			}
 			if err := r.w.Flush(); err != nil {
-				return "error: " + err.Error(), err
+				return "write error", err
 			}
 			lastFlush = now
 		}
