@@ -211,7 +211,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 		case p.Governor == GovOracle:
 			b.WriteString("Oracle knows each idle period's real length: a lower bound, not a governor. ")
 		case p.Governor == GovTEO:
-			b.WriteString("teo follows its 6.18 logic whatever kernel= says. ")
+			b.WriteString("teo follows its 6.18.y logic; kernel= only says whether the 6.18.3 fix to its shallower-state check applies. ")
 		case p.BlkQoSLimitNs >= 0:
 			b.WriteString("blkqos limits the CPU that issued block IO from the issue until the timeout; an expiring limit does not wake the CPU. ")
 		}

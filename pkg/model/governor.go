@@ -30,6 +30,48 @@ type table struct {
 	power    []float64
 	overhead []float64 // energy to enter and leave the state, busy-core × ns
 	tick     int64
+
+	// rows is the same table laid out per state for the replay's hot
+	// paths (the first MaxStates states; NewReplay refuses larger tables).
+	rows [MaxStates]stateRow
+	// en lists the enabled states in order (nen of them).
+	en  [MaxStates]uint8
+	nen int
+	// enEl, enTr: exit latency and target residency of the enabled
+	// states, in the order of en.
+	enEl [enPad]int64
+	enTr [enPad]uint64
+	// enMonotone: enEl and enTr are non-decreasing.
+	enMonotone bool
+}
+
+// enPad is MaxStates rounded up to whole groups of four (table.walk).
+const enPad = (MaxStates + 3) &^ 3
+
+// stateRow is one state of a table as the hot paths read it.
+type stateRow struct {
+	tr, el int64
+	// belowAt is the residency from which a stay at least as long as tr
+	// counts as too shallow (cpuidle_enter_state: more than el and, after
+	// el, at least the target residency of the nearest enabled deeper
+	// state); noLimit when there is no enabled deeper state.
+	belowAt int64
+	power   float64
+	// overhead: energy to enter and leave the state, busy-core × ns.
+	overhead float64
+	polling  bool
+	disabled bool
+	// aboveIfShort: a stay shorter than tr counts as too deep (a
+	// shallower state is enabled).
+	aboveIfShort bool
+}
+
+// classify is ClassifyMiss for the table's state s and a residency d ≥ 0.
+func (r *stateRow) classify(d int64) (above, below bool) {
+	if d < r.tr {
+		return r.aboveIfShort, false
+	}
+	return false, d >= r.belowAt
 }
 
 // newTable applies a policy's disable/maxcstate modifiers. Energy model:
@@ -58,6 +100,37 @@ func newTable(p *Profile, disable []int, maxCState int) *table {
 		t.overhead[i] = t.overhead[i-1]
 		if d := t.power[i-1] - t.power[i]; d > 0 {
 			t.overhead[i] += d * float64(t.tr[i])
+		}
+	}
+	for i := 0; i < min(n, MaxStates); i++ {
+		if !t.disabled[i] {
+			t.en[t.nen] = uint8(i)
+			t.enEl[t.nen], t.enTr[t.nen] = t.el[i], uint64(t.tr[i])
+			t.nen++
+		}
+		r := &t.rows[i]
+		r.tr, r.el, r.power, r.overhead = t.tr[i], t.el[i], t.power[i], t.overhead[i]
+		r.polling, r.disabled = t.polling[i], t.disabled[i]
+		r.belowAt = noLimit
+		for j := i + 1; j < n; j++ {
+			if !t.disabled[j] {
+				r.belowAt = max(t.el[i]+t.tr[j], t.el[i]+1)
+				break
+			}
+		}
+		for j := 0; j < i; j++ {
+			if !t.disabled[j] {
+				r.aboveIfShort = true
+			}
+		}
+	}
+	for k := t.nen; k < enPad; k++ { // padding never fits
+		t.enEl[k], t.enTr[k] = noLimit, math.MaxUint64
+	}
+	t.enMonotone = true
+	for k := 1; k < t.nen; k++ {
+		if t.enEl[k] < t.enEl[k-1] || t.enTr[k] < t.enTr[k-1] {
+			t.enMonotone = false
 		}
 	}
 	return t

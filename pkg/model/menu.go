@@ -1,19 +1,23 @@
 package model
 
-import "math"
+import (
+	"math"
+)
 
 // menu governor model.
 //
-// Follows drivers/cpuidle/governors/menu.c of Linux 6.18 as shipped in the
-// 6.18.y stable series (checked against the 6.18.38 tag), which is 6.18.0
-// plus two backports: 80606f4eb8d7 ("Always check timers with tick
-// stopped", 7.0) and 07d815701274 (polling override only for states with
-// target residency < RESIDENCY_THRESHOLD_NS, 6.19). Constants from menu.c
-// and gov.h: 6 buckets, 8 intervals, RESOLUTION 1024, DECAY 8,
+// Follows drivers/cpuidle/governors/menu.c of Linux 6.18 and of the 6.18.y
+// stable series, which took two later mainline commits: 07d815701274
+// (6.19: the polling override only for states with target residency
+// < RESIDENCY_THRESHOLD_NS) in 6.18.3, and 80606f4eb8d7 (7.0: "Always
+// check timers with tick stopped") in 6.18.14 (the 6.18.3-rc1 and
+// 6.18.14-rc1 stable review series, Dec 2025 and Feb 2026). Constants from
+// menu.c and gov.h: 6 buckets, 8 intervals, RESOLUTION 1024, DECAY 8,
 // MAX_INTERESTING 50 ms, RESIDENCY_THRESHOLD_NS 15 µs.
 //
 // kernel= selects the variants of ../shared/research/governors.md §2.4 by
-// mainline release (stable backports are not tracked except 6.18.y):
+// mainline release; "6.18" is mainline v6.18 and 6.18.N the stable
+// release (other stable series' backports are not tracked):
 //   < 6.6   sleep length always queried
 //   ≤ 6.12  iowait era: with the tick running, latency_req is capped at the
 //           prediction (no iowaiters are modelled, so the multiplier is 1)
@@ -22,8 +26,8 @@ import "math"
 //           samples remain), reverted in 6.18-rc3
 //   < 6.17  residency check before the latency check in the main loop
 //   ≥ 6.18  polling override also needs exit latency ≤ prediction
-//   ≥ 6.19 (and 6.18.y) polling override needs target residency < 15 µs
-//   ≥ 7.0 (and 6.18.y) timers always queried with the tick stopped
+//   ≥ 6.19 (and 6.18.3+) polling override needs target residency < 15 µs
+//   ≥ 7.0 (and 6.18.14+) timers always queried with the tick stopped
 //   ≥ 7.1   stopped-tick override only when the timer is beyond 2 ticks
 //           (SAFE_TIMER_RANGE_NS, queued for 7.1 in linux-pm)
 // margin=PCT replaces the stopped-tick override with
@@ -39,15 +43,14 @@ type menuFlags struct {
 	maxReturn          bool // 85975daeaa4d, 6.15–6.17
 	latencyFirst       bool // 779b1a1cb13a, 6.17
 	pollElOverride     bool // db86f55bf81a, 6.18
-	pollResThresh      bool // 07d815701274, 6.19 (6.18.y)
-	alwaysQueryStopped bool // 80606f4eb8d7, 7.0 (6.18.y)
+	pollResThresh      bool // 07d815701274, 6.19 (6.18.3)
+	alwaysQueryStopped bool // 80606f4eb8d7, 7.0 (6.18.14)
 	safeTimer          bool // e57c2bf2e89d, 7.1
 	margin             bool
 	marginPct          float64
 }
 
 func menuFlagsFor(v Version) menuFlags {
-	stable618 := v.Is(6, 18) && v.Patch != 0
 	return menuFlags{
 		skipQuery:          v.AtLeast(6, 6),
 		iowaitCap:          !v.AtLeast(6, 13),
@@ -55,8 +58,8 @@ func menuFlagsFor(v Version) menuFlags {
 		maxReturn:          v.AtLeast(6, 15) && !v.AtLeast(6, 18),
 		latencyFirst:       v.AtLeast(6, 17),
 		pollElOverride:     v.AtLeast(6, 18),
-		pollResThresh:      v.AtLeast(6, 19) || stable618,
-		alwaysQueryStopped: v.AtLeast(7, 0) || stable618,
+		pollResThresh:      v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3,
+		alwaysQueryStopped: v.AtLeast(7, 0) || v.Is(6, 18) && v.Patch >= 14,
 		safeTimer:          v.AtLeast(7, 1),
 	}
 }
@@ -71,149 +74,334 @@ const (
 
 type menuGov struct {
 	t *table
-	f *menuFlags
+	f menuFlags
 
 	needsUpdate   bool
 	tickWakeup    bool
-	nextTimer     uint64
+	pollTimeLimit bool
 	bucket        int
-	cf            [menuBuckets]uint32
-	intervals     [menuIntervals]uint32
-	ptr           int
+	nextTimer     uint64
 	lastIdx       int
 	lastResidency int64
-	pollTimeLimit bool
+	cf            [menuBuckets]uint32
+
+	// The recent-intervals ring and, kept up to date by push, the count,
+	// sum and (wrapping, as the kernel's u64) sum of squares of the
+	// samples that are not UINT_MAX markers.
+	intervals [menuIntervals]uint32
+	ptr       int
+	nvalid    int
+	sum       uint64
+	sumsq     uint64
 }
 
 func newMenu(t *table, f *menuFlags) *menuGov {
-	m := &menuGov{t: t, f: f}
-	for i := range m.cf {
-		m.cf[i] = menuResolution * menuDecay
-	}
+	m := &menuGov{}
+	m.init(t, f)
 	return m
 }
 
-func menuBucket(ns uint64) int {
-	switch {
-	case ns < 10_000:
-		return 0
-	case ns < 100_000:
-		return 1
-	case ns < 1_000_000:
-		return 2
-	case ns < 10_000_000:
-		return 3
-	case ns < 100_000_000:
-		return 4
+func (m *menuGov) init(t *table, f *menuFlags) {
+	*m = menuGov{t: t, f: *f}
+	for i := range m.cf {
+		m.cf[i] = menuResolution * menuDecay
 	}
-	return 5
+	m.nvalid = menuIntervals // eight 0 µs samples
 }
 
-func (m *menuGov) push(us uint32) {
-	m.intervals[m.ptr] = us
-	m.ptr++
-	if m.ptr >= menuIntervals {
-		m.ptr = 0
+// setIntervals replaces the ring (tests).
+func (m *menuGov) setIntervals(iv [menuIntervals]uint32) {
+	m.intervals = iv
+	m.nvalid, m.sum, m.sumsq = 0, 0, 0
+	for _, v := range iv {
+		if v != math.MaxUint32 {
+			m.nvalid++
+			m.sum += uint64(v)
+			m.sumsq += uint64(v) * uint64(v)
+		}
 	}
+}
+
+// menuBucket is which_bucket: the decade of the sleep length from 10 µs
+// to 100 ms (a sum of comparisons, so no data-dependent branch).
+func menuBucket(ns uint64) int {
+	return b2int(ns >= 10_000) + b2int(ns >= 100_000) + b2int(ns >= 1_000_000) +
+		b2int(ns >= 10_000_000) + b2int(ns >= 100_000_000)
+}
+
+func b2int(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// push is menu_update_intervals.
+func (m *menuGov) push(us uint32) {
+	p := m.ptr & (menuIntervals - 1)
+	old := m.intervals[p]
+	m.intervals[p] = us
+	m.ptr = (p + 1) & (menuIntervals - 1)
+	if old != math.MaxUint32 {
+		m.nvalid--
+		m.sum -= uint64(old)
+		m.sumsq -= uint64(old) * uint64(old)
+	}
+	if us != math.MaxUint32 {
+		m.nvalid++
+		m.sum += uint64(us)
+		m.sumsq += uint64(us) * uint64(us)
+	}
+}
+
+// sort8 returns the ring sorted, by an optimal 19-comparator network
+// (min/max without data-dependent jumps), into out. Samples are read and
+// written one by one: a wide copy of the ring just after push's narrow
+// store would stall on store forwarding.
+func sort8(v, out *[menuIntervals]uint32) {
+	a0, a1, a2, a3, a4, a5, a6, a7 := v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]
+	a0, a2 = min(a0, a2), max(a0, a2)
+	a1, a3 = min(a1, a3), max(a1, a3)
+	a4, a6 = min(a4, a6), max(a4, a6)
+	a5, a7 = min(a5, a7), max(a5, a7)
+	a0, a4 = min(a0, a4), max(a0, a4)
+	a1, a5 = min(a1, a5), max(a1, a5)
+	a2, a6 = min(a2, a6), max(a2, a6)
+	a3, a7 = min(a3, a7), max(a3, a7)
+	a0, a1 = min(a0, a1), max(a0, a1)
+	a2, a3 = min(a2, a3), max(a2, a3)
+	a4, a5 = min(a4, a5), max(a4, a5)
+	a6, a7 = min(a6, a7), max(a6, a7)
+	a2, a4 = min(a2, a4), max(a2, a4)
+	a3, a5 = min(a3, a5), max(a3, a5)
+	a1, a4 = min(a1, a4), max(a1, a4)
+	a3, a6 = min(a3, a6), max(a3, a6)
+	a1, a2 = min(a1, a2), max(a1, a2)
+	a3, a4 = min(a3, a4), max(a3, a4)
+	a5, a6 = min(a5, a6), max(a5, a6)
+	out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7] = a0, a1, a2, a3, a4, a5, a6, a7
+}
+
+// walk returns the position in t.en of the first enabled state whose exit
+// latency exceeds latReq or whose target residency exceeds predicted;
+// t.nen if every enabled state fits. When both columns are non-decreasing
+// (every real table) the states that fit are a prefix, so their count is
+// that position: no data-dependent branch.
+func (t *table) walk(predicted uint64, latReq int64) int {
+	n := min(t.nen, MaxStates)
+	if t.enMonotone {
+		k := 0
+		for j := range n {
+			k += b2int(t.enTr[j] <= predicted) & b2int(t.enEl[j] <= latReq)
+		}
+		return k
+	}
+	for j := range n {
+		if t.enEl[j] > latReq || t.enTr[j] > predicted {
+			return j
+		}
+	}
+	return n
+}
+
+// divSmall is x/d for the detector's sample counts 1..8, as constant
+// divisions the compiler turns into multiplications.
+func divSmall(x uint64, d int) uint64 {
+	switch d {
+	case 1:
+		return x
+	case 2:
+		return x / 2
+	case 3:
+		return x / 3
+	case 4:
+		return x / 4
+	case 5:
+		return x / 5
+	case 6:
+		return x / 6
+	case 7:
+		return x / 7
+	}
+	return x / 8
 }
 
 // typical is get_typical_interval: the repeating-pattern detector, in µs;
 // MaxUint32 when there is no confident prediction.
+//
+// Each round of the kernel's loop admits the samples strictly between its
+// two thresholds, and raising the low threshold to the minimum (or
+// lowering the high one to the maximum) drops every sample equal to it.
+// On the sorted samples a round is therefore a range s[lo:hi] (UINT_MAX
+// markers sort last and are never admitted), and its sums are the running
+// sums minus the samples dropped so far: the same integers the kernel
+// computes, wrapping included, without re-reading the ring.
 func (m *menuGov) typical() uint32 {
 	if !m.f.twoSided {
 		return m.typicalOneSided()
 	}
-	minT, maxT := int64(-1), int64(math.MaxUint32)
-	for {
-		var maxV uint32
-		minV := uint32(math.MaxUint32)
-		var avg, variance, div uint64
-		for _, v := range m.intervals {
-			vv := int64(v)
-			if vv <= minT || vv >= maxT {
-				continue
-			}
-			div++
-			avg += uint64(v)
-			variance += uint64(v) * uint64(v)
-			maxV = max(maxV, v)
-			minV = min(minV, v)
-		}
-		if maxV == 0 {
-			return math.MaxUint32
-		}
-		if div == menuIntervals {
-			avg >>= 3
-			variance >>= 3
-		} else {
-			avg /= div
-			variance /= div
+	if m.nvalid <= 0 {
+		return math.MaxUint32
+	}
+	var s [menuIntervals]uint32
+	sort8(&m.intervals, &s)
+	if m.nvalid == menuIntervals && s[0] < s[1] && s[1] < s[2] && s[5] < s[6] && s[6] < s[7] {
+		return m.typical8(&s)
+	}
+	return m.typicalRounds(&s)
+}
+
+// typicalAccept is the kernel's acceptance test for a round of at least
+// six samples: small spread in absolute terms or relative to the average.
+func typicalAccept(avg, variance uint64) bool {
+	return variance <= 400 || (variance <= math.MaxUint64/36 && avg*avg > variance*36)
+}
+
+// typical8 is typical for eight samples whose three smallest and three
+// largest are distinct: each round then drops exactly one sample, the
+// rounds have 8, 7 and 6 samples, and the third is the last.
+func (m *menuGov) typical8(s *[menuIntervals]uint32) uint32 {
+	v0, v1, v5, v6, v7 := uint64(s[0]), uint64(s[1]), uint64(s[5]), uint64(s[6]), uint64(s[7])
+	sum, sq := m.sum, m.sumsq
+	avg := sum >> 3
+	if typicalAccept(avg, (sq>>3)-avg*avg) {
+		return uint32(avg)
+	}
+	// round 2: [1,8) or [0,7)
+	low := avg-v0 > v7-avg
+	drop, mn, mx, below := v7, v0, v6, v5
+	if low {
+		drop, mn, mx, below = v0, v1, v7, v6
+	}
+	sum -= drop
+	sq -= drop * drop
+	avg = sum / 7
+	if typicalAccept(avg, sq/7-avg*avg) {
+		return uint32(avg)
+	}
+	// round 3: six samples
+	low = avg-mn > mx-avg
+	drop = mx
+	if low {
+		drop, below = mn, mx
+	}
+	sum -= drop
+	sq -= drop * drop
+	avg = sum / 6
+	if typicalAccept(avg, sq/6-avg*avg) {
+		return uint32(avg)
+	}
+	if m.f.maxReturn {
+		return uint32(below) // the largest of the six
+	}
+	return math.MaxUint32
+}
+
+// typicalRounds is typical's general loop (UINT_MAX markers, repeated
+// samples at the ends).
+func (m *menuGov) typicalRounds(s *[menuIntervals]uint32) uint32 {
+	const mask = menuIntervals - 1
+	lo, hi := 0, m.nvalid
+	sum, sq := m.sum, m.sumsq
+	minV, maxV := uint64(s[0]), uint64(s[(hi-1)&mask])
+	for maxV != 0 {
+		div := hi - lo
+		var avg, variance uint64
+		switch div {
+		case 8:
+			avg, variance = sum>>3, sq>>3
+		case 7:
+			avg, variance = sum/7, sq/7
+		case 6:
+			avg, variance = sum/6, sq/6
+		default:
+			avg, variance = divSmall(sum, div), divSmall(sq, div)
 		}
 		avgSq := avg * avg
 		variance -= avgSq
-		if variance <= math.MaxUint64/36 {
-			if (avgSq > variance*36 && div*4 >= menuIntervals*3) || variance <= 400 {
-				return uint32(avg)
-			}
+		if variance <= 400 || (variance <= math.MaxUint64/36 && avgSq > variance*36 && div*4 >= menuIntervals*3) {
+			return uint32(avg)
 		}
 		if div*4 <= menuIntervals*3 {
 			if m.f.maxReturn && div >= menuIntervals/2 {
-				return maxV
+				return uint32(maxV)
 			}
 			return math.MaxUint32
 		}
-		if avg-uint64(minV) > uint64(maxV)-avg {
-			minT = int64(minV)
-		} else {
-			maxT = int64(maxV)
+		// Drop the end farther from the average: the sample there and any
+		// equal to it.
+		low := b2int(avg-minV > maxV-avg)
+		v := maxV
+		if low == 1 {
+			v = minV
 		}
+		step := 2*low - 1 // +1 from the low end, −1 from the high end
+		end := (hi - 1) + low*(lo-hi+1)
+		for {
+			lo += low
+			hi -= 1 - low
+			sum -= v
+			sq -= v * v
+			end += step
+			if lo >= hi || uint64(s[end&mask]) != v {
+				break
+			}
+		}
+		if lo >= hi {
+			break
+		}
+		minV, maxV = uint64(s[lo&mask]), uint64(s[(hi-1)&mask])
 	}
+	return math.MaxUint32
 }
 
-// typicalOneSided is the detector before 6.15: drop the largest samples only.
+// typicalOneSided is the detector before 6.15: admit samples up to a
+// threshold (INT_MAX at first), drop the largest ones each round.
 func (m *menuGov) typicalOneSided() uint32 {
-	thresh := uint32(math.MaxInt32)
-	for {
-		var maxV uint32
-		var sum, div uint64
-		for _, v := range m.intervals {
-			if v <= thresh {
-				sum += uint64(v)
-				div++
-				maxV = max(maxV, v)
-			}
-		}
+	var s [menuIntervals]uint32
+	sort8(&m.intervals, &s)
+	hi := min(m.nvalid, menuIntervals)
+	for hi > 0 && s[hi-1] > math.MaxInt32 {
+		hi--
+	}
+	for hi > 0 {
+		maxV := s[hi-1]
 		if maxV == 0 {
-			return math.MaxUint32
+			break
+		}
+		var sum uint64
+		for _, v := range s[:hi] {
+			sum += uint64(v)
 		}
 		var avg uint64
-		if div == menuIntervals {
+		if hi == menuIntervals {
 			avg = sum >> 3
 		} else {
-			avg = sum / div
+			avg = divSmall(sum, hi)
 		}
 		var variance uint64
-		for _, v := range m.intervals {
-			if v <= thresh {
-				d := int64(v) - int64(avg)
-				variance += uint64(d * d)
-			}
+		for _, v := range s[:hi] {
+			d := int64(v) - int64(avg)
+			variance += uint64(d * d)
 		}
-		if div == menuIntervals {
+		if hi == menuIntervals {
 			variance >>= 3
 		} else {
-			variance /= div
+			variance = divSmall(variance, hi)
 		}
 		if variance <= math.MaxUint64/36 {
-			if (avg*avg > variance*36 && div*4 >= menuIntervals*3) || variance <= 400 {
+			if (avg*avg > variance*36 && hi*4 >= menuIntervals*3) || variance <= 400 {
 				return uint32(avg)
 			}
 		}
-		if div*4 <= menuIntervals*3 {
+		if hi*4 <= menuIntervals*3 {
 			return math.MaxUint32
 		}
-		thresh = maxV - 1
+		for hi > 0 && s[hi-1] == maxV {
+			hi--
+		}
 	}
+	return math.MaxUint32
 }
 
 func (m *menuGov) stoppedOverride(predicted *uint64, in *selInput) {
@@ -259,9 +447,13 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 		m.bucket = menuBucket(ktimeMax)
 	}
 	latReq := in.latReq
-	if t.n <= 1 || latReq == 0 ||
-		((m.nextTimer < uint64(t.tr[1]) || latReq < t.el[1]) && !t.disabled[0]) {
-		return 0, !t.polling[0]
+	n := t.n
+	if n <= 1 || latReq == 0 {
+		return 0, !t.rows[0].polling
+	}
+	rs := t.rows[:n:n]
+	if (m.nextTimer < uint64(rs[1].tr) || latReq < rs[1].el) && !rs[0].disabled {
+		return 0, !rs[0].polling
 	}
 	if !m.f.alwaysQueryStopped {
 		m.stoppedOverride(&predicted, in)
@@ -270,63 +462,62 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 		}
 	}
 	nextTimer := m.nextTimer
+	latencyFirst := m.f.latencyFirst
+	tick := t.tick
+	// The kernel's loop over all states, skipping disabled ones: the
+	// first enabled state is the fallback; walk deeper while the states'
+	// target residency fits the prediction and their exit latency the
+	// limit; the first state that does not fit decides.
+	en := t.en[:min(t.nen, MaxStates)]
 	idx := -1
-	for i := 0; i < t.n; i++ {
-		if t.disabled[i] {
-			continue
+	if len(en) > 0 {
+		idx = int(en[0])
+	}
+	if k := t.walk(predicted, latReq); k < len(en) {
+		if k > 0 {
+			idx = int(en[k-1])
 		}
-		if idx == -1 {
+		i := int(en[k])
+		r := &rs[i]
+		switch {
+		case latencyFirst && r.el > latReq:
+		case uint64(r.tr) <= predicted: // and r.el > latReq
+		case rs[idx].polling && uint64(r.tr) <= nextTimer &&
+			(latencyFirst || r.el <= latReq) &&
+			(!m.f.pollElOverride || uint64(r.el) <= predicted) &&
+			(!m.f.pollResThresh || r.tr < residencyThresholdNs):
+			predicted = uint64(r.tr)
 			idx = i
-		}
-		if m.f.latencyFirst && t.el[i] > latReq {
-			break
-		}
-		if uint64(t.tr[i]) <= predicted {
-			if !m.f.latencyFirst && t.el[i] > latReq {
-				break
+		case predicted < uint64(tick):
+		case !in.tickStopped:
+			predicted = uint64(rs[idx].tr)
+		default:
+			if rs[idx].tr < tick && r.tr <= deltaTick {
+				idx = i
 			}
-			idx = i
-			continue
+			return idx, true
 		}
-		if t.polling[idx] && uint64(t.tr[i]) <= nextTimer &&
-			(m.f.latencyFirst || t.el[i] <= latReq) &&
-			(!m.f.pollElOverride || uint64(t.el[i]) <= predicted) &&
-			(!m.f.pollResThresh || t.tr[i] < residencyThresholdNs) {
-			predicted = uint64(t.tr[i])
-			idx = i
-			break
-		}
-		if predicted < uint64(t.tick) {
-			break
-		}
-		if !in.tickStopped {
-			predicted = uint64(t.tr[idx])
-			break
-		}
-		if t.tr[idx] < t.tick && t.tr[i] <= deltaTick {
-			idx = i
-		}
-		return idx, true
+	} else if k > 0 {
+		idx = int(en[k-1])
 	}
 	if idx == -1 {
 		idx = 0
 	}
-	stop := true
-	if (t.polling[idx] || predicted < uint64(t.tick)) && !in.tickStopped {
-		stop = false
-		if idx > 0 && t.tr[idx] > deltaTick {
-			for i := idx - 1; i >= 0; i-- {
-				if t.disabled[i] {
-					continue
-				}
-				idx = i
-				if t.tr[i] <= deltaTick {
-					break
-				}
+	if in.tickStopped || (!rs[idx].polling && predicted >= uint64(tick)) {
+		return idx, true
+	}
+	if idx > 0 && rs[idx].tr > deltaTick {
+		for i := idx - 1; i >= 0; i-- {
+			if rs[i].disabled {
+				continue
+			}
+			idx = i
+			if rs[i].tr <= deltaTick {
+				break
 			}
 		}
 	}
-	return idx, stop
+	return idx, false
 }
 
 func (m *menuGov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {
@@ -341,16 +532,16 @@ func (m *menuGov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut b
 // its bucket and the recent-intervals ring.
 func (m *menuGov) update() {
 	t := m.t
-	last := m.lastIdx
+	r := &t.rows[m.lastIdx]
 	var measured uint64
 	switch {
 	case m.tickWakeup && m.nextTimer > uint64(t.tick):
 		measured = 9 * menuMaxInteresting / 10
-	case t.polling[last] && m.pollTimeLimit:
+	case r.polling && m.pollTimeLimit:
 		measured = m.nextTimer
 	default:
 		measured = uint64(max(m.lastResidency, 0))
-		el := uint64(t.el[last])
+		el := uint64(r.el)
 		if measured > 2*el {
 			measured -= el
 		} else {
@@ -360,12 +551,16 @@ func (m *menuGov) update() {
 	if measured > m.nextTimer {
 		measured = m.nextTimer
 	}
-	nf := m.cf[m.bucket] - m.cf[m.bucket]/menuDecay
+	b := m.bucket
+	if uint(b) >= menuBuckets {
+		b = menuBuckets - 1
+	}
+	nf := m.cf[b] - m.cf[b]/menuDecay
 	if m.nextTimer > 0 && measured < menuMaxInteresting {
 		nf += uint32(menuResolution * measured / m.nextTimer)
 	} else {
 		nf += menuResolution
 	}
-	m.cf[m.bucket] = nf
+	m.cf[b] = nf
 	m.push(uint32(measured / 1000))
 }

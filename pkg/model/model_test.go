@@ -318,7 +318,7 @@ func TestMenuTypicalInterval(t *testing.T) {
 	}
 	for _, tc := range tests {
 		m := newMenu(tab, &f)
-		m.intervals = tc.iv
+		m.setIntervals(tc.iv)
 		if got := m.typical(); got != tc.want {
 			t.Errorf("%s: typical = %d, want %d", tc.name, got, tc.want)
 		}
@@ -326,7 +326,7 @@ func TestMenuTypicalInterval(t *testing.T) {
 	// 6.15–6.17 returned the max once 4–6 samples remained.
 	f615 := menuFlagsFor(Version{6, 16, -1})
 	m := newMenu(tab, &f615)
-	m.intervals = [8]uint32{100, 200, 400, 800, 1600, 3200, 6400, 12800}
+	m.setIntervals([8]uint32{100, 200, 400, 800, 1600, 3200, 6400, 12800})
 	if got := m.typical(); got == math.MaxUint32 || got > 12800 {
 		t.Errorf("6.16 spread: typical = %d, want the max of the remaining samples", got)
 	}
@@ -334,7 +334,7 @@ func TestMenuTypicalInterval(t *testing.T) {
 	// sample as the "typical" interval.
 	f612 := menuFlagsFor(Version{6, 12, -1})
 	m = newMenu(tab, &f612)
-	m.intervals = [8]uint32{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1}
+	m.setIntervals([8]uint32{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1})
 	if got := m.typical(); got != 1 {
 		t.Errorf("6.12 low outlier: typical = %d, want 1", got)
 	}
@@ -395,7 +395,8 @@ func TestMenuMarginNeverDeeper(t *testing.T) {
 			for i := range iv {
 				iv[i] = base + uint32(rng.IntN(int(base/4)+1))
 			}
-			a.intervals, b.intervals = iv, iv
+			a.setIntervals(iv)
+			b.setIntervals(iv)
 			a.lastResidency, b.lastResidency = 1, 1
 			in := selInput{latReq: noLimit, sleepLen: int64(rng.IntN(20_000_000)), tickStopped: rng.IntN(2) == 0}
 			in.deltaTick = in.sleepLen
@@ -854,6 +855,12 @@ func benchReplay(b *testing.B, specs []string) {
 	s := genTrace(5, 4, 1<<14, 20_000)
 	prof := mustBuiltin(b, "spr", 250)
 	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+	benchPeriods(b, prof, meta, specs, s.periods)
+}
+
+// benchPeriods replays periods round-robin b.N times through specs, every
+// round shifted past the previous one so each CPU's times keep increasing.
+func benchPeriods(b *testing.B, prof *Profile, meta *trace.Metadata, specs []string, periods []trace.IdlePeriod) {
 	var pols []Policy
 	for _, sp := range specs {
 		pols = append(pols, mustPolicy(b, sp))
@@ -862,19 +869,18 @@ func benchReplay(b *testing.B, specs []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// per-CPU span to shift by
-	var span int64
-	for _, p := range s.periods {
-		span = max(span, int64(p.ExitNs))
+	var span uint64
+	for _, p := range periods {
+		span = max(span, p.ExitNs, p.EntryNs)
 	}
 	span += 1_000_000
-	n := len(s.periods)
+	n := len(periods)
 	p := trace.IdlePeriod{}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		src := &s.periods[i%n]
-		shift := uint64(i/n) * uint64(span)
+		src := &periods[i%n]
+		shift := uint64(i/n) * span
 		p = *src
 		p.EntryNs += shift
 		p.ExitNs += shift
@@ -884,6 +890,26 @@ func benchReplay(b *testing.B, specs []string) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "periods/s")
+}
+
+// BenchmarkReplayMenuRealTrace: menu on the recorded profile over the real
+// testdata/demo.trace (78k periods on 2 CPUs), decoded into memory before
+// the timer starts and replayed round-robin like the synthetic benchmark.
+func BenchmarkReplayMenuRealTrace(b *testing.B) {
+	r, err := trace.Open(filepath.Join("..", "..", "testdata", "demo.trace"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var periods []trace.IdlePeriod
+	if err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error { periods = append(periods, *p); return nil }}); err != nil {
+		b.Fatal(err)
+	}
+	prof, err := Recorded(r.Meta)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchPeriods(b, prof, r.Meta, []string{"menu"}, periods)
 }
 
 // BenchmarkReplayMenu: menu on the spr profile over a large synthetic trace

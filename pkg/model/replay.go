@@ -103,6 +103,8 @@ type cpuShared struct {
 	prevExit     int64
 	prevKind     endKind
 	tickRef      int64
+	nbCache      int64 // a tick boundary on the grid of tickRef (nextBoundary)
+	nbValid      bool
 	baseLat      int64
 	watermark    int64
 	ring         []wakeEntry
@@ -136,6 +138,9 @@ type ival struct{ start, end int64 }
 func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay, error) {
 	if prof == nil || len(prof.States) == 0 {
 		return nil, fmt.Errorf("whatif: profile has no states")
+	}
+	if len(prof.States) > MaxStates {
+		return nil, fmt.Errorf("whatif: profile %s has %d states, the kernel allows at most %d", prof.Name, len(prof.States), MaxStates)
 	}
 	if len(policies) == 0 {
 		return nil, fmt.Errorf("whatif: no policies")
@@ -226,7 +231,13 @@ func (w *blkWindow) active(cpu int, t int64) bool {
 }
 
 func (r *Replay) cpu(id uint32) *cpuShared {
-	c := int(id)
+	if int(id) < len(r.cpus) {
+		return r.cpus[id]
+	}
+	return r.addCPUs(int(id))
+}
+
+func (r *Replay) addCPUs(c int) *cpuShared {
 	for len(r.cpus) <= c {
 		n := len(r.cpus)
 		cs := &cpuShared{id: n, baseLat: r.baseLatency(n)}
@@ -314,14 +325,27 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		r.stats.Episodes++
 	}
 	r.stats.IdlePeriods++
+	els := r.elScratch[:len(r.pols)]
 	for k, ps := range r.pols {
-		r.elScratch[k] = ps.period(c, &pi)
+		ps.periods++
+		cs := ps.cpus[c.id]
+		var el int64
+		switch ps.gk {
+		case gkRecorded:
+			el = ps.periodRecorded(cs, &pi)
+		case gkOracle:
+			el = ps.periodOracle(c, cs, &pi)
+		default:
+			el = ps.periodGov(c, cs, &pi)
+		}
+		els[k] = el
 	}
 	c.seen = true
 	c.prevExit = pi.x
 	c.prevKind = pi.kind
 	if pi.kind == endTick {
 		c.tickRef = pi.x
+		c.nbValid = false
 	}
 	c.watermark = max(c.watermark, pi.x)
 	if pi.kind == endGenuine && (pi.cause == trace.WakeIRQ || pi.cause == trace.WakeIPICall || pi.cause == trace.WakeUnknown) {
@@ -466,6 +490,7 @@ type polSim struct {
 	r        *Replay
 	pol      Policy
 	kind     Governor
+	gk       govKind // kind as a small integer for the hot paths
 	tab      *table
 	states   []State // tab as []State for ClassifyMiss
 	cpus     []*cpuSim
@@ -475,6 +500,7 @@ type polSim struct {
 	blkLimit int64
 	qos      int64
 	mflags   menuFlags
+	teoNew   bool // teo with a03b2011808a
 	hp       haltpollParams
 
 	periods, selections, above, below uint64
@@ -483,10 +509,40 @@ type polSim struct {
 	wakeCount                         []uint64
 	io                                hist
 	agreeN, agreeHit                  uint64
+
+	// obs, when set (tests only), sees every decision: a selection, the end
+	// of a stay, an oracle choice (see obsSelect etc.); obsBuf carries it.
+	obs    func(*[8]int64)
+	obsBuf [8]int64
+}
+
+// govKind numbers the governor models for dispatch in the hot paths.
+type govKind uint8
+
+const (
+	gkOther govKind = iota // teo, ladder, haltpoll: through the governor interface
+	gkMenu
+	gkRecorded
+	gkOracle
+)
+
+// obs event kinds (obsBuf[0])
+const (
+	obsSelect = iota + 1 // cpu, t, latReq, sleepLen, deltaTick, tickStopped<<1|stop, idx
+	obsEnd               // cpu-less: state, residency, tickWake<<1|pollTO
+	obsOracle            // state, residency, latReq
+)
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 type cpuSim struct {
-	gov          governor
+	gov          governor // &menu for menu
+	menu         menuGov
 	open         bool
 	segOpen      bool
 	hold         bool
@@ -498,14 +554,25 @@ type cpuSim struct {
 	holdAt       int64
 	pollDeadline int64
 	nextTick     int64
-	latAtStart   int64
-	recCounts    [MaxStates]uint32
-	nextTimer    int64
-	in           selInput // scratch, kept here so it does not escape per selection
+	// nextEvent is the first of the open stay's own events advance
+	// handles (poll deadline, tick); noLimit when none or no stay is open.
+	nextEvent  int64
+	latAtStart int64
+	recCounts  [MaxStates]uint32
+	nextTimer  int64
+	in         selInput // scratch, kept here so it does not escape per selection
 }
 
 func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool) (*polSim, error) {
 	ps := &polSim{r: r, pol: pol, kind: pol.Governor, qos: noLimit}
+	switch pol.Governor {
+	case GovMenu:
+		ps.gk = gkMenu
+	case GovRecorded:
+		ps.gk = gkRecorded
+	case GovOracle:
+		ps.gk = gkOracle
+	}
 	if pol.Governor == GovRecorded && !onRecorded {
 		return nil, fmt.Errorf("policy %q: recorded needs the recorded profile (--profile recorded), not %s", pol.Spec, prof.Name)
 	}
@@ -554,6 +621,8 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 	case GovMenu:
 		ps.mflags = menuFlagsFor(v)
 		ps.mflags.margin, ps.mflags.marginPct = pol.HasMargin, pol.MarginPct
+	case GovTEO:
+		ps.teoNew = teoShallowerAlways(v)
 	case GovHaltpoll:
 		if n < 2 {
 			return nil, fmt.Errorf("policy %q: haltpoll needs a polling state and a halt state; profile %s has %d state(s)", pol.Spec, prof.Name, n)
@@ -565,12 +634,15 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 }
 
 func (ps *polSim) newCPU() *cpuSim {
-	cs := &cpuSim{}
+	cs := &cpuSim{nextEvent: noLimit}
 	switch ps.kind {
 	case GovMenu:
-		cs.gov = newMenu(ps.tab, &ps.mflags)
+		cs.menu.init(ps.tab, &ps.mflags)
+		cs.gov = &cs.menu
 	case GovTEO:
-		cs.gov = newTEO(ps.tab)
+		g := newTEO(ps.tab)
+		g.shallowerAlways = ps.teoNew
+		cs.gov = g
 	case GovLadder:
 		cs.gov = newLadder(ps.tab)
 	case GovHaltpoll:
@@ -587,19 +659,9 @@ func (ps *polSim) latReq(c *cpuShared, t int64) int64 {
 	return l
 }
 
-// period replays one recorded period for this policy and returns the exit
-// latency a wake-up ending it pays under the policy.
-func (ps *polSim) period(c *cpuShared, pi *periodInfo) int64 {
-	ps.periods++
-	cs := ps.cpus[c.id]
-	switch ps.kind {
-	case GovRecorded:
-		return ps.periodRecorded(cs, pi)
-	case GovOracle:
-		return ps.periodOracle(c, cs, pi)
-	}
-	return ps.periodGov(c, cs, pi)
-}
+// periodRecorded, periodOracle and periodGov replay one recorded period
+// for a policy and return the exit latency a wake-up ending it pays under
+// the policy (Idle dispatches on the policy's kind).
 
 func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
 	t := ps.tab
@@ -696,6 +758,10 @@ func (ps *polSim) oracleChoice(d int64, latReq int64) int {
 func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
 	d := max(end-cs.epStart, 0)
 	s := ps.oracleChoice(d, cs.latAtStart)
+	if ps.obs != nil {
+		ps.obsBuf = [8]int64{obsOracle, int64(s), d, cs.latAtStart}
+		ps.obs(&ps.obsBuf)
+	}
 	t := ps.tab
 	ps.timeNs[s] += d
 	ps.energy += t.power[s]*float64(d) + t.overhead[s]
@@ -736,7 +802,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		cs.epStart = pi.e
 		cs.tickStopped = pi.tickStopped
 		ps.selectAt(c, cs, pi.e, pi.e)
-	} else {
+	} else if cs.nextEvent < pi.e {
 		ps.advance(c, cs, pi.e, endGenuine)
 	}
 	if ps.r.agreement {
@@ -745,11 +811,16 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 			ps.agreeHit++
 		}
 	}
-	ps.advance(c, cs, pi.x, pi.kind)
+	if cs.nextEvent < pi.x {
+		ps.advance(c, cs, pi.x, pi.kind)
+	}
 	t := ps.tab
 	switch pi.kind {
 	case endGenuine:
-		lat := t.paidLatency(cs.state)
+		var lat int64
+		if r := &t.rows[cs.state]; !r.polling {
+			lat = r.el
+		}
 		ps.endEpisode(cs, pi.x, true)
 		return lat
 	case endTick:
@@ -797,6 +868,27 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, until int64, kind endKind) {
 // nextBoundary is the first tick after t, with the tick's phase taken from
 // the CPU's last recorded tick wake-up (trace time 0 if none yet).
 func (r *Replay) nextBoundary(c *cpuShared, t int64) int64 {
+	// The boundary g with g−tick ≤ t < g; times mostly move forward by
+	// less than a tick between calls, so try the cached boundary and the
+	// one after it before dividing.
+	if g := c.nbCache; c.nbValid && t < g && t >= g-r.tick {
+		return g
+	}
+	return r.nextBoundaryMiss(c, t)
+}
+
+func (r *Replay) nextBoundaryMiss(c *cpuShared, t int64) int64 {
+	g := c.nbCache
+	if c.nbValid && t >= g && t < g+r.tick {
+		c.nbCache = g + r.tick
+		return g + r.tick
+	}
+	g = r.nextBoundarySlow(c, t)
+	c.nbCache, c.nbValid = g, true
+	return g
+}
+
+func (r *Replay) nextBoundarySlow(c *cpuShared, t int64) int64 {
 	off := t - c.tickRef
 	k := off / r.tick
 	if off < 0 && off%r.tick != 0 {
@@ -808,18 +900,32 @@ func (r *Replay) nextBoundary(c *cpuShared, t int64) int64 {
 func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 	tab := ps.tab
 	in := &cs.in
-	*in = selInput{latReq: ps.latReq(c, t), tickStopped: cs.tickStopped}
-	in.sleepLen = max(cs.nextTimer-t, 0)
-	var nb int64
-	if cs.tickStopped {
-		in.deltaTick = in.sleepLen
-	} else {
-		nb = ps.r.nextBoundary(c, t)
-		in.deltaTick = min(in.sleepLen, nb-t)
+	lat := min(c.baseLat, ps.qos)
+	if ps.blk != nil && ps.blkLimit < lat && ps.blk.active(c.id, t) {
+		lat = ps.blkLimit
 	}
-	idx, stop := cs.gov.selectState(in)
+	stopped := cs.tickStopped
+	sleep := max(cs.nextTimer-t, 0)
+	dt := sleep
+	var nb int64
+	if !stopped {
+		nb = ps.r.nextBoundary(c, t)
+		dt = min(sleep, nb-t)
+	}
+	*in = selInput{latReq: lat, sleepLen: sleep, deltaTick: dt, tickStopped: stopped}
+	var idx int
+	var stop bool
+	if ps.gk == gkMenu {
+		idx, stop = cs.menu.selectState(in)
+	} else {
+		idx, stop = cs.gov.selectState(in)
+	}
 	if idx < 0 || idx >= tab.n {
 		idx = max(min(idx, tab.n-1), 0)
+	}
+	if ps.obs != nil {
+		ps.obsBuf = [8]int64{obsSelect, int64(c.id), t, in.latReq, in.sleepLen, in.deltaTick, b2i(in.tickStopped)<<1 | b2i(stop), int64(idx)}
+		ps.obs(&ps.obsBuf)
 	}
 	if stop {
 		cs.tickStopped = true
@@ -829,7 +935,8 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 	cs.segStart = segStart
 	cs.segOpen = true
 	ps.selections++
-	if tab.polling[idx] {
+	next := noLimit
+	if tab.rows[idx].polling {
 		lim := ps.pollNs
 		if ps.dynPoll {
 			lim = cs.gov.(pollLimiter).pollLimit(genericPollLimit(tab, PollMin10us, 0))
@@ -839,18 +946,33 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 		} else {
 			cs.pollDeadline = t + lim
 		}
+		next = cs.pollDeadline
 	}
+	if !cs.tickStopped && nb < next {
+		next = nb
+	}
+	cs.nextEvent = next
 }
 
 func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool) {
 	d := max(t-cs.segStart, 0)
 	s := cs.state
+	row := &ps.tab.rows[s]
 	ps.timeNs[s] += d
-	ps.energy += ps.tab.power[s]*float64(d) + ps.tab.overhead[s]
-	a, b := ClassifyMiss(ps.states, s, uint64(d))
+	ps.energy += row.power*float64(d) + row.overhead
+	a, b := row.classify(d)
 	ps.count(a, b)
-	cs.gov.reflect(s, d, tickWake, pollTO)
+	if ps.obs != nil {
+		ps.obsBuf = [8]int64{obsEnd, int64(s), d, b2i(tickWake)<<1 | b2i(pollTO)}
+		ps.obs(&ps.obsBuf)
+	}
+	if ps.gk == gkMenu {
+		cs.menu.reflect(s, d, tickWake, pollTO)
+	} else {
+		cs.gov.reflect(s, d, tickWake, pollTO)
+	}
 	cs.segOpen = false
+	cs.nextEvent = noLimit
 }
 
 func (ps *polSim) endEpisode(cs *cpuSim, t int64, counted bool) {

@@ -11,9 +11,15 @@ import "github.com/idletrace/idletrace/pkg/trace"
 // stopped tick, the 5/8 tick_intercepts rule). Constants: PULSE 1024,
 // DECAY_SHIFT 3, RESIDENCY_THRESHOLD_NS 15 µs, LATENCY_THRESHOLD_NS 7.5 µs.
 //
-// Left out: the 6.19/7.0 rework (tick wake-up classification, zero-size
-// bins, max-intercepts bound) — kernel= does not change teo; the replay
-// always runs the 6.18 logic.
+// 6.18.3 took a03b2011808a from 6.19 ("Drop misguided target residency
+// check": the shallower state found when the candidate's target residency
+// exceeds the sleep length is used even if teo_state_ok rejects it with
+// the tick stopped); the model applies it for 6.18.3+ and 6.19+
+// (shallowerAlways).
+//
+// Left out: the rest of the 6.19/7.0 rework (tick wake-up classification,
+// zero-size bins, max-intercepts bound) — beyond that one commit kernel=
+// does not change teo; the replay runs the 6.18.y logic.
 
 const (
 	teoPulse      = 1024
@@ -23,6 +29,8 @@ const (
 
 type teoGov struct {
 	t *table
+	// shallowerAlways: a03b2011808a (6.19, 6.18.3)
+	shallowerAlways bool
 
 	sleepLength    int64
 	hits           [MaxStates]uint32
@@ -37,6 +45,11 @@ type teoGov struct {
 }
 
 func newTEO(t *table) *teoGov { return &teoGov{t: t, lastIdx: -1} }
+
+// teoShallowerAlways says whether release v has a03b2011808a.
+func teoShallowerAlways(v Version) bool {
+	return v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3
+}
 
 func (g *teoGov) update() {
 	t := g.t
@@ -177,7 +190,7 @@ func (g *teoGov) selectState(in *selInput) (int, bool) {
 		return idx, false
 	}
 	if t.tr[idx] > duration {
-		if i := g.shallower(idx, duration); g.stateOK(i, in.tickStopped) {
+		if i := g.shallower(idx, duration); g.shallowerAlways || g.stateOK(i, in.tickStopped) {
 			idx = i
 		}
 	}

@@ -1,0 +1,89 @@
+package model
+
+import "testing"
+
+// Kernel behaviour pinned by stable release: which 6.18.y first carried a
+// later mainline governor change (from the 6.18.3-rc1 and 6.18.14-rc1
+// stable review series), and mainline v6.18 ("6.18") without them.
+
+// 07d815701274 ("cpuidle: menu: Use residency threshold in polling state
+// override decisions", 6.19) reached 6.18.y in 6.18.3: a state with target
+// residency ≥ 15 µs no longer replaces POLL through the polling override.
+func TestMenuPollOverrideResidencyThreshold6183(t *testing.T) {
+	prof := mkProfile("pin", 250, []State{
+		{Name: "POLL", Polling: true},
+		{Name: "C1", ExitLatencyNs: 2_000, TargetResidencyNs: 20_000},
+		{Name: "C6", ExitLatencyNs: 100_000, TargetResidencyNs: 600_000},
+	})
+	tab := newTable(prof, nil, -1)
+	for _, tc := range []struct {
+		v    Version
+		want int
+	}{
+		{Version{6, 18, -1}, 1}, // mainline v6.18: override to C1 (el 2 µs ≤ predicted 16 µs)
+		{Version{6, 18, 2}, 1},
+		{Version{6, 18, 3}, 0}, // C1's 20 µs residency is not below 15 µs: keep polling
+		{Version{6, 18, 44}, 0},
+		{Version{6, 19, -1}, 0},
+	} {
+		f := menuFlagsFor(tc.v)
+		m := newMenu(tab, &f)
+		m.setIntervals([8]uint32{16, 16, 16, 16, 16, 16, 16, 16})
+		m.lastResidency = 1
+		idx, stop := m.selectState(&selInput{latReq: noLimit, sleepLen: 10_000_000, deltaTick: 3_000_000})
+		if idx != tc.want || stop {
+			t.Errorf("%v: idx=%d stop=%v, want %d with the tick kept", tc.v, idx, stop, tc.want)
+		}
+	}
+}
+
+// 80606f4eb8d7 ("cpuidle: governors: menu: Always check timers with tick
+// stopped", 7.0) reached 6.18.y in 6.18.14: with the tick stopped and a
+// typical interval ≤ 15 µs, menu queries the next timer and the
+// stopped-tick override uses it instead of KTIME_MAX.
+func TestMenuStoppedTickTimerQuery61814(t *testing.T) {
+	tab := newTable(seedIntel(250), nil, -1)
+	for _, tc := range []struct {
+		v    Version
+		want int
+	}{
+		{Version{6, 18, -1}, 4}, // no query: next timer KTIME_MAX, deepest state
+		{Version{6, 18, 13}, 4},
+		{Version{6, 18, 14}, 3}, // next timer 200 µs: C3 (100 µs), not C6 (400 µs)
+		{Version{6, 19, -1}, 4},
+		{Version{7, 0, -1}, 3},
+	} {
+		f := menuFlagsFor(tc.v)
+		m := newMenu(tab, &f)
+		m.setIntervals([8]uint32{5, 5, 5, 5, 5, 5, 5, 5})
+		m.lastResidency = 1
+		idx, stop := m.selectState(&selInput{latReq: noLimit, sleepLen: 200_000, deltaTick: 200_000, tickStopped: true})
+		if idx != tc.want || !stop {
+			t.Errorf("%v: idx=%d stop=%v, want %d with the tick stopped", tc.v, idx, stop, tc.want)
+		}
+	}
+}
+
+// a03b2011808a ("cpuidle: governors: teo: Drop misguided target residency
+// check", 6.19) reached 6.18.y in 6.18.3: when the candidate's target
+// residency exceeds the sleep length, the shallower state found is used
+// even if the tick is stopped and its residency is below a tick.
+func TestTEOShallowerStateWithStoppedTick6183(t *testing.T) {
+	tab := newTable(seedIntel(250), nil, -1)
+	for _, tc := range []struct {
+		v    Version
+		want int
+	}{
+		{Version{6, 18, -1}, 4}, // teo_state_ok rejects C3 (100 µs < tick): stays in C6
+		{Version{6, 18, 2}, 4},
+		{Version{6, 18, 3}, 3}, // C3 fits the 150 µs sleep length
+		{Version{7, 0, -1}, 3},
+	} {
+		g := newTEO(tab)
+		g.shallowerAlways = teoShallowerAlways(tc.v)
+		idx, stop := g.selectState(&selInput{latReq: noLimit, sleepLen: 150_000, deltaTick: 150_000, tickStopped: true})
+		if idx != tc.want || !stop {
+			t.Errorf("%v: idx=%d stop=%v, want %d with the tick stopped", tc.v, idx, stop, tc.want)
+		}
+	}
+}
