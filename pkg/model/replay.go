@@ -292,7 +292,13 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	default:
 		pi.kind = endGenuine
 	}
-	pi.tickStopped = p.TickStopped == trace.Yes
+	// The governors' tick_nohz_tick_stopped() input is the tick state before
+	// their decision; traces without it carry only the state after it.
+	if p.TickStoppedBefore != trace.Unknown {
+		pi.tickStopped = p.TickStoppedBefore == trace.Yes
+	} else {
+		pi.tickStopped = p.TickStopped == trace.Yes
+	}
 	d := pi.x - pi.e
 	if p.NextTimerKnown && p.NextTimerNs >= 0 {
 		pi.nextTimer = pi.e + min(p.NextTimerNs, maxSleepNs)
