@@ -6,7 +6,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/idletrace
 
-.PHONY: build generate check-generated test test-short demo bench fuzz vet clean deps-generate
+.PHONY: build generate check-generated test test-short test-kernels demo bench fuzz vet clean deps-generate
 
 build: ## static binary in bin/idletrace (needs only Go: BPF objects are committed)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/idletrace
@@ -30,6 +30,9 @@ test: build vet ## every test, kernel referee tests included (run as root)
 
 test-short: ## tests that need neither root nor BPF
 	$(GO) test -short -count=1 ./...
+
+test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12 under QEMU; writes testdata/kernel-matrix.* and the README requirements (CI=true: checks them)
+	scripts/kernel-matrix.sh
 
 demo: build ## record a few seconds here (or use the bundled trace) and show stats and a what-if
 	@scripts/demo.sh $(BIN)

@@ -171,9 +171,13 @@ static __always_inline void submit_pending(struct cpu_state *st)
 	submit_idle(&st->pend);
 }
 
-/* Tick state and next timer event from this CPU's tick_sched, once known. */
-static __always_inline void read_tick_state(struct cpu_state *st, __u64 now)
+/* Tick state from this CPU's tick_sched, once known. The two expiry times
+ * set_next_timer() needs are read here too (0 while unknown), so that the
+ * entry time can be taken after every read. */
+static __always_inline void read_tick_state(struct cpu_state *st, __u64 *expires, __u64 *tick)
 {
+	*expires = 0;
+	*tick = 0;
 	struct tick_sched *ts = (struct tick_sched *)st->tick_sched;
 	if (!ts)
 		return;
@@ -191,16 +195,19 @@ static __always_inline void read_tick_state(struct cpu_state *st, __u64 now)
 				st->flags |= IDLE_TICK_STOPPED;
 		}
 	}
+	*expires = BPF_CORE_READ(ts, timer_expires);
+	*tick = BPF_CORE_READ(ts, sched_timer.node.expires);
+}
 
-	/* The next timer event is the earlier of what tick_nohz_next_event()
-	 * last found (timer_expires; 0 or stale values in the past are
-	 * ignored) and the tick's own hrtimer, which runs every tick while the
-	 * tick is on and is programmed to the next timer once it is stopped. */
+/* The next timer event is the earlier of what tick_nohz_next_event() last
+ * found (timer_expires; 0 or stale values in the past are ignored) and the
+ * tick's own hrtimer, which runs every tick while the tick is on and is
+ * programmed to the next timer once it is stopped. */
+static __always_inline void set_next_timer(struct cpu_state *st, __u64 expires, __u64 tick, __u64 now)
+{
 	__u64 next = ~0ULL;
-	__u64 expires = BPF_CORE_READ(ts, timer_expires);
 	if (expires >= now)
 		next = expires;
-	__u64 tick = BPF_CORE_READ(ts, sched_timer.node.expires);
 	if (tick >= now && tick < next)
 		next = tick;
 	if (next != ~0ULL && next < (1ULL << 62)) {
@@ -217,21 +224,20 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	if (st->pending)
 		submit_pending(st);
 
-	__u64 now = bpf_ktime_get_ns();
 	if (st->in_idle) {
 		struct loss_counters *l = loss_counters();
 		if (l)
 			l->idle_unpaired++;
 	}
 	st->in_idle = 0;
-	st->entry_ns = now;
 	st->state = state;
 	st->cause = WAKE_UNKNOWN;
 	st->wake_irq = -1;
 	st->wake_request_ns = 0;
 	st->next_timer_ns = 0;
 	st->flags = 0;
-	read_tick_state(st, now);
+	__u64 expires, tick;
+	read_tick_state(st, &expires, &tick);
 	/* The governor saw the tick state before this entry's decision: the
 	 * same as after it, unless the decision itself stopped the tick. */
 	if (have_tick_stop && (st->flags & IDLE_TICK_STOPPED_KNOWN)) {
@@ -240,10 +246,18 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 			st->flags |= IDLE_TICK_WAS_STOPPED;
 	}
 	st->tick_stopped_now = 0;
+	/* The entry time is taken last here and the exit time first (in
+	 * on_cpu_idle): the kernel reads its own clock for the cpuidle
+	 * counters right after the entry tracepoint and right before the exit
+	 * one, so the period's bounds sit as close to the kernel's as this
+	 * program's run allows. */
+	__u64 now = bpf_ktime_get_ns();
+	set_next_timer(st, expires, tick, now);
+	st->entry_ns = now;
 	st->in_idle = 1;
 }
 
-static __always_inline void on_idle_exit(__u32 cpu)
+static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 {
 	struct cpu_state *st = cpu_state(cpu);
 	if (!st)
@@ -258,7 +272,6 @@ static __always_inline void on_idle_exit(__u32 cpu)
 		return;
 	}
 
-	__u64 now = bpf_ktime_get_ns();
 	st->in_idle = 0;
 
 	struct idle_record *r = &st->pend;
@@ -535,7 +548,7 @@ static __always_inline void on_haltpoll(_Bool grow, __u32 new_ns, __u32 old_ns)
 static __always_inline void on_cpu_idle(__u32 state, __u32 cpu)
 {
 	if (state == PWR_EVENT_EXIT)
-		on_idle_exit(cpu);
+		on_idle_exit(cpu, bpf_ktime_get_ns());
 	else
 		on_idle_entry(cpu, state);
 }

@@ -197,8 +197,22 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, co
 				for deadline := time.Now().Add(spin); time.Now().Before(deadline); {
 				}
 			}
-			s.CPUTimeNs[i] = MonotonicNs()
-			s.CPUIdle[i] = readCounters(cpu)
+			// This thread can still sleep between the instant and the
+			// counters (a blocked sysfs open, the Go runtime parking it),
+			// and an idle period completed in between would be counted by
+			// the kernel on the wrong side of the instant. Read, take the
+			// instant, read again, and keep the pair only when no period
+			// completed meanwhile (every completed period bumps a usage).
+			before := readCounters(cpu)
+			for try := 0; ; try++ {
+				t := MonotonicNs()
+				after := readCounters(cpu)
+				if sameUsage(before, after) || try == snapshotTries {
+					s.CPUTimeNs[i], s.CPUIdle[i] = t, after
+					break
+				}
+				before = after
+			}
 			if !pinned {
 				s.CPUTimeNs[i] = 0 // no exact window for this CPU
 			}
@@ -211,6 +225,22 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, co
 		s.IOUnmatched, s.IOCompletions, s.IOOrphaned = ioCounts()
 	}
 	return s
+}
+
+// snapshotTries bounds the re-reads of a CPU's counters when idle periods
+// keep completing while they are read.
+const snapshotTries = 20
+
+func sameUsage(a, b trace.CPUCounters) bool {
+	if len(a.States) != len(b.States) {
+		return false
+	}
+	for j := range a.States {
+		if a.States[j].Usage != b.States[j].Usage {
+			return false
+		}
+	}
+	return true
 }
 
 // kernelConfig reads CONFIG_* values from /proc/config.gz or /boot/config-RELEASE.

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Kernel matrix (make test-kernels): runs the recorder's kernel tests,
+# `idletrace record` with block IO, `idletrace stats`, the classic-tracepoint
+# fallback and a simulated kernel without BTF, on the host kernel and on
+# Debian's cloud kernels (bookworm: 6.1 and 6.12) booted under QEMU, and
+# prints one row per kernel. Needs root. Writes testdata/kernel-matrix.{json,md}
+# and the README's requirements section from the result; with CI=true (or
+# --check) it only checks that they still match the result.
+#
+# Environment:
+#   IDLETRACE_KERNEL_CACHE  where kernel packages are kept between runs
+#                           (default /var/cache/idletrace-kernels)
+#   IDLETRACE_KERNELS       Debian kernel series to boot (default "6.1 6.12")
+#   IDLETRACE_KERNEL_REFRESH=1  look for newer kernel packages even when cached
+#   IDLETRACE_MATRIX_CPUIDLE=none  boot the VMs without the ACPI _CST table
+#                           (no cpuidle driver; see below)
+#
+# The VMs: QEMU TCG (KVM does not work on this project's machines, which are
+# VMs themselves), single-threaded: with one host thread per vCPU, a CPU can
+# run a stale translation of kernel text that another CPU is patching (a
+# tracepoint being enabled), and 6.12 then dies of an int3 Oops in
+# cpuidle_enter_state; deterministic -icount would be better still, but
+# Debian's 6.1 does not bring up its second CPU under it. 2 CPUs, an NVMe disk (built into Debian's kernels: no
+# modules needed) for the block IO and a second one that carries the results
+# out, a gzip initramfs with busybox-static. QEMU's own ACPI tables give the
+# CPUs no C-states (Processor objects without P_BLK, no _CST), so a guest has
+# no cpuidle driver; the matrix adds an SSDT with a _CST (C1 = HLT, 10 us) for
+# each CPU, and the guest then runs acpi_idle with POLL and C1, so that the
+# referee's cpuidle-counters check runs there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+CHECK=0
+[ "${CI:-}" = true ] && CHECK=1
+for a in "$@"; do
+	case $a in
+	--check) CHECK=1 ;;
+	--write) CHECK=0 ;;
+	*) echo "usage: $0 [--check|--write]" >&2; exit 2 ;;
+	esac
+done
+
+CACHE=${IDLETRACE_KERNEL_CACHE:-/var/cache/idletrace-kernels}
+SERIES=${IDLETRACE_KERNELS:-6.1 6.12}
+CPUIDLE=${IDLETRACE_MATRIX_CPUIDLE:-acpi}
+SMP=2
+export PATH=/usr/local/go/bin:$PATH
+
+if [ "$(id -u)" != 0 ]; then
+	echo "kernel-matrix: needs root (BPF on the host, and the recorder's tests)" >&2
+	exit 1
+fi
+t0=$(date +%s)
+log() { echo "kernel-matrix: $*" >&2; }
+
+# --- tools -----------------------------------------------------------------
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+[ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 || need+=(busybox-static)
+command -v cpio >/dev/null || need+=(cpio)
+command -v iasl >/dev/null || need+=(acpica-tools)
+command -v unshare >/dev/null || need+=(util-linux)
+apt_updated=0
+apt_update() { [ $apt_updated = 1 ] || { apt-get update -qq && apt_updated=1; }; }
+if [ ${#need[@]} -gt 0 ]; then
+	log "installing ${need[*]}"
+	apt_update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+WORK=$(mktemp -d /var/tmp/idletrace-matrix.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+# --- kernels (cached) --------------------------------------------------------
+mkdir -p "$CACHE"
+# kernel_deb SERIES: the newest cached package of that series, downloading
+# the newest one apt knows when none is cached (or on refresh).
+kernel_deb() {
+	local s=$1 re pkg deb
+	re="^linux-image-${s//./\\.}[.-][^ ]*-cloud-amd64-unsigned"
+	deb=$(ls "$CACHE" 2>/dev/null | grep -E "${re}_.*\.deb$" | sort -V | tail -1 || true)
+	if [ -z "$deb" ] || [ "${IDLETRACE_KERNEL_REFRESH:-}" = 1 ]; then
+		apt_update
+		pkg=$(apt-cache search --names-only "${re}\$" | awk '{print $1}' | sort -V | tail -1)
+		[ -n "$pkg" ] || { log "no Debian package for kernel $s"; return 1; }
+		if ! ls "$CACHE" | grep -q "^${pkg}_.*\.deb$"; then
+			log "downloading $pkg"
+			(cd "$WORK" && apt-get download -q "$pkg" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; return 1; }
+			mv "$WORK"/"$pkg"_*.deb "$CACHE"/
+		fi
+		deb=$(ls "$CACHE" | grep -E "^${pkg}_.*\.deb$" | tail -1)
+	fi
+	echo "$CACHE/$deb"
+}
+# kernel_dir DEB: its /boot (vmlinuz, config), extracted once next to it.
+kernel_dir() {
+	local deb=$1 dir=${1%.deb}
+	if [ ! -f "$dir/.done" ]; then
+		rm -rf "$dir" && mkdir -p "$dir"
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir" ./boot
+		touch "$dir/.done"
+	fi
+	echo "$dir"
+}
+
+declare -A kdirs=()
+for s in $SERIES; do
+	if deb=$(kernel_deb "$s"); then
+		kdirs[$s]=$(kernel_dir "$deb")
+		echo "${deb##*/}" >"${kdirs[$s]}/.package"
+	fi
+done
+
+# --- what goes into every VM -------------------------------------------------
+log "building idletrace and the recorder's test binary"
+make -s build
+mkdir -p "$WORK/bin"
+cp bin/idletrace "$WORK/bin/"
+CGO_ENABLED=0 go test -c -o "$WORK/bin/record.test" ./pkg/record
+cp scripts/kernel-matrix-steps.sh "$WORK/bin/"
+
+rootfs=$WORK/rootfs
+mkdir -p "$rootfs"/{bin,boot,proc,sys,dev,tmp,data,results}
+cp /bin/busybox "$WORK"/bin/{idletrace,record.test,kernel-matrix-steps.sh} "$rootfs/bin/"
+for k in "${kdirs[@]}"; do cp "$k"/boot/config-* "$rootfs/boot/"; done # HZ and NO_HZ for the trace
+cat >"$rootfs/init" <<'EOF'
+#!/bin/busybox sh
+# Mount first, then start Go programs: cilium/ebpf reads /proc/self/mountinfo
+# once, in a package init.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /results
+data= results=
+for b in /sys/block/nvme*; do
+	case "$(cat "$b/device/serial")" in
+	idt-data*) data=${b##*/} ;;
+	idt-results*) results=${b##*/} ;;
+	esac
+done
+if [ -n "$data" ] && mke2fs -q "/dev/$data" && mount -t ext2 "/dev/$data" /data; then
+	IDLETRACE_VM=1 IDLETRACE_REFEREE_TRACE=/results/referee.trace \
+		sh /bin/kernel-matrix-steps.sh vm /bin /data /results
+else
+	echo "MATRIX data_disk=failed"
+fi
+[ -n "$results" ] && tar -cf "/dev/$results" -C /results . && sync
+echo "MATRIX-END"
+poweroff -f
+EOF
+chmod +x "$rootfs/init"
+(cd "$rootfs" && find . | cpio -o -H newc --quiet -R 0:0 | gzip -1 >"$WORK/initrd.gz")
+
+acpitable=()
+if [ "$CPUIDLE" = acpi ]; then
+	{
+		echo 'DefinitionBlock ("", "SSDT", 2, "IDLTRC", "CST", 1)'
+		echo '{'
+		for ((c = 0; c < SMP; c++)); do
+			printf '    External (\\_SB.CPUS.C%03X, ProcessorObj)\n' $c
+			printf '    Scope (\\_SB.CPUS.C%03X) { Name (_CST, Package () { One,\n' $c
+			echo '        Package () { ResourceTemplate () { Register (FFixedHW, 0, 0, 0, 0) }, One, 10, 1000 } }) }'
+		done
+		echo '}'
+	} >"$WORK/cst.asl"
+	iasl -p "$WORK/cst" "$WORK/cst.asl" >/dev/null
+	acpitable=(-acpitable "file=$WORK/cst.aml")
+fi
+
+# --- run ---------------------------------------------------------------------
+targets=()
+
+log "host: $(uname -r)"
+mkdir -p "$WORK/host/data" "$WORK/host/results"
+hs=$(date +%s)
+sh scripts/kernel-matrix-steps.sh host "$WORK/bin" "$WORK/host/data" "$WORK/host/results" |
+	sed -u 's/^/  host | /' | grep -a -E '\| (MATRIX|referee: *(---|FAIL|ok)|record:|nobtf:)' || true
+hostcfg=$WORK/host/config
+if [ -r /proc/config.gz ]; then zcat /proc/config.gz >"$hostcfg"; elif [ -r "/boot/config-$(uname -r)" ]; then cp "/boot/config-$(uname -r)" "$hostcfg"; else : >"$hostcfg"; fi
+{
+	echo "total_s=$(($(date +%s) - hs))"
+	echo "machine=this machine (no VM)"
+	echo "config_file=$hostcfg"
+} >>"$WORK/host/results/matrix.txt"
+targets+=("host=$WORK/host/results")
+
+for s in $SERIES; do
+	kdir=${kdirs[$s]:-}
+	if [ -z "$kdir" ]; then
+		targets+=("$s=$WORK/missing-$s")
+		continue
+	fi
+	pkgver=$(basename "$(cat "$kdir/.package")" .deb)
+	vmlinuz=$(ls "$kdir"/boot/vmlinuz-* | head -1)
+	log "$s: booting $(basename "$vmlinuz") under QEMU TCG"
+	d=$WORK/$s
+	mkdir -p "$d/results"
+	truncate -s 256M "$d/data.img"
+	truncate -s 64M "$d/results.img"
+	vs=$(date +%s)
+	rc=0
+	timeout 600 qemu-system-x86_64 -accel tcg,thread=single -M pc -m 1024 -smp $SMP \
+		-kernel "$vmlinuz" -initrd "$WORK/initrd.gz" -append "console=ttyS0 panic=-1 quiet" \
+		-nographic -no-reboot "${acpitable[@]}" \
+		-drive "file=$d/data.img,if=none,format=raw,id=d0" -device nvme,drive=d0,serial=idt-data \
+		-drive "file=$d/results.img,if=none,format=raw,id=d1" -device nvme,drive=d1,serial=idt-results \
+		</dev/null >"$d/serial.log" 2>&1 || rc=$?
+	tr -d '\r' <"$d/serial.log" | grep -a -E '^(MATRIX|referee: *(---|FAIL|ok)|record:|nobtf:)' | sed "s/^/  $s | /" || true
+	if [ $rc != 0 ]; then
+		log "$s: qemu exited with status $rc (124: timed out); the serial log ends:"
+		tail -20 "$d/serial.log" >&2
+	fi
+	tar -xf "$d/results.img" -C "$d/results" 2>/dev/null || true
+	if [ -f "$d/results/matrix.txt" ]; then
+		machine="QEMU TCG (single-threaded), $SMP CPUs"
+		[ "$CPUIDLE" = acpi ] && machine="$machine, ACPI _CST with C1"
+		{
+			echo "qemu_rc=$rc"
+			echo "total_s=$(($(date +%s) - vs))"
+			echo "machine=$machine"
+			echo "package=$pkgver"
+			echo "config_file=$(ls "$kdir"/boot/config-* | head -1)"
+		} >>"$d/results/matrix.txt"
+	fi
+	cp "$d/serial.log" "$d/results/" 2>/dev/null || true
+	rm -f "$d/data.img"
+	targets+=("$s=$d/results")
+done
+
+# --- report ------------------------------------------------------------------
+mode=-write
+[ $CHECK = 1 ] && mode=-check
+rc=0
+go run ./scripts/matrixreport $mode -out testdata/kernel-matrix -readme README.md "${targets[@]}" || rc=$?
+if [ -n "${IDLETRACE_MATRIX_KEEP:-}" ]; then
+	mkdir -p "$IDLETRACE_MATRIX_KEEP" && cp -r "$WORK"/host "$WORK"/6.* "$IDLETRACE_MATRIX_KEEP"/ 2>/dev/null || true
+	log "results kept in $IDLETRACE_MATRIX_KEEP"
+fi
+log "done in $(($(date +%s) - t0)) s"
+exit $rc
