@@ -38,6 +38,11 @@ volatile const __u8 cpu_filter_on = 0;     /* record idle periods only of CPUs i
 volatile const __u8 record_io = 1;
 volatile const __u32 nr_cpus = 1024;       /* possible CPUs */
 volatile const __u8 have_tick_stop = 0;    /* timer:tick_stop is attached */
+/* Addresses of the per-CPU cpuidle_devices pointer and of __per_cpu_offset
+ * (data symbols, in /proc/kallsyms with CONFIG_KALLSYMS_ALL); 0 without a
+ * cpuidle driver or without them. */
+volatile const __u64 cpuidle_devices_addr = 0;
+volatile const __u64 per_cpu_offset_addr = 0;
 
 /* Referenced so that the types reach the object's BTF and bpf2go emits Go
  * types for them. */
@@ -76,7 +81,9 @@ struct cpu_state {
 	__u8 pending;     /* pend holds a closed period waiting for its cause */
 	__u8 pend_timer;  /* pend's cause is a timer; submit at local_timer_exit */
 	__u8 tick_stopped_now; /* timer:tick_stop fired since the last entry */
-	__u8 pad[7];
+	__u8 pend_await;  /* pend waits for the next entry to learn the kernel's residency */
+	__u8 pad[6];
+	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
 	struct idle_record pend;
 };
 
@@ -168,7 +175,38 @@ static __always_inline void submit_pending(struct cpu_state *st)
 {
 	st->pending = 0;
 	st->pend_timer = 0;
+	st->pend_await = 0;
 	submit_idle(&st->pend);
+}
+
+/* This CPU's cpuidle device: per_cpu(cpuidle_devices, cpu). */
+static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, __u32 cpu)
+{
+	if (!st->cpuidle_dev && cpuidle_devices_addr && per_cpu_offset_addr) {
+		__u64 off = 0, dev = 0;
+		bpf_probe_read_kernel(&off, sizeof(off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8));
+		bpf_probe_read_kernel(&dev, sizeof(dev), (void *)(cpuidle_devices_addr + off));
+		st->cpuidle_dev = dev;
+	}
+	return (struct cpuidle_device *)st->cpuidle_dev;
+}
+
+/* The cpuidle core sets dev->last_residency_ns right after the exit
+ * tracepoint, from its own clock reads just inside the two tracepoints; at
+ * the next entry it still holds the closed period's value. A value outside
+ * the traced window (a period that did not go through cpuidle_enter_state,
+ * such as cpu_idle_poll) is stale and left unknown. */
+static __always_inline void fill_kernel_residency(struct cpu_state *st, __u32 cpu)
+{
+	struct cpuidle_device *dev = cpuidle_dev(st, cpu);
+	if (!dev)
+		return;
+	__u64 res = BPF_CORE_READ(dev, last_residency_ns);
+	__u64 traced = st->pend.exit_ns - st->pend.entry_ns;
+	if (res <= traced && traced - res < 100000) {
+		st->pend.kernel_residency_ns = res;
+		st->pend.flags |= IDLE_KERNEL_RESIDENCY_KNOWN;
+	}
 }
 
 /* Tick state from this CPU's tick_sched, once known. The two expiry times
@@ -221,8 +259,11 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	struct cpu_state *st = cpu_state(cpu);
 	if (!st)
 		return;
-	if (st->pending)
+	if (st->pending) {
+		if (st->pend_await)
+			fill_kernel_residency(st, cpu);
 		submit_pending(st);
+	}
 
 	if (st->in_idle) {
 		struct loss_counters *l = loss_counters();
@@ -285,6 +326,7 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	r->wake_irq = st->wake_irq;
 	r->flags = st->flags;
 	r->wake_cause = st->cause;
+	r->kernel_residency_ns = 0;
 
 	if (is_polling(st->state)) {
 		/* A poll that ends with nothing having woken it ran out of its
@@ -298,7 +340,10 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 
 	if (!cpu_wanted(cpu))
 		return;
-	if (r->wake_cause != WAKE_UNKNOWN) {
+	/* With a cpuidle device, the period waits for the next entry, when
+	 * the kernel's own residency of it can be read. */
+	st->pend_await = cpuidle_devices_addr != 0;
+	if (r->wake_cause != WAKE_UNKNOWN && !st->pend_await) {
 		submit_idle(r);
 		return;
 	}
@@ -326,7 +371,8 @@ static __always_inline void on_local_wake(__u32 cause, __s32 irq)
 	if (!st->pending || st->pend.wake_cause != WAKE_UNKNOWN)
 		return;
 	if (bpf_ktime_get_ns() - st->pend.exit_ns > PENDING_WINDOW_NS) {
-		submit_pending(st);
+		if (!st->pend_await)
+			submit_pending(st);
 		return;
 	}
 	st->pend.wake_cause = cause;
@@ -335,7 +381,8 @@ static __always_inline void on_local_wake(__u32 cause, __s32 irq)
 		st->pend_timer = 1; /* may turn out to be the tick */
 		return;
 	}
-	submit_pending(st);
+	if (!st->pend_await)
+		submit_pending(st);
 }
 
 static __always_inline void on_tick_stop(int success)
@@ -351,7 +398,10 @@ static __always_inline void on_local_timer_exit(void)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st = cpu_state(cpu);
-	if (st && st->pending && st->pend_timer)
+	if (!st || !st->pending || !st->pend_timer)
+		return;
+	st->pend_timer = 0;
+	if (!st->pend_await)
 		submit_pending(st);
 }
 

@@ -39,6 +39,9 @@ enum idle_flags {
 	 * not fire for this entry). */
 	IDLE_TICK_WAS_STOPPED_KNOWN = 1 << 5,
 	IDLE_TICK_WAS_STOPPED = 1 << 6,
+	/* kernel_residency_ns holds the cpuidle core's own measure of the
+	 * period (dev->last_residency_ns; 0: the entry was rejected). */
+	IDLE_KERNEL_RESIDENCY_KNOWN = 1 << 7,
 };
 
 /* One idle period: cpu_idle entry and exit paired in the kernel. */
@@ -54,6 +57,7 @@ struct idle_record {
 	__u64 exit_ns;
 	__u64 wake_request_ns; /* first remote wake request while idle, 0 if none */
 	__s64 next_timer_ns;   /* next timer event from entry, if IDLE_NEXT_TIMER_KNOWN */
+	__u64 kernel_residency_ns; /* if IDLE_KERNEL_RESIDENCY_KNOWN */
 };
 
 /* One block request, issue and final completion paired in the kernel. */

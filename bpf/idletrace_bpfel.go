@@ -44,20 +44,23 @@ type IdletraceCpuState struct {
 	Pending        uint8
 	PendTimer      uint8
 	TickStoppedNow uint8
-	Pad            [7]uint8
+	PendAwait      uint8
+	Pad            [6]uint8
+	CpuidleDev     uint64
 	Pend           struct {
-		_             structs.HostLayout
-		Type          uint8
-		WakeCause     uint8
-		Flags         uint8
-		Pad0          uint8
-		Cpu           uint32
-		State         uint32
-		WakeIrq       int32
-		EntryNs       uint64
-		ExitNs        uint64
-		WakeRequestNs uint64
-		NextTimerNs   int64
+		_                 structs.HostLayout
+		Type              uint8
+		WakeCause         uint8
+		Flags             uint8
+		Pad0              uint8
+		Cpu               uint32
+		State             uint32
+		WakeIrq           int32
+		EntryNs           uint64
+		ExitNs            uint64
+		WakeRequestNs     uint64
+		NextTimerNs       int64
+		KernelResidencyNs uint64
 	}
 }
 
@@ -82,21 +85,23 @@ const (
 	IdletraceIdleFlagsIDLE_POLL_TIMEOUT           IdletraceIdleFlags = 16
 	IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN IdletraceIdleFlags = 32
 	IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED       IdletraceIdleFlags = 64
+	IdletraceIdleFlagsIDLE_KERNEL_RESIDENCY_KNOWN IdletraceIdleFlags = 128
 )
 
 type IdletraceIdleRecord struct {
-	_             structs.HostLayout
-	Type          uint8
-	WakeCause     uint8
-	Flags         uint8
-	Pad0          uint8
-	Cpu           uint32
-	State         uint32
-	WakeIrq       int32
-	EntryNs       uint64
-	ExitNs        uint64
-	WakeRequestNs uint64
-	NextTimerNs   int64
+	_                 structs.HostLayout
+	Type              uint8
+	WakeCause         uint8
+	Flags             uint8
+	Pad0              uint8
+	Cpu               uint32
+	State             uint32
+	WakeIrq           int32
+	EntryNs           uint64
+	ExitNs            uint64
+	WakeRequestNs     uint64
+	NextTimerNs       int64
+	KernelResidencyNs uint64
 }
 
 type IdletraceIoKey struct {
@@ -203,8 +208,10 @@ const (
 	IdletraceVarRecordType                  = "_record_type"
 	IdletraceVarWakeCause                   = "_wake_cause"
 	IdletraceVarCpuFilterOn                 = "cpu_filter_on"
+	IdletraceVarCpuidleDevicesAddr          = "cpuidle_devices_addr"
 	IdletraceVarHaveTickStop                = "have_tick_stop"
 	IdletraceVarNrCpus                      = "nr_cpus"
+	IdletraceVarPerCpuOffsetAddr            = "per_cpu_offset_addr"
 	IdletraceVarPollingMask                 = "polling_mask"
 	IdletraceVarRecordIo                    = "record_io"
 	IdletraceVarTickHandler                 = "tick_handler"
@@ -304,20 +311,22 @@ type IdletraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IdletraceVariableSpecs struct {
-	BlockIoRecord  *ebpf.VariableSpec `ebpf:"_block_io_record"`
-	HaltpollRecord *ebpf.VariableSpec `ebpf:"_haltpoll_record"`
-	IdleFlags      *ebpf.VariableSpec `ebpf:"_idle_flags"`
-	IdleRecord     *ebpf.VariableSpec `ebpf:"_idle_record"`
-	LossCounters   *ebpf.VariableSpec `ebpf:"_loss_counters"`
-	RecordType     *ebpf.VariableSpec `ebpf:"_record_type"`
-	WakeCause      *ebpf.VariableSpec `ebpf:"_wake_cause"`
-	CpuFilterOn    *ebpf.VariableSpec `ebpf:"cpu_filter_on"`
-	HaveTickStop   *ebpf.VariableSpec `ebpf:"have_tick_stop"`
-	NrCpus         *ebpf.VariableSpec `ebpf:"nr_cpus"`
-	PollingMask    *ebpf.VariableSpec `ebpf:"polling_mask"`
-	RecordIo       *ebpf.VariableSpec `ebpf:"record_io"`
-	TickHandler    *ebpf.VariableSpec `ebpf:"tick_handler"`
-	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	BlockIoRecord      *ebpf.VariableSpec `ebpf:"_block_io_record"`
+	HaltpollRecord     *ebpf.VariableSpec `ebpf:"_haltpoll_record"`
+	IdleFlags          *ebpf.VariableSpec `ebpf:"_idle_flags"`
+	IdleRecord         *ebpf.VariableSpec `ebpf:"_idle_record"`
+	LossCounters       *ebpf.VariableSpec `ebpf:"_loss_counters"`
+	RecordType         *ebpf.VariableSpec `ebpf:"_record_type"`
+	WakeCause          *ebpf.VariableSpec `ebpf:"_wake_cause"`
+	CpuFilterOn        *ebpf.VariableSpec `ebpf:"cpu_filter_on"`
+	CpuidleDevicesAddr *ebpf.VariableSpec `ebpf:"cpuidle_devices_addr"`
+	HaveTickStop       *ebpf.VariableSpec `ebpf:"have_tick_stop"`
+	NrCpus             *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	PerCpuOffsetAddr   *ebpf.VariableSpec `ebpf:"per_cpu_offset_addr"`
+	PollingMask        *ebpf.VariableSpec `ebpf:"polling_mask"`
+	RecordIo           *ebpf.VariableSpec `ebpf:"record_io"`
+	TickHandler        *ebpf.VariableSpec `ebpf:"tick_handler"`
+	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // IdletraceObjects contains all objects after they have been loaded into the kernel.
@@ -361,20 +370,22 @@ func (m *IdletraceMaps) Close() error {
 //
 // It can be passed to LoadIdletraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IdletraceVariables struct {
-	BlockIoRecord  *ebpf.Variable `ebpf:"_block_io_record"`
-	HaltpollRecord *ebpf.Variable `ebpf:"_haltpoll_record"`
-	IdleFlags      *ebpf.Variable `ebpf:"_idle_flags"`
-	IdleRecord     *ebpf.Variable `ebpf:"_idle_record"`
-	LossCounters   *ebpf.Variable `ebpf:"_loss_counters"`
-	RecordType     *ebpf.Variable `ebpf:"_record_type"`
-	WakeCause      *ebpf.Variable `ebpf:"_wake_cause"`
-	CpuFilterOn    *ebpf.Variable `ebpf:"cpu_filter_on"`
-	HaveTickStop   *ebpf.Variable `ebpf:"have_tick_stop"`
-	NrCpus         *ebpf.Variable `ebpf:"nr_cpus"`
-	PollingMask    *ebpf.Variable `ebpf:"polling_mask"`
-	RecordIo       *ebpf.Variable `ebpf:"record_io"`
-	TickHandler    *ebpf.Variable `ebpf:"tick_handler"`
-	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
+	BlockIoRecord      *ebpf.Variable `ebpf:"_block_io_record"`
+	HaltpollRecord     *ebpf.Variable `ebpf:"_haltpoll_record"`
+	IdleFlags          *ebpf.Variable `ebpf:"_idle_flags"`
+	IdleRecord         *ebpf.Variable `ebpf:"_idle_record"`
+	LossCounters       *ebpf.Variable `ebpf:"_loss_counters"`
+	RecordType         *ebpf.Variable `ebpf:"_record_type"`
+	WakeCause          *ebpf.Variable `ebpf:"_wake_cause"`
+	CpuFilterOn        *ebpf.Variable `ebpf:"cpu_filter_on"`
+	CpuidleDevicesAddr *ebpf.Variable `ebpf:"cpuidle_devices_addr"`
+	HaveTickStop       *ebpf.Variable `ebpf:"have_tick_stop"`
+	NrCpus             *ebpf.Variable `ebpf:"nr_cpus"`
+	PerCpuOffsetAddr   *ebpf.Variable `ebpf:"per_cpu_offset_addr"`
+	PollingMask        *ebpf.Variable `ebpf:"polling_mask"`
+	RecordIo           *ebpf.Variable `ebpf:"record_io"`
+	TickHandler        *ebpf.Variable `ebpf:"tick_handler"`
+	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // IdletracePrograms contains all programs after they have been loaded into the kernel.

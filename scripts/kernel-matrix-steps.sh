@@ -40,7 +40,7 @@ if [ -e /sys/kernel/btf/vmlinux ]; then say "btf=yes"; else say "btf=no"; fi
 # 1. The recorder's kernel tests (the referee: traced idle periods and block
 #    IO against the kernel's own counters).
 start=$(date +%s)
-(cd "$data" && TMPDIR="$data/tmp" "$bin/record.test" -test.v -test.count=1 -test.timeout=10m) >"$res/referee.log" 2>&1
+(cd "$data" && TMPDIR="$data/tmp" IDLETRACE_REFEREE_TRACE="$res/referee.trace" "$bin/record.test" -test.v -test.count=1 -test.timeout=10m) >"$res/referee.log" 2>&1
 say "referee_rc=$? referee_s=$(($(date +%s) - start))"
 show "$res/referee.log" referee:
 

@@ -41,6 +41,10 @@ struct tick_sched___old {
 	unsigned int tick_stopped : 1;
 };
 
+struct cpuidle_device {
+	__u64 last_residency_ns;
+};
+
 struct gendisk {
 	int major;
 	int first_minor;

@@ -407,11 +407,13 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	for idx >= len(a.states) {
 		a.states = append(a.states, stateAcc{})
 	}
-	res := p.ResidencyNs()
+	res, counted := p.Residency()
 	s := &a.states[idx]
-	s.usage++
+	if counted {
+		s.usage++ // the kernel does not count rejected entries
+	}
 	s.timeNs += res
-	if a.table != nil {
+	if a.table != nil && counted {
 		above, below := model.ClassifyMiss(a.table, idx, res)
 		if above {
 			s.above++

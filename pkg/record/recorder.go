@@ -123,7 +123,13 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		return nil, err
 	}
 	tickAddr := tickHandlerAddr()
-	coll, links, err := loadAndAttach(kernelSpec, opts, plan, meta, tickAddr, possible, recorded)
+	var cpuidleAddrs cpuidleSymbols
+	if len(meta.States) > 0 {
+		if cpuidleAddrs = cpuidleSymbolAddrs(); cpuidleAddrs.devices == 0 {
+			warn("cpuidle_devices and __per_cpu_offset are not in /proc/kallsyms (CONFIG_KALLSYMS_ALL): residencies are the traced ones, which include the tracepoints' own time")
+		}
+	}
+	coll, links, err := loadAndAttach(kernelSpec, opts, plan, meta, tickAddr, cpuidleAddrs, possible, recorded)
 	if err != nil {
 		return nil, err
 	}
@@ -292,9 +298,9 @@ var progNameInError = regexp.MustCompile(`program (btf_[a-z_]+)`)
 // loadAndAttach loads the programs the plan chose and attaches them. A tp_btf
 // program that the kernel refuses at load or attach time is replaced by its
 // classic tracepoint twin, and everything is loaded again.
-func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, tickAddr uint64, possible, recorded []int) (*ebpf.Collection, []link.Link, error) {
+func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, tickAddr uint64, cpuidleAddrs cpuidleSymbols, possible, recorded []int) (*ebpf.Collection, []link.Link, error) {
 	for attempt := 0; ; attempt++ {
-		coll, err := loadCollection(kernelSpec, opts, plan, meta, tickAddr, possible, recorded)
+		coll, err := loadCollection(kernelSpec, opts, plan, meta, tickAddr, cpuidleAddrs, possible, recorded)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -312,7 +318,7 @@ func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *t
 
 // loadCollection loads the chosen programs. A tp_btf program the verifier
 // rejects is swapped for its classic tracepoint twin and the load retried.
-func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, tickAddr uint64, possible, recorded []int) (*ebpf.Collection, error) {
+func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, tickAddr uint64, cpuidleAddrs cpuidleSymbols, possible, recorded []int) (*ebpf.Collection, error) {
 	for attempt := 0; ; attempt++ {
 		spec, err := bpf.LoadIdletrace()
 		if err != nil {
@@ -340,13 +346,15 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		maxCPU := possible[len(possible)-1] + 1
 		spec.Maps["cpu_states"].MaxEntries = uint32(maxCPU)
 		vars := map[string]any{
-			"polling_mask":   pollingMask(meta),
-			"wakeup_bytes":   uint64(ring / 16),
-			"tick_handler":   tickAddr,
-			"cpu_filter_on":  boolByte(opts.CPUs != nil),
-			"record_io":      boolByte(!opts.NoIO),
-			"nr_cpus":        uint32(maxCPU),
-			"have_tick_stop": boolByte(plan.method["timer:tick_stop"] != ""),
+			"polling_mask":         pollingMask(meta),
+			"wakeup_bytes":         uint64(ring / 16),
+			"tick_handler":         tickAddr,
+			"cpu_filter_on":        boolByte(opts.CPUs != nil),
+			"record_io":            boolByte(!opts.NoIO),
+			"nr_cpus":              uint32(maxCPU),
+			"have_tick_stop":       boolByte(plan.method["timer:tick_stop"] != ""),
+			"cpuidle_devices_addr": cpuidleAddrs.devices,
+			"per_cpu_offset_addr":  cpuidleAddrs.perCPUOffset,
 		}
 		for name, v := range vars {
 			if err := spec.Variables[name].Set(v); err != nil {
@@ -697,8 +705,10 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		CPU: p.Cpu, State: p.State, EntryNs: p.EntryNs, ExitNs: p.ExitNs,
 		WakeCause: trace.WakeCause(p.WakeCause), WakeIRQ: p.WakeIrq, WakeRequestNs: p.WakeRequestNs,
 		NextTimerNs: p.NextTimerNs, NextTimerKnown: flags&bpf.IdletraceIdleFlagsIDLE_NEXT_TIMER_KNOWN != 0,
-		TickStopped:       tri(bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED),
-		TickStoppedBefore: tri(bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED),
-		PollTimedOut:      tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
+		TickStopped:          tri(bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED),
+		TickStoppedBefore:    tri(bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED),
+		KernelResidencyNs:    p.KernelResidencyNs,
+		KernelResidencyKnown: flags&bpf.IdletraceIdleFlagsIDLE_KERNEL_RESIDENCY_KNOWN != 0,
+		PollTimedOut:         tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
 	}
 }

@@ -205,7 +205,7 @@ func TestKernelReferee(t *testing.T) {
 		usage, timeNs, above, below uint64
 	}
 	traced := map[key]*counts{}
-	var periods, known, remote, remoteMeasured uint64
+	var periods, known, remote, remoteMeasured, kernelRes uint64
 	var ioDone uint64
 	ioByOp := map[uint8]uint64{}
 	statesOf := map[uint32][]model.State{}
@@ -237,9 +237,16 @@ func TestKernelReferee(t *testing.T) {
 				c = &counts{}
 				traced[k] = c
 			}
+			res, counted := p.Residency()
+			if !counted {
+				return nil // a rejected entry: the kernel counts it as rejected, not used
+			}
 			c.usage++
-			c.timeNs += p.ResidencyNs()
-			above, below := model.ClassifyMiss(statesOf[p.CPU], int(p.State), p.ResidencyNs())
+			c.timeNs += res
+			if p.KernelResidencyKnown {
+				kernelRes++
+			}
+			above, below := model.ClassifyMiss(statesOf[p.CPU], int(p.State), res)
 			if above {
 				c.above++
 			}

@@ -402,26 +402,49 @@ func pollingMask(m *trace.Metadata) uint32 {
 // tickHandlerAddr finds the function the tick's hrtimer runs
 // (tick_nohz_handler since 6.9, tick_sched_timer before) in /proc/kallsyms.
 func tickHandlerAddr() uint64 {
-	f, err := os.Open(sysPath("proc/kallsyms"))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	found := map[string]uint64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 3 || len(fields) > 3 {
-			continue
-		}
-		if fields[2] == "tick_nohz_handler" || fields[2] == "tick_sched_timer" {
-			if a, err := strconv.ParseUint(fields[0], 16, 64); err == nil && a != 0 {
-				found[fields[2]] = a
-			}
-		}
-	}
+	found := kallsyms("tick_nohz_handler", "tick_sched_timer")
 	if a := found["tick_nohz_handler"]; a != 0 {
 		return a
 	}
 	return found["tick_sched_timer"]
+}
+
+// cpuidleSymbols locate each CPU's struct cpuidle_device: the per-CPU
+// pointer cpuidle_devices and the per-CPU offsets array.
+type cpuidleSymbols struct{ devices, perCPUOffset uint64 }
+
+// cpuidleSymbolAddrs reads them from /proc/kallsyms, which lists data
+// symbols only with CONFIG_KALLSYMS_ALL; zero when either is missing.
+func cpuidleSymbolAddrs() cpuidleSymbols {
+	found := kallsyms("cpuidle_devices", "__per_cpu_offset")
+	s := cpuidleSymbols{found["cpuidle_devices"], found["__per_cpu_offset"]}
+	if s.devices == 0 || s.perCPUOffset == 0 {
+		return cpuidleSymbols{}
+	}
+	return s
+}
+
+// kallsyms returns the non-zero addresses of the named kernel symbols.
+func kallsyms(names ...string) map[string]uint64 {
+	found := map[string]uint64{}
+	f, err := os.Open(sysPath("proc/kallsyms"))
+	if err != nil {
+		return found
+	}
+	defer f.Close()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 3 || !want[fields[2]] {
+			continue // module symbols have a fourth field
+		}
+		if a, err := strconv.ParseUint(fields[0], 16, 64); err == nil && a != 0 {
+			found[fields[2]] = a
+		}
+	}
+	return found
 }

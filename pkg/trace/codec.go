@@ -80,6 +80,11 @@ func (e *idleEncoder) add(p *IdlePeriod) {
 	}
 	c[5] = append(c[5], flags)
 	c[9] = append(c[9], triBits(p.TickStoppedBefore))
+	var kres uint64
+	if p.KernelResidencyKnown {
+		kres = p.KernelResidencyNs + 1
+	}
+	c[10] = binary.AppendUvarint(c[10], kres)
 	if slot != nil {
 		slot.lastExit, slot.hasExit = p.ExitNs, true
 	}
@@ -177,7 +182,7 @@ func (e *lossEncoder) add(l *Loss) {
 // decoder holds the reader's per-chunk scratch state; records handed to
 // callbacks live here and are overwritten by the next record.
 type decoder struct {
-	cols [blockIOColumns]colReader // the widest record type
+	cols [idleColumns]colReader // the widest record type
 	cpus cpuTable
 	idle IdlePeriod
 	bio  BlockIO
@@ -211,6 +216,10 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 		if present > 9 {
 			flags2 = cols[9].byte()
 		}
+		var kres uint64
+		if present > 10 {
+			kres = cols[10].uvarint()
+		}
 		irq := int32(-1)
 		if flags&idleFlagIRQ != 0 {
 			irq = cols[6].i32()
@@ -239,18 +248,20 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 		}
 		prevExit = exit
 		*p = IdlePeriod{
-			CPU:               cpu,
-			State:             state,
-			EntryNs:           entry,
-			ExitNs:            exit,
-			WakeCause:         WakeCause(cause),
-			WakeIRQ:           irq,
-			WakeRequestNs:     request,
-			NextTimerNs:       nextTimer,
-			NextTimerKnown:    flags&idleFlagTimerKnown != 0,
-			TickStopped:       triFromBits(flags & 3),
-			TickStoppedBefore: triFromBits(flags2 & 3),
-			PollTimedOut:      triFromBits(flags >> 2 & 3),
+			CPU:                  cpu,
+			State:                state,
+			EntryNs:              entry,
+			ExitNs:               exit,
+			WakeCause:            WakeCause(cause),
+			WakeIRQ:              irq,
+			WakeRequestNs:        request,
+			NextTimerNs:          nextTimer,
+			NextTimerKnown:       flags&idleFlagTimerKnown != 0,
+			TickStopped:          triFromBits(flags & 3),
+			TickStoppedBefore:    triFromBits(flags2 & 3),
+			KernelResidencyNs:    kres - min(kres, 1),
+			KernelResidencyKnown: kres != 0,
+			PollTimedOut:         triFromBits(flags >> 2 & 3),
 		}
 		if err := fn(p); err != nil {
 			return err

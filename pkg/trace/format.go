@@ -78,6 +78,8 @@ package trace
 //	           EntryNs; then lastTimer[cpu] = t. Absent means NextTimerNs = 0.
 //	9 flags2   u8: bits 0-1 TickStoppedBefore (as TickStopped). Chunks written
 //	           before it existed have 9 columns: it reads as unknown.
+//	10 kres    uvarint: KernelResidencyNs + 1, or 0 when not known (then
+//	           KernelResidencyKnown is false). Absent in older chunks.
 //
 // After each record: lastExit[cpu] = ExitNs, prevExit = ExitNs. (Per-CPU deltas
 // turn timestamps into busy gaps, and timer expiries repeat or move by whole
@@ -186,9 +188,9 @@ const (
 
 // Column counts per record chunk type (format v1).
 const (
-	idleColumns = 10
-	// idleMinColumns: idle chunks from before TickStoppedBefore existed
-	// have 9 columns; it reads as Unknown.
+	idleColumns = 11
+	// idleMinColumns: idle chunks from before TickStoppedBefore and
+	// KernelResidencyNs existed have 9 or 10 columns; they read as unknown.
 	idleMinColumns  = 9
 	blockIOColumns  = 10
 	haltPollColumns = 5

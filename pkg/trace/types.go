@@ -99,6 +99,13 @@ type IdlePeriod struct {
 	// made that decision (the governors' tick_nohz_tick_stopped() input):
 	// an earlier iteration of the same idle episode had stopped it.
 	TickStoppedBefore Tristate
+	// KernelResidencyNs is the cpuidle core's own measure of the period
+	// (dev->last_residency_ns, from its clock reads just inside the two
+	// tracepoints), valid when KernelResidencyKnown. 0 means the kernel
+	// rejected the entry (the driver's enter callback failed).
+	KernelResidencyNs    uint64
+	KernelResidencyKnown bool
+
 	// PollTimedOut: a polling state ended on its time limit (dev->poll_time_limit).
 	// Unknown for non-polling states and where the kernel's field is not readable.
 	PollTimedOut Tristate
@@ -110,6 +117,16 @@ func (p *IdlePeriod) ResidencyNs() uint64 {
 		return 0
 	}
 	return p.ExitNs - p.EntryNs
+}
+
+// Residency is the time in the state as the kernel's counters count it:
+// the cpuidle core's own measure where the trace has it, else ResidencyNs.
+// counted is false for an entry the kernel rejected (not in its usage).
+func (p *IdlePeriod) Residency() (ns uint64, counted bool) {
+	if p.KernelResidencyKnown {
+		return p.KernelResidencyNs, p.KernelResidencyNs != 0
+	}
+	return p.ResidencyNs(), true
 }
 
 // IsRemoteWake says the period ended because another CPU woke this one.
