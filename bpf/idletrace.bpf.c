@@ -53,6 +53,7 @@ struct loss_counters _loss_counters = {};
 enum wake_cause _wake_cause = WAKE_UNKNOWN;
 enum idle_flags _idle_flags = IDLE_TICK_STOPPED_KNOWN;
 enum record_type _record_type = RECORD_IDLE;
+enum kernel_flags _kernel_flags = KERNEL_KNOWN;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -82,7 +83,10 @@ struct cpu_state {
 	__u8 pend_timer;  /* pend's cause is a timer; submit at local_timer_exit */
 	__u8 tick_stopped_now; /* timer:tick_stop fired since the last entry */
 	__u8 pend_await;  /* pend waits for the next entry to learn the kernel's residency */
-	__u8 pad[6];
+	__u8 usage_known; /* usage_at_entry and time_at_entry hold the open period's state's counters */
+	__u8 pad[5];
+	__u64 usage_at_entry;
+	__u64 time_at_entry;
 	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
 	struct idle_record pend;
 };
@@ -191,22 +195,47 @@ static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, 
 	return (struct cpuidle_device *)st->cpuidle_dev;
 }
 
-/* The cpuidle core sets dev->last_residency_ns right after the exit
- * tracepoint, from its own clock reads just inside the two tracepoints; at
- * the next entry it still holds the closed period's value. A value outside
- * the traced window (a period that did not go through cpuidle_enter_state,
- * such as cpu_idle_poll) is stale and left unknown. */
+/* dev->states_usage[state].usage and .time_ns: the cpuidle core's own
+ * counters, which it bumps right after the exit tracepoint from its clock
+ * reads just inside the two tracepoints. */
+static __always_inline int read_state_usage(struct cpuidle_device *dev, __u32 state, __u64 *usage, __u64 *time_ns)
+{
+	if (state >= 10)
+		return -1;
+	__u64 base = (__u64)dev + bpf_core_field_offset(struct cpuidle_device, states_usage) +
+		     (__u64)state * bpf_core_type_size(struct cpuidle_state_usage);
+	if (bpf_probe_read_kernel(usage, sizeof(*usage), (void *)(base + bpf_core_field_offset(struct cpuidle_state_usage, usage))) ||
+	    bpf_probe_read_kernel(time_ns, sizeof(*time_ns), (void *)(base + bpf_core_field_offset(struct cpuidle_state_usage, time_ns))))
+		return -1;
+	return 0;
+}
+
+/* At the next entry, the counters of the closed period's state say what the
+ * kernel made of it: one more use and its residency, or nothing (a period
+ * outside cpuidle_enter_state, such as cpu_idle_poll, or a rejected entry). */
 static __always_inline void fill_kernel_residency(struct cpu_state *st, __u32 cpu)
 {
 	struct cpuidle_device *dev = cpuidle_dev(st, cpu);
-	if (!dev)
+	__u64 usage, time_ns;
+	if (!dev || !st->usage_known || read_state_usage(dev, st->pend.state, &usage, &time_ns))
 		return;
-	__u64 res = BPF_CORE_READ(dev, last_residency_ns);
-	__u64 traced = st->pend.exit_ns - st->pend.entry_ns;
-	if (res <= traced && traced - res < 100000) {
-		st->pend.kernel_residency_ns = res;
-		st->pend.flags |= IDLE_KERNEL_RESIDENCY_KNOWN;
+	__u64 uses = usage - st->usage_at_entry;
+	if (uses == 0) {
+		st->pend.kernel_flags = KERNEL_KNOWN;
+	} else if (uses == 1) {
+		st->pend.kernel_flags = KERNEL_KNOWN | KERNEL_COUNTED;
+		st->pend.kernel_residency_ns = time_ns - st->time_at_entry;
 	}
+}
+
+/* Remember the entered state's counters, to tell at the next entry what the
+ * kernel counted for this period. */
+static __always_inline void note_state_usage(struct cpu_state *st, __u32 cpu, __u32 state)
+{
+	st->usage_known = 0;
+	struct cpuidle_device *dev = cpuidle_dev(st, cpu);
+	if (dev && !read_state_usage(dev, state, &st->usage_at_entry, &st->time_at_entry))
+		st->usage_known = 1;
 }
 
 /* Tick state from this CPU's tick_sched, once known. The two expiry times
@@ -287,6 +316,8 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 			st->flags |= IDLE_TICK_WAS_STOPPED;
 	}
 	st->tick_stopped_now = 0;
+	if (cpuidle_devices_addr)
+		note_state_usage(st, cpu, state);
 	/* The entry time is taken last here and the exit time first (in
 	 * on_cpu_idle): the kernel reads its own clock for the cpuidle
 	 * counters right after the entry tracepoint and right before the exit
@@ -327,6 +358,7 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	r->flags = st->flags;
 	r->wake_cause = st->cause;
 	r->kernel_residency_ns = 0;
+	r->kernel_flags = 0;
 
 	if (is_polling(st->state)) {
 		/* A poll that ends with nothing having woken it ran out of its

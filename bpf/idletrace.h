@@ -39,9 +39,13 @@ enum idle_flags {
 	 * not fire for this entry). */
 	IDLE_TICK_WAS_STOPPED_KNOWN = 1 << 5,
 	IDLE_TICK_WAS_STOPPED = 1 << 6,
-	/* kernel_residency_ns holds the cpuidle core's own measure of the
-	 * period (dev->last_residency_ns; 0: the entry was rejected). */
-	IDLE_KERNEL_RESIDENCY_KNOWN = 1 << 7,
+};
+
+/* What the cpuidle core counted for a period (idle_record.kernel_flags),
+ * from its own per-state counters read before and after the period. */
+enum kernel_flags {
+	KERNEL_KNOWN = 1 << 0,   /* the counters were read around the period */
+	KERNEL_COUNTED = 1 << 1, /* it counted the period: usage + 1, time + kernel_residency_ns */
 };
 
 /* One idle period: cpu_idle entry and exit paired in the kernel. */
@@ -49,7 +53,7 @@ struct idle_record {
 	__u8 type; /* RECORD_IDLE */
 	__u8 wake_cause;
 	__u8 flags; /* enum idle_flags */
-	__u8 pad0;
+	__u8 kernel_flags; /* enum kernel_flags */
 	__u32 cpu;
 	__u32 state;     /* driver state index */
 	__s32 wake_irq;  /* device IRQ number, -1 if none */
@@ -57,7 +61,7 @@ struct idle_record {
 	__u64 exit_ns;
 	__u64 wake_request_ns; /* first remote wake request while idle, 0 if none */
 	__s64 next_timer_ns;   /* next timer event from entry, if IDLE_NEXT_TIMER_KNOWN */
-	__u64 kernel_residency_ns; /* if IDLE_KERNEL_RESIDENCY_KNOWN */
+	__u64 kernel_residency_ns; /* if KERNEL_COUNTED */
 };
 
 /* One block request, issue and final completion paired in the kernel. */

@@ -45,14 +45,17 @@ type IdletraceCpuState struct {
 	PendTimer      uint8
 	TickStoppedNow uint8
 	PendAwait      uint8
-	Pad            [6]uint8
+	UsageKnown     uint8
+	Pad            [5]uint8
+	UsageAtEntry   uint64
+	TimeAtEntry    uint64
 	CpuidleDev     uint64
 	Pend           struct {
 		_                 structs.HostLayout
 		Type              uint8
 		WakeCause         uint8
 		Flags             uint8
-		Pad0              uint8
+		KernelFlags       uint8
 		Cpu               uint32
 		State             uint32
 		WakeIrq           int32
@@ -85,7 +88,6 @@ const (
 	IdletraceIdleFlagsIDLE_POLL_TIMEOUT           IdletraceIdleFlags = 16
 	IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN IdletraceIdleFlags = 32
 	IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED       IdletraceIdleFlags = 64
-	IdletraceIdleFlagsIDLE_KERNEL_RESIDENCY_KNOWN IdletraceIdleFlags = 128
 )
 
 type IdletraceIdleRecord struct {
@@ -93,7 +95,7 @@ type IdletraceIdleRecord struct {
 	Type              uint8
 	WakeCause         uint8
 	Flags             uint8
-	Pad0              uint8
+	KernelFlags       uint8
 	Cpu               uint32
 	State             uint32
 	WakeIrq           int32
@@ -122,6 +124,13 @@ type IdletraceIoStart struct {
 	Op          uint8
 	_           [7]byte
 }
+
+type IdletraceKernelFlags uint32
+
+const (
+	IdletraceKernelFlagsKERNEL_KNOWN   IdletraceKernelFlags = 1
+	IdletraceKernelFlagsKERNEL_COUNTED IdletraceKernelFlags = 2
+)
 
 type IdletraceLossCounters struct {
 	_             structs.HostLayout
@@ -204,6 +213,7 @@ const (
 	IdletraceVarHaltpollRecord              = "_haltpoll_record"
 	IdletraceVarIdleFlags                   = "_idle_flags"
 	IdletraceVarIdleRecord                  = "_idle_record"
+	IdletraceVarKernelFlags                 = "_kernel_flags"
 	IdletraceVarLossCounters                = "_loss_counters"
 	IdletraceVarRecordType                  = "_record_type"
 	IdletraceVarWakeCause                   = "_wake_cause"
@@ -315,6 +325,7 @@ type IdletraceVariableSpecs struct {
 	HaltpollRecord     *ebpf.VariableSpec `ebpf:"_haltpoll_record"`
 	IdleFlags          *ebpf.VariableSpec `ebpf:"_idle_flags"`
 	IdleRecord         *ebpf.VariableSpec `ebpf:"_idle_record"`
+	KernelFlags        *ebpf.VariableSpec `ebpf:"_kernel_flags"`
 	LossCounters       *ebpf.VariableSpec `ebpf:"_loss_counters"`
 	RecordType         *ebpf.VariableSpec `ebpf:"_record_type"`
 	WakeCause          *ebpf.VariableSpec `ebpf:"_wake_cause"`
@@ -374,6 +385,7 @@ type IdletraceVariables struct {
 	HaltpollRecord     *ebpf.Variable `ebpf:"_haltpoll_record"`
 	IdleFlags          *ebpf.Variable `ebpf:"_idle_flags"`
 	IdleRecord         *ebpf.Variable `ebpf:"_idle_record"`
+	KernelFlags        *ebpf.Variable `ebpf:"_kernel_flags"`
 	LossCounters       *ebpf.Variable `ebpf:"_loss_counters"`
 	RecordType         *ebpf.Variable `ebpf:"_record_type"`
 	WakeCause          *ebpf.Variable `ebpf:"_wake_cause"`

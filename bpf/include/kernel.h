@@ -41,8 +41,13 @@ struct tick_sched___old {
 	unsigned int tick_stopped : 1;
 };
 
+struct cpuidle_state_usage {
+	__u64 usage;
+	__u64 time_ns;
+};
+
 struct cpuidle_device {
-	__u64 last_residency_ns;
+	struct cpuidle_state_usage states_usage[10];
 };
 
 struct gendisk {

@@ -705,10 +705,11 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		CPU: p.Cpu, State: p.State, EntryNs: p.EntryNs, ExitNs: p.ExitNs,
 		WakeCause: trace.WakeCause(p.WakeCause), WakeIRQ: p.WakeIrq, WakeRequestNs: p.WakeRequestNs,
 		NextTimerNs: p.NextTimerNs, NextTimerKnown: flags&bpf.IdletraceIdleFlagsIDLE_NEXT_TIMER_KNOWN != 0,
-		TickStopped:          tri(bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED),
-		TickStoppedBefore:    tri(bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED),
-		KernelResidencyNs:    p.KernelResidencyNs,
-		KernelResidencyKnown: flags&bpf.IdletraceIdleFlagsIDLE_KERNEL_RESIDENCY_KNOWN != 0,
-		PollTimedOut:         tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
+		TickStopped:       tri(bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED),
+		TickStoppedBefore: tri(bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED),
+		KernelKnown:       bpf.IdletraceKernelFlags(p.KernelFlags)&bpf.IdletraceKernelFlagsKERNEL_KNOWN != 0,
+		KernelCounted:     bpf.IdletraceKernelFlags(p.KernelFlags)&bpf.IdletraceKernelFlagsKERNEL_COUNTED != 0,
+		KernelResidencyNs: p.KernelResidencyNs,
+		PollTimedOut:      tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
 	}
 }

@@ -243,7 +243,7 @@ func TestKernelReferee(t *testing.T) {
 			}
 			c.usage++
 			c.timeNs += res
-			if p.KernelResidencyKnown {
+			if p.KernelCounted {
 				kernelRes++
 			}
 			above, below := model.ClassifyMiss(statesOf[p.CPU], int(p.State), res)
@@ -271,6 +271,7 @@ func TestKernelReferee(t *testing.T) {
 		if len(r.Meta.States) == 0 {
 			t.Skipf("this kernel has no cpuidle driver (current_driver=%s): it keeps no per-state usage/time/above/below counters to compare with", r.Meta.CPUIdleDriver)
 		}
+		t.Logf("%d of %d periods carry the cpuidle core's own residency", kernelRes, periods)
 		for i, kc := range end.CPUIdle {
 			sc := start.CPUIdle[i]
 			for j, ks := range kc.States {

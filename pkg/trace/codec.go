@@ -80,11 +80,14 @@ func (e *idleEncoder) add(p *IdlePeriod) {
 	}
 	c[5] = append(c[5], flags)
 	c[9] = append(c[9], triBits(p.TickStoppedBefore))
-	var kres uint64
-	if p.KernelResidencyKnown {
-		kres = p.KernelResidencyNs + 1
+	var kernel uint64
+	switch {
+	case p.KernelCounted:
+		kernel = p.KernelResidencyNs + 2
+	case p.KernelKnown:
+		kernel = 1
 	}
-	c[10] = binary.AppendUvarint(c[10], kres)
+	c[10] = binary.AppendUvarint(c[10], kernel)
 	if slot != nil {
 		slot.lastExit, slot.hasExit = p.ExitNs, true
 	}
@@ -216,9 +219,9 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 		if present > 9 {
 			flags2 = cols[9].byte()
 		}
-		var kres uint64
+		var kernel uint64
 		if present > 10 {
-			kres = cols[10].uvarint()
+			kernel = cols[10].uvarint()
 		}
 		irq := int32(-1)
 		if flags&idleFlagIRQ != 0 {
@@ -248,20 +251,21 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 		}
 		prevExit = exit
 		*p = IdlePeriod{
-			CPU:                  cpu,
-			State:                state,
-			EntryNs:              entry,
-			ExitNs:               exit,
-			WakeCause:            WakeCause(cause),
-			WakeIRQ:              irq,
-			WakeRequestNs:        request,
-			NextTimerNs:          nextTimer,
-			NextTimerKnown:       flags&idleFlagTimerKnown != 0,
-			TickStopped:          triFromBits(flags & 3),
-			TickStoppedBefore:    triFromBits(flags2 & 3),
-			KernelResidencyNs:    kres - min(kres, 1),
-			KernelResidencyKnown: kres != 0,
-			PollTimedOut:         triFromBits(flags >> 2 & 3),
+			CPU:               cpu,
+			State:             state,
+			EntryNs:           entry,
+			ExitNs:            exit,
+			WakeCause:         WakeCause(cause),
+			WakeIRQ:           irq,
+			WakeRequestNs:     request,
+			NextTimerNs:       nextTimer,
+			NextTimerKnown:    flags&idleFlagTimerKnown != 0,
+			TickStopped:       triFromBits(flags & 3),
+			TickStoppedBefore: triFromBits(flags2 & 3),
+			KernelKnown:       kernel != 0,
+			KernelCounted:     kernel >= 2,
+			KernelResidencyNs: kernel - min(kernel, 2),
+			PollTimedOut:      triFromBits(flags >> 2 & 3),
 		}
 		if err := fn(p); err != nil {
 			return err

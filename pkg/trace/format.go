@@ -78,8 +78,8 @@ package trace
 //	           EntryNs; then lastTimer[cpu] = t. Absent means NextTimerNs = 0.
 //	9 flags2   u8: bits 0-1 TickStoppedBefore (as TickStopped). Chunks written
 //	           before it existed have 9 columns: it reads as unknown.
-//	10 kres    uvarint: KernelResidencyNs + 1, or 0 when not known (then
-//	           KernelResidencyKnown is false). Absent in older chunks.
+//	10 kernel  uvarint: 0 KernelKnown false; 1 known, not counted; else
+//	           counted, KernelResidencyNs + 2. Absent in older chunks (0).
 //
 // After each record: lastExit[cpu] = ExitNs, prevExit = ExitNs. (Per-CPU deltas
 // turn timestamps into busy gaps, and timer expiries repeat or move by whole

@@ -99,12 +99,14 @@ type IdlePeriod struct {
 	// made that decision (the governors' tick_nohz_tick_stopped() input):
 	// an earlier iteration of the same idle episode had stopped it.
 	TickStoppedBefore Tristate
-	// KernelResidencyNs is the cpuidle core's own measure of the period
-	// (dev->last_residency_ns, from its clock reads just inside the two
-	// tracepoints), valid when KernelResidencyKnown. 0 means the kernel
-	// rejected the entry (the driver's enter callback failed).
-	KernelResidencyNs    uint64
-	KernelResidencyKnown bool
+	// KernelKnown: the cpuidle core's own per-state counters were read
+	// around the period. KernelCounted: they counted it (one use of State)
+	// with KernelResidencyNs, the core's measure from its clock reads just
+	// inside the two tracepoints. Known but not counted: a period outside
+	// cpuidle_enter_state (cpu_idle_poll) or an entry the driver rejected.
+	KernelKnown       bool
+	KernelCounted     bool
+	KernelResidencyNs uint64
 
 	// PollTimedOut: a polling state ended on its time limit (dev->poll_time_limit).
 	// Unknown for non-polling states and where the kernel's field is not readable.
@@ -123,8 +125,11 @@ func (p *IdlePeriod) ResidencyNs() uint64 {
 // the cpuidle core's own measure where the trace has it, else ResidencyNs.
 // counted is false for an entry the kernel rejected (not in its usage).
 func (p *IdlePeriod) Residency() (ns uint64, counted bool) {
-	if p.KernelResidencyKnown {
-		return p.KernelResidencyNs, p.KernelResidencyNs != 0
+	switch {
+	case p.KernelCounted:
+		return p.KernelResidencyNs, true
+	case p.KernelKnown:
+		return p.ResidencyNs(), false
 	}
 	return p.ResidencyNs(), true
 }
