@@ -105,28 +105,7 @@ func recordWorkload(t *testing.T) (path string, fioIOs uint64, disk string, dev 
 	disk, dev = diskOf(t, data)
 
 	path = filepath.Join(dir, "referee.trace")
-	ready := make(chan struct{})
-	stop := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var sum *record.Summary
-	var recErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sum, recErr = record.Record(ctx, record.Options{
-			Output: path, ToolVersion: "test", BPFStats: true,
-			Ready: func() { close(ready) },
-			Warn:  func(s string) { t.Log("warning:", s) },
-		})
-		close(stop)
-	}()
-	select {
-	case <-ready:
-	case <-stop:
-		t.Fatalf("recording failed to start: %v", recErr)
-	}
+	finish := startRecording(t, path)
 
 	var fioOut []byte
 	var fioErr, perfErr error
@@ -143,8 +122,7 @@ func recordWorkload(t *testing.T) (path string, fioIOs uint64, disk string, dev 
 		perfOut, perfErr = exec.Command("taskset", "-c", "0,1", perf, "bench", "sched", "pipe", "-l", "30000").CombinedOutput()
 	}()
 	wl.Wait()
-	cancel()
-	wg.Wait()
+	sum, recErr := finish()
 	if fioErr != nil {
 		t.Fatalf("fio: %v", fioErr)
 	}
@@ -165,6 +143,35 @@ func recordWorkload(t *testing.T) (path string, fioIOs uint64, disk string, dev 
 	}
 	t.Logf("recorded %d idle periods, %d IO requests, %d lost; fio did %d reads", sum.IdlePeriods, sum.BlockIOs, sum.Lost, fr.Jobs[0].Read.TotalIOs)
 	return path, fr.Jobs[0].Read.TotalIOs, disk, dev
+}
+
+// startRecording records into path until the returned finish is called;
+// it returns once every program is attached and the start snapshot taken.
+func startRecording(t *testing.T, path string) (finish func() (*record.Summary, error)) {
+	t.Helper()
+	ready, done := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var sum *record.Summary
+	var err error
+	go func() {
+		defer close(done)
+		sum, err = record.Record(ctx, record.Options{
+			Output: path, ToolVersion: "test", BPFStats: true,
+			Ready: func() { close(ready) },
+			Warn:  func(s string) { t.Log("warning:", s) },
+		})
+	}()
+	select {
+	case <-ready:
+	case <-done:
+		cancel()
+		t.Fatalf("recording failed to start: %v", err)
+	}
+	return func() (*record.Summary, error) {
+		cancel()
+		<-done
+		return sum, err
+	}
 }
 
 // TestKernelReferee checks the recorder against the kernel's own counters.

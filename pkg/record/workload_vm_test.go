@@ -8,7 +8,6 @@ package record_test
 // --direct=1 --rw=randread --ioengine=psync does).
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,8 +19,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/idletrace/idletrace/pkg/record"
 )
 
 const (
@@ -59,28 +56,7 @@ func recordVMWorkload(t *testing.T) (path string, reads uint64, disk string, dev
 	disk, dev = diskOf(t, data)
 
 	path = filepath.Join(dir, "referee.trace")
-	ready := make(chan struct{})
-	stop := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var sum *record.Summary
-	var recErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sum, recErr = record.Record(ctx, record.Options{
-			Output: path, ToolVersion: "test", BPFStats: true,
-			Ready: func() { close(ready) },
-			Warn:  func(s string) { t.Log("warning:", s) },
-		})
-		close(stop)
-	}()
-	select {
-	case <-ready:
-	case <-stop:
-		t.Fatalf("recording failed to start: %v", recErr)
-	}
+	finish := startRecording(t, path)
 
 	var ioErr, pingErr error
 	var rounds uint64
@@ -95,8 +71,7 @@ func recordVMWorkload(t *testing.T) (path string, reads uint64, disk string, dev
 		rounds, pingErr = pipePingPong(0, 1, vmWorkloadFor)
 	}()
 	wl.Wait()
-	cancel()
-	wg.Wait()
+	sum, recErr := finish()
 	if ioErr != nil {
 		t.Fatalf("O_DIRECT reads: %v", ioErr)
 	}
