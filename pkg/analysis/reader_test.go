@@ -102,12 +102,12 @@ func TestThroughTraceFile(t *testing.T) {
 	}
 }
 
-// TestRealTrace renders a real trace named by $IDLETRACE_TRACE in every
-// format (skipped without it): go test ./pkg/analysis -run RealTrace -v.
+// TestRealTrace renders a real trace in every format: the bundled one, or
+// the one $IDLETRACE_TRACE names (go test ./pkg/analysis -run RealTrace -v).
 func TestRealTrace(t *testing.T) {
 	path := os.Getenv("IDLETRACE_TRACE")
 	if path == "" {
-		t.Skip("set IDLETRACE_TRACE to a trace file")
+		path = "../../testdata/demo.trace"
 	}
 	r, err := trace.Open(path)
 	if err != nil {
@@ -118,10 +118,16 @@ func TestRealTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s.IO.Requests == 0 || len(s.CPUs) == 0 {
+		t.Fatalf("a real trace with idle periods and IO gave %d IO requests and %d CPUs", s.IO.Requests, len(s.CPUs))
+	}
 	for _, f := range []string{"text", "markdown", "json"} {
 		var buf bytes.Buffer
 		if err := RenderStats(&buf, s, f); err != nil {
 			t.Fatal(err)
+		}
+		if buf.Len() < 500 {
+			t.Fatalf("%s stats of a real trace: only %d bytes", f, buf.Len())
 		}
 		if f == os.Getenv("IDLETRACE_FORMAT") || (f == "text" && os.Getenv("IDLETRACE_FORMAT") == "") {
 			t.Log("\n" + buf.String())
