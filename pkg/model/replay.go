@@ -683,12 +683,7 @@ func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
 		return 0
 	}
 	s := pi.rec
-	d := pi.x - pi.e
-	ps.timeNs[s] += d
-	ps.energy += t.power[s]*float64(d) + t.overhead[s]
-	a, b := ClassifyMiss(ps.states, s, uint64(d))
-	ps.count(a, b)
-	ps.selections++
+	ps.wholeStay(s, pi.x-pi.e)
 	if ps.r.agreement {
 		ps.agreeN++
 		ps.agreeHit++
@@ -761,6 +756,18 @@ func (ps *polSim) oracleChoice(d int64, latReq int64) int {
 	return best
 }
 
+// wholeStay accounts one selection that stays in state s for d ns, as the
+// recorded and oracle policies make them: time, energy with the entry and
+// exit overhead, and the kernel's too-deep/too-shallow rule.
+func (ps *polSim) wholeStay(s int, d int64) {
+	t := ps.tab
+	ps.timeNs[s] += d
+	ps.energy += t.power[s]*float64(d) + t.overhead[s]
+	a, b := ClassifyMiss(ps.states, s, uint64(d))
+	ps.count(a, b)
+	ps.selections++
+}
+
 func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
 	d := max(end-cs.epStart, 0)
 	s := ps.oracleChoice(d, cs.latAtStart)
@@ -768,12 +775,7 @@ func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
 		ps.obsBuf = [8]int64{obsOracle, int64(s), d, cs.latAtStart}
 		ps.obs(&ps.obsBuf)
 	}
-	t := ps.tab
-	ps.timeNs[s] += d
-	ps.energy += t.power[s]*float64(d) + t.overhead[s]
-	a, b := ClassifyMiss(ps.states, s, uint64(d))
-	ps.count(a, b)
-	ps.selections++
+	ps.wholeStay(s, d)
 	if ps.r.agreement {
 		for i, n := range cs.recCounts {
 			ps.agreeN += uint64(n)
