@@ -361,7 +361,7 @@ func goldenCases(t *testing.T) []goldenCase {
 
 func TestReplayGolden(t *testing.T) {
 	if testing.Short() {
-		t.Skip("golden replay is long")
+		t.Skip("-short: the golden replay takes seconds")
 	}
 	var got []string
 	for _, c := range goldenCases(t) {

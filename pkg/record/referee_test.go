@@ -20,16 +20,16 @@ import (
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
-// requireRecorder skips only where recording is impossible by design: -short
-// runs and non-root users. This machine and CI run as root, so the referee
-// always runs there.
+// requireRecorder: tests that record need root; without it they fail
+// rather than pass unchecked. -short (make test-short) leaves them out on
+// request.
 func requireRecorder(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("-short: the kernel referee records with BPF")
+		t.Skip("-short: records with BPF")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("recording needs root (CAP_BPF and CAP_PERFMON); run make test as root")
+		t.Fatal("recording needs root (CAP_BPF and CAP_PERFMON): run make test as root, or make test-short")
 	}
 }
 

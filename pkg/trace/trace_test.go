@@ -622,7 +622,7 @@ func TestAddDoesNotAllocate(t *testing.T) {
 // chunk size, not the trace length.
 func TestWriterBoundedMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes a million records")
+		t.Skip("-short: writes a million records")
 	}
 	w, err := NewWriter(io.Discard, nil)
 	must(t, err)
@@ -657,7 +657,7 @@ func TestChunkTypeString(t *testing.T) {
 func TestRealTraces(t *testing.T) {
 	paths, _ := filepath.Glob("../../testdata/*.trace")
 	if len(paths) == 0 {
-		t.Skip("no traces in testdata/")
+		t.Fatal("no traces in testdata/: the bundled testdata/demo.trace is missing")
 	}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
