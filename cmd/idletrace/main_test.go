@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -41,18 +42,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// requireRecorder: tests that record need root; without it they fail rather
-// than pass unchecked. -short (make test-short) leaves them out on request.
-func requireRecorder(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: records with BPF")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("recording needs root (CAP_BPF and CAP_PERFMON): run make test as root, or make test-short")
-	}
 }
 
 type result struct {
@@ -202,7 +191,7 @@ func TestRecordNotRoot(t *testing.T) {
 // TestRecordKilled: a recording killed with SIGKILL stays readable up to its
 // last complete chunk.
 func TestRecordKilled(t *testing.T) {
-	requireRecorder(t)
+	testenv.RequireRecorder(t)
 	path := filepath.Join(t.TempDir(), "killed.trace")
 	cmd := exec.Command(binPath, "record", "-o", path, "-d", "60s", "-q")
 	if err := cmd.Start(); err != nil {
@@ -282,7 +271,7 @@ func TestReportsOnBundledTrace(t *testing.T) {
 // TestRecordDiskFull: a recording that runs out of disk stops with a one-line
 // error and leaves a file readable up to its last complete chunk.
 func TestRecordDiskFull(t *testing.T) {
-	requireRecorder(t)
+	testenv.RequireRecorder(t)
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
@@ -16,7 +17,7 @@ const governorPath = "/sys/devices/system/cpu/cpuidle/current_governor"
 // recorded state table and checks that the model picks the state the kernel
 // entered (issue 3, item 6).
 func TestGovernorFidelity(t *testing.T) {
-	requireRecorder(t)
+	testenv.RequireRecorder(t)
 	driver, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/current_driver")
 	if d := strings.TrimSpace(string(driver)); d == "" || d == "none" {
 		t.Skip("this kernel has no cpuidle driver (current_driver=none): no governor runs, so there are no choices to compare with")

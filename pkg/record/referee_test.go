@@ -15,23 +15,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/record"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
-
-// requireRecorder: tests that record need root; without it they fail
-// rather than pass unchecked. -short (make test-short) leaves them out on
-// request.
-func requireRecorder(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: records with BPF")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("recording needs root (CAP_BPF and CAP_PERFMON): run make test as root, or make test-short")
-	}
-}
 
 // ensureTool installs a Debian package when its command is missing.
 func ensureTool(t *testing.T, command, pkg string) string {
@@ -176,7 +164,7 @@ func startRecording(t *testing.T, path string) (finish func() (*record.Summary, 
 
 // TestKernelReferee checks the recorder against the kernel's own counters.
 func TestKernelReferee(t *testing.T) {
-	requireRecorder(t)
+	testenv.RequireRecorder(t)
 	path, fioIOs, disk, dev := recordWorkload(t)
 
 	r, err := trace.Open(path)
