@@ -28,6 +28,10 @@ char LICENSE[] SEC("license") = "GPL";
 #define PENDING_WINDOW_NS 50000ULL
 #define REQ_OP_MASK 0xff
 #define TS_FLAG_STOPPED (1UL << 1)
+#define TS_FLAG_NOHZ (1UL << 4)
+#define KTIME_MAX ((__s64)~((__u64)1 << 63))
+#define HRTIMER_MAX_CLOCK_BASES 8
+#define HRTIMER_ACTIVE_HARD 0x0fU
 #define MAX_CPUMASK_WORDS 16 /* 1024 CPUs */
 
 /* Set by Go before load. */
@@ -74,6 +78,7 @@ struct cpu_state {
 	__u64 wake_request_ns;
 	__u64 tick_sched; /* this CPU's struct tick_sched, learned from its tick timer; 0 = not yet */
 	__s64 next_timer_ns;
+	__s64 next_event_ns;
 	__u32 state;
 	__s32 wake_irq;
 	__u32 cause;
@@ -84,7 +89,8 @@ struct cpu_state {
 	__u8 tick_stopped_now; /* timer:tick_stop fired since the last entry */
 	__u8 pend_await;  /* pend waits for the next entry to learn the kernel's residency */
 	__u8 usage_known; /* usage_at_entry and time_at_entry hold the open period's state's counters */
-	__u8 pad[5];
+	__u8 got_tick;    /* the tick ran in the idle task since the last period went out */
+	__u8 pad[4];
 	__u64 usage_at_entry;
 	__u64 time_at_entry;
 	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
@@ -175,11 +181,27 @@ static __always_inline void submit_idle(struct idle_record *r)
 	bpf_ringbuf_submit(e, submit_flags());
 }
 
+/* Stamp the closed period with whether the tick ran in the idle task since
+ * the previous period went out: what tick_nohz_idle_got_tick() tells the
+ * governor's reflect, which runs right after the exit and so also sees the
+ * tick that woke the CPU when its interrupt is taken after the exit
+ * tracepoint (states entered with interrupts off). */
+static __always_inline void stamp_got_tick(struct cpu_state *st, struct idle_record *r)
+{
+	if (!st->tick_sched)
+		return;
+	r->kernel_flags |= KERNEL_GOT_TICK_KNOWN;
+	if (st->got_tick)
+		r->kernel_flags |= KERNEL_GOT_TICK;
+	st->got_tick = 0;
+}
+
 static __always_inline void submit_pending(struct cpu_state *st)
 {
 	st->pending = 0;
 	st->pend_timer = 0;
 	st->pend_await = 0;
+	stamp_got_tick(st, &st->pend);
 	submit_idle(&st->pend);
 }
 
@@ -238,17 +260,9 @@ static __always_inline void note_state_usage(struct cpu_state *st, __u32 cpu, __
 		st->usage_known = 1;
 }
 
-/* Tick state from this CPU's tick_sched, once known. The two expiry times
- * set_next_timer() needs are read here too (0 while unknown), so that the
- * entry time can be taken after every read. */
-static __always_inline void read_tick_state(struct cpu_state *st, __u64 *expires, __u64 *tick)
+/* Tick state from this CPU's tick_sched, once known. */
+static __always_inline void read_tick_state(struct cpu_state *st, struct tick_sched *ts)
 {
-	*expires = 0;
-	*tick = 0;
-	struct tick_sched *ts = (struct tick_sched *)st->tick_sched;
-	if (!ts)
-		return;
-
 	if (bpf_core_field_exists(ts->flags)) {
 		unsigned long f = BPF_CORE_READ(ts, flags);
 		st->flags |= IDLE_TICK_STOPPED_KNOWN;
@@ -262,23 +276,89 @@ static __always_inline void read_tick_state(struct cpu_state *st, __u64 *expires
 				st->flags |= IDLE_TICK_STOPPED;
 		}
 	}
-	*expires = BPF_CORE_READ(ts, timer_expires);
-	*tick = BPF_CORE_READ(ts, sched_timer.node.expires);
 }
 
-/* The next timer event is the earlier of what tick_nohz_next_event() last
- * found (timer_expires; 0 or stale values in the past are ignored) and the
- * tick's own hrtimer, which runs every tick while the tick is on and is
- * programmed to the next timer once it is stopped. */
-static __always_inline void set_next_timer(struct cpu_state *st, __u64 expires, __u64 tick, __u64 now)
+/* NOHZ idle active on this CPU: otherwise the tick can never stop and the
+ * sleep length is delta_next (can_stop_idle_tick()). */
+static __always_inline int nohz_active(struct tick_sched *ts)
 {
-	__u64 next = ~0ULL;
-	if (expires >= now)
-		next = expires;
-	if (tick >= now && tick < next)
-		next = tick;
-	if (next != ~0ULL && next < (1ULL << 62)) {
-		st->next_timer_ns = next - now;
+	if (bpf_core_field_exists(ts->flags))
+		return (BPF_CORE_READ(ts, flags) & TS_FLAG_NOHZ) != 0;
+	struct tick_sched___old *old = (void *)ts;
+	if (bpf_core_field_exists(old->nohz_mode))
+		return BPF_CORE_READ(old, nohz_mode) != 0;
+	return 1;
+}
+
+/* hrtimer_next_event_without(exclude): the earliest hrtimer expiry on this
+ * CPU other than exclude, over the hard clock bases and, unless their
+ * softirq is running, the soft ones. A timerqueue's first timer is its
+ * red-black tree's leftmost node, which has no left child, so the timer
+ * after it is its right child (a single red leaf, if any) or else its
+ * parent: no tree walk is needed. */
+static __always_inline __s64 next_hrtimer_without(struct hrtimer_cpu_base *cb, __u64 exclude)
+{
+	__s64 next = KTIME_MAX;
+	__u32 active = BPF_CORE_READ(cb, active_bases);
+	if (BPF_CORE_READ_BITFIELD_PROBED(cb, softirq_activated))
+		active &= HRTIMER_ACTIVE_HARD;
+	__u64 base0 = (__u64)cb + bpf_core_field_offset(struct hrtimer_cpu_base, clock_base);
+	__u64 stride = bpf_core_type_size(struct hrtimer_clock_base);
+#pragma unroll
+	for (int i = 0; i < HRTIMER_MAX_CLOCK_BASES; i++) {
+		if (!(active & (1U << i)))
+			continue;
+		struct hrtimer_clock_base *b = (void *)(base0 + i * stride);
+		struct rb_node *n = BPF_CORE_READ(b, active.rb_root.rb_leftmost);
+		if (n && (__u64)n == exclude) {
+			struct rb_node *right = BPF_CORE_READ(n, rb_right);
+			if (right)
+				n = right;
+			else
+				n = (void *)(BPF_CORE_READ(n, __rb_parent_color) & ~3UL);
+		}
+		if (!n)
+			continue;
+		/* The rb_node opens the timerqueue_node, which opens the hrtimer. */
+		__s64 e = BPF_CORE_READ((struct timerqueue_node *)n, expires) - BPF_CORE_READ(b, offset);
+		if (e < next)
+			next = e;
+	}
+	return next;
+}
+
+/* What tick_nohz_get_sleep_length() gave the governor for this entry,
+ * measured from the kernel's idle entry time as it does: delta_next, the
+ * next clock event (in high-resolution mode the earliest hrtimer, the tick
+ * included); and the sleep length, the next event were the tick stopped:
+ * the earlier of the next timer-wheel event that tick_nohz_next_event()
+ * stored in timer_expires and the next hrtimer other than the tick, or
+ * delta_next when timer_expires is 0 (a timer due within the tick, which
+ * stays) or the tick cannot stop. A timer_expires before the entry time is
+ * left from an earlier entry whose governor did not query it (menu skips
+ * the query on short predictions) and counts as 0. */
+static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_sched *ts)
+{
+	__s64 now = BPF_CORE_READ(ts, idle_entrytime);
+	if (now <= 0)
+		return;
+	__s64 tick = BPF_CORE_READ(ts, sched_timer.node.expires);
+	struct hrtimer_cpu_base *cb = BPF_CORE_READ(ts, sched_timer.base, cpu_base);
+	int hres = cb && BPF_CORE_READ_BITFIELD_PROBED(cb, hres_active);
+	__s64 next_event = hres ? BPF_CORE_READ(cb, expires_next) : tick;
+	if (next_event <= 0 || next_event == KTIME_MAX)
+		return;
+	st->next_event_ns = next_event - now;
+	st->flags |= IDLE_NEXT_EVENT_KNOWN;
+
+	__s64 sleep = next_event;
+	__s64 expires = BPF_CORE_READ(ts, timer_expires);
+	if (expires >= now && nohz_active(ts)) {
+		__s64 other = hres ? next_hrtimer_without(cb, (__u64)&ts->sched_timer) : KTIME_MAX;
+		sleep = expires < other ? expires : other;
+	}
+	if (sleep < KTIME_MAX) {
+		st->next_timer_ns = sleep - now;
 		st->flags |= IDLE_NEXT_TIMER_KNOWN;
 	}
 }
@@ -305,9 +385,13 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	st->wake_irq = -1;
 	st->wake_request_ns = 0;
 	st->next_timer_ns = 0;
+	st->next_event_ns = 0;
 	st->flags = 0;
-	__u64 expires, tick;
-	read_tick_state(st, &expires, &tick);
+	struct tick_sched *ts = (struct tick_sched *)st->tick_sched;
+	if (ts) {
+		read_tick_state(st, ts);
+		read_sleep_length(st, ts);
+	}
 	/* The governor saw the tick state before this entry's decision: the
 	 * same as after it, unless the decision itself stopped the tick. */
 	if (have_tick_stop && (st->flags & IDLE_TICK_STOPPED_KNOWN)) {
@@ -323,9 +407,7 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	 * counters right after the entry tracepoint and right before the exit
 	 * one, so the period's bounds sit as close to the kernel's as this
 	 * program's run allows. */
-	__u64 now = bpf_ktime_get_ns();
-	set_next_timer(st, expires, tick, now);
-	st->entry_ns = now;
+	st->entry_ns = bpf_ktime_get_ns();
 	st->in_idle = 1;
 }
 
@@ -354,6 +436,7 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	r->exit_ns = now;
 	r->wake_request_ns = st->wake_request_ns;
 	r->next_timer_ns = st->next_timer_ns;
+	r->next_event_ns = st->next_event_ns;
 	r->wake_irq = st->wake_irq;
 	r->flags = st->flags;
 	r->wake_cause = st->cause;
@@ -376,6 +459,7 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	 * the kernel's own residency of it can be read. */
 	st->pend_await = cpuidle_devices_addr != 0;
 	if (r->wake_cause != WAKE_UNKNOWN && !st->pend_await) {
+		stamp_got_tick(st, r);
 		submit_idle(r);
 		return;
 	}
@@ -448,6 +532,9 @@ static __always_inline void on_hrtimer_expire(__u64 timer, __u64 function)
 	/* The tick's hrtimer is embedded in this CPU's tick_sched. */
 	if (!st->tick_sched)
 		st->tick_sched = timer - bpf_core_field_offset(struct tick_sched, sched_timer);
+	/* The tick sets got_idle_tick when it runs in the idle loop. */
+	if ((__u32)bpf_get_current_pid_tgid() == 0)
+		st->got_tick = 1;
 	if (st->in_idle) {
 		if (st->cause == WAKE_TIMER)
 			st->cause = WAKE_TICK;

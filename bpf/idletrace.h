@@ -39,6 +39,8 @@ enum idle_flags {
 	 * not fire for this entry). */
 	IDLE_TICK_WAS_STOPPED_KNOWN = 1 << 5,
 	IDLE_TICK_WAS_STOPPED = 1 << 6,
+	/* next_event_ns holds the governor's delta_next. */
+	IDLE_NEXT_EVENT_KNOWN = 1 << 7,
 };
 
 /* What the cpuidle core counted for a period (idle_record.kernel_flags),
@@ -46,6 +48,10 @@ enum idle_flags {
 enum kernel_flags {
 	KERNEL_KNOWN = 1 << 0,   /* the counters were read around the period */
 	KERNEL_COUNTED = 1 << 1, /* it counted the period: usage + 1, time + kernel_residency_ns */
+	/* tick_nohz_idle_got_tick() as the governor's reflect saw it: the tick
+	 * ran on this CPU in the idle task since the previous period was sent. */
+	KERNEL_GOT_TICK_KNOWN = 1 << 2,
+	KERNEL_GOT_TICK = 1 << 3,
 };
 
 /* One idle period: cpu_idle entry and exit paired in the kernel. */
@@ -60,8 +66,15 @@ struct idle_record {
 	__u64 entry_ns;  /* bpf_ktime_get_ns */
 	__u64 exit_ns;
 	__u64 wake_request_ns; /* first remote wake request while idle, 0 if none */
-	__s64 next_timer_ns;   /* next timer event from entry, if IDLE_NEXT_TIMER_KNOWN */
+	/* The two times tick_nohz_get_sleep_length() gives the governor, from
+	 * the kernel's idle entry time (tick_sched.idle_entrytime, which can
+	 * lie before entry_ns) and negative when already due: the sleep
+	 * length (the next timer if the tick were stopped; if
+	 * IDLE_NEXT_TIMER_KNOWN) and delta_next (the next clock event, tick
+	 * included; if IDLE_NEXT_EVENT_KNOWN). */
+	__s64 next_timer_ns;
 	__u64 kernel_residency_ns; /* if KERNEL_COUNTED */
+	__s64 next_event_ns;
 };
 
 /* One block request, issue and final completion paired in the kernel. */

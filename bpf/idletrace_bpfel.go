@@ -36,6 +36,7 @@ type IdletraceCpuState struct {
 	WakeRequestNs  uint64
 	TickSched      uint64
 	NextTimerNs    int64
+	NextEventNs    int64
 	State          uint32
 	WakeIrq        int32
 	Cause          uint32
@@ -46,7 +47,8 @@ type IdletraceCpuState struct {
 	TickStoppedNow uint8
 	PendAwait      uint8
 	UsageKnown     uint8
-	Pad            [5]uint8
+	GotTick        uint8
+	Pad            [4]uint8
 	UsageAtEntry   uint64
 	TimeAtEntry    uint64
 	CpuidleDev     uint64
@@ -64,6 +66,7 @@ type IdletraceCpuState struct {
 		WakeRequestNs     uint64
 		NextTimerNs       int64
 		KernelResidencyNs uint64
+		NextEventNs       int64
 	}
 }
 
@@ -88,6 +91,7 @@ const (
 	IdletraceIdleFlagsIDLE_POLL_TIMEOUT           IdletraceIdleFlags = 16
 	IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN IdletraceIdleFlags = 32
 	IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED       IdletraceIdleFlags = 64
+	IdletraceIdleFlagsIDLE_NEXT_EVENT_KNOWN       IdletraceIdleFlags = 128
 )
 
 type IdletraceIdleRecord struct {
@@ -104,6 +108,7 @@ type IdletraceIdleRecord struct {
 	WakeRequestNs     uint64
 	NextTimerNs       int64
 	KernelResidencyNs uint64
+	NextEventNs       int64
 }
 
 type IdletraceIoKey struct {
@@ -128,8 +133,10 @@ type IdletraceIoStart struct {
 type IdletraceKernelFlags uint32
 
 const (
-	IdletraceKernelFlagsKERNEL_KNOWN   IdletraceKernelFlags = 1
-	IdletraceKernelFlagsKERNEL_COUNTED IdletraceKernelFlags = 2
+	IdletraceKernelFlagsKERNEL_KNOWN          IdletraceKernelFlags = 1
+	IdletraceKernelFlagsKERNEL_COUNTED        IdletraceKernelFlags = 2
+	IdletraceKernelFlagsKERNEL_GOT_TICK_KNOWN IdletraceKernelFlags = 4
+	IdletraceKernelFlagsKERNEL_GOT_TICK       IdletraceKernelFlags = 8
 )
 
 type IdletraceLossCounters struct {

@@ -144,7 +144,7 @@ for b in /sys/block/nvme*; do
 	esac
 done
 if [ -n "$data" ] && mke2fs -q "/dev/$data" && mount -t ext2 "/dev/$data" /data; then
-	IDLETRACE_VM=1 IDLETRACE_REFEREE_TRACE=/results/referee.trace \
+	IDLETRACE_VM=1 IDLETRACE_REFEREE_TRACE=/results/referee.trace IDLETRACE_FIDELITY_KEEP=/results \
 		sh /bin/kernel-matrix-steps.sh vm /bin /data /results
 else
 	echo "MATRIX data_disk=failed"

@@ -17,6 +17,21 @@ typedef __u64 sector_t;
 
 struct rb_node {
 	unsigned long __rb_parent_color;
+	struct rb_node *rb_right;
+	struct rb_node *rb_left;
+};
+
+struct rb_root {
+	struct rb_node *rb_node;
+};
+
+struct rb_root_cached {
+	struct rb_root rb_root;
+	struct rb_node *rb_leftmost;
+};
+
+struct timerqueue_head {
+	struct rb_root_cached rb_root;
 };
 
 struct timerqueue_node {
@@ -24,21 +39,46 @@ struct timerqueue_node {
 	ktime_t expires;
 };
 
+struct hrtimer_cpu_base;
+
+/* include/linux/hrtimer_defs.h: one timerqueue per clock; offset converts
+ * its expiry times to CLOCK_MONOTONIC. Indexed with the kernel's size
+ * (bpf_core_type_size), not this declaration's. */
+struct hrtimer_clock_base {
+	struct hrtimer_cpu_base *cpu_base;
+	struct timerqueue_head active;
+	ktime_t offset;
+};
+
+struct hrtimer_cpu_base {
+	unsigned int active_bases;
+	unsigned int hres_active : 1;
+	unsigned int softirq_activated : 1;
+	ktime_t expires_next;
+	struct hrtimer_clock_base clock_base[8];
+};
+
 struct hrtimer {
 	struct timerqueue_node node;
 	void *function;
+	struct hrtimer_clock_base *base;
 };
 
-/* kernel/time/tick-sched.h; flags word since 6.9 (TS_FLAG_STOPPED = bit 1). */
+/* kernel/time/tick-sched.h; flags word since 6.9 (TS_FLAG_STOPPED = bit 1,
+ * TS_FLAG_NOHZ = bit 4). idle_entrytime is the "now" the governors'
+ * tick_nohz_get_sleep_length() measures from. */
 struct tick_sched {
 	unsigned long flags;
 	struct hrtimer sched_timer;
 	__u64 timer_expires;
+	ktime_t idle_entrytime;
 };
 
-/* Before 6.9 the stopped state was a bitfield. */
+/* Before 6.9 the stopped state was a bitfield and the NOHZ mode an enum
+ * (NOHZ_MODE_INACTIVE = 0). */
 struct tick_sched___old {
 	unsigned int tick_stopped : 1;
+	int nohz_mode;
 };
 
 struct cpuidle_state_usage {

@@ -17,6 +17,8 @@ const (
 	// kernel's without overflowing (the kernel's own bound is the timer
 	// wheel's maximum deferment, seconds).
 	maxSleepNs = int64(10_000_000_000_000)
+	// unknownTime marks an absolute time the trace does not give.
+	unknownTime = int64(math.MinInt64)
 )
 
 // table is one policy's view of a profile: the profile's states with the

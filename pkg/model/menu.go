@@ -20,7 +20,8 @@ import (
 // release (other stable series' backports are not tracked):
 //   < 6.6   sleep length always queried
 //   ≤ 6.12  iowait era: with the tick running, latency_req is capped at the
-//           prediction (no iowaiters are modelled, so the multiplier is 1)
+//           prediction (no iowaiters are modelled, so the multiplier is 1);
+//           6.12.y left it in 6.12.45 (see menuFlagsFor)
 //   < 6.15  one-sided outlier trimming in the typical-interval detector
 //   6.15–6.17 "Avoid discarding useful information" (return max when ≥ 4
 //           samples remain), reverted in 6.18-rc3
@@ -33,8 +34,10 @@ import (
 // margin=PCT replaces the stopped-tick override with
 // min(prediction·(1+PCT/100), next timer) (Nechita, Jan 2026, unmerged).
 //
-// Left out: nr_iowait (not in the trace), rejected/aborted entries (the
-// trace has none), the intervals pushed on a rejected entry.
+// Left out: nr_iowait (not in the trace; kernels before 6.13 and 6.12.45
+// divide the latency cap by 1 + 10·nr_iowait and use 12 buckets, modelled
+// here as if no task waited for IO), rejected/aborted entries (the trace
+// has none), the intervals pushed on a rejected entry.
 
 type menuFlags struct {
 	skipQuery          bool // 5484e31bbbff, 6.6
@@ -50,15 +53,23 @@ type menuFlags struct {
 	marginPct          float64
 }
 
+// Stable releases of 6.12 took three of the later commits: 38f83090f515
+// (no iowait) and 779b1a1cb13a (latency first) in 6.12.45 (the 6.12.y
+// stable-rc push of 2 Sep 2025), and 07d815701274 (residency threshold)
+// after its AUTOSEL for 6.6–6.18 of 4 Dec 2025, taken here as 6.12.65 (the
+// first release of 2026). Debian's 6.12.117 agrees: its BTF has 6 menu
+// buckets, and the fidelity test's choices need the threshold and the
+// one-sided detector (6.15 was not backported).
 func menuFlagsFor(v Version) menuFlags {
+	stable612 := func(patch int) bool { return v.Is(6, 12) && v.Patch >= patch }
 	return menuFlags{
 		skipQuery:          v.AtLeast(6, 6),
-		iowaitCap:          !v.AtLeast(6, 13),
+		iowaitCap:          !v.AtLeast(6, 13) && !stable612(45),
 		twoSided:           v.AtLeast(6, 15),
 		maxReturn:          v.AtLeast(6, 15) && !v.AtLeast(6, 18),
-		latencyFirst:       v.AtLeast(6, 17),
+		latencyFirst:       v.AtLeast(6, 17) || stable612(45),
 		pollElOverride:     v.AtLeast(6, 18),
-		pollResThresh:      v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3,
+		pollResThresh:      v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3 || stable612(65),
 		alwaysQueryStopped: v.AtLeast(7, 0) || v.Is(6, 18) && v.Patch >= 14,
 		safeTimer:          v.AtLeast(7, 1),
 	}

@@ -87,11 +87,20 @@ const (
 )
 
 type periodInfo struct {
-	e, x        int64
-	kind        endKind
-	cause       trace.WakeCause
-	rec         int // recorded state index, -1 if outside the profile
-	nextTimer   int64
+	e, x      int64
+	kind      endKind
+	cause     trace.WakeCause
+	rec       int // recorded state index, -1 if outside the profile
+	nextTimer int64
+	// deltaNext is the kernel's delta_next for the recorded selection at e
+	// (absolute: the next clock event); unknownTime if not recorded.
+	deltaNext int64
+	// gotTick: the recorded period saw a tick (tick_nohz_idle_got_tick at
+	// reflect) without ending on it.
+	gotTick bool
+	// residency is the stay as the kernel's governor measured it
+	// (last_residency_ns): the cpuidle core's own figure when recorded.
+	residency   int64
 	tickStopped bool
 	chain       bool
 	prevExit    int64
@@ -300,7 +309,19 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		pi.tickStopped = p.TickStopped == trace.Yes
 	}
 	d := pi.x - pi.e
-	if p.NextTimerKnown && p.NextTimerNs >= 0 {
+	pi.gotTick = p.GotTick == trace.Yes
+	pi.residency = d
+	switch {
+	case p.KernelCounted:
+		pi.residency = int64(min(p.KernelResidencyNs, uint64(maxSleepNs)))
+	case p.KernelKnown: // outside cpuidle_enter_state, or rejected
+		pi.residency = -1
+	}
+	pi.deltaNext = unknownTime
+	if p.NextEventKnown {
+		pi.deltaNext = pi.e + min(p.NextEventNs, maxSleepNs)
+	}
+	if p.NextTimerKnown { // negative: already due when the governor asked
 		pi.nextTimer = pi.e + min(p.NextTimerNs, maxSleepNs)
 	} else {
 		r.stats.DerivedNextTimer++
@@ -547,8 +568,11 @@ func b2i(b bool) int64 {
 }
 
 type cpuSim struct {
-	gov          governor // &menu for menu
-	menu         menuGov
+	gov  governor // &menu for menu
+	menu menuGov
+	// shadow is a second instance of the governor that agreement drives
+	// with the kernel's own inputs and history; nil until first used.
+	shadow       governor
 	open         bool
 	segOpen      bool
 	hold         bool
@@ -566,6 +590,8 @@ type cpuSim struct {
 	latAtStart int64
 	recCounts  [MaxStates]uint32
 	nextTimer  int64
+	deltaNext  int64 // the recorded next clock event for a selection at deltaAt
+	deltaAt    int64
 	in         selInput // scratch, kept here so it does not escape per selection
 }
 
@@ -657,6 +683,33 @@ func (ps *polSim) newCPU() *cpuSim {
 	return cs
 }
 
+// shadowSelect is agreement's view of one recorded selection: the
+// policy's governor, kept on the kernel's history (every recorded stay is
+// reflected into it as the kernel's governor saw it), chooses with the
+// inputs the kernel's governor had at the recorded entry. Measuring each
+// decision on the kernel's own history keeps one early difference from
+// sending the free-running replay down another path and being counted
+// again at every later period.
+func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
+	if cs.shadow == nil {
+		cs.shadow = ps.newCPU().gov
+	}
+	sleep := max(pi.nextTimer-pi.e, 0)
+	dt := sleep
+	switch {
+	case pi.deltaNext != unknownTime:
+		dt = max(pi.deltaNext-pi.e, 0)
+	case !pi.tickStopped:
+		dt = min(sleep, ps.r.nextBoundary(c, pi.e)-pi.e)
+	}
+	in := selInput{latReq: ps.latReq(c, pi.e), sleepLen: sleep, deltaTick: dt, tickStopped: pi.tickStopped}
+	idx, _ := cs.shadow.selectState(&in)
+	if pi.rec >= 0 {
+		cs.shadow.reflect(pi.rec, pi.residency, pi.kind == endTick || pi.gotTick, pi.kind == endPoll)
+	}
+	return idx
+}
+
 func (ps *polSim) latReq(c *cpuShared, t int64) int64 {
 	l := min(c.baseLat, ps.qos)
 	if ps.blk != nil && ps.blkLimit < l && ps.blk.active(c.id, t) {
@@ -683,7 +736,7 @@ func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
 		return 0
 	}
 	s := pi.rec
-	ps.wholeStay(s, pi.x-pi.e)
+	ps.wholeStay(s, pi.x-pi.e, pi.residency)
 	if ps.r.agreement {
 		ps.agreeN++
 		ps.agreeHit++
@@ -759,12 +812,17 @@ func (ps *polSim) oracleChoice(d int64, latReq int64) int {
 // wholeStay accounts one selection that stays in state s for d ns, as the
 // recorded and oracle policies make them: time, energy with the entry and
 // exit overhead, and the kernel's too-deep/too-shallow rule.
-func (ps *polSim) wholeStay(s int, d int64) {
+// wholeStay accounts a stay of d ns in state s, judged above/below on a
+// residency of res ns (the kernel's own measure where the trace has it);
+// res < 0: a stay the kernel does not count.
+func (ps *polSim) wholeStay(s int, d, res int64) {
 	t := ps.tab
 	ps.timeNs[s] += d
 	ps.energy += t.power[s]*float64(d) + t.overhead[s]
-	a, b := ClassifyMiss(ps.states, s, uint64(d))
-	ps.count(a, b)
+	if res >= 0 {
+		a, b := ClassifyMiss(ps.states, s, uint64(res))
+		ps.count(a, b)
+	}
 	ps.selections++
 }
 
@@ -775,7 +833,7 @@ func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
 		ps.obsBuf = [8]int64{obsOracle, int64(s), d, cs.latAtStart}
 		ps.obs(&ps.obsBuf)
 	}
-	ps.wholeStay(s, d)
+	ps.wholeStay(s, d, d)
 	if ps.r.agreement {
 		for i, n := range cs.recCounts {
 			ps.agreeN += uint64(n)
@@ -793,6 +851,7 @@ func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
 
 func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	cs.nextTimer = pi.nextTimer
+	cs.deltaNext, cs.deltaAt = pi.deltaNext, pi.e
 	if cs.hold {
 		cs.hold = false
 		if pi.chain {
@@ -801,7 +860,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 				ps.selectAt(c, cs, cs.holdAt, pi.e)
 			}
 		} else {
-			ps.endEpisode(cs, cs.holdAt, false)
+			ps.endEpisode(cs, cs.holdAt, false, false)
 		}
 	}
 	if !cs.open {
@@ -813,9 +872,11 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	} else if cs.nextEvent < pi.e {
 		ps.advance(c, cs, pi.e, endGenuine)
 	}
-	if ps.r.agreement {
+	// Periods the cpuidle core did not count (residency < 0) were no
+	// governor's selection.
+	if ps.r.agreement && pi.residency >= 0 {
 		ps.agreeN++
-		if cs.segOpen && cs.state == pi.rec {
+		if ps.shadowSelect(c, cs, pi) == pi.rec {
 			ps.agreeHit++
 		}
 	}
@@ -829,7 +890,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		if r := &t.rows[cs.state]; !r.polling {
 			lat = r.el
 		}
-		ps.endEpisode(cs, pi.x, true)
+		ps.endEpisode(cs, pi.x, true, pi.gotTick)
 		return lat
 	case endTick:
 		if !cs.tickStopped && cs.segOpen {
@@ -838,7 +899,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		}
 	case endPoll:
 		if cs.segOpen && t.polling[cs.state] && cs.pollDeadline <= pi.x+pollSnapNs {
-			ps.endSegment(cs, pi.x, false, true)
+			ps.endSegment(cs, pi.x, pi.gotTick, true)
 			cs.needSelect = true
 		}
 	}
@@ -916,7 +977,14 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 	sleep := max(cs.nextTimer-t, 0)
 	dt := sleep
 	var nb int64
-	if !stopped {
+	switch {
+	case t == cs.deltaAt && cs.deltaNext != unknownTime:
+		// The kernel's own delta_next for the recorded selection.
+		dt = max(cs.deltaNext-t, 0)
+		if !stopped {
+			nb = ps.r.nextBoundary(c, t)
+		}
+	case !stopped:
 		nb = ps.r.nextBoundary(c, t)
 		dt = min(sleep, nb-t)
 	}
@@ -983,12 +1051,12 @@ func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool) {
 	cs.nextEvent = noLimit
 }
 
-func (ps *polSim) endEpisode(cs *cpuSim, t int64, counted bool) {
+func (ps *polSim) endEpisode(cs *cpuSim, t int64, counted, gotTick bool) {
 	if cs.segOpen {
 		if counted {
 			ps.wakeCount[cs.state]++
 		}
-		ps.endSegment(cs, t, false, false)
+		ps.endSegment(cs, t, gotTick, false)
 	}
 	cs.open = false
 	cs.hold = false
@@ -1010,7 +1078,7 @@ func (ps *polSim) flush(c *cpuShared) {
 		}
 	default:
 		if cs.open {
-			ps.endEpisode(cs, cs.holdAt, false)
+			ps.endEpisode(cs, cs.holdAt, false, false)
 		}
 	}
 	cs.hold = false

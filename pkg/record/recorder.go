@@ -224,6 +224,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	// snapshot instant is then in the trace.
 	end.Snapshot = TakeSnapshot(recorded, 0, rec.ioCounts)
 	end.IOInFlight, end.IOOrphanedAtStop = rec.ioInFlight(end.Snapshot)
+	rec.settleAwaiting(200 * time.Millisecond)
 	closeAll(links)
 	links = nil
 	if loopErr == nil {
@@ -577,6 +578,25 @@ func (r *recording) drain() error {
 	}
 }
 
+// settleAwaiting waits, up to limit, until no CPU holds a closed period
+// that waits for its next idle entry to learn the kernel's residency. The
+// snapshot threads themselves end such periods on every CPU; a CPU goes
+// idle again within microseconds unless it is busy, and then the wait ends
+// at limit and flushPending writes the period without the kernel's figure.
+func (r *recording) settleAwaiting(limit time.Duration) {
+	m := r.coll.Maps["cpu_states"]
+	var st bpf.IdletraceCpuState
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		waiting := false
+		for cpu := uint32(0); cpu < m.MaxEntries() && !waiting; cpu++ {
+			waiting = m.Lookup(cpu, &st) == nil && st.Pending != 0 && st.PendAwait != 0
+		}
+		if !waiting {
+			return
+		}
+	}
+}
+
 // flushPending writes periods that ended but were still waiting for a wake
 // cause, and counts those still open (the CPU was idle at stop).
 func (r *recording) flushPending() uint64 {
@@ -701,15 +721,24 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		}
 		return trace.TristateOf(flags&yes != 0)
 	}
+	kflags := bpf.IdletraceKernelFlags(p.KernelFlags)
+	ktri := func(known, yes bpf.IdletraceKernelFlags) trace.Tristate {
+		if kflags&known == 0 {
+			return trace.Unknown
+		}
+		return trace.TristateOf(kflags&yes != 0)
+	}
 	return trace.IdlePeriod{
 		CPU: p.Cpu, State: p.State, EntryNs: p.EntryNs, ExitNs: p.ExitNs,
 		WakeCause: trace.WakeCause(p.WakeCause), WakeIRQ: p.WakeIrq, WakeRequestNs: p.WakeRequestNs,
 		NextTimerNs: p.NextTimerNs, NextTimerKnown: flags&bpf.IdletraceIdleFlagsIDLE_NEXT_TIMER_KNOWN != 0,
+		NextEventNs: p.NextEventNs, NextEventKnown: flags&bpf.IdletraceIdleFlagsIDLE_NEXT_EVENT_KNOWN != 0,
 		TickStopped:       tri(bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_STOPPED),
 		TickStoppedBefore: tri(bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED_KNOWN, bpf.IdletraceIdleFlagsIDLE_TICK_WAS_STOPPED),
-		KernelKnown:       bpf.IdletraceKernelFlags(p.KernelFlags)&bpf.IdletraceKernelFlagsKERNEL_KNOWN != 0,
-		KernelCounted:     bpf.IdletraceKernelFlags(p.KernelFlags)&bpf.IdletraceKernelFlagsKERNEL_COUNTED != 0,
+		KernelKnown:       kflags&bpf.IdletraceKernelFlagsKERNEL_KNOWN != 0,
+		KernelCounted:     kflags&bpf.IdletraceKernelFlagsKERNEL_COUNTED != 0,
 		KernelResidencyNs: p.KernelResidencyNs,
+		GotTick:           ktri(bpf.IdletraceKernelFlagsKERNEL_GOT_TICK_KNOWN, bpf.IdletraceKernelFlagsKERNEL_GOT_TICK),
 		PollTimedOut:      tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
 	}
 }

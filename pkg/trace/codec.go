@@ -79,7 +79,12 @@ func (e *idleEncoder) add(p *IdlePeriod) {
 		c[6] = binary.AppendUvarint(c[6], zigzag(int64(p.WakeIRQ)))
 	}
 	c[5] = append(c[5], flags)
-	c[9] = append(c[9], triBits(p.TickStoppedBefore))
+	flags2 := triBits(p.TickStoppedBefore) | triBits(p.GotTick)<<3
+	if p.NextEventKnown {
+		flags2 |= idleFlag2EventKnown
+		c[11] = appendDelta(c[11], uint64(p.NextEventNs), uint64(p.NextTimerNs))
+	}
+	c[9] = append(c[9], flags2)
 	var kernel uint64
 	switch {
 	case p.KernelCounted:
@@ -243,6 +248,10 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 				slot.lastTimer, slot.hasTimer = expiry, true
 			}
 		}
+		var nextEvent int64
+		if flags2&idleFlag2EventKnown != 0 && present > 11 {
+			nextEvent = nextTimer + cols[11].varint()
+		}
 		if bad {
 			return fmt.Errorf("%w: column overrun", errMalformed)
 		}
@@ -260,8 +269,11 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 			WakeRequestNs:     request,
 			NextTimerNs:       nextTimer,
 			NextTimerKnown:    flags&idleFlagTimerKnown != 0,
+			NextEventNs:       nextEvent,
+			NextEventKnown:    flags2&idleFlag2EventKnown != 0 && present > 11,
 			TickStopped:       triFromBits(flags & 3),
 			TickStoppedBefore: triFromBits(flags2 & 3),
+			GotTick:           triFromBits(flags2 >> 3 & 3),
 			KernelKnown:       kernel != 0,
 			KernelCounted:     kernel >= 2,
 			KernelResidencyNs: kernel - min(kernel, 2),

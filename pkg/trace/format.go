@@ -76,10 +76,13 @@ package trace
 //	8 timer    only if bit 5: the timer's absolute expiry t = EntryNs + NextTimerNs
 //	           stored as varint(t - tbase), tbase = lastTimer[cpu] if set, else
 //	           EntryNs; then lastTimer[cpu] = t. Absent means NextTimerNs = 0.
-//	9 flags2   u8: bits 0-1 TickStoppedBefore (as TickStopped). Chunks written
-//	           before it existed have 9 columns: it reads as unknown.
+//	9 flags2   u8: bits 0-1 TickStoppedBefore (as TickStopped), bit 2
+//	           NextEventKnown, bits 3-4 GotTick (as TickStopped). Chunks written before it existed have 9
+//	           columns: it reads as unknown.
 //	10 kernel  uvarint: 0 KernelKnown false; 1 known, not counted; else
 //	           counted, KernelResidencyNs + 2. Absent in older chunks (0).
+//	11 event   only if flags2 bit 2: varint(NextEventNs - NextTimerNs).
+//	           Absent in older chunks (NextEventKnown false).
 //
 // After each record: lastExit[cpu] = ExitNs, prevExit = ExitNs. (Per-CPU deltas
 // turn timestamps into busy gaps, and timer expiries repeat or move by whole
@@ -188,9 +191,10 @@ const (
 
 // Column counts per record chunk type (format v1).
 const (
-	idleColumns = 11
-	// idleMinColumns: idle chunks from before TickStoppedBefore and
-	// KernelResidencyNs existed have 9 or 10 columns; they read as unknown.
+	idleColumns = 12
+	// idleMinColumns: idle chunks from before TickStoppedBefore,
+	// KernelResidencyNs and NextEventNs existed have 9 to 11 columns; they
+	// read as unknown.
 	idleMinColumns  = 9
 	blockIOColumns  = 10
 	haltPollColumns = 5
@@ -206,6 +210,8 @@ const (
 	idleFlagTimerValue = 1 << 5
 	idleFlagWakeReq    = 1 << 6
 	idleFlagIRQ        = 1 << 7
+
+	idleFlag2EventKnown = 1 << 2 // in the flags2 column
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

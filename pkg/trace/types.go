@@ -86,11 +86,20 @@ type IdlePeriod struct {
 	// while it was idle; 0 when no remote request was seen.
 	WakeRequestNs uint64
 
-	// NextTimerNs is the time from entry to the next timer event the governor
-	// could see (the kernel's tick_sched timer_expires); valid only when
-	// NextTimerKnown.
+	// NextTimerNs is the sleep length the governor got from
+	// tick_nohz_get_sleep_length(): the time to the next timer event were
+	// the tick stopped, measured from the kernel's idle entry time
+	// (tick_sched.idle_entrytime, at or a little before EntryNs); negative
+	// when already due. Valid only when NextTimerKnown. Traces from before
+	// NextEventNs existed hold the next timer-wheel or tick expiry from
+	// EntryNs instead.
 	NextTimerNs    int64
 	NextTimerKnown bool
+	// NextEventNs is the governor's other input from the same call,
+	// delta_next: the time to the next clock event, the tick included, from
+	// the same idle entry time. Valid only when NextEventKnown.
+	NextEventNs    int64
+	NextEventKnown bool
 
 	// TickStopped: the scheduler tick was stopped when this period was
 	// entered, after the governor's decision for it.
@@ -107,6 +116,11 @@ type IdlePeriod struct {
 	KernelKnown       bool
 	KernelCounted     bool
 	KernelResidencyNs uint64
+
+	// GotTick: the tick ran on this CPU in the idle loop during the period
+	// or right after it (the governors' tick_nohz_idle_got_tick() at
+	// reflect), even if it did not end the period.
+	GotTick Tristate
 
 	// PollTimedOut: a polling state ended on its time limit (dev->poll_time_limit).
 	// Unknown for non-polling states and where the kernel's field is not readable.
