@@ -47,6 +47,8 @@ volatile const __u8 have_tick_stop = 0;    /* timer:tick_stop is attached */
  * cpuidle driver or without them. */
 volatile const __u64 cpuidle_devices_addr = 0;
 volatile const __u64 per_cpu_offset_addr = 0;
+/* Address of the per-CPU runqueues (kallsyms too); 0 without it. */
+volatile const __u64 runqueues_addr = 0;
 
 /* Referenced so that the types reach the object's BTF and bpf2go emits Go
  * types for them. */
@@ -90,7 +92,10 @@ struct cpu_state {
 	__u8 pend_await;  /* pend waits for the next entry to learn the kernel's residency */
 	__u8 usage_known; /* usage_at_entry and time_at_entry hold the open period's state's counters */
 	__u8 got_tick;    /* the tick ran in the idle task since the last period went out */
-	__u8 pad[4];
+	__u8 iowait_known; /* nr_iowait was read at the open period's entry */
+	__u8 pad[3];
+	__u32 nr_iowait;
+	__u32 pad2;
 	__u64 usage_at_entry;
 	__u64 time_at_entry;
 	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
@@ -217,6 +222,23 @@ static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, 
 	return (struct cpuidle_device *)st->cpuidle_dev;
 }
 
+/* rq->nr_iowait of this CPU, as menu_select() read it just before. */
+static __always_inline void read_nr_iowait(struct cpu_state *st, __u32 cpu)
+{
+	st->iowait_known = 0;
+	if (!runqueues_addr || !per_cpu_offset_addr)
+		return;
+	__u64 off = 0;
+	if (bpf_probe_read_kernel(&off, sizeof(off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8)))
+		return;
+	struct rq *rq = (void *)(runqueues_addr + off);
+	int n = 0;
+	if (bpf_probe_read_kernel(&n, sizeof(n), (void *)((__u64)rq + bpf_core_field_offset(struct rq, nr_iowait))))
+		return;
+	st->nr_iowait = n < 0 ? 0 : n;
+	st->iowait_known = 1;
+}
+
 /* dev->states_usage[state].usage and .time_ns: the cpuidle core's own
  * counters, which it bumps right after the exit tracepoint from its clock
  * reads just inside the two tracepoints. */
@@ -243,9 +265,9 @@ static __always_inline void fill_kernel_residency(struct cpu_state *st, __u32 cp
 		return;
 	__u64 uses = usage - st->usage_at_entry;
 	if (uses == 0) {
-		st->pend.kernel_flags = KERNEL_KNOWN;
+		st->pend.kernel_flags |= KERNEL_KNOWN;
 	} else if (uses == 1) {
-		st->pend.kernel_flags = KERNEL_KNOWN | KERNEL_COUNTED;
+		st->pend.kernel_flags |= KERNEL_KNOWN | KERNEL_COUNTED;
 		st->pend.kernel_residency_ns = time_ns - st->time_at_entry;
 	}
 }
@@ -402,6 +424,7 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	st->tick_stopped_now = 0;
 	if (cpuidle_devices_addr)
 		note_state_usage(st, cpu, state);
+	read_nr_iowait(st, cpu);
 	/* The entry time is taken last here and the exit time first (in
 	 * on_cpu_idle): the kernel reads its own clock for the cpuidle
 	 * counters right after the entry tracepoint and right before the exit
@@ -441,7 +464,8 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	r->flags = st->flags;
 	r->wake_cause = st->cause;
 	r->kernel_residency_ns = 0;
-	r->kernel_flags = 0;
+	r->kernel_flags = st->iowait_known ? KERNEL_IOWAIT_KNOWN : 0;
+	r->nr_iowait = st->nr_iowait;
 
 	if (is_polling(st->state)) {
 		/* A poll that ends with nothing having woken it ran out of its

@@ -52,6 +52,7 @@ enum kernel_flags {
 	 * ran on this CPU in the idle task since the previous period was sent. */
 	KERNEL_GOT_TICK_KNOWN = 1 << 2,
 	KERNEL_GOT_TICK = 1 << 3,
+	KERNEL_IOWAIT_KNOWN = 1 << 4, /* nr_iowait holds the CPU's rq->nr_iowait */
 };
 
 /* One idle period: cpu_idle entry and exit paired in the kernel. */
@@ -75,6 +76,10 @@ struct idle_record {
 	__s64 next_timer_ns;
 	__u64 kernel_residency_ns; /* if KERNEL_COUNTED */
 	__s64 next_event_ns;
+	/* Tasks in iowait on this CPU's runqueue at entry (nr_iowait_cpu(),
+	 * which menu before 6.13 weighs), if KERNEL_IOWAIT_KNOWN. */
+	__u32 nr_iowait;
+	__u32 pad1;
 };
 
 /* One block request, issue and final completion paired in the kernel. */

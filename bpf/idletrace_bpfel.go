@@ -48,7 +48,10 @@ type IdletraceCpuState struct {
 	PendAwait      uint8
 	UsageKnown     uint8
 	GotTick        uint8
-	Pad            [4]uint8
+	IowaitKnown    uint8
+	Pad            [3]uint8
+	NrIowait       uint32
+	Pad2           uint32
 	UsageAtEntry   uint64
 	TimeAtEntry    uint64
 	CpuidleDev     uint64
@@ -67,6 +70,8 @@ type IdletraceCpuState struct {
 		NextTimerNs       int64
 		KernelResidencyNs uint64
 		NextEventNs       int64
+		NrIowait          uint32
+		Pad1              uint32
 	}
 }
 
@@ -109,6 +114,8 @@ type IdletraceIdleRecord struct {
 	NextTimerNs       int64
 	KernelResidencyNs uint64
 	NextEventNs       int64
+	NrIowait          uint32
+	Pad1              uint32
 }
 
 type IdletraceIoKey struct {
@@ -137,6 +144,7 @@ const (
 	IdletraceKernelFlagsKERNEL_COUNTED        IdletraceKernelFlags = 2
 	IdletraceKernelFlagsKERNEL_GOT_TICK_KNOWN IdletraceKernelFlags = 4
 	IdletraceKernelFlagsKERNEL_GOT_TICK       IdletraceKernelFlags = 8
+	IdletraceKernelFlagsKERNEL_IOWAIT_KNOWN   IdletraceKernelFlags = 16
 )
 
 type IdletraceLossCounters struct {
@@ -231,6 +239,7 @@ const (
 	IdletraceVarPerCpuOffsetAddr            = "per_cpu_offset_addr"
 	IdletraceVarPollingMask                 = "polling_mask"
 	IdletraceVarRecordIo                    = "record_io"
+	IdletraceVarRunqueuesAddr               = "runqueues_addr"
 	IdletraceVarTickHandler                 = "tick_handler"
 	IdletraceVarWakeupBytes                 = "wakeup_bytes"
 )
@@ -343,6 +352,7 @@ type IdletraceVariableSpecs struct {
 	PerCpuOffsetAddr   *ebpf.VariableSpec `ebpf:"per_cpu_offset_addr"`
 	PollingMask        *ebpf.VariableSpec `ebpf:"polling_mask"`
 	RecordIo           *ebpf.VariableSpec `ebpf:"record_io"`
+	RunqueuesAddr      *ebpf.VariableSpec `ebpf:"runqueues_addr"`
 	TickHandler        *ebpf.VariableSpec `ebpf:"tick_handler"`
 	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -403,6 +413,7 @@ type IdletraceVariables struct {
 	PerCpuOffsetAddr   *ebpf.Variable `ebpf:"per_cpu_offset_addr"`
 	PollingMask        *ebpf.Variable `ebpf:"polling_mask"`
 	RecordIo           *ebpf.Variable `ebpf:"record_io"`
+	RunqueuesAddr      *ebpf.Variable `ebpf:"runqueues_addr"`
 	TickHandler        *ebpf.Variable `ebpf:"tick_handler"`
 	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }

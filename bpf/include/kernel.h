@@ -81,6 +81,15 @@ struct tick_sched___old {
 	int nohz_mode;
 };
 
+typedef struct {
+	int counter;
+} atomic_t;
+
+/* kernel/sched/sched.h */
+struct rq {
+	atomic_t nr_iowait;
+};
+
 struct cpuidle_state_usage {
 	__u64 usage;
 	__u64 time_ns;

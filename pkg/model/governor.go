@@ -163,6 +163,7 @@ type selInput struct {
 	sleepLen    int64 // ns to the next timer, ignoring the tick
 	deltaTick   int64 // ns to the next clock event (tick included when it runs)
 	tickStopped bool  // the tick was stopped earlier in this idle period
+	nrIOWait    int64 // nr_iowait_cpu() (menu before 6.13); 0 when unknown
 }
 
 // governor is one CPU's instance of a governor model.

@@ -76,7 +76,10 @@ func menuFlagsFor(v Version) menuFlags {
 }
 
 const (
-	menuBuckets        = 6
+	menuBuckets = 6
+	// menuIOWaitBuckets: before 6.13 a CPU with tasks in iowait used a
+	// second set of six buckets.
+	menuIOWaitBuckets  = 12
 	menuIntervals      = 8
 	menuResolution     = 1024
 	menuDecay          = 8
@@ -94,7 +97,7 @@ type menuGov struct {
 	nextTimer     uint64
 	lastIdx       int
 	lastResidency int64
-	cf            [menuBuckets]uint32
+	cf            [menuIOWaitBuckets]uint32
 
 	// The recent-intervals ring and, kept up to date by push, the count,
 	// sum and (wrapping, as the kernel's u64) sum of squares of the
@@ -447,6 +450,9 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 		deltaTick = dt
 		m.nextTimer = uint64(delta)
 		m.bucket = menuBucket(m.nextTimer)
+		if m.f.iowaitCap && in.nrIOWait > 0 {
+			m.bucket += menuBuckets
+		}
 		timerUs := (menuResolution*menuDecay*1000/2 + m.nextTimer*uint64(m.cf[m.bucket])) / (menuResolution * menuDecay * 1000)
 		predicted = min(timerUs*1000, predicted)
 		if m.f.alwaysQueryStopped {
@@ -456,6 +462,9 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 		m.nextTimer = ktimeMax
 		deltaTick = t.tick / 2
 		m.bucket = menuBucket(ktimeMax)
+		if m.f.iowaitCap && in.nrIOWait > 0 {
+			m.bucket += menuBuckets
+		}
 	}
 	latReq := in.latReq
 	n := t.n
@@ -468,8 +477,11 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 	}
 	if !m.f.alwaysQueryStopped {
 		m.stoppedOverride(&predicted, in)
-		if m.f.iowaitCap && !in.tickStopped && predicted < uint64(latReq) {
-			latReq = int64(predicted)
+		// performance_multiplier(): 1 + 10 per task in iowait.
+		if m.f.iowaitCap && !in.tickStopped {
+			if req := predicted / uint64(1+10*max(in.nrIOWait, 0)); req < uint64(latReq) {
+				latReq = int64(req)
+			}
 		}
 	}
 	nextTimer := m.nextTimer
@@ -563,8 +575,8 @@ func (m *menuGov) update() {
 		measured = m.nextTimer
 	}
 	b := m.bucket
-	if uint(b) >= menuBuckets {
-		b = menuBuckets - 1
+	if uint(b) >= menuIOWaitBuckets {
+		b = menuIOWaitBuckets - 1
 	}
 	nf := m.cf[b] - m.cf[b]/menuDecay
 	if m.nextTimer > 0 && measured < menuMaxInteresting {

@@ -101,6 +101,7 @@ type periodInfo struct {
 	// residency is the stay as the kernel's governor measured it
 	// (last_residency_ns): the cpuidle core's own figure when recorded.
 	residency   int64
+	nrIOWait    int64 // 0 when unknown
 	tickStopped bool
 	chain       bool
 	prevExit    int64
@@ -310,6 +311,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	}
 	d := pi.x - pi.e
 	pi.gotTick = p.GotTick == trace.Yes
+	pi.nrIOWait = int64(max(p.NrIOWait, 0))
 	pi.residency = d
 	switch {
 	case p.KernelCounted:
@@ -592,6 +594,7 @@ type cpuSim struct {
 	nextTimer  int64
 	deltaNext  int64 // the recorded next clock event for a selection at deltaAt
 	deltaAt    int64
+	nrIOWait   int64    // the recorded period's nr_iowait
 	in         selInput // scratch, kept here so it does not escape per selection
 }
 
@@ -702,7 +705,7 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 	case !pi.tickStopped:
 		dt = min(sleep, ps.r.nextBoundary(c, pi.e)-pi.e)
 	}
-	in := selInput{latReq: ps.latReq(c, pi.e), sleepLen: sleep, deltaTick: dt, tickStopped: pi.tickStopped}
+	in := selInput{latReq: ps.latReq(c, pi.e), sleepLen: sleep, deltaTick: dt, tickStopped: pi.tickStopped, nrIOWait: pi.nrIOWait}
 	idx, _ := cs.shadow.selectState(&in)
 	if pi.rec >= 0 {
 		cs.shadow.reflect(pi.rec, pi.residency, pi.kind == endTick || pi.gotTick, pi.kind == endPoll)
@@ -852,6 +855,7 @@ func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
 func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	cs.nextTimer = pi.nextTimer
 	cs.deltaNext, cs.deltaAt = pi.deltaNext, pi.e
+	cs.nrIOWait = pi.nrIOWait
 	if cs.hold {
 		cs.hold = false
 		if pi.chain {
@@ -988,7 +992,7 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 		nb = ps.r.nextBoundary(c, t)
 		dt = min(sleep, nb-t)
 	}
-	*in = selInput{latReq: lat, sleepLen: sleep, deltaTick: dt, tickStopped: stopped}
+	*in = selInput{latReq: lat, sleepLen: sleep, deltaTick: dt, tickStopped: stopped, nrIOWait: cs.nrIOWait}
 	var idx int
 	var stop bool
 	if ps.gk == gkMenu {

@@ -356,6 +356,7 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 			"have_tick_stop":       boolByte(plan.method["timer:tick_stop"] != ""),
 			"cpuidle_devices_addr": cpuidleAddrs.devices,
 			"per_cpu_offset_addr":  cpuidleAddrs.perCPUOffset,
+			"runqueues_addr":       cpuidleAddrs.runqueues,
 		}
 		for name, v := range vars {
 			if err := spec.Variables[name].Set(v); err != nil {
@@ -722,6 +723,9 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		return trace.TristateOf(flags&yes != 0)
 	}
 	kflags := bpf.IdletraceKernelFlags(p.KernelFlags)
+	if kflags&bpf.IdletraceKernelFlagsKERNEL_IOWAIT_KNOWN == 0 {
+		p.NrIowait = ^uint32(0) // -1: unknown
+	}
 	ktri := func(known, yes bpf.IdletraceKernelFlags) trace.Tristate {
 		if kflags&known == 0 {
 			return trace.Unknown
@@ -738,6 +742,7 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		KernelKnown:       kflags&bpf.IdletraceKernelFlagsKERNEL_KNOWN != 0,
 		KernelCounted:     kflags&bpf.IdletraceKernelFlagsKERNEL_COUNTED != 0,
 		KernelResidencyNs: p.KernelResidencyNs,
+		NrIOWait:          int32(p.NrIowait),
 		GotTick:           ktri(bpf.IdletraceKernelFlagsKERNEL_GOT_TICK_KNOWN, bpf.IdletraceKernelFlagsKERNEL_GOT_TICK),
 		PollTimedOut:      tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
 	}

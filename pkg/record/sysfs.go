@@ -399,25 +399,31 @@ func pollingMask(m *trace.Metadata) uint32 {
 	return mask
 }
 
-// tickHandlerAddr finds the function the tick's hrtimer runs
-// (tick_nohz_handler since 6.9, tick_sched_timer before) in /proc/kallsyms.
+// tickHandlerAddr finds the function the tick's hrtimer runs in
+// /proc/kallsyms: tick_sched_timer up to 6.7, tick_nohz_highres_handler in
+// 6.8, tick_nohz_handler since 6.9. Before 6.9 a tick_nohz_handler exists
+// too, but it is the low-resolution clockevent handler, so it comes last.
 func tickHandlerAddr() uint64 {
-	found := kallsyms("tick_nohz_handler", "tick_sched_timer")
-	if a := found["tick_nohz_handler"]; a != 0 {
-		return a
+	names := []string{"tick_sched_timer", "tick_nohz_highres_handler", "tick_nohz_handler"}
+	found := kallsyms(names...)
+	for _, n := range names {
+		if a := found[n]; a != 0 {
+			return a
+		}
 	}
-	return found["tick_sched_timer"]
+	return 0
 }
 
-// cpuidleSymbols locate each CPU's struct cpuidle_device: the per-CPU
-// pointer cpuidle_devices and the per-CPU offsets array.
-type cpuidleSymbols struct{ devices, perCPUOffset uint64 }
+// cpuidleSymbols locate each CPU's struct cpuidle_device (the per-CPU
+// pointer cpuidle_devices) and struct rq (the per-CPU runqueues, for
+// nr_iowait), and the per-CPU offsets array.
+type cpuidleSymbols struct{ devices, runqueues, perCPUOffset uint64 }
 
 // cpuidleSymbolAddrs reads them from /proc/kallsyms, which lists data
-// symbols only with CONFIG_KALLSYMS_ALL; zero when either is missing.
+// symbols only with CONFIG_KALLSYMS_ALL; zero when one is missing.
 func cpuidleSymbolAddrs() cpuidleSymbols {
-	found := kallsyms("cpuidle_devices", "__per_cpu_offset")
-	s := cpuidleSymbols{found["cpuidle_devices"], found["__per_cpu_offset"]}
+	found := kallsyms("cpuidle_devices", "runqueues", "__per_cpu_offset")
+	s := cpuidleSymbols{found["cpuidle_devices"], found["runqueues"], found["__per_cpu_offset"]}
 	if s.devices == 0 || s.perCPUOffset == 0 {
 		return cpuidleSymbols{}
 	}

@@ -85,6 +85,7 @@ func (e *idleEncoder) add(p *IdlePeriod) {
 		c[11] = appendDelta(c[11], uint64(p.NextEventNs), uint64(p.NextTimerNs))
 	}
 	c[9] = append(c[9], flags2)
+	c[12] = binary.AppendUvarint(c[12], zigzag(int64(p.NrIOWait)))
 	var kernel uint64
 	switch {
 	case p.KernelCounted:
@@ -248,6 +249,10 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 				slot.lastTimer, slot.hasTimer = expiry, true
 			}
 		}
+		nrIOWait := int32(-1)
+		if present > 12 {
+			nrIOWait = cols[12].i32()
+		}
 		var nextEvent int64
 		if flags2&idleFlag2EventKnown != 0 && present > 11 {
 			nextEvent = nextTimer + cols[11].varint()
@@ -274,6 +279,7 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 			TickStopped:       triFromBits(flags & 3),
 			TickStoppedBefore: triFromBits(flags2 & 3),
 			GotTick:           triFromBits(flags2 >> 3 & 3),
+			NrIOWait:          nrIOWait,
 			KernelKnown:       kernel != 0,
 			KernelCounted:     kernel >= 2,
 			KernelResidencyNs: kernel - min(kernel, 2),

@@ -83,6 +83,8 @@ package trace
 //	           counted, KernelResidencyNs + 2. Absent in older chunks (0).
 //	11 event   only if flags2 bit 2: varint(NextEventNs - NextTimerNs).
 //	           Absent in older chunks (NextEventKnown false).
+//	12 iowait  varint(NrIOWait), -1 unknown. Absent in older chunks
+//	           (unknown).
 //
 // After each record: lastExit[cpu] = ExitNs, prevExit = ExitNs. (Per-CPU deltas
 // turn timestamps into busy gaps, and timer expiries repeat or move by whole
@@ -191,9 +193,9 @@ const (
 
 // Column counts per record chunk type (format v1).
 const (
-	idleColumns = 12
+	idleColumns = 13
 	// idleMinColumns: idle chunks from before TickStoppedBefore,
-	// KernelResidencyNs and NextEventNs existed have 9 to 11 columns; they
+	// KernelResidencyNs, NextEventNs and NrIOWait existed have 9 to 12 columns; they
 	// read as unknown.
 	idleMinColumns  = 9
 	blockIOColumns  = 10

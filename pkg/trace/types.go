@@ -117,6 +117,10 @@ type IdlePeriod struct {
 	KernelCounted     bool
 	KernelResidencyNs uint64
 
+	// NrIOWait is the number of tasks in iowait on this CPU's runqueue at
+	// entry (nr_iowait_cpu(), which menu before 6.13 weighs); -1 unknown.
+	NrIOWait int32
+
 	// GotTick: the tick ran on this CPU in the idle loop during the period
 	// or right after it (the governors' tick_nohz_idle_got_tick() at
 	// reflect), even if it did not end the period.
