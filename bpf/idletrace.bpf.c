@@ -91,9 +91,8 @@ struct cpu_state {
 	__u8 tick_stopped_now; /* timer:tick_stop fired since the last entry */
 	__u8 pend_await;  /* pend waits for the next entry to learn the kernel's residency */
 	__u8 usage_known; /* usage_at_entry and time_at_entry hold the open period's state's counters */
-	__u8 got_tick;    /* the tick ran in the idle task since the last period went out */
 	__u8 iowait_known; /* nr_iowait was read at the open period's entry */
-	__u8 pad[3];
+	__u8 pad[4];
 	__u32 nr_iowait;
 	__u32 pad2;
 	__u64 usage_at_entry;
@@ -186,27 +185,11 @@ static __always_inline void submit_idle(struct idle_record *r)
 	bpf_ringbuf_submit(e, submit_flags());
 }
 
-/* Stamp the closed period with whether the tick ran in the idle task since
- * the previous period went out: what tick_nohz_idle_got_tick() tells the
- * governor's reflect, which runs right after the exit and so also sees the
- * tick that woke the CPU when its interrupt is taken after the exit
- * tracepoint (states entered with interrupts off). */
-static __always_inline void stamp_got_tick(struct cpu_state *st, struct idle_record *r)
-{
-	if (!st->tick_sched)
-		return;
-	r->kernel_flags |= KERNEL_GOT_TICK_KNOWN;
-	if (st->got_tick)
-		r->kernel_flags |= KERNEL_GOT_TICK;
-	st->got_tick = 0;
-}
-
 static __always_inline void submit_pending(struct cpu_state *st)
 {
 	st->pending = 0;
 	st->pend_timer = 0;
 	st->pend_await = 0;
-	stamp_got_tick(st, &st->pend);
 	submit_idle(&st->pend);
 }
 
@@ -466,6 +449,17 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	r->kernel_residency_ns = 0;
 	r->kernel_flags = st->iowait_known ? KERNEL_IOWAIT_KNOWN : 0;
 	r->nr_iowait = st->nr_iowait;
+	/* What the governor's reflect, right after this exit, gets from
+	 * tick_nohz_idle_got_tick(): the tick ran in the idle loop since the
+	 * last reflect. A tick that wakes a state entered with interrupts off
+	 * runs after this tracepoint but before reflect: the wake cause says
+	 * so and the replay counts it too. */
+	struct tick_sched *ts = (struct tick_sched *)st->tick_sched;
+	if (ts && bpf_core_field_exists(ts->got_idle_tick)) {
+		r->kernel_flags |= KERNEL_GOT_TICK_KNOWN;
+		if (BPF_CORE_READ_BITFIELD_PROBED(ts, got_idle_tick))
+			r->kernel_flags |= KERNEL_GOT_TICK;
+	}
 
 	if (is_polling(st->state)) {
 		/* A poll that ends with nothing having woken it ran out of its
@@ -483,7 +477,6 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	 * the kernel's own residency of it can be read. */
 	st->pend_await = cpuidle_devices_addr != 0;
 	if (r->wake_cause != WAKE_UNKNOWN && !st->pend_await) {
-		stamp_got_tick(st, r);
 		submit_idle(r);
 		return;
 	}
@@ -556,9 +549,6 @@ static __always_inline void on_hrtimer_expire(__u64 timer, __u64 function)
 	/* The tick's hrtimer is embedded in this CPU's tick_sched. */
 	if (!st->tick_sched)
 		st->tick_sched = timer - bpf_core_field_offset(struct tick_sched, sched_timer);
-	/* The tick sets got_idle_tick when it runs in the idle loop. */
-	if ((__u32)bpf_get_current_pid_tgid() == 0)
-		st->got_tick = 1;
 	if (st->in_idle) {
 		if (st->cause == WAKE_TIMER)
 			st->cause = WAKE_TICK;

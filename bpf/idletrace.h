@@ -48,8 +48,8 @@ enum idle_flags {
 enum kernel_flags {
 	KERNEL_KNOWN = 1 << 0,   /* the counters were read around the period */
 	KERNEL_COUNTED = 1 << 1, /* it counted the period: usage + 1, time + kernel_residency_ns */
-	/* tick_nohz_idle_got_tick() as the governor's reflect saw it: the tick
-	 * ran on this CPU in the idle task since the previous period was sent. */
+	/* tick_sched.got_idle_tick at the exit: the tick ran in the idle loop
+	 * since the governor's last reflect (tick_nohz_idle_got_tick()). */
 	KERNEL_GOT_TICK_KNOWN = 1 << 2,
 	KERNEL_GOT_TICK = 1 << 3,
 	KERNEL_IOWAIT_KNOWN = 1 << 4, /* nr_iowait holds the CPU's rq->nr_iowait */

@@ -47,9 +47,8 @@ type IdletraceCpuState struct {
 	TickStoppedNow uint8
 	PendAwait      uint8
 	UsageKnown     uint8
-	GotTick        uint8
 	IowaitKnown    uint8
-	Pad            [3]uint8
+	Pad            [4]uint8
 	NrIowait       uint32
 	Pad2           uint32
 	UsageAtEntry   uint64

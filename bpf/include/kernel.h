@@ -72,6 +72,7 @@ struct tick_sched {
 	struct hrtimer sched_timer;
 	__u64 timer_expires;
 	ktime_t idle_entrytime;
+	unsigned int got_idle_tick;
 };
 
 /* Before 6.9 the stopped state was a bitfield and the NOHZ mode an enum

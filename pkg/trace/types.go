@@ -121,9 +121,9 @@ type IdlePeriod struct {
 	// entry (nr_iowait_cpu(), which menu before 6.13 weighs); -1 unknown.
 	NrIOWait int32
 
-	// GotTick: the tick ran on this CPU in the idle loop during the period
-	// or right after it (the governors' tick_nohz_idle_got_tick() at
-	// reflect), even if it did not end the period.
+	// GotTick: the kernel's got_idle_tick at the exit: the tick ran on this
+	// CPU in the idle loop since the governor's previous reflect, even if
+	// it did not end the period (tick_nohz_idle_got_tick()).
 	GotTick Tristate
 
 	// PollTimedOut: a polling state ended on its time limit (dev->poll_time_limit).
