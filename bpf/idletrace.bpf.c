@@ -92,7 +92,8 @@ struct cpu_state {
 	__u8 pend_await;  /* pend waits for the next entry to learn the kernel's residency */
 	__u8 usage_known; /* usage_at_entry and time_at_entry hold the open period's state's counters */
 	__u8 iowait_known; /* nr_iowait was read at the open period's entry */
-	__u8 pad[4];
+	__u8 aborted_before; /* dev->last_residency_ns was 0 at the open period's entry */
+	__u8 pad[3];
 	__u32 nr_iowait;
 	__u32 pad2;
 	__u64 usage_at_entry;
@@ -260,9 +261,13 @@ static __always_inline void fill_kernel_residency(struct cpu_state *st, __u32 cp
 static __always_inline void note_state_usage(struct cpu_state *st, __u32 cpu, __u32 state)
 {
 	st->usage_known = 0;
+	st->aborted_before = 0;
 	struct cpuidle_device *dev = cpuidle_dev(st, cpu);
 	if (dev && !read_state_usage(dev, state, &st->usage_at_entry, &st->time_at_entry))
 		st->usage_known = 1;
+	/* The last stay's residency until this one ends; 0 after an abort. */
+	if (dev && bpf_core_field_exists(dev->last_residency_ns) && BPF_CORE_READ(dev, last_residency_ns) == 0)
+		st->aborted_before = 1;
 }
 
 /* Tick state from this CPU's tick_sched, once known. */
@@ -448,6 +453,8 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	r->wake_cause = st->cause;
 	r->kernel_residency_ns = 0;
 	r->kernel_flags = st->iowait_known ? KERNEL_IOWAIT_KNOWN : 0;
+	if (st->aborted_before)
+		r->kernel_flags |= KERNEL_ABORTED_BEFORE;
 	r->nr_iowait = st->nr_iowait;
 	/* What the governor's reflect, right after this exit, gets from
 	 * tick_nohz_idle_got_tick(): the tick ran in the idle loop since the
@@ -462,10 +469,20 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	}
 
 	if (is_polling(st->state)) {
-		/* A poll that ends with nothing having woken it ran out of its
-		 * time limit; anything else ended it through need_resched. */
+		/* poll_idle() leaves dev->poll_time_limit set when it stopped on
+		 * its time limit; interrupts it served on the way (which did not
+		 * set need_resched) did not end it. Without the device, a poll
+		 * that ends with nothing having woken it ran out of its time
+		 * limit; anything else ended it through need_resched. */
+		struct cpuidle_device *dev = cpuidle_devices_addr ? cpuidle_dev(st, cpu) : 0;
 		r->flags |= IDLE_POLL_TIMEOUT_KNOWN;
-		if (r->wake_cause == WAKE_UNKNOWN) {
+		if (dev && bpf_core_field_exists(dev->poll_time_limit)) {
+			if (BPF_CORE_READ_BITFIELD_PROBED(dev, poll_time_limit)) {
+				r->wake_cause = WAKE_POLL_TIMEOUT;
+				r->wake_irq = -1;
+				r->flags |= IDLE_POLL_TIMEOUT;
+			}
+		} else if (r->wake_cause == WAKE_UNKNOWN) {
 			r->wake_cause = WAKE_POLL_TIMEOUT;
 			r->flags |= IDLE_POLL_TIMEOUT;
 		}

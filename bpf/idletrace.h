@@ -53,6 +53,11 @@ enum kernel_flags {
 	KERNEL_GOT_TICK_KNOWN = 1 << 2,
 	KERNEL_GOT_TICK = 1 << 3,
 	KERNEL_IOWAIT_KNOWN = 1 << 4, /* nr_iowait holds the CPU's rq->nr_iowait */
+	/* dev->last_residency_ns was 0 at entry: the idle loop's previous
+	 * attempt was aborted (need_resched after the governor chose, or the
+	 * driver refused), which menu since 6.17 records as an invalid
+	 * interval. Only meaningful with KERNEL_KNOWN. */
+	KERNEL_ABORTED_BEFORE = 1 << 5,
 };
 
 /* One idle period: cpu_idle entry and exit paired in the kernel. */

@@ -48,7 +48,8 @@ type IdletraceCpuState struct {
 	PendAwait      uint8
 	UsageKnown     uint8
 	IowaitKnown    uint8
-	Pad            [4]uint8
+	AbortedBefore  uint8
+	Pad            [3]uint8
 	NrIowait       uint32
 	Pad2           uint32
 	UsageAtEntry   uint64
@@ -144,6 +145,7 @@ const (
 	IdletraceKernelFlagsKERNEL_GOT_TICK_KNOWN IdletraceKernelFlags = 4
 	IdletraceKernelFlagsKERNEL_GOT_TICK       IdletraceKernelFlags = 8
 	IdletraceKernelFlagsKERNEL_IOWAIT_KNOWN   IdletraceKernelFlags = 16
+	IdletraceKernelFlagsKERNEL_ABORTED_BEFORE IdletraceKernelFlags = 32
 )
 
 type IdletraceLossCounters struct {

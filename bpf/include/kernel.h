@@ -96,7 +96,10 @@ struct cpuidle_state_usage {
 	__u64 time_ns;
 };
 
+/* include/linux/cpuidle.h; poll_time_limit is a bitfield (since 5.1). */
 struct cpuidle_device {
+	unsigned int poll_time_limit;
+	__s64 last_residency_ns;
 	struct cpuidle_state_usage states_usage[10];
 };
 

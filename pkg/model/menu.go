@@ -49,17 +49,20 @@ type menuFlags struct {
 	pollResThresh      bool // 07d815701274, 6.19 (6.18.3)
 	alwaysQueryStopped bool // 80606f4eb8d7, 7.0 (6.18.14)
 	safeTimer          bool // e57c2bf2e89d, 7.1
+	abortPush          bool // fa3fa55de0d6, 6.17: UINT_MAX after an aborted entry
 	margin             bool
 	marginPct          float64
 }
 
-// Stable releases of 6.12 took three of the later commits: 38f83090f515
-// (no iowait) and 779b1a1cb13a (latency first) in 6.12.45 (the 6.12.y
-// stable-rc push of 2 Sep 2025), and 07d815701274 (residency threshold)
-// after its AUTOSEL for 6.6–6.18 of 4 Dec 2025, taken here as 6.12.65 (the
-// first release of 2026). Debian's 6.12.117 agrees: its BTF has 6 menu
-// buckets, and the fidelity test's choices need the threshold and the
-// one-sided detector (6.15 was not backported).
+// The 6.12.y stable series took five of the later commits. 38f83090f515
+// (no iowait) and 779b1a1cb13a (latency first) came in 6.12.45 (the
+// stable-rc push of 2 Sep 2025). db86f55bf81a (exit latency in the polling
+// override), 07d815701274 (residency threshold; AUTOSEL for 6.6-6.18 of
+// 4 Dec 2025) and 80606f4eb8d7 (timers queried with the tick stopped) came
+// later; the releases used below for them (6.12.55, 6.12.65, 6.12.75) are
+// estimates. Debian's 6.12.117 source (linux-source-6.12 6.12.117-1~deb12u1)
+// has all five and still the one-sided detector of before 6.15, which is
+// what this gives for 6.12.117; the fidelity test checks it on that kernel.
 func menuFlagsFor(v Version) menuFlags {
 	stable612 := func(patch int) bool { return v.Is(6, 12) && v.Patch >= patch }
 	return menuFlags{
@@ -68,10 +71,11 @@ func menuFlagsFor(v Version) menuFlags {
 		twoSided:           v.AtLeast(6, 15),
 		maxReturn:          v.AtLeast(6, 15) && !v.AtLeast(6, 18),
 		latencyFirst:       v.AtLeast(6, 17) || stable612(45),
-		pollElOverride:     v.AtLeast(6, 18),
+		pollElOverride:     v.AtLeast(6, 18) || stable612(55),
 		pollResThresh:      v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3 || stable612(65),
-		alwaysQueryStopped: v.AtLeast(7, 0) || v.Is(6, 18) && v.Patch >= 14,
+		alwaysQueryStopped: v.AtLeast(7, 0) || v.Is(6, 18) && v.Patch >= 14 || stable612(75),
 		safeTimer:          v.AtLeast(7, 1),
+		abortPush:          v.AtLeast(6, 17) || stable612(45),
 	}
 }
 
@@ -434,10 +438,13 @@ func (m *menuGov) stoppedOverride(predicted *uint64, in *selInput) {
 
 func (m *menuGov) selectState(in *selInput) (int, bool) {
 	t := m.t
+	// The select after an aborted attempt finds needs_update clear (the
+	// aborted attempt's own select consumed it) and last_residency_ns 0.
 	if m.needsUpdate {
 		m.update()
 		m.needsUpdate = false
-	} else if m.lastResidency == 0 {
+	}
+	if in.abortedBefore && m.f.abortPush {
 		m.push(math.MaxUint32)
 	}
 	predicted := uint64(m.typical()) * 1000

@@ -100,11 +100,14 @@ type periodInfo struct {
 	gotTick bool
 	// residency is the stay as the kernel's governor measured it
 	// (last_residency_ns): the cpuidle core's own figure when recorded.
-	residency   int64
-	nrIOWait    int64 // 0 when unknown
-	tickStopped bool
-	chain       bool
-	prevExit    int64
+	residency int64
+	nrIOWait  int64 // 0 when unknown
+	// abortedBefore: an aborted attempt came just before (the kernel
+	// recorded it); it affects the first selection of the period only.
+	abortedBefore bool
+	tickStopped   bool
+	chain         bool
+	prevExit      int64
 }
 
 type cpuShared struct {
@@ -312,6 +315,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	d := pi.x - pi.e
 	pi.gotTick = p.GotTick == trace.Yes
 	pi.nrIOWait = int64(max(p.NrIOWait, 0))
+	pi.abortedBefore = p.KernelKnown && p.AbortedBefore
 	pi.residency = d
 	switch {
 	case p.KernelCounted:
@@ -594,8 +598,10 @@ type cpuSim struct {
 	nextTimer  int64
 	deltaNext  int64 // the recorded next clock event for a selection at deltaAt
 	deltaAt    int64
-	nrIOWait   int64    // the recorded period's nr_iowait
-	in         selInput // scratch, kept here so it does not escape per selection
+	nrIOWait   int64 // the recorded period's nr_iowait
+	// abortedBefore applies to the selection at deltaAt only.
+	abortedBefore bool
+	in            selInput // scratch, kept here so it does not escape per selection
 }
 
 func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool) (*polSim, error) {
@@ -705,7 +711,8 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 	case !pi.tickStopped:
 		dt = min(sleep, ps.r.nextBoundary(c, pi.e)-pi.e)
 	}
-	in := selInput{latReq: ps.latReq(c, pi.e), sleepLen: sleep, deltaTick: dt, tickStopped: pi.tickStopped, nrIOWait: pi.nrIOWait}
+	in := selInput{latReq: ps.latReq(c, pi.e), sleepLen: sleep, deltaTick: dt, tickStopped: pi.tickStopped, nrIOWait: pi.nrIOWait,
+		abortedBefore: pi.abortedBefore}
 	idx, _ := cs.shadow.selectState(&in)
 	if pi.rec >= 0 {
 		cs.shadow.reflect(pi.rec, pi.residency, pi.kind == endTick || pi.gotTick, pi.kind == endPoll)
@@ -856,6 +863,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	cs.nextTimer = pi.nextTimer
 	cs.deltaNext, cs.deltaAt = pi.deltaNext, pi.e
 	cs.nrIOWait = pi.nrIOWait
+	cs.abortedBefore = pi.abortedBefore
 	if cs.hold {
 		cs.hold = false
 		if pi.chain {
@@ -992,7 +1000,8 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 		nb = ps.r.nextBoundary(c, t)
 		dt = min(sleep, nb-t)
 	}
-	*in = selInput{latReq: lat, sleepLen: sleep, deltaTick: dt, tickStopped: stopped, nrIOWait: cs.nrIOWait}
+	*in = selInput{latReq: lat, sleepLen: sleep, deltaTick: dt, tickStopped: stopped, nrIOWait: cs.nrIOWait,
+		abortedBefore: cs.abortedBefore && t == cs.deltaAt}
 	var idx int
 	var stop bool
 	if ps.gk == gkMenu {

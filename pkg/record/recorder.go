@@ -743,6 +743,7 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		KernelCounted:     kflags&bpf.IdletraceKernelFlagsKERNEL_COUNTED != 0,
 		KernelResidencyNs: p.KernelResidencyNs,
 		NrIOWait:          int32(p.NrIowait),
+		AbortedBefore:     kflags&bpf.IdletraceKernelFlagsKERNEL_ABORTED_BEFORE != 0,
 		GotTick:           ktri(bpf.IdletraceKernelFlagsKERNEL_GOT_TICK_KNOWN, bpf.IdletraceKernelFlagsKERNEL_GOT_TICK),
 		PollTimedOut:      tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
 	}

@@ -80,6 +80,9 @@ func (e *idleEncoder) add(p *IdlePeriod) {
 	}
 	c[5] = append(c[5], flags)
 	flags2 := triBits(p.TickStoppedBefore) | triBits(p.GotTick)<<3
+	if p.AbortedBefore {
+		flags2 |= idleFlag2AbortedBefore
+	}
 	if p.NextEventKnown {
 		flags2 |= idleFlag2EventKnown
 		c[11] = appendDelta(c[11], uint64(p.NextEventNs), uint64(p.NextTimerNs))
@@ -279,6 +282,7 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 			TickStopped:       triFromBits(flags & 3),
 			TickStoppedBefore: triFromBits(flags2 & 3),
 			GotTick:           triFromBits(flags2 >> 3 & 3),
+			AbortedBefore:     flags2&idleFlag2AbortedBefore != 0,
 			NrIOWait:          nrIOWait,
 			KernelKnown:       kernel != 0,
 			KernelCounted:     kernel >= 2,

@@ -77,7 +77,8 @@ package trace
 //	           stored as varint(t - tbase), tbase = lastTimer[cpu] if set, else
 //	           EntryNs; then lastTimer[cpu] = t. Absent means NextTimerNs = 0.
 //	9 flags2   u8: bits 0-1 TickStoppedBefore (as TickStopped), bit 2
-//	           NextEventKnown, bits 3-4 GotTick (as TickStopped). Chunks written before it existed have 9
+//	           NextEventKnown, bits 3-4 GotTick (as TickStopped), bit 5
+//	           AbortedBefore. Chunks written before it existed have 9
 //	           columns: it reads as unknown.
 //	10 kernel  uvarint: 0 KernelKnown false; 1 known, not counted; else
 //	           counted, KernelResidencyNs + 2. Absent in older chunks (0).
@@ -213,7 +214,8 @@ const (
 	idleFlagWakeReq    = 1 << 6
 	idleFlagIRQ        = 1 << 7
 
-	idleFlag2EventKnown = 1 << 2 // in the flags2 column
+	idleFlag2EventKnown    = 1 << 2 // in the flags2 column
+	idleFlag2AbortedBefore = 1 << 5
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

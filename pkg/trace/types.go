@@ -121,6 +121,12 @@ type IdlePeriod struct {
 	// entry (nr_iowait_cpu(), which menu before 6.13 weighs); -1 unknown.
 	NrIOWait int32
 
+	// AbortedBefore: the idle loop's attempt just before this period was
+	// aborted after the governor had chosen (need_resched, or the driver
+	// refused the state): the cpuidle core's last_residency_ns was 0 at
+	// entry. Meaningful only with KernelKnown.
+	AbortedBefore bool
+
 	// GotTick: the kernel's got_idle_tick at the exit: the tick ran on this
 	// CPU in the idle loop since the governor's previous reflect, even if
 	// it did not end the period (tick_nohz_idle_got_tick()).
