@@ -47,8 +47,10 @@ volatile const __u8 have_tick_stop = 0;    /* timer:tick_stop is attached */
  * cpuidle driver or without them. */
 volatile const __u64 cpuidle_devices_addr = 0;
 volatile const __u64 per_cpu_offset_addr = 0;
-/* Address of the per-CPU runqueues (kallsyms too); 0 without it. */
+/* Addresses of the per-CPU runqueues and tick_cpu_device (kallsyms too);
+ * 0 without them. */
 volatile const __u64 runqueues_addr = 0;
+volatile const __u64 tick_cpu_device_addr = 0;
 
 /* Referenced so that the types reach the object's BTF and bpf2go emits Go
  * types for them. */
@@ -347,7 +349,21 @@ static __always_inline __s64 next_hrtimer_without(struct hrtimer_cpu_base *cb, _
  * stays) or the tick cannot stop. A timer_expires before the entry time is
  * left from an earlier entry whose governor did not query it (menu skips
  * the query on short predictions) and counts as 0. */
-static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_sched *ts)
+/* This CPU's clock event device's next_event, which is what delta_next is
+ * measured to; 0 without the tick_cpu_device symbol. */
+static __always_inline __s64 clockevent_next(__u32 cpu)
+{
+	if (!tick_cpu_device_addr || !per_cpu_offset_addr)
+		return 0;
+	__u64 off = 0;
+	if (bpf_probe_read_kernel(&off, sizeof(off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8)))
+		return 0;
+	struct tick_device *td = (void *)(tick_cpu_device_addr + off);
+	struct clock_event_device *dev = BPF_CORE_READ(td, evtdev);
+	return dev ? BPF_CORE_READ(dev, next_event) : 0;
+}
+
+static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_sched *ts, __u32 cpu)
 {
 	__s64 now = BPF_CORE_READ(ts, idle_entrytime);
 	if (now <= 0)
@@ -355,7 +371,11 @@ static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_
 	__s64 tick = BPF_CORE_READ(ts, sched_timer.node.expires);
 	struct hrtimer_cpu_base *cb = BPF_CORE_READ(ts, sched_timer.base, cpu_base);
 	int hres = cb && BPF_CORE_READ_BITFIELD_PROBED(cb, hres_active);
-	__s64 next_event = hres ? BPF_CORE_READ(cb, expires_next) : tick;
+	/* The device's own next event where its per-CPU pointer is known;
+	 * else what hrtimers programmed it to (high resolution) or the tick. */
+	__s64 next_event = clockevent_next(cpu);
+	if (next_event <= 0)
+		next_event = hres ? BPF_CORE_READ(cb, expires_next) : tick;
 	if (next_event <= 0 || next_event == KTIME_MAX)
 		return;
 	st->next_event_ns = next_event - now;
@@ -400,7 +420,7 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	struct tick_sched *ts = (struct tick_sched *)st->tick_sched;
 	if (ts) {
 		read_tick_state(st, ts);
-		read_sleep_length(st, ts);
+		read_sleep_length(st, ts, cpu);
 	}
 	/* The governor saw the tick state before this entry's decision: the
 	 * same as after it, unless the decision itself stopped the tick. */

@@ -241,6 +241,7 @@ const (
 	IdletraceVarPollingMask                 = "polling_mask"
 	IdletraceVarRecordIo                    = "record_io"
 	IdletraceVarRunqueuesAddr               = "runqueues_addr"
+	IdletraceVarTickCpuDeviceAddr           = "tick_cpu_device_addr"
 	IdletraceVarTickHandler                 = "tick_handler"
 	IdletraceVarWakeupBytes                 = "wakeup_bytes"
 )
@@ -354,6 +355,7 @@ type IdletraceVariableSpecs struct {
 	PollingMask        *ebpf.VariableSpec `ebpf:"polling_mask"`
 	RecordIo           *ebpf.VariableSpec `ebpf:"record_io"`
 	RunqueuesAddr      *ebpf.VariableSpec `ebpf:"runqueues_addr"`
+	TickCpuDeviceAddr  *ebpf.VariableSpec `ebpf:"tick_cpu_device_addr"`
 	TickHandler        *ebpf.VariableSpec `ebpf:"tick_handler"`
 	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -415,6 +417,7 @@ type IdletraceVariables struct {
 	PollingMask        *ebpf.Variable `ebpf:"polling_mask"`
 	RecordIo           *ebpf.Variable `ebpf:"record_io"`
 	RunqueuesAddr      *ebpf.Variable `ebpf:"runqueues_addr"`
+	TickCpuDeviceAddr  *ebpf.Variable `ebpf:"tick_cpu_device_addr"`
 	TickHandler        *ebpf.Variable `ebpf:"tick_handler"`
 	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }

@@ -41,6 +41,15 @@ struct timerqueue_node {
 
 struct hrtimer_cpu_base;
 
+/* include/linux/clockchips.h, kernel/time/tick-sched.h */
+struct clock_event_device {
+	ktime_t next_event;
+};
+
+struct tick_device {
+	struct clock_event_device *evtdev;
+};
+
 /* include/linux/hrtimer_defs.h: one timerqueue per clock; offset converts
  * its expiry times to CLOCK_MONOTONIC. Indexed with the kernel's size
  * (bpf_core_type_size), not this declaration's. */

@@ -63,6 +63,9 @@ type menuFlags struct {
 // estimates. Debian's 6.12.117 source (linux-source-6.12 6.12.117-1~deb12u1)
 // has all five and still the one-sided detector of before 6.15, which is
 // what this gives for 6.12.117; the fidelity test checks it on that kernel.
+// Debian's 6.1.192 source has fa3fa55de0d6 (UINT_MAX after an aborted
+// attempt) and nothing else of the above; 6.1.148 as its first 6.1.y
+// release is an estimate.
 func menuFlagsFor(v Version) menuFlags {
 	stable612 := func(patch int) bool { return v.Is(6, 12) && v.Patch >= patch }
 	return menuFlags{
@@ -75,7 +78,7 @@ func menuFlagsFor(v Version) menuFlags {
 		pollResThresh:      v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3 || stable612(65),
 		alwaysQueryStopped: v.AtLeast(7, 0) || v.Is(6, 18) && v.Patch >= 14 || stable612(75),
 		safeTimer:          v.AtLeast(7, 1),
-		abortPush:          v.AtLeast(6, 17) || stable612(45),
+		abortPush:          v.AtLeast(6, 17) || stable612(45) || v.Is(6, 1) && v.Patch >= 148,
 	}
 }
 

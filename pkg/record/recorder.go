@@ -357,6 +357,7 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 			"cpuidle_devices_addr": cpuidleAddrs.devices,
 			"per_cpu_offset_addr":  cpuidleAddrs.perCPUOffset,
 			"runqueues_addr":       cpuidleAddrs.runqueues,
+			"tick_cpu_device_addr": cpuidleAddrs.tickDevice,
 		}
 		for name, v := range vars {
 			if err := spec.Variables[name].Set(v); err != nil {
