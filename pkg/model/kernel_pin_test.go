@@ -1,6 +1,10 @@
 package model
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
 
 // Kernel behaviour pinned by stable release: which 6.18.y first carried a
 // later mainline governor change (from the 6.18.3-rc1 and 6.18.14-rc1
@@ -84,6 +88,21 @@ func TestTEOShallowerStateWithStoppedTick6183(t *testing.T) {
 		idx, stop := g.selectState(&selInput{latReq: noLimit, sleepLen: 150_000, deltaTick: 150_000, tickStopped: true})
 		if idx != tc.want || !stop {
 			t.Errorf("%v: idx=%d stop=%v, want %d with the tick stopped", tc.v, idx, stop, tc.want)
+		}
+	}
+}
+
+func TestRecordedVersion(t *testing.T) {
+	for _, tc := range []struct{ release, version, want string }{
+		{"6.1.0-57-cloud-amd64", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3 (2026-11-26)", "6.1.192"},
+		{"6.12.117+deb12-cloud-amd64", "#1 SMP PREEMPT_DYNAMIC Debian 6.12.117-1~deb12u1 (2026-11-14)", "6.12.117"},
+		{"6.18.44-fc-v657", "#1 SMP PREEMPT_DYNAMIC @0", "6.18.44"},
+		{"6.8.0-45-generic", "#45-Ubuntu SMP PREEMPT_DYNAMIC Fri Aug 30 12:02:04 UTC 2024", "6.8.0"},
+		{"6.1.0-57-amd64", "#1 SMP Debian 6.12.3-1 (other series)", "6.1.0"},
+	} {
+		v, ok := RecordedVersion(&trace.Metadata{KernelRelease: tc.release, KernelVersion: tc.version})
+		if !ok || v.String() != tc.want {
+			t.Errorf("%s / %s: %v %v, want %s", tc.release, tc.version, v, ok, tc.want)
 		}
 	}
 }

@@ -3,9 +3,12 @@ package model
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idletrace/idletrace/pkg/trace"
 )
 
 // Governor names a governor model.
@@ -112,6 +115,28 @@ func ParseVersion(s string) (Version, error) {
 	}
 	return Version{n[0], n[1], n[2]}, nil
 }
+
+// RecordedVersion is the kernel release a trace was recorded on. A
+// distribution's release name can hide the stable release (Debian's
+// "6.1.0-57-cloud-amd64" is 6.1.192): when the release has no patch level
+// or 0, a release of the same series named in uname -v ("... Debian
+// 6.1.192-3 ...") gives it.
+func RecordedVersion(meta *trace.Metadata) (Version, bool) {
+	v, err := ParseVersion(meta.KernelRelease)
+	if err != nil {
+		return Version{}, false
+	}
+	if v.Patch <= 0 {
+		for _, m := range versionInText.FindAllStringSubmatch(meta.KernelVersion, -1) {
+			if w, err := ParseVersion(m[1]); err == nil && w.Major == v.Major && w.Minor == v.Minor && w.Patch > 0 {
+				return w, true
+			}
+		}
+	}
+	return v, true
+}
+
+var versionInText = regexp.MustCompile(`\b(\d+\.\d+\.\d+)\b`)
 
 // Policy is one parsed --policy spec: a governor and its modifiers.
 type Policy struct {

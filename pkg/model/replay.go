@@ -174,7 +174,7 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 		r.recTab = newTable(recProf, nil, -1)
 	}
 	kv := NewestVersion
-	if v, err := ParseVersion(meta.KernelRelease); err == nil {
+	if v, ok := RecordedVersion(meta); ok {
 		kv = v
 	}
 	for _, pol := range policies {
