@@ -73,13 +73,10 @@ func WakeCauses() []WakeCause {
 // IdlePeriod is one entry into an idle state and the matching exit, paired in
 // the kernel.
 type IdlePeriod struct {
-	CPU     uint32
-	State   uint32 // cpuidle driver state index (0 is POLL on x86 with a driver)
+	// Fields are grouped by size (8-, 4-, then 1-byte) to keep the struct,
+	// which readers copy per period, small.
 	EntryNs uint64
 	ExitNs  uint64
-
-	WakeCause WakeCause
-	WakeIRQ   int32 // device IRQ number when WakeCause == WakeIRQ, else -1
 
 	// WakeRequestNs is when a remote CPU asked this CPU to wake (sched_waking
 	// with this CPU as target, an IPI send, or a no-IPI wake of a polling CPU)
@@ -93,12 +90,25 @@ type IdlePeriod struct {
 	// when already due. Valid only when NextTimerKnown. Traces from before
 	// NextEventNs existed hold the next timer-wheel or tick expiry from
 	// EntryNs instead.
-	NextTimerNs    int64
-	NextTimerKnown bool
+	NextTimerNs int64
 	// NextEventNs is the governor's other input from the same call,
 	// delta_next: the time to the next clock event, the tick included, from
 	// the same idle entry time. Valid only when NextEventKnown.
-	NextEventNs    int64
+	NextEventNs int64
+
+	// KernelResidencyNs: see KernelKnown.
+	KernelResidencyNs uint64
+
+	CPU     uint32
+	State   uint32 // cpuidle driver state index (0 is POLL on x86 with a driver)
+	WakeIRQ int32  // device IRQ number when WakeCause == WakeIRQ, else -1
+
+	// NrIOWait is the number of tasks in iowait on this CPU's runqueue at
+	// entry (nr_iowait_cpu(), which menu before 6.13 weighs); -1 unknown.
+	NrIOWait int32
+
+	WakeCause      WakeCause
+	NextTimerKnown bool
 	NextEventKnown bool
 
 	// TickStopped: the scheduler tick was stopped when this period was
@@ -113,13 +123,8 @@ type IdlePeriod struct {
 	// with KernelResidencyNs, the core's measure from its clock reads just
 	// inside the two tracepoints. Known but not counted: a period outside
 	// cpuidle_enter_state (cpu_idle_poll) or an entry the driver rejected.
-	KernelKnown       bool
-	KernelCounted     bool
-	KernelResidencyNs uint64
-
-	// NrIOWait is the number of tasks in iowait on this CPU's runqueue at
-	// entry (nr_iowait_cpu(), which menu before 6.13 weighs); -1 unknown.
-	NrIOWait int32
+	KernelKnown   bool
+	KernelCounted bool
 
 	// AbortedBefore: the idle loop's attempt just before this period was
 	// aborted after the governor had chosen (need_resched, or the driver
