@@ -43,13 +43,15 @@ type Replay struct {
 	pols      []*polSim
 	cpus      []*cpuShared
 	agreement bool
-	recTab    *table // the recorded table, for IO latency subtraction
-	blk       []*blkWindow
-	prepassed bool
-	ioSeen    bool
-	finished  bool
-	stats     Stats
-	elScratch []int64
+	// kernelPollNs is the poll limit the recorded kernel used.
+	kernelPollNs int64
+	recTab       *table // the recorded table, for IO latency subtraction
+	blk          []*blkWindow
+	prepassed    bool
+	ioSeen       bool
+	finished     bool
+	stats        Stats
+	elScratch    []int64
 }
 
 // Stats counts what the replay had to assume or could not use.
@@ -98,6 +100,13 @@ type periodInfo struct {
 	// gotTick: the recorded period saw a tick (tick_nohz_idle_got_tick at
 	// reflect) without ending on it.
 	gotTick bool
+	// pollRanOn: the recorded stay polled past the kernel's limit without
+	// timing out (poll_idle() looks at the clock only every 200 loops,
+	// which under emulation can be long after the limit).
+	pollRanOn bool
+	// tickFree: the recorded stay proves no tick came before x: a halted
+	// state with the tick running, not ended by the tick.
+	tickFree bool
 	// residency is the stay as the kernel's governor measured it
 	// (last_residency_ns): the cpuidle core's own figure when recorded.
 	residency int64
@@ -314,6 +323,9 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	}
 	d := pi.x - pi.e
 	pi.gotTick = p.GotTick == trace.Yes
+	pi.pollRanOn = p.PollTimedOut == trace.No && r.kernelPollNs > 0 && d > r.kernelPollNs
+	pi.tickFree = p.TickStopped == trace.No && pi.rec >= 0 && pi.rec < r.recTab.n && !r.recTab.polling[pi.rec] &&
+		p.WakeCause != trace.WakeTick
 	pi.nrIOWait = int64(max(p.NrIOWait, 0))
 	pi.abortedBefore = p.KernelKnown && p.AbortedBefore
 	pi.residency = d
@@ -599,6 +611,9 @@ type cpuSim struct {
 	deltaNext  int64 // the recorded next clock event for a selection at deltaAt
 	deltaAt    int64
 	nrIOWait   int64 // the recorded period's nr_iowait
+	// pollRanOnTo: the recorded exit of a poll that ran past the kernel's
+	// limit without timing out; unknownTime if not.
+	pollRanOnTo int64
 	// abortedBefore applies to the selection at deltaAt only.
 	abortedBefore bool
 	in            selInput // scratch, kept here so it does not escape per selection
@@ -658,6 +673,8 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 		rule = kernelPollRule(v)
 	}
 	ps.pollNs = genericPollLimit(ps.tab, rule, pol.PollNs)
+	// The limit the kernel polled with, on the recorded table.
+	r.kernelPollNs = genericPollLimit(r.recTab, kernelPollRule(kv), 0)
 	switch pol.Governor {
 	case GovMenu:
 		ps.mflags = menuFlagsFor(v)
@@ -863,6 +880,10 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	cs.nextTimer = pi.nextTimer
 	cs.deltaNext, cs.deltaAt = pi.deltaNext, pi.e
 	cs.nrIOWait = pi.nrIOWait
+	cs.pollRanOnTo = unknownTime
+	if pi.pollRanOn && pi.rec >= 0 && pi.rec < ps.tab.n && ps.tab.polling[pi.rec] {
+		cs.pollRanOnTo = pi.x
+	}
 	cs.abortedBefore = pi.abortedBefore
 	if cs.hold {
 		cs.hold = false
@@ -890,6 +911,18 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		ps.agreeN++
 		if ps.shadowSelect(c, cs, pi) == pi.rec {
 			ps.agreeHit++
+		}
+	}
+	if pi.tickFree && !cs.tickStopped && cs.segOpen && cs.nextTick < pi.x {
+		// The tick grid (phase of the last tick wake-up) can be off,
+		// most of all under emulation: the kernel's own stay shows that
+		// its next tick came after x.
+		cs.nextTick = ps.r.nextBoundary(c, pi.x)
+		if cs.nextEvent > cs.nextTick || cs.nextEvent < pi.x && !ps.tab.polling[cs.state] {
+			cs.nextEvent = cs.nextTick
+			if ps.tab.polling[cs.state] {
+				cs.nextEvent = min(cs.pollDeadline, cs.nextTick)
+			}
 		}
 	}
 	if cs.nextEvent < pi.x {
@@ -925,11 +958,13 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 func (ps *polSim) advance(c *cpuShared, cs *cpuSim, until int64, kind endKind) {
 	t := ps.tab
 	for cs.segOpen {
+		// A tick interrupts a poll without ending it (poll_idle() stops
+		// only on need_resched or its time limit); it ends a halted stay.
 		next, isTick := noLimit, false
-		if t.polling[cs.state] {
+		polling := t.polling[cs.state]
+		if polling {
 			next = cs.pollDeadline
-		}
-		if !cs.tickStopped && cs.nextTick < next {
+		} else if !cs.tickStopped && cs.nextTick < next {
 			next, isTick = cs.nextTick, true
 		}
 		if next >= until {
@@ -941,7 +976,9 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, until int64, kind endKind) {
 		if !isTick && kind == endPoll && next >= until-pollSnapNs {
 			return
 		}
-		ps.endSegment(cs, next, isTick, !isTick)
+		// A poll that saw a tick tells reflect so (got_idle_tick).
+		tickSeen := isTick || polling && !cs.tickStopped && cs.nextTick <= next
+		ps.endSegment(cs, next, tickSeen, !isTick)
 		ps.selectAt(c, cs, next, next)
 	}
 }
@@ -1034,10 +1071,15 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 			cs.pollDeadline = noLimit
 		} else {
 			cs.pollDeadline = t + lim
+			// A poll the kernel itself let run past its limit ends where
+			// the recorded one ended, under a limit no shorter.
+			if t == cs.deltaAt && cs.pollRanOnTo != unknownTime && lim >= ps.r.kernelPollNs {
+				cs.pollDeadline = max(cs.pollDeadline, cs.pollRanOnTo)
+			}
 		}
 		next = cs.pollDeadline
 	}
-	if !cs.tickStopped && nb < next {
+	if !cs.tickStopped && nb < next && !tab.rows[idx].polling {
 		next = nb
 	}
 	cs.nextEvent = next
