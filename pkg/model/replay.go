@@ -105,7 +105,8 @@ type periodInfo struct {
 	// which under emulation can be long after the limit).
 	pollRanOn bool
 	// tickFree: the recorded stay proves no tick came before x: a halted
-	// state with the tick running, not ended by the tick.
+	// state with the tick running ends at the first tick, so no tick came
+	// before x (one ended it at x, or none came).
 	tickFree bool
 	// residency is the stay as the kernel's governor measured it
 	// (last_residency_ns): the cpuidle core's own figure when recorded.
@@ -324,8 +325,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	d := pi.x - pi.e
 	pi.gotTick = p.GotTick == trace.Yes
 	pi.pollRanOn = p.PollTimedOut == trace.No && r.kernelPollNs > 0 && d > r.kernelPollNs
-	pi.tickFree = p.TickStopped == trace.No && pi.rec >= 0 && pi.rec < r.recTab.n && !r.recTab.polling[pi.rec] &&
-		p.WakeCause != trace.WakeTick
+	pi.tickFree = p.TickStopped == trace.No && pi.rec >= 0 && pi.rec < r.recTab.n && !r.recTab.polling[pi.rec]
 	pi.nrIOWait = int64(max(p.NrIOWait, 0))
 	pi.abortedBefore = p.KernelKnown && p.AbortedBefore
 	pi.residency = d

@@ -137,6 +137,22 @@ func TestGovernorFidelity(t *testing.T) {
 			if res[1].Above != above || res[1].Below != below {
 				t.Errorf("the recorded policy counts above/below %d/%d, the kernel %d/%d", res[1].Above, res[1].Below, above, below)
 			}
+			// The what-if figures come from the free-running replay, whose
+			// own choices shape what it meets next: on its own governor it
+			// must land near the kernel's counts too.
+			miss := absDiff(res[0].Above, above) + absDiff(res[0].Below, below)
+			t.Logf("free-running %s above/below %d/%d", tc.governor, res[0].Above, res[0].Below)
+			if float64(miss) > 0.02*float64(res[0].IdlePeriods) {
+				t.Errorf("free-running %s counts above/below %d/%d, the kernel %d/%d: off by more than 2%% of %d idle periods",
+					tc.governor, res[0].Above, res[0].Below, above, below, res[0].IdlePeriods)
+			}
 		})
 	}
+}
+
+func absDiff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }
