@@ -188,7 +188,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 	b.WriteString("First-order model: the recorded idle periods are replayed unchanged — extra latency under one policy does not reshape later events. ")
 	b.WriteString("A wake-up pays the exit latency of the state the CPU is in when it arrives (nothing while polling); tick wake-ups and poll time-outs are not counted as wake-ups. ")
 	b.WriteString("A poll that outlasts its limit continues in the state the governor picks next; a recorded poll time-out or idle tick wake-up followed at once by another idle period is replayed as one idle period. ")
-	fmt.Fprintf(&b, "Ticks come every %d µs (HZ=%d) with the phase of the last recorded tick wake-up; each recorded period starts with the tick state the kernel recorded. ", 1_000_000/hz, hz)
+	fmt.Fprintf(&b, "Ticks come every %d µs (HZ=%d) with the phase of the last recorded tick wake-up, never inside a recorded halted stay with the tick running (it would have ended it); a tick interrupts a poll without ending it; each recorded period starts with the tick state the kernel recorded. ", 1_000_000/hz, hz)
 	b.WriteString("At each recorded entry the governors get the sleep length and next clock event the kernel's governor was given (where the trace lacks them, the next tick boundary after the wake-up, or the exact exit for timer wake-ups) and, for menu before 6.13, the recorded iowait count. ")
 	b.WriteString("Agreement scores each recorded selection with the kernel's inputs and its own history of stays. ")
 	b.WriteString("IO completion latency is the recorded one minus the recorded state's exit latency plus the policy's, for completions that woke an idle CPU (within 200 µs of an interrupt wake-up on the completing CPU). ")
