@@ -918,11 +918,8 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		// most of all under emulation: the kernel's own stay shows that
 		// its next tick came after x.
 		cs.nextTick = ps.r.nextBoundary(c, pi.x)
-		if cs.nextEvent > cs.nextTick || cs.nextEvent < pi.x && !ps.tab.polling[cs.state] {
+		if !ps.tab.polling[cs.state] { // a poll's next event is its deadline
 			cs.nextEvent = cs.nextTick
-			if ps.tab.polling[cs.state] {
-				cs.nextEvent = min(cs.pollDeadline, cs.nextTick)
-			}
 		}
 	}
 	if cs.nextEvent < pi.x {
