@@ -197,13 +197,23 @@ static __always_inline void submit_pending(struct cpu_state *st)
 }
 
 /* This CPU's cpuidle device: per_cpu(cpuidle_devices, cpu). */
+/* The address of cpu's instance of the per-CPU variable at sym (a
+ * kallsyms address), or 0: __per_cpu_offset[cpu] + sym. */
+static __always_inline __u64 per_cpu_addr(__u64 sym, __u32 cpu)
+{
+	__u64 off = 0;
+	if (!sym || !per_cpu_offset_addr ||
+	    bpf_probe_read_kernel(&off, sizeof(off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8)))
+		return 0;
+	return sym + off;
+}
+
 static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, __u32 cpu)
 {
-	if (!st->cpuidle_dev && cpuidle_devices_addr && per_cpu_offset_addr) {
-		__u64 off = 0, dev = 0;
-		bpf_probe_read_kernel(&off, sizeof(off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8));
-		bpf_probe_read_kernel(&dev, sizeof(dev), (void *)(cpuidle_devices_addr + off));
-		st->cpuidle_dev = dev;
+	if (!st->cpuidle_dev) {
+		__u64 p = per_cpu_addr(cpuidle_devices_addr, cpu), dev = 0;
+		if (p && !bpf_probe_read_kernel(&dev, sizeof(dev), (void *)p))
+			st->cpuidle_dev = dev;
 	}
 	return (struct cpuidle_device *)st->cpuidle_dev;
 }
@@ -212,12 +222,9 @@ static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, 
 static __always_inline void read_nr_iowait(struct cpu_state *st, __u32 cpu)
 {
 	st->iowait_known = 0;
-	if (!runqueues_addr || !per_cpu_offset_addr)
+	struct rq *rq = (void *)per_cpu_addr(runqueues_addr, cpu);
+	if (!rq)
 		return;
-	__u64 off = 0;
-	if (bpf_probe_read_kernel(&off, sizeof(off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8)))
-		return;
-	struct rq *rq = (void *)(runqueues_addr + off);
 	int n = 0;
 	if (bpf_probe_read_kernel(&n, sizeof(n), (void *)((__u64)rq + bpf_core_field_offset(struct rq, nr_iowait))))
 		return;
@@ -339,6 +346,17 @@ static __always_inline __s64 next_hrtimer_without(struct hrtimer_cpu_base *cb, _
 	return next;
 }
 
+/* This CPU's clock event device's next_event, which is what delta_next is
+ * measured to; 0 without the tick_cpu_device symbol. */
+static __always_inline __s64 clockevent_next(__u32 cpu)
+{
+	struct tick_device *td = (void *)per_cpu_addr(tick_cpu_device_addr, cpu);
+	if (!td)
+		return 0;
+	struct clock_event_device *dev = BPF_CORE_READ(td, evtdev);
+	return dev ? BPF_CORE_READ(dev, next_event) : 0;
+}
+
 /* What tick_nohz_get_sleep_length() gave the governor for this entry,
  * measured from the kernel's idle entry time as it does: delta_next, the
  * next clock event (in high-resolution mode the earliest hrtimer, the tick
@@ -349,20 +367,6 @@ static __always_inline __s64 next_hrtimer_without(struct hrtimer_cpu_base *cb, _
  * stays) or the tick cannot stop. A timer_expires before the entry time is
  * left from an earlier entry whose governor did not query it (menu skips
  * the query on short predictions) and counts as 0. */
-/* This CPU's clock event device's next_event, which is what delta_next is
- * measured to; 0 without the tick_cpu_device symbol. */
-static __always_inline __s64 clockevent_next(__u32 cpu)
-{
-	if (!tick_cpu_device_addr || !per_cpu_offset_addr)
-		return 0;
-	__u64 off = 0;
-	if (bpf_probe_read_kernel(&off, sizeof(off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8)))
-		return 0;
-	struct tick_device *td = (void *)(tick_cpu_device_addr + off);
-	struct clock_event_device *dev = BPF_CORE_READ(td, evtdev);
-	return dev ? BPF_CORE_READ(dev, next_event) : 0;
-}
-
 static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_sched *ts, __u32 cpu)
 {
 	__s64 now = BPF_CORE_READ(ts, idle_entrytime);
