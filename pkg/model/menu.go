@@ -17,11 +17,11 @@ import (
 //
 // kernel= selects the variants of ../shared/research/governors.md §2.4 by
 // mainline release; "6.18" is mainline v6.18 and 6.18.N the stable
-// release (other stable series' backports are not tracked):
+// release; the 6.12.y and 6.1.y backports are in menuFlagsFor:
 //   < 6.6   sleep length always queried
-//   ≤ 6.12  iowait era: with the tick running, latency_req is capped at the
-//           prediction (no iowaiters are modelled, so the multiplier is 1);
-//           6.12.y left it in 6.12.45 (see menuFlagsFor)
+//   ≤ 6.12  iowait era: 12 buckets (the second six while tasks wait for IO
+//           on the CPU) and, with the tick running, latency_req capped at
+//           prediction / (1 + 10·nr_iowait), from the trace's NrIOWait
 //   < 6.15  one-sided outlier trimming in the typical-interval detector
 //   6.15–6.17 "Avoid discarding useful information" (return max when ≥ 4
 //           samples remain), reverted in 6.18-rc3
@@ -31,13 +31,14 @@ import (
 //   ≥ 7.0 (and 6.18.14+) timers always queried with the tick stopped
 //   ≥ 7.1   stopped-tick override only when the timer is beyond 2 ticks
 //           (SAFE_TIMER_RANGE_NS, queued for 7.1 in linux-pm)
+//   ≥ 6.17  UINT_MAX into the intervals after an aborted attempt (from the
+//           trace's AbortedBefore)
 // margin=PCT replaces the stopped-tick override with
 // min(prediction·(1+PCT/100), next timer) (Nechita, Jan 2026, unmerged).
 //
-// Left out: nr_iowait (not in the trace; kernels before 6.13 and 6.12.45
-// divide the latency cap by 1 + 10·nr_iowait and use 12 buckets, modelled
-// here as if no task waited for IO), rejected/aborted entries (the trace
-// has none), the intervals pushed on a rejected entry.
+// Left out: a run of aborted attempts pushes one UINT_MAX here, one per
+// attempt in the kernel (the trace shows only that the last stay was
+// aborted); traces without NrIOWait model no task waiting for IO.
 
 type menuFlags struct {
 	skipQuery          bool // 5484e31bbbff, 6.6
@@ -54,14 +55,15 @@ type menuFlags struct {
 	marginPct          float64
 }
 
-// The 6.12.y stable series took five of the later commits. 38f83090f515
+// The 6.12.y stable series took six of the later commits. 38f83090f515
 // (no iowait) and 779b1a1cb13a (latency first) came in 6.12.45 (the
 // stable-rc push of 2 Sep 2025). db86f55bf81a (exit latency in the polling
 // override), 07d815701274 (residency threshold; AUTOSEL for 6.6-6.18 of
 // 4 Dec 2025) and 80606f4eb8d7 (timers queried with the tick stopped) came
-// later; the releases used below for them (6.12.55, 6.12.65, 6.12.75) are
-// estimates. Debian's 6.12.117 source (linux-source-6.12 6.12.117-1~deb12u1)
-// has all five and still the one-sided detector of before 6.15, which is
+// later, and fa3fa55de0d6 (UINT_MAX after an aborted attempt) with the
+// first two as far as is known; the releases used below for the later
+// three (6.12.55, 6.12.65, 6.12.75) are estimates. Debian's 6.12.117
+// source (linux-source-6.12 6.12.117-1~deb12u1) has all six and still the one-sided detector of before 6.15, which is
 // what this gives for 6.12.117; the fidelity test checks it on that kernel.
 // Debian's 6.1.192 source has fa3fa55de0d6 (UINT_MAX after an aborted
 // attempt) and nothing else of the above; 6.1.148 as its first 6.1.y

@@ -141,9 +141,9 @@ func TestGovernorFidelity(t *testing.T) {
 			// own choices shape what it meets next: on its own governor it
 			// must land near the kernel's counts too.
 			miss := absDiff(res[0].Above, above) + absDiff(res[0].Below, below)
-			t.Logf("free-running %s above/below %d/%d", tc.governor, res[0].Above, res[0].Below)
-			if float64(miss) > 0.02*float64(res[0].IdlePeriods) {
-				t.Errorf("free-running %s counts above/below %d/%d, the kernel %d/%d: off by more than 2%% of %d idle periods",
+			t.Logf("free-running %s above/below %d/%d, kernel %d/%d", tc.governor, res[0].Above, res[0].Below, above, below)
+			if float64(miss) > 0.05*float64(res[0].IdlePeriods) {
+				t.Errorf("free-running %s counts above/below %d/%d, the kernel %d/%d: off by more than 5%% of %d idle periods",
 					tc.governor, res[0].Above, res[0].Below, above, below, res[0].IdlePeriods)
 			}
 		})
