@@ -51,6 +51,8 @@ volatile const __u64 per_cpu_offset_addr = 0;
  * 0 without them. */
 volatile const __u64 runqueues_addr = 0;
 volatile const __u64 tick_cpu_device_addr = 0;
+/* Address of the menu governor's per-CPU menu_devices (kallsyms); 0 without. */
+volatile const __u64 menu_devices_addr = 0;
 
 /* Referenced so that the types reach the object's BTF and bpf2go emits Go
  * types for them. */
@@ -95,7 +97,11 @@ struct cpu_state {
 	__u8 usage_known; /* usage_at_entry and time_at_entry hold the open period's state's counters */
 	__u8 iowait_known; /* nr_iowait was read at the open period's entry */
 	__u8 aborted_before; /* dev->last_residency_ns was 0 at the open period's entry */
-	__u8 pad[3];
+	__u8 menu_ptr_known; /* menu_ptr holds menu's interval_ptr at the last entry */
+	__u8 menu_ptr;
+	__u8 aborts;      /* the open period's count of aborted attempts, if aborts_known */
+	__u8 aborts_known;
+	__u8 pad3[7];
 	__u32 nr_iowait;
 	__u32 pad2;
 	__u64 usage_at_entry;
@@ -216,6 +222,26 @@ static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, 
 			st->cpuidle_dev = dev;
 	}
 	return (struct cpuidle_device *)st->cpuidle_dev;
+}
+
+/* Aborted attempts before this entry, from how far menu's interval pointer
+ * moved since the last entry (one push per selection: the update of the
+ * last stay, then one UINT_MAX per aborted attempt). No move: menu is not
+ * the governor, and the count is unknown. */
+static __always_inline void count_aborts(struct cpu_state *st, __u32 cpu)
+{
+	st->aborts_known = 0;
+	struct menu_device *md = (void *)per_cpu_addr(menu_devices_addr, cpu);
+	int ptr = 0;
+	if (!md || bpf_probe_read_kernel(&ptr, sizeof(ptr), (void *)((__u64)md + bpf_core_field_offset(struct menu_device, interval_ptr))))
+		return;
+	__u8 moved = ((__u8)ptr - st->menu_ptr) & 7;
+	if (st->menu_ptr_known && moved) {
+		st->aborts = moved - 1;
+		st->aborts_known = 1;
+	}
+	st->menu_ptr = (__u8)ptr;
+	st->menu_ptr_known = 1;
 }
 
 /* rq->nr_iowait of this CPU, as menu_select() read it just before. */
@@ -437,6 +463,7 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	if (cpuidle_devices_addr)
 		note_state_usage(st, cpu, state);
 	read_nr_iowait(st, cpu);
+	count_aborts(st, cpu);
 	/* The entry time is taken last here and the exit time first (in
 	 * on_cpu_idle): the kernel reads its own clock for the cpuidle
 	 * counters right after the entry tracepoint and right before the exit
@@ -479,6 +506,11 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	r->kernel_flags = st->iowait_known ? KERNEL_IOWAIT_KNOWN : 0;
 	if (st->aborted_before)
 		r->kernel_flags |= KERNEL_ABORTED_BEFORE;
+	r->aborts_before = 0;
+	if (st->aborts_known) {
+		r->kernel_flags |= KERNEL_ABORTS_COUNTED;
+		r->aborts_before = st->aborts;
+	}
 	r->nr_iowait = st->nr_iowait;
 	/* What the governor's reflect, right after this exit, gets from
 	 * tick_nohz_idle_got_tick(): the tick ran in the idle loop since the

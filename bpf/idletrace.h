@@ -58,6 +58,7 @@ enum kernel_flags {
 	 * driver refused), which menu since 6.17 records as an invalid
 	 * interval. Only meaningful with KERNEL_KNOWN. */
 	KERNEL_ABORTED_BEFORE = 1 << 5,
+	KERNEL_ABORTS_COUNTED = 1 << 6, /* aborts_before holds the count */
 };
 
 /* One idle period: cpu_idle entry and exit paired in the kernel. */
@@ -84,7 +85,12 @@ struct idle_record {
 	/* Tasks in iowait on this CPU's runqueue at entry (nr_iowait_cpu(),
 	 * which menu before 6.13 weighs), if KERNEL_IOWAIT_KNOWN. */
 	__u32 nr_iowait;
-	__u32 pad1;
+	/* Attempts aborted after the governor chose, since the previous period
+	 * on this CPU, if KERNEL_ABORTS_COUNTED: counted from the menu
+	 * governor's interval pointer (each of its selections pushes one
+	 * interval, so pushes - 1 selections came to nothing). */
+	__u8 aborts_before;
+	__u8 pad1[3];
 };
 
 /* One block request, issue and final completion paired in the kernel. */

@@ -49,7 +49,11 @@ type IdletraceCpuState struct {
 	UsageKnown     uint8
 	IowaitKnown    uint8
 	AbortedBefore  uint8
-	Pad            [3]uint8
+	MenuPtrKnown   uint8
+	MenuPtr        uint8
+	Aborts         uint8
+	AbortsKnown    uint8
+	Pad3           [7]uint8
 	NrIowait       uint32
 	Pad2           uint32
 	UsageAtEntry   uint64
@@ -71,7 +75,8 @@ type IdletraceCpuState struct {
 		KernelResidencyNs uint64
 		NextEventNs       int64
 		NrIowait          uint32
-		Pad1              uint32
+		AbortsBefore      uint8
+		Pad1              [3]uint8
 	}
 }
 
@@ -115,7 +120,8 @@ type IdletraceIdleRecord struct {
 	KernelResidencyNs uint64
 	NextEventNs       int64
 	NrIowait          uint32
-	Pad1              uint32
+	AbortsBefore      uint8
+	Pad1              [3]uint8
 }
 
 type IdletraceIoKey struct {
@@ -146,6 +152,7 @@ const (
 	IdletraceKernelFlagsKERNEL_GOT_TICK       IdletraceKernelFlags = 8
 	IdletraceKernelFlagsKERNEL_IOWAIT_KNOWN   IdletraceKernelFlags = 16
 	IdletraceKernelFlagsKERNEL_ABORTED_BEFORE IdletraceKernelFlags = 32
+	IdletraceKernelFlagsKERNEL_ABORTS_COUNTED IdletraceKernelFlags = 64
 )
 
 type IdletraceLossCounters struct {
@@ -236,6 +243,7 @@ const (
 	IdletraceVarCpuFilterOn                 = "cpu_filter_on"
 	IdletraceVarCpuidleDevicesAddr          = "cpuidle_devices_addr"
 	IdletraceVarHaveTickStop                = "have_tick_stop"
+	IdletraceVarMenuDevicesAddr             = "menu_devices_addr"
 	IdletraceVarNrCpus                      = "nr_cpus"
 	IdletraceVarPerCpuOffsetAddr            = "per_cpu_offset_addr"
 	IdletraceVarPollingMask                 = "polling_mask"
@@ -350,6 +358,7 @@ type IdletraceVariableSpecs struct {
 	CpuFilterOn        *ebpf.VariableSpec `ebpf:"cpu_filter_on"`
 	CpuidleDevicesAddr *ebpf.VariableSpec `ebpf:"cpuidle_devices_addr"`
 	HaveTickStop       *ebpf.VariableSpec `ebpf:"have_tick_stop"`
+	MenuDevicesAddr    *ebpf.VariableSpec `ebpf:"menu_devices_addr"`
 	NrCpus             *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	PerCpuOffsetAddr   *ebpf.VariableSpec `ebpf:"per_cpu_offset_addr"`
 	PollingMask        *ebpf.VariableSpec `ebpf:"polling_mask"`
@@ -412,6 +421,7 @@ type IdletraceVariables struct {
 	CpuFilterOn        *ebpf.Variable `ebpf:"cpu_filter_on"`
 	CpuidleDevicesAddr *ebpf.Variable `ebpf:"cpuidle_devices_addr"`
 	HaveTickStop       *ebpf.Variable `ebpf:"have_tick_stop"`
+	MenuDevicesAddr    *ebpf.Variable `ebpf:"menu_devices_addr"`
 	NrCpus             *ebpf.Variable `ebpf:"nr_cpus"`
 	PerCpuOffsetAddr   *ebpf.Variable `ebpf:"per_cpu_offset_addr"`
 	PollingMask        *ebpf.Variable `ebpf:"polling_mask"`

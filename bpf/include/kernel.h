@@ -105,6 +105,11 @@ struct cpuidle_state_usage {
 	__u64 time_ns;
 };
 
+/* drivers/cpuidle/governors/menu.c: the slot its next interval goes to. */
+struct menu_device {
+	int interval_ptr;
+};
+
 /* include/linux/cpuidle.h; poll_time_limit is a bitfield (since 5.1). */
 struct cpuidle_device {
 	unsigned int poll_time_limit;

@@ -164,9 +164,9 @@ type selInput struct {
 	deltaTick   int64 // ns to the next clock event (tick included when it runs)
 	tickStopped bool  // the tick was stopped earlier in this idle period
 	nrIOWait    int64 // nr_iowait_cpu() (menu before 6.13); 0 when unknown
-	// abortedBefore: the previous attempt was aborted after its selection
-	// (dev->last_residency_ns == 0 at this one).
-	abortedBefore bool
+	// aborts: attempts aborted after their selection since the last stay
+	// (each leaves dev->last_residency_ns 0 for the next selection).
+	aborts int
 }
 
 // governor is one CPU's instance of a governor model.

@@ -449,8 +449,10 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 		m.update()
 		m.needsUpdate = false
 	}
-	if in.abortedBefore && m.f.abortPush {
-		m.push(math.MaxUint32)
+	if m.f.abortPush {
+		for range min(in.aborts, menuIntervals) {
+			m.push(math.MaxUint32)
+		}
 	}
 	predicted := uint64(m.typical()) * 1000
 	var deltaTick int64

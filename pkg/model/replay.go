@@ -112,12 +112,12 @@ type periodInfo struct {
 	// (last_residency_ns): the cpuidle core's own figure when recorded.
 	residency int64
 	nrIOWait  int64 // 0 when unknown
-	// abortedBefore: an aborted attempt came just before (the kernel
-	// recorded it); it affects the first selection of the period only.
-	abortedBefore bool
-	tickStopped   bool
-	chain         bool
-	prevExit      int64
+	// aborts: attempts aborted just before (the kernel recorded them); they
+	// affect the first selection of the period only.
+	aborts      int
+	tickStopped bool
+	chain       bool
+	prevExit    int64
 }
 
 type cpuShared struct {
@@ -327,7 +327,12 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	pi.pollRanOn = p.PollTimedOut == trace.No && r.kernelPollNs > 0 && d > r.kernelPollNs
 	pi.tickFree = p.TickStopped == trace.No && pi.rec >= 0 && pi.rec < r.recTab.n && !r.recTab.polling[pi.rec]
 	pi.nrIOWait = int64(max(p.NrIOWait, 0))
-	pi.abortedBefore = p.KernelKnown && p.AbortedBefore
+	switch {
+	case p.AbortsBefore >= 0:
+		pi.aborts = int(p.AbortsBefore)
+	case p.KernelKnown && p.AbortedBefore:
+		pi.aborts = 1 // at least one
+	}
 	pi.residency = d
 	switch {
 	case p.KernelCounted:
@@ -614,9 +619,9 @@ type cpuSim struct {
 	// pollRanOnTo: the recorded exit of a poll that ran past the kernel's
 	// limit without timing out; unknownTime if not.
 	pollRanOnTo int64
-	// abortedBefore applies to the selection at deltaAt only.
-	abortedBefore bool
-	in            selInput // scratch, kept here so it does not escape per selection
+	// aborts applies to the selection at deltaAt only.
+	aborts int
+	in     selInput // scratch, kept here so it does not escape per selection
 }
 
 func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool) (*polSim, error) {
@@ -729,12 +734,21 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 		dt = min(sleep, ps.r.nextBoundary(c, pi.e)-pi.e)
 	}
 	in := selInput{latReq: ps.latReq(c, pi.e), sleepLen: sleep, deltaTick: dt, tickStopped: pi.tickStopped, nrIOWait: pi.nrIOWait,
-		abortedBefore: pi.abortedBefore}
+		aborts: pi.aborts}
 	idx, _ := cs.shadow.selectState(&in)
 	if pi.rec >= 0 {
 		cs.shadow.reflect(pi.rec, pi.residency, pi.kind == endTick || pi.gotTick, pi.kind == endPoll)
 	}
 	return idx
+}
+
+// abortsAt is the aborted attempts a selection at t follows: the recorded
+// ones for the selection at the recorded entry, none for later ones.
+func (cs *cpuSim) abortsAt(t int64) int {
+	if t == cs.deltaAt {
+		return cs.aborts
+	}
+	return 0
 }
 
 func (ps *polSim) latReq(c *cpuShared, t int64) int64 {
@@ -884,7 +898,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	if pi.pollRanOn && pi.rec >= 0 && pi.rec < ps.tab.n && ps.tab.polling[pi.rec] {
 		cs.pollRanOnTo = pi.x
 	}
-	cs.abortedBefore = pi.abortedBefore
+	cs.aborts = pi.aborts
 	if cs.hold {
 		cs.hold = false
 		if pi.chain {
@@ -1035,7 +1049,7 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 		dt = min(sleep, nb-t)
 	}
 	*in = selInput{latReq: lat, sleepLen: sleep, deltaTick: dt, tickStopped: stopped, nrIOWait: cs.nrIOWait,
-		abortedBefore: cs.abortedBefore && t == cs.deltaAt}
+		aborts: cs.abortsAt(t)}
 	var idx int
 	var stop bool
 	if ps.gk == gkMenu {

@@ -358,6 +358,7 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 			"per_cpu_offset_addr":  cpuidleAddrs.perCPUOffset,
 			"runqueues_addr":       cpuidleAddrs.runqueues,
 			"tick_cpu_device_addr": cpuidleAddrs.tickDevice,
+			"menu_devices_addr":    cpuidleAddrs.menuDevices,
 		}
 		for name, v := range vars {
 			if err := spec.Variables[name].Set(v); err != nil {
@@ -745,7 +746,16 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		KernelResidencyNs: p.KernelResidencyNs,
 		NrIOWait:          int32(p.NrIowait),
 		AbortedBefore:     kflags&bpf.IdletraceKernelFlagsKERNEL_ABORTED_BEFORE != 0,
+		AbortsBefore:      abortsOf(p, kflags),
 		GotTick:           ktri(bpf.IdletraceKernelFlagsKERNEL_GOT_TICK_KNOWN, bpf.IdletraceKernelFlagsKERNEL_GOT_TICK),
 		PollTimedOut:      tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
 	}
+}
+
+// abortsOf is the record's count of aborted attempts, -1 when not counted.
+func abortsOf(p *bpf.IdletraceIdleRecord, kflags bpf.IdletraceKernelFlags) int8 {
+	if kflags&bpf.IdletraceKernelFlagsKERNEL_ABORTS_COUNTED == 0 {
+		return -1
+	}
+	return int8(min(p.AbortsBefore, 127))
 }

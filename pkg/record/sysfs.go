@@ -417,14 +417,15 @@ func tickHandlerAddr() uint64 {
 // cpuidleSymbols locate each CPU's struct cpuidle_device (the per-CPU
 // pointer cpuidle_devices) and struct rq (the per-CPU runqueues, for
 // nr_iowait) and struct tick_device (tick_cpu_device, for the clock event
-// device's next event), and the per-CPU offsets array.
-type cpuidleSymbols struct{ devices, runqueues, tickDevice, perCPUOffset uint64 }
+// device's next event) and menu's struct menu_device (menu_devices, to count
+// aborted attempts), and the per-CPU offsets array.
+type cpuidleSymbols struct{ devices, runqueues, tickDevice, menuDevices, perCPUOffset uint64 }
 
 // cpuidleSymbolAddrs reads them from /proc/kallsyms, which lists data
 // symbols only with CONFIG_KALLSYMS_ALL; zero when one is missing.
 func cpuidleSymbolAddrs() cpuidleSymbols {
-	found := kallsyms("cpuidle_devices", "runqueues", "tick_cpu_device", "__per_cpu_offset")
-	s := cpuidleSymbols{found["cpuidle_devices"], found["runqueues"], found["tick_cpu_device"], found["__per_cpu_offset"]}
+	found := kallsyms("cpuidle_devices", "runqueues", "tick_cpu_device", "menu_devices", "__per_cpu_offset")
+	s := cpuidleSymbols{found["cpuidle_devices"], found["runqueues"], found["tick_cpu_device"], found["menu_devices"], found["__per_cpu_offset"]}
 	if s.devices == 0 || s.perCPUOffset == 0 {
 		return cpuidleSymbols{}
 	}

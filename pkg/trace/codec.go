@@ -89,6 +89,7 @@ func (e *idleEncoder) add(p *IdlePeriod) {
 	}
 	c[9] = append(c[9], flags2)
 	c[12] = binary.AppendUvarint(c[12], zigzag(int64(p.NrIOWait)))
+	c[13] = binary.AppendUvarint(c[13], zigzag(int64(p.AbortsBefore)))
 	var kernel uint64
 	switch {
 	case p.KernelCounted:
@@ -252,6 +253,10 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 				slot.lastTimer, slot.hasTimer = expiry, true
 			}
 		}
+		abortsBefore := int8(-1)
+		if present > 13 {
+			abortsBefore = int8(max(min(cols[13].varint(), math.MaxInt8), math.MinInt8))
+		}
 		nrIOWait := int32(-1)
 		if present > 12 {
 			nrIOWait = cols[12].i32()
@@ -284,6 +289,7 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 			GotTick:           triFromBits(flags2 >> 3 & 3),
 			AbortedBefore:     flags2&idleFlag2AbortedBefore != 0,
 			NrIOWait:          nrIOWait,
+			AbortsBefore:      abortsBefore,
 			KernelKnown:       kernel != 0,
 			KernelCounted:     kernel >= 2,
 			KernelResidencyNs: kernel - min(kernel, 2),

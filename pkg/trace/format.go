@@ -86,6 +86,8 @@ package trace
 //	           Absent in older chunks (NextEventKnown false).
 //	12 iowait  varint(NrIOWait), -1 unknown. Absent in older chunks
 //	           (unknown).
+//	13 aborts  varint(AbortsBefore), -1 unknown. Absent in older chunks
+//	           (unknown).
 //
 // After each record: lastExit[cpu] = ExitNs, prevExit = ExitNs. (Per-CPU deltas
 // turn timestamps into busy gaps, and timer expiries repeat or move by whole
@@ -194,9 +196,10 @@ const (
 
 // Column counts per record chunk type (format v1).
 const (
-	idleColumns = 13
+	idleColumns = 14
 	// idleMinColumns: idle chunks from before TickStoppedBefore,
-	// KernelResidencyNs, NextEventNs and NrIOWait existed have 9 to 12 columns; they
+	// KernelResidencyNs, NextEventNs, NrIOWait and AbortsBefore existed have 9
+	// to 13 columns; they
 	// read as unknown.
 	idleMinColumns  = 9
 	blockIOColumns  = 10

@@ -686,6 +686,8 @@ func fillFields(t *testing.T, p any) {
 			f.SetUint(2)
 		case reflect.Uint16, reflect.Uint32, reflect.Uint64:
 			f.SetUint(uint64(1000 + 7919*i))
+		case reflect.Int8:
+			f.SetInt(int64(3 + i))
 		case reflect.Int32, reflect.Int64:
 			f.SetInt(int64(-1000 - 7919*i))
 		default:

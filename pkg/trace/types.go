@@ -131,6 +131,10 @@ type IdlePeriod struct {
 	// refused the state): the cpuidle core's last_residency_ns was 0 at
 	// entry. Meaningful only with KernelKnown.
 	AbortedBefore bool
+	// AbortsBefore counts those aborted attempts since the previous period
+	// on the CPU, where the menu governor's interval pointer shows them;
+	// -1 unknown.
+	AbortsBefore int8
 
 	// GotTick: the kernel's got_idle_tick at the exit: the tick ran on this
 	// CPU in the idle loop since the governor's previous reflect, even if
