@@ -202,12 +202,13 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, co
 			// and an idle period completed in between would be counted by
 			// the kernel on the wrong side of the instant. Read, take the
 			// instant, read again, and keep the pair only when no period
-			// completed meanwhile (every completed period bumps a usage).
+			// completed meanwhile (every completed period moves a usage
+			// and a time).
 			before := readCounters(cpu)
 			for try := 0; ; try++ {
 				t := MonotonicNs()
 				after := readCounters(cpu)
-				if sameUsage(before, after) || try == snapshotTries {
+				if sameCounters(before, after) || try == snapshotTries {
 					s.CPUTimeNs[i], s.CPUIdle[i] = t, after
 					break
 				}
@@ -231,12 +232,16 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, co
 // keep completing while they are read.
 const snapshotTries = 20
 
-func sameUsage(a, b trace.CPUCounters) bool {
+// sameCounters: no idle period completed between the two reads. Usage
+// alone is not enough: a state's usage and time are separate files, and a
+// period completing between reading one and the other leaves the usage
+// unchanged in both reads but the time moved in the second.
+func sameCounters(a, b trace.CPUCounters) bool {
 	if len(a.States) != len(b.States) {
 		return false
 	}
 	for j := range a.States {
-		if a.States[j].Usage != b.States[j].Usage {
+		if a.States[j] != b.States[j] {
 			return false
 		}
 	}
