@@ -398,14 +398,13 @@ static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_
 	__s64 now = BPF_CORE_READ(ts, idle_entrytime);
 	if (now <= 0)
 		return;
-	__s64 tick = BPF_CORE_READ(ts, sched_timer.node.expires);
 	struct hrtimer_cpu_base *cb = BPF_CORE_READ(ts, sched_timer.base, cpu_base);
 	int hres = cb && BPF_CORE_READ_BITFIELD_PROBED(cb, hres_active);
 	/* The device's own next event where its per-CPU pointer is known;
 	 * else what hrtimers programmed it to (high resolution) or the tick. */
 	__s64 next_event = clockevent_next(cpu);
 	if (next_event <= 0)
-		next_event = hres ? BPF_CORE_READ(cb, expires_next) : tick;
+		next_event = hres ? BPF_CORE_READ(cb, expires_next) : BPF_CORE_READ(ts, sched_timer.node.expires);
 	if (next_event <= 0 || next_event == KTIME_MAX)
 		return;
 	st->next_event_ns = next_event - now;

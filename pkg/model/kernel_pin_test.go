@@ -33,7 +33,6 @@ func TestMenuPollOverrideResidencyThreshold6183(t *testing.T) {
 		f := menuFlagsFor(tc.v)
 		m := newMenu(tab, &f)
 		m.setIntervals([8]uint32{16, 16, 16, 16, 16, 16, 16, 16})
-		m.lastResidency = 1
 		idx, stop := m.selectState(&selInput{latReq: noLimit, sleepLen: 10_000_000, deltaTick: 3_000_000})
 		if idx != tc.want || stop {
 			t.Errorf("%v: idx=%d stop=%v, want %d with the tick kept", tc.v, idx, stop, tc.want)
@@ -60,7 +59,6 @@ func TestMenuStoppedTickTimerQuery61814(t *testing.T) {
 		f := menuFlagsFor(tc.v)
 		m := newMenu(tab, &f)
 		m.setIntervals([8]uint32{5, 5, 5, 5, 5, 5, 5, 5})
-		m.lastResidency = 1
 		idx, stop := m.selectState(&selInput{latReq: noLimit, sleepLen: 200_000, deltaTick: 200_000, tickStopped: true})
 		if idx != tc.want || !stop {
 			t.Errorf("%v: idx=%d stop=%v, want %d with the tick stopped", tc.v, idx, stop, tc.want)

@@ -350,7 +350,6 @@ func TestMenuDecisions(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		m.push(100)
 	}
-	m.lastResidency = 1
 	idx, stop := m.selectState(&selInput{latReq: noLimit, sleepLen: 3_000_000, deltaTick: 3_000_000})
 	if idx != 3 || stop {
 		t.Errorf("steady 100us: idx=%d stop=%v, want C3 with the tick kept", idx, stop)
@@ -397,7 +396,6 @@ func TestMenuMarginNeverDeeper(t *testing.T) {
 			}
 			a.setIntervals(iv)
 			b.setIntervals(iv)
-			a.lastResidency, b.lastResidency = 1, 1
 			in := selInput{latReq: noLimit, sleepLen: int64(rng.IntN(20_000_000)), tickStopped: rng.IntN(2) == 0}
 			in.deltaTick = in.sleepLen
 			if !in.tickStopped {

@@ -187,6 +187,8 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 	if v, ok := RecordedVersion(meta); ok {
 		kv = v
 	}
+	// The limit the kernel polled with, on the recorded table.
+	r.kernelPollNs = genericPollLimit(r.recTab, kernelPollRule(kv), 0)
 	for _, pol := range policies {
 		ps, err := newPolSim(r, prof, pol, kv, onRecorded)
 		if err != nil {
@@ -334,11 +336,10 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		pi.aborts = 1 // at least one
 	}
 	pi.residency = d
-	switch {
-	case p.KernelCounted:
-		pi.residency = int64(min(p.KernelResidencyNs, uint64(maxSleepNs)))
-	case p.KernelKnown: // outside cpuidle_enter_state, or rejected
+	if res, counted := p.Residency(); !counted { // outside cpuidle_enter_state, or rejected
 		pi.residency = -1
+	} else if p.KernelCounted {
+		pi.residency = int64(min(res, uint64(maxSleepNs)))
 	}
 	pi.deltaNext = unknownTime
 	if p.NextEventKnown {
@@ -678,8 +679,6 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 		rule = kernelPollRule(v)
 	}
 	ps.pollNs = genericPollLimit(ps.tab, rule, pol.PollNs)
-	// The limit the kernel polled with, on the recorded table.
-	r.kernelPollNs = genericPollLimit(r.recTab, kernelPollRule(kv), 0)
 	switch pol.Governor {
 	case GovMenu:
 		ps.mflags = menuFlagsFor(v)
@@ -726,13 +725,7 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 		cs.shadow = ps.newCPU().gov
 	}
 	sleep := max(pi.nextTimer-pi.e, 0)
-	dt := sleep
-	switch {
-	case pi.deltaNext != unknownTime:
-		dt = max(pi.deltaNext-pi.e, 0)
-	case !pi.tickStopped:
-		dt = min(sleep, ps.r.nextBoundary(c, pi.e)-pi.e)
-	}
+	dt, _ := ps.r.deltaTick(c, pi.e, sleep, pi.deltaNext, pi.tickStopped)
 	in := selInput{latReq: ps.latReq(c, pi.e), sleepLen: sleep, deltaTick: dt, tickStopped: pi.tickStopped, nrIOWait: pi.nrIOWait,
 		aborts: pi.aborts}
 	idx, _ := cs.shadow.selectState(&in)
@@ -996,6 +989,23 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, until int64, kind endKind) {
 
 // nextBoundary is the first tick after t, with the tick's phase taken from
 // the CPU's last recorded tick wake-up (trace time 0 if none yet).
+// deltaTick is the delta_next a governor selecting at t gets, with nb the
+// next tick boundary (0 with the tick stopped): the kernel's own value for
+// a recorded selection (deltaNext, absolute), else the next tick or the
+// sleep length, whichever comes first.
+func (r *Replay) deltaTick(c *cpuShared, t, sleep, deltaNext int64, stopped bool) (dt, nb int64) {
+	if !stopped {
+		nb = r.nextBoundary(c, t)
+	}
+	switch {
+	case deltaNext != unknownTime:
+		return max(deltaNext-t, 0), nb
+	case !stopped:
+		return min(sleep, nb-t), nb
+	}
+	return sleep, nb
+}
+
 func (r *Replay) nextBoundary(c *cpuShared, t int64) int64 {
 	// The boundary g with g−tick ≤ t < g; times mostly move forward by
 	// less than a tick between calls, so try the cached boundary and the
@@ -1035,19 +1045,11 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 	}
 	stopped := cs.tickStopped
 	sleep := max(cs.nextTimer-t, 0)
-	dt := sleep
-	var nb int64
-	switch {
-	case t == cs.deltaAt && cs.deltaNext != unknownTime:
-		// The kernel's own delta_next for the recorded selection.
-		dt = max(cs.deltaNext-t, 0)
-		if !stopped {
-			nb = ps.r.nextBoundary(c, t)
-		}
-	case !stopped:
-		nb = ps.r.nextBoundary(c, t)
-		dt = min(sleep, nb-t)
+	deltaNext := unknownTime
+	if t == cs.deltaAt {
+		deltaNext = cs.deltaNext
 	}
+	dt, nb := ps.r.deltaTick(c, t, sleep, deltaNext, stopped)
 	*in = selInput{latReq: lat, sleepLen: sleep, deltaTick: dt, tickStopped: stopped, nrIOWait: cs.nrIOWait,
 		aborts: cs.abortsAt(t)}
 	var idx int
