@@ -12,7 +12,7 @@ import (
 func RequireRecorder(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("-short: records with BPF")
+		t.Skip("-short: this test loads BPF programs (tp_btf or classic tracepoints, a ring buffer) as root; make test runs it")
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("recording needs root (CAP_BPF and CAP_PERFMON): run make test as root, or make test-short")

@@ -360,9 +360,6 @@ func goldenCases(t *testing.T) []goldenCase {
 }
 
 func TestReplayGolden(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the golden replay takes seconds")
-	}
 	var got []string
 	for _, c := range goldenCases(t) {
 		got = append(got, runGolden(t, c))

@@ -621,9 +621,6 @@ func TestAddDoesNotAllocate(t *testing.T) {
 // Writing a million records keeps the heap small: memory is bounded by the
 // chunk size, not the trace length.
 func TestWriterBoundedMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: writes a million records")
-	}
 	w, err := NewWriter(io.Discard, nil)
 	must(t, err)
 	wl := newWorkload(9, 16)
