@@ -845,10 +845,9 @@ func (ps *polSim) oracleChoice(d int64, latReq int64) int {
 
 // wholeStay accounts one selection that stays in state s for d ns, as the
 // recorded and oracle policies make them: time, energy with the entry and
-// exit overhead, and the kernel's too-deep/too-shallow rule.
-// wholeStay accounts a stay of d ns in state s, judged above/below on a
-// residency of res ns (the kernel's own measure where the trace has it);
-// res < 0: a stay the kernel does not count.
+// exit overhead, and the kernel's too-deep/too-shallow rule judged on a
+// residency of res ns (the kernel's own measure where the trace has it;
+// res < 0: a stay the kernel does not count).
 func (ps *polSim) wholeStay(s int, d, res int64) {
 	t := ps.tab
 	ps.timeNs[s] += d
@@ -987,8 +986,6 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, until int64, kind endKind) {
 	}
 }
 
-// nextBoundary is the first tick after t, with the tick's phase taken from
-// the CPU's last recorded tick wake-up (trace time 0 if none yet).
 // deltaTick is the delta_next a governor selecting at t gets, with nb the
 // next tick boundary (0 with the tick stopped): the kernel's own value for
 // a recorded selection (deltaNext, absolute), else the next tick or the
@@ -1006,6 +1003,8 @@ func (r *Replay) deltaTick(c *cpuShared, t, sleep, deltaNext int64, stopped bool
 	return sleep, nb
 }
 
+// nextBoundary is the first tick after t, with the tick's phase taken from
+// the CPU's last recorded tick wake-up (trace time 0 if none yet).
 func (r *Replay) nextBoundary(c *cpuShared, t int64) int64 {
 	// The boundary g with g−tick ≤ t < g; times mostly move forward by
 	// less than a tick between calls, so try the cached boundary and the

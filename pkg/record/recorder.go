@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"regexp"
@@ -718,21 +719,12 @@ func (r *recording) addIdle(p *bpf.IdletraceIdleRecord) {
 // IdlePeriodFrom converts the kernel's record into the trace's.
 func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 	flags := bpf.IdletraceIdleFlags(p.Flags)
-	tri := func(known, yes bpf.IdletraceIdleFlags) trace.Tristate {
-		if flags&known == 0 {
-			return trace.Unknown
-		}
-		return trace.TristateOf(flags&yes != 0)
-	}
 	kflags := bpf.IdletraceKernelFlags(p.KernelFlags)
-	if kflags&bpf.IdletraceKernelFlagsKERNEL_IOWAIT_KNOWN == 0 {
-		p.NrIowait = ^uint32(0) // -1: unknown
-	}
-	ktri := func(known, yes bpf.IdletraceKernelFlags) trace.Tristate {
-		if kflags&known == 0 {
-			return trace.Unknown
-		}
-		return trace.TristateOf(kflags&yes != 0)
+	tri := func(known, yes bpf.IdletraceIdleFlags) trace.Tristate { return tristate(flags, known, yes) }
+	ktri := func(known, yes bpf.IdletraceKernelFlags) trace.Tristate { return tristate(kflags, known, yes) }
+	nrIOWait := int32(-1)
+	if kflags&bpf.IdletraceKernelFlagsKERNEL_IOWAIT_KNOWN != 0 {
+		nrIOWait = int32(min(p.NrIowait, math.MaxInt32))
 	}
 	return trace.IdlePeriod{
 		CPU: p.Cpu, State: p.State, EntryNs: p.EntryNs, ExitNs: p.ExitNs,
@@ -744,12 +736,20 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		KernelKnown:       kflags&bpf.IdletraceKernelFlagsKERNEL_KNOWN != 0,
 		KernelCounted:     kflags&bpf.IdletraceKernelFlagsKERNEL_COUNTED != 0,
 		KernelResidencyNs: p.KernelResidencyNs,
-		NrIOWait:          int32(p.NrIowait),
+		NrIOWait:          nrIOWait,
 		AbortedBefore:     kflags&bpf.IdletraceKernelFlagsKERNEL_ABORTED_BEFORE != 0,
 		AbortsBefore:      abortsOf(p, kflags),
 		GotTick:           ktri(bpf.IdletraceKernelFlagsKERNEL_GOT_TICK_KNOWN, bpf.IdletraceKernelFlagsKERNEL_GOT_TICK),
 		PollTimedOut:      tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
 	}
+}
+
+// tristate reads a known/yes pair of record flag bits.
+func tristate[F ~uint32](flags, known, yes F) trace.Tristate {
+	if flags&known == 0 {
+		return trace.Unknown
+	}
+	return trace.TristateOf(flags&yes != 0)
 }
 
 // abortsOf is the record's count of aborted attempts, -1 when not counted.
