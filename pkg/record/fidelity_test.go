@@ -65,10 +65,7 @@ func TestGovernorFidelity(t *testing.T) {
 			}
 			path, _, _, _ := recordWorkload(t)
 			if dir := os.Getenv("IDLETRACE_FIDELITY_KEEP"); dir != "" {
-				// The matrix ships each governor's trace out of the VM.
-				if b, err := os.ReadFile(path); err != nil || os.WriteFile(filepath.Join(dir, "fidelity-"+tc.governor+".trace"), b, 0o644) != nil {
-					t.Logf("could not keep a copy of the trace in %s", dir)
-				}
+				keepCopy(t, path, filepath.Join(dir, "fidelity-"+tc.governor+".trace"))
 			}
 			r, err := trace.Open(path)
 			if err != nil {

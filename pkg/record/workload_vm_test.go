@@ -83,13 +83,18 @@ func recordVMWorkload(t *testing.T) (path string, reads uint64, disk string, dev
 	}
 	t.Logf("VM workload: %d O_DIRECT 4 KiB reads, %d pipe round trips between CPUs 0 and 1", reads, rounds)
 	if keep := os.Getenv("IDLETRACE_REFEREE_TRACE"); keep != "" {
-		// The matrix ships the referee's trace out of the VM for its report.
-		if b, err := os.ReadFile(path); err != nil || os.WriteFile(keep, b, 0o644) != nil {
-			t.Logf("could not keep a copy of the trace in %s", keep)
-		}
+		keepCopy(t, path, keep) // the matrix ships it out of the VM for its report
 	}
 	t.Logf("recorded %d idle periods, %d IO requests, %d lost", sum.IdlePeriods, sum.BlockIOs, sum.Lost)
 	return path, reads, disk, dev
+}
+
+// keepCopy copies a test's trace to dst (the matrix VM's results disk); a
+// failure only loses the copy.
+func keepCopy(t *testing.T, src, dst string) {
+	if b, err := os.ReadFile(src); err != nil || os.WriteFile(dst, b, 0o644) != nil {
+		t.Logf("could not keep a copy of the trace in %s", dst)
+	}
 }
 
 // writeDataFile writes size bytes of non-zero data and syncs them, so that
