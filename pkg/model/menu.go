@@ -31,14 +31,14 @@ import (
 //   ≥ 7.0 (and 6.18.14+) timers always queried with the tick stopped
 //   ≥ 7.1   stopped-tick override only when the timer is beyond 2 ticks
 //           (SAFE_TIMER_RANGE_NS, queued for 7.1 in linux-pm)
-//   ≥ 6.17  UINT_MAX into the intervals after an aborted attempt (from the
-//           trace's AbortedBefore)
+//   ≥ 6.17  UINT_MAX into the intervals per attempt aborted after its
+//           selection (from the trace's AbortsBefore, or AbortedBefore)
 // margin=PCT replaces the stopped-tick override with
 // min(prediction·(1+PCT/100), next timer) (Nechita, Jan 2026, unmerged).
 //
-// Left out: a run of aborted attempts pushes one UINT_MAX here, one per
-// attempt in the kernel (the trace shows only that the last stay was
-// aborted); traces without NrIOWait model no task waiting for IO.
+// Left out: where the trace cannot count aborted attempts (no menu
+// governor running, no kallsyms data symbols) a run of them pushes one
+// UINT_MAX here; traces without NrIOWait model no task waiting for IO.
 
 type menuFlags struct {
 	skipQuery          bool // 5484e31bbbff, 6.6
@@ -63,8 +63,9 @@ type menuFlags struct {
 // later, and fa3fa55de0d6 (UINT_MAX after an aborted attempt) with the
 // first two as far as is known; the releases used below for the later
 // three (6.12.55, 6.12.65, 6.12.75) are estimates. Debian's 6.12.117
-// source (linux-source-6.12 6.12.117-1~deb12u1) has all six and still the one-sided detector of before 6.15, which is
-// what this gives for 6.12.117; the fidelity test checks it on that kernel.
+// source (linux-source-6.12 6.12.117-1~deb12u1) has all six and still the
+// one-sided detector of before 6.15, which is what this gives for 6.12.117;
+// the fidelity test checks it on that kernel.
 // Debian's 6.1.192 source has fa3fa55de0d6 (UINT_MAX after an aborted
 // attempt) and nothing else of the above; 6.1.148 as its first 6.1.y
 // release is an estimate.
@@ -157,6 +158,15 @@ func b2int(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// whichBucket is which_bucket() of the release modelled: before 6.13 a CPU
+// with tasks in iowait uses the second six buckets.
+func (m *menuGov) whichBucket(ns uint64, in *selInput) int {
+	if m.f.iowaitCap && in.nrIOWait > 0 {
+		return menuBucket(ns) + menuBuckets
+	}
+	return menuBucket(ns)
 }
 
 // push is menu_update_intervals.
@@ -463,10 +473,7 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 		}
 		deltaTick = dt
 		m.nextTimer = uint64(delta)
-		m.bucket = menuBucket(m.nextTimer)
-		if m.f.iowaitCap && in.nrIOWait > 0 {
-			m.bucket += menuBuckets
-		}
+		m.bucket = m.whichBucket(m.nextTimer, in)
 		timerUs := (menuResolution*menuDecay*1000/2 + m.nextTimer*uint64(m.cf[m.bucket])) / (menuResolution * menuDecay * 1000)
 		predicted = min(timerUs*1000, predicted)
 		if m.f.alwaysQueryStopped {
@@ -475,10 +482,7 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 	} else {
 		m.nextTimer = ktimeMax
 		deltaTick = t.tick / 2
-		m.bucket = menuBucket(ktimeMax)
-		if m.f.iowaitCap && in.nrIOWait > 0 {
-			m.bucket += menuBuckets
-		}
+		m.bucket = m.whichBucket(ktimeMax, in)
 	}
 	latReq := in.latReq
 	n := t.n
