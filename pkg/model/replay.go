@@ -100,17 +100,21 @@ type periodInfo struct {
 	// gotTick: the recorded period saw a tick (tick_nohz_idle_got_tick at
 	// reflect) without ending on it.
 	gotTick bool
-	// pollRanOn: the recorded stay polled past the kernel's limit without
-	// timing out (poll_idle() looks at the clock only every 200 loops,
-	// which under emulation can be long after the limit).
+	// pollRanOn: the recorded stay polled past the kernel's limit, to a
+	// wake-up or a late time-out (poll_idle() looks at the clock only
+	// every 200 loops, which under emulation can be long after the limit).
 	pollRanOn bool
 	// tickFree: the recorded stay proves no tick came before x: a halted
-	// state with the tick running ends at the first tick, so no tick came
-	// before x (one ended it at x, or none came).
+	// state with the tick running ends at the first tick (one ended it at
+	// x, or none came), and a poll that ends without got_idle_tick saw none.
 	tickFree bool
 	// residency is the stay as the kernel's governor measured it
 	// (last_residency_ns): the cpuidle core's own figure when recorded.
 	residency int64
+	// idleEntry is the kernel's idle entry time (tick_sched.idle_entrytime)
+	// the recorded selection measured its sleep length and delta_next from:
+	// EntryNs unless the trace says how long before it lay.
+	idleEntry int64
 	nrIOWait  int64 // 0 when unknown
 	// aborts: attempts aborted just before (the kernel recorded them); they
 	// affect the first selection of the period only.
@@ -326,8 +330,11 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	}
 	d := pi.x - pi.e
 	pi.gotTick = p.GotTick == trace.Yes
-	pi.pollRanOn = p.PollTimedOut == trace.No && r.kernelPollNs > 0 && d > r.kernelPollNs
-	pi.tickFree = p.TickStopped == trace.No && pi.rec >= 0 && pi.rec < r.recTab.n && !r.recTab.polling[pi.rec]
+	pi.pollRanOn = p.PollTimedOut != trace.Unknown && r.kernelPollNs > 0 && d > r.kernelPollNs
+	if p.TickStopped == trace.No && pi.rec >= 0 && pi.rec < r.recTab.n {
+		// A halted stay ends at the first tick; a poll that saw none says so.
+		pi.tickFree = !r.recTab.polling[pi.rec] || p.GotTick == trace.No
+	}
 	pi.nrIOWait = int64(max(p.NrIOWait, 0))
 	switch {
 	case p.AbortsBefore >= 0:
@@ -341,12 +348,13 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	} else if p.KernelCounted {
 		pi.residency = int64(min(res, uint64(maxSleepNs)))
 	}
+	pi.idleEntry = pi.e
 	pi.deltaNext = unknownTime
 	if p.NextEventKnown {
-		pi.deltaNext = pi.e + min(p.NextEventNs, maxSleepNs)
+		pi.deltaNext = pi.idleEntry + min(p.NextEventNs, maxSleepNs)
 	}
 	if p.NextTimerKnown { // negative: already due when the governor asked
-		pi.nextTimer = pi.e + min(p.NextTimerNs, maxSleepNs)
+		pi.nextTimer = pi.idleEntry + min(p.NextTimerNs, maxSleepNs)
 	} else {
 		r.stats.DerivedNextTimer++
 		if p.WakeCause == trace.WakeTimer {
@@ -376,6 +384,12 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		r.stats.Episodes++
 	}
 	r.stats.IdlePeriods++
+	if pi.kind == endTick {
+		// Ticks are periodic whatever the policy does: the one that ends
+		// this period sets the grid for the whole period, not only after.
+		c.tickRef = pi.x
+		c.nbValid = false
+	}
 	els := r.elScratch[:len(r.pols)]
 	for k, ps := range r.pols {
 		ps.periods++
@@ -394,10 +408,6 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	c.seen = true
 	c.prevExit = pi.x
 	c.prevKind = pi.kind
-	if pi.kind == endTick {
-		c.tickRef = pi.x
-		c.nbValid = false
-	}
 	c.watermark = max(c.watermark, pi.x)
 	if pi.kind == endGenuine && (pi.cause == trace.WakeIRQ || pi.cause == trace.WakeIPICall || pi.cause == trace.WakeUnknown) {
 		recEl := int64(0)
@@ -616,10 +626,21 @@ type cpuSim struct {
 	nextTimer  int64
 	deltaNext  int64 // the recorded next clock event for a selection at deltaAt
 	deltaAt    int64
-	nrIOWait   int64 // the recorded period's nr_iowait
+	// idleEntry is the kernel's tick_sched.idle_entrytime as this policy's
+	// timeline has it: the recorded one (recIdleEntry) at a recorded
+	// selection, moved only by an interrupt (a tick) in between. A poll
+	// that times out does not move it, so the re-selection after it gets
+	// the same sleep length as the first (tick_nohz_get_sleep_length()).
+	idleEntry    int64
+	recIdleEntry int64
+	nrIOWait     int64 // the recorded period's nr_iowait
 	// pollRanOnTo: the recorded exit of a poll that ran past the kernel's
-	// limit without timing out; unknownTime if not.
+	// limit; unknownTime if not.
 	pollRanOnTo int64
+	// tickFreeTo: the recorded period's exit when its stay shows that no
+	// tick came before it (periodInfo.tickFree), else 0: the tick grid of
+	// the CPU's last tick wake-up does not hold there.
+	tickFreeTo int64
 	// aborts applies to the selection at deltaAt only.
 	aborts int
 	in     selInput // scratch, kept here so it does not escape per selection
@@ -724,8 +745,8 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 	if cs.shadow == nil {
 		cs.shadow = ps.newCPU().gov
 	}
-	sleep := max(pi.nextTimer-pi.e, 0)
-	dt, _ := ps.r.deltaTick(c, pi.e, sleep, pi.deltaNext, pi.tickStopped)
+	sleep := max(pi.nextTimer-pi.idleEntry, 0)
+	dt, _ := ps.r.deltaTick(c, pi.e, pi.idleEntry, sleep, pi.deltaNext, pi.tickStopped, 0)
 	in := selInput{latReq: ps.latReq(c, pi.e), sleepLen: sleep, deltaTick: dt, tickStopped: pi.tickStopped, nrIOWait: pi.nrIOWait,
 		aborts: pi.aborts}
 	idx, _ := cs.shadow.selectState(&in)
@@ -884,8 +905,12 @@ func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
 
 func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	cs.nextTimer = pi.nextTimer
-	cs.deltaNext, cs.deltaAt = pi.deltaNext, pi.e
+	cs.deltaNext, cs.deltaAt, cs.recIdleEntry = pi.deltaNext, pi.e, pi.idleEntry
 	cs.nrIOWait = pi.nrIOWait
+	cs.tickFreeTo = 0
+	if pi.tickFree {
+		cs.tickFreeTo = pi.x
+	}
 	cs.pollRanOnTo = unknownTime
 	if pi.pollRanOn && pi.rec >= 0 && pi.rec < ps.tab.n && ps.tab.polling[pi.rec] {
 		cs.pollRanOnTo = pi.x
@@ -981,24 +1006,28 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, until int64, kind endKind) {
 		}
 		// A poll that saw a tick tells reflect so (got_idle_tick).
 		tickSeen := isTick || polling && !cs.tickStopped && cs.nextTick <= next
+		if tickSeen { // tick_nohz_irq_exit() restarts the idle time
+			cs.idleEntry = cs.nextTick
+		}
 		ps.endSegment(cs, next, tickSeen, !isTick)
 		ps.selectAt(c, cs, next, next)
 	}
 }
 
-// deltaTick is the delta_next a governor selecting at t gets, with nb the
-// next tick boundary (0 with the tick stopped): the kernel's own value for
-// a recorded selection (deltaNext, absolute), else the next tick or the
+// deltaTick is the delta_next a governor selecting at t gets, measured
+// like its sleep length from the idle entry time now, with nb the next
+// tick boundary (0 with the tick stopped; none before tickFreeTo): the kernel's own value for a
+// recorded selection (deltaNext, absolute), else the next tick or the
 // sleep length, whichever comes first.
-func (r *Replay) deltaTick(c *cpuShared, t, sleep, deltaNext int64, stopped bool) (dt, nb int64) {
+func (r *Replay) deltaTick(c *cpuShared, t, now, sleep, deltaNext int64, stopped bool, tickFreeTo int64) (dt, nb int64) {
 	if !stopped {
-		nb = r.nextBoundary(c, t)
+		nb = r.nextBoundary(c, max(t, tickFreeTo))
 	}
 	switch {
 	case deltaNext != unknownTime:
-		return max(deltaNext-t, 0), nb
+		return max(deltaNext-now, 0), nb
 	case !stopped:
-		return min(sleep, nb-t), nb
+		return max(min(sleep, nb-now), 0), nb
 	}
 	return sleep, nb
 }
@@ -1043,12 +1072,13 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 		lat = ps.blkLimit
 	}
 	stopped := cs.tickStopped
-	sleep := max(cs.nextTimer-t, 0)
 	deltaNext := unknownTime
 	if t == cs.deltaAt {
 		deltaNext = cs.deltaNext
+		cs.idleEntry = cs.recIdleEntry
 	}
-	dt, nb := ps.r.deltaTick(c, t, sleep, deltaNext, stopped)
+	sleep := max(cs.nextTimer-cs.idleEntry, 0)
+	dt, nb := ps.r.deltaTick(c, t, cs.idleEntry, sleep, deltaNext, stopped, cs.tickFreeTo)
 	*in = selInput{latReq: lat, sleepLen: sleep, deltaTick: dt, tickStopped: stopped, nrIOWait: cs.nrIOWait,
 		aborts: cs.abortsAt(t)}
 	var idx int

@@ -1,0 +1,81 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// TestReselectionSleepLength: the sleep length a governor gets after a poll
+// time-out within one idle period is measured from the kernel's idle entry
+// time (tick_nohz_get_sleep_length() uses tick_sched.idle_entrytime), which
+// only an interrupt moves (tick_nohz_irq_exit()). So re-selections keep the
+// first selection's sleep length until a tick, and measure from the tick
+// after it. Whether a tick comes inside the recorded period is the recorded
+// timeline's to say: a period a tick ends sets the grid for itself, and a
+// poll that ran without got_idle_tick saw none.
+func TestReselectionSleepLength(t *testing.T) {
+	prof, err := Builtin("spr", 250) // tick 4 ms, grid from trace time 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.18.44"}
+	const (
+		entry   = 10_000_000
+		timerIn = 2_500_000 // the next timer at 12.5 ms
+		gridAt  = 12_000_000
+	)
+	tests := []struct {
+		name     string
+		exit     int64
+		cause    trace.WakeCause
+		state    uint32 // 0 POLL, 1 C1 on spr
+		gotTick  trace.Tristate
+		tickSeen bool // a tick at 12 ms moves the idle entry time
+	}{
+		{"a tick inside the period restarts the idle time", 13_000_000, trace.WakeIPIResched, 0, trace.Yes, true},
+		{"the tick that ends the period sets the grid", 13_100_000, trace.WakeTick, 0, trace.Yes, false},
+		{"a poll without got_idle_tick saw no tick", 13_000_000, trace.WakeIPIResched, 0, trace.No, false},
+		{"a halted stay with the tick running saw none", 13_000_000, trace.WakeIPIResched, 1, trace.No, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+qos=0+poll=100us")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			type sel struct{ at, sleep int64 }
+			var sels []sel
+			rp.pols[0].obs = func(ev *[8]int64) {
+				if ev[0] == obsSelect {
+					sels = append(sels, sel{ev[2], ev[4]})
+				}
+			}
+			p := trace.IdlePeriod{
+				CPU: 0, State: tc.state, EntryNs: entry, ExitNs: uint64(tc.exit),
+				WakeCause: tc.cause, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1,
+				NextTimerNs: timerIn, NextTimerKnown: true,
+				TickStopped: trace.No, TickStoppedBefore: trace.No, GotTick: tc.gotTick,
+			}
+			if err := rp.Idle(&p); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rp.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			// qos=0 keeps menu in POLL: a selection every 100 µs.
+			if len(sels) < 25 {
+				t.Fatalf("%d selections over 3 ms with a 100 µs poll limit", len(sels))
+			}
+			for _, s := range sels {
+				want := int64(timerIn)
+				if tc.tickSeen && s.at >= gridAt {
+					want = entry + timerIn - gridAt
+				}
+				if s.sleep != want {
+					t.Fatalf("selection at %d µs after entry got a sleep length of %d ns, want %d", (s.at-entry)/1000, s.sleep, want)
+				}
+			}
+		})
+	}
+}
