@@ -111,9 +111,12 @@ type periodInfo struct {
 	// residency is the stay as the kernel's governor measured it
 	// (last_residency_ns): the cpuidle core's own figure when recorded.
 	residency int64
-	// idleEntry is the kernel's idle entry time (tick_sched.idle_entrytime)
-	// the recorded selection measured its sleep length and delta_next from:
-	// EntryNs unless the trace says how long before it lay.
+	// idleEntry stands for the kernel's idle entry time
+	// (tick_sched.idle_entrytime) that the recorded sleep length and
+	// delta_next count from. The trace does not carry it: EntryNs, which it
+	// precedes by the governor's own run, or more in a chain of polls
+	// without interrupts; only re-selections after a tick in the model see
+	// the difference.
 	idleEntry int64
 	nrIOWait  int64 // 0 when unknown
 	// aborts: attempts aborted just before (the kernel recorded them); they
