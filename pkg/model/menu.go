@@ -400,7 +400,13 @@ func (m *menuGov) typicalOneSided() uint32 {
 	for hi > 0 {
 		maxV := s[hi-1]
 		if maxV == 0 {
-			break
+			// Since 5484e31bbbff (6.6) no data is no prediction; before
+			// it (Debian's 6.1.192 source) zeros average to 0, and the
+			// min >= predicted_us shortcut it had changes no result.
+			if m.f.skipQuery {
+				break
+			}
+			return 0
 		}
 		var sum uint64
 		for _, v := range s[:hi] {

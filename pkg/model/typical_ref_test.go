@@ -7,7 +7,8 @@ import (
 )
 
 // refTypical is get_typical_interval written as the kernel loops: every
-// round re-reads the eight samples against the thresholds. The optimised
+// round re-reads the eight samples against the thresholds. Before 6.6 there
+// is no "if (!max)" test: zeros average to 0 (Debian's 6.1.192 source). The optimised
 // detector (sorted samples, running sums) must agree with it everywhere.
 func refTypical(iv [menuIntervals]uint32, f menuFlags) uint32 {
 	if !f.twoSided {
@@ -22,7 +23,7 @@ func refTypical(iv [menuIntervals]uint32, f menuFlags) uint32 {
 					maxV = max(maxV, v)
 				}
 			}
-			if maxV == 0 {
+			if div == 0 || maxV == 0 && f.skipQuery {
 				return math.MaxUint32
 			}
 			avg := sum / div
@@ -102,7 +103,7 @@ func TestTypicalMatchesReference(t *testing.T) {
 		}
 		return uint32(rng.IntN(1 << uint(rng.IntN(25)+1)))
 	}
-	for _, v := range []Version{{6, 18, 44}, {6, 16, -1}, {6, 12, -1}} {
+	for _, v := range []Version{{6, 18, 44}, {6, 16, -1}, {6, 12, -1}, {6, 1, 192}} {
 		f := menuFlagsFor(v)
 		m := newMenu(tab, &f)
 		for trial := 0; trial < 300_000; trial++ {
