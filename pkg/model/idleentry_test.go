@@ -79,3 +79,52 @@ func TestReselectionSleepLength(t *testing.T) {
 		})
 	}
 }
+
+// TestChainedPollKeepsIdleEntry: a poll time-out re-entered with the same
+// recorded sleep length and delta_next had no interrupt in between, so both
+// count from the first entry's idle entry time: after a tick in the second
+// period the timer is where the first period put it, not 100 µs later.
+func TestChainedPollKeepsIdleEntry(t *testing.T) {
+	prof, err := Builtin("spr", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.18.44"}
+	rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+qos=0+poll=100us")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var afterTick []int64
+	rp.pols[0].obs = func(ev *[8]int64) {
+		if ev[0] == obsSelect && ev[2] >= 12_000_000 {
+			afterTick = append(afterTick, ev[4])
+		}
+	}
+	period := func(entry, exit uint64, cause trace.WakeCause) trace.IdlePeriod {
+		return trace.IdlePeriod{
+			CPU: 0, State: 0, EntryNs: entry, ExitNs: exit, WakeCause: cause, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1,
+			NextTimerNs: 2_500_000, NextTimerKnown: true, NextEventNs: 2_500_000, NextEventKnown: true,
+			TickStopped: trace.No, TickStoppedBefore: trace.No, GotTick: trace.Yes,
+			PollTimedOut: trace.TristateOf(cause == trace.WakePollTimeout),
+		}
+	}
+	for _, p := range []trace.IdlePeriod{
+		period(10_000_000, 10_100_000, trace.WakePollTimeout),
+		period(10_100_000, 13_000_000, trace.WakeIPIResched),
+	} {
+		if err := rp.Idle(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rp.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if len(afterTick) == 0 {
+		t.Fatal("no selection after the tick at 12 ms")
+	}
+	for _, sleep := range afterTick {
+		if sleep != 500_000 { // the timer at 10 ms + 2.5 ms, from the tick at 12 ms
+			t.Fatalf("sleep length after the tick %d ns, want 500000", sleep)
+		}
+	}
+}

@@ -114,9 +114,10 @@ type periodInfo struct {
 	// idleEntry stands for the kernel's idle entry time
 	// (tick_sched.idle_entrytime) that the recorded sleep length and
 	// delta_next count from. The trace does not carry it: EntryNs, which it
-	// precedes by the governor's own run, or more in a chain of polls
-	// without interrupts; only re-selections after a tick in the model see
-	// the difference.
+	// precedes by the governor's own run, or the previous period's when a
+	// poll time-out was re-entered with both inputs unchanged (no interrupt
+	// restarted the idle time); only re-selections after a tick in the
+	// model see the difference.
 	idleEntry int64
 	nrIOWait  int64 // 0 when unknown
 	// aborts: attempts aborted just before (the kernel recorded them); they
@@ -128,21 +129,26 @@ type periodInfo struct {
 }
 
 type cpuShared struct {
-	id           int
-	seen         bool
-	prevExit     int64
-	prevKind     endKind
-	tickRef      int64
-	nbCache      int64 // a tick boundary on the grid of tickRef (nextBoundary)
-	nbValid      bool
-	baseLat      int64
-	watermark    int64
-	ring         []wakeEntry
-	ringPol      []int64
-	ringHead     int
-	ringLen      int
-	ringOverflow bool
-	pending      []pendingIO
+	id       int
+	seen     bool
+	prevExit int64
+	prevKind endKind
+	// The previous period's idle entry time and the sleep length and
+	// delta_next recorded from it (periodInfo.idleEntry).
+	prevIdleEntry                    int64
+	prevNextTimerNs, prevNextEventNs int64
+	prevSleepKnown                   bool
+	tickRef                          int64
+	nbCache                          int64 // a tick boundary on the grid of tickRef (nextBoundary)
+	nbValid                          bool
+	baseLat                          int64
+	watermark                        int64
+	ring                             []wakeEntry
+	ringPol                          []int64
+	ringHead                         int
+	ringLen                          int
+	ringOverflow                     bool
+	pending                          []pendingIO
 }
 
 type wakeEntry struct {
@@ -351,22 +357,6 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	} else if p.KernelCounted {
 		pi.residency = int64(min(res, uint64(maxSleepNs)))
 	}
-	pi.idleEntry = pi.e
-	pi.deltaNext = unknownTime
-	if p.NextEventKnown {
-		pi.deltaNext = pi.idleEntry + min(p.NextEventNs, maxSleepNs)
-	}
-	if p.NextTimerKnown { // negative: already due when the governor asked
-		pi.nextTimer = pi.idleEntry + min(p.NextTimerNs, maxSleepNs)
-	} else {
-		r.stats.DerivedNextTimer++
-		if p.WakeCause == trace.WakeTimer {
-			pi.nextTimer = pi.x
-		} else {
-			k := d/r.tick + 1
-			pi.nextTimer = pi.e + k*r.tick
-		}
-	}
 	if c.seen {
 		gap := pi.e - c.prevExit
 		switch c.prevKind {
@@ -380,6 +370,30 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 			if pi.chain {
 				r.stats.ChainedTickEnds++
 			}
+		}
+	}
+	pi.idleEntry = pi.e
+	if pi.chain && c.prevKind == endPoll && p.NextTimerKnown && p.NextEventKnown && c.prevSleepKnown &&
+		p.NextTimerNs == c.prevNextTimerNs && p.NextEventNs == c.prevNextEventNs {
+		// Re-entered after a poll time-out with both inputs unchanged:
+		// no interrupt moved the idle entry time they count from.
+		pi.idleEntry = c.prevIdleEntry
+	}
+	c.prevIdleEntry, c.prevNextTimerNs, c.prevNextEventNs = pi.idleEntry, p.NextTimerNs, p.NextEventNs
+	c.prevSleepKnown = p.NextTimerKnown && p.NextEventKnown
+	pi.deltaNext = unknownTime
+	if p.NextEventKnown {
+		pi.deltaNext = pi.idleEntry + min(p.NextEventNs, maxSleepNs)
+	}
+	if p.NextTimerKnown { // negative: already due when the governor asked
+		pi.nextTimer = pi.idleEntry + min(p.NextTimerNs, maxSleepNs)
+	} else {
+		r.stats.DerivedNextTimer++
+		if p.WakeCause == trace.WakeTimer {
+			pi.nextTimer = pi.x
+		} else {
+			k := d/r.tick + 1
+			pi.nextTimer = pi.e + k*r.tick
 		}
 	}
 	pi.prevExit = c.prevExit
