@@ -1096,8 +1096,10 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 	}
 	sleep := max(cs.nextTimer-cs.idleEntry, 0)
 	dt, nb := ps.r.deltaTick(c, t, cs.idleEntry, sleep, deltaNext, stopped, cs.tickFreeTo)
-	*in = selInput{latReq: lat, sleepLen: sleep, deltaTick: dt, tickStopped: stopped, nrIOWait: cs.nrIOWait,
-		aborts: cs.abortsAt(t)}
+	// Field by field: a composite literal is built on the stack and copied
+	// with wide loads that stall on the narrow stores just before them.
+	in.latReq, in.sleepLen, in.deltaTick, in.tickStopped = lat, sleep, dt, stopped
+	in.nrIOWait, in.aborts = cs.nrIOWait, cs.abortsAt(t)
 	var idx int
 	var stop bool
 	if ps.gk == gkMenu {
