@@ -110,8 +110,7 @@ func newFlags(c string, stderr io.Writer) *flag.FlagSet {
 // parse parses flags and returns the positional arguments.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+		if errors.Is(err, flag.ErrHelp) { // pflag has printed fs.Usage
 			return nil, err
 		}
 		return nil, usagef("%v", err)

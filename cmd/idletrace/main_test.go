@@ -311,3 +311,16 @@ func TestRecordDiskFull(t *testing.T) {
 	}
 	t.Logf("%d idle periods readable; stderr: %s", n, strings.TrimSpace(r.stderr))
 }
+
+// TestHelp: every command's -h and --help print its usage once and exit 0.
+func TestHelp(t *testing.T) {
+	for _, c := range []string{"record", "info", "stats", "whatif", "profiles"} {
+		for _, h := range []string{"-h", "--help"} {
+			r := runBin(t, c, h)
+			usage := "Usage: idletrace " + c + " "
+			if r.code != 0 || strings.Count(r.stdout+r.stderr, usage) != 1 {
+				t.Errorf("idletrace %s %s: exit %d, usage printed %d times:\n%s%s", c, h, r.code, strings.Count(r.stdout+r.stderr, usage), r.stdout, r.stderr)
+			}
+		}
+	}
+}
