@@ -28,8 +28,11 @@ vet:
 test: build vet ## every test, kernel referee tests included (run as root)
 	$(GO) test -count=1 -timeout 20m ./...
 
-test-short: ## tests that need neither root nor BPF
-	$(GO) test -short -count=1 ./...
+# The tests that record (they call testenv.RequireRecorder and fail without root).
+RECORDER_TESTS = TestRecordKilled|TestRecordDiskFull|TestKernelReferee|TestGovernorFidelity
+
+test-short: ## tests that need neither root nor BPF (every test but RECORDER_TESTS)
+	$(GO) test -count=1 -skip '^($(RECORDER_TESTS))$$' ./...
 
 test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12 under QEMU; writes testdata/kernel-matrix.* and the README requirements (CI=true: checks them)
 	scripts/kernel-matrix.sh
