@@ -360,17 +360,14 @@ func TestKernelReferee(t *testing.T) {
 			t.Fatal("no remote wake-up was recorded")
 		}
 		// A call-function IPI that is not a task wake-up has no traced
-		// request without the ipi tracepoints (Linux 6.6+).
-		var lacks []string
+		// request without the ipi tracepoints (Linux 6.6+); the task
+		// wake-ups the workload makes still keep the share above the bar.
 		for _, p := range []string{"ipi:ipi_send_cpu", "ipi:ipi_send_cpumask"} {
 			if m := r.Meta.Probes[p]; m == "" || strings.HasPrefix(m, "missing") {
-				lacks = append(lacks, p)
+				t.Logf("this kernel lacks %s (Linux 6.6+): other IPIs have no traced request", p)
 			}
 		}
-		if len(lacks) > 0 {
-			t.Skipf("this kernel lacks %s (Linux 6.6+): IPIs other than task wake-ups have no traced request; %d of %d remote wake-ups have a measured wake latency",
-				strings.Join(lacks, " and "), remoteMeasured, remote)
-		}
+		t.Logf("%d of %d remote wake-ups have a measured wake latency", remoteMeasured, remote)
 		if f := float64(remoteMeasured) / float64(remote); f < 0.9 {
 			t.Errorf("only %.1f%% of remote wake-ups have a measured wake latency (want ≥ 90%%)", 100*f)
 		}
