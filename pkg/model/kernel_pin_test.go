@@ -19,23 +19,33 @@ func TestMenuPollOverrideResidencyThreshold6183(t *testing.T) {
 		{Name: "C1", ExitLatencyNs: 2_000, TargetResidencyNs: 20_000},
 		{Name: "C6", ExitLatencyNs: 100_000, TargetResidencyNs: 600_000},
 	})
-	tab := newTable(prof, nil, -1)
-	for _, tc := range []struct {
-		v    Version
-		want int
-	}{
-		{Version{6, 18, -1}, 1}, // mainline v6.18: override to C1 (el 2 µs ≤ predicted 16 µs)
-		{Version{6, 18, 2}, 1},
-		{Version{6, 18, 3}, 0}, // C1's 20 µs residency is not below 15 µs: keep polling
-		{Version{6, 18, 44}, 0},
-		{Version{6, 19, -1}, 0},
-	} {
+	pinMenu(t, newTable(prof, nil, -1), [8]uint32{16, 16, 16, 16, 16, 16, 16, 16},
+		selInput{latReq: noLimit, sleepLen: 10_000_000, deltaTick: 3_000_000}, []versionWant{
+			{Version{6, 18, -1}, 1}, // mainline v6.18: override to C1 (el 2 µs ≤ predicted 16 µs)
+			{Version{6, 18, 2}, 1},
+			{Version{6, 18, 3}, 0}, // C1's 20 µs residency is not below 15 µs: keep polling
+			{Version{6, 18, 44}, 0},
+			{Version{6, 19, -1}, 0},
+		})
+}
+
+type versionWant struct {
+	v    Version
+	want int
+}
+
+// pinMenu checks menu's choice for in after the intervals iv on each
+// release; the tick is to be stopped exactly when in says it already is.
+func pinMenu(t *testing.T, tab *table, iv [8]uint32, in selInput, cases []versionWant) {
+	t.Helper()
+	for _, tc := range cases {
 		f := menuFlagsFor(tc.v)
 		m := newMenu(tab, &f)
-		m.setIntervals([8]uint32{16, 16, 16, 16, 16, 16, 16, 16})
-		idx, stop := m.selectState(&selInput{latReq: noLimit, sleepLen: 10_000_000, deltaTick: 3_000_000})
-		if idx != tc.want || stop {
-			t.Errorf("%v: idx=%d stop=%v, want %d with the tick kept", tc.v, idx, stop, tc.want)
+		m.setIntervals(iv)
+		in := in
+		idx, stop := m.selectState(&in)
+		if idx != tc.want || stop != in.tickStopped {
+			t.Errorf("%v: idx=%d stop=%v, want %d with stop=%v", tc.v, idx, stop, tc.want, in.tickStopped)
 		}
 	}
 }
@@ -45,25 +55,14 @@ func TestMenuPollOverrideResidencyThreshold6183(t *testing.T) {
 // typical interval ≤ 15 µs, menu queries the next timer and the
 // stopped-tick override uses it instead of KTIME_MAX.
 func TestMenuStoppedTickTimerQuery61814(t *testing.T) {
-	tab := newTable(seedIntel(250), nil, -1)
-	for _, tc := range []struct {
-		v    Version
-		want int
-	}{
-		{Version{6, 18, -1}, 4}, // no query: next timer KTIME_MAX, deepest state
-		{Version{6, 18, 13}, 4},
-		{Version{6, 18, 14}, 3}, // next timer 200 µs: C3 (100 µs), not C6 (400 µs)
-		{Version{6, 19, -1}, 4},
-		{Version{7, 0, -1}, 3},
-	} {
-		f := menuFlagsFor(tc.v)
-		m := newMenu(tab, &f)
-		m.setIntervals([8]uint32{5, 5, 5, 5, 5, 5, 5, 5})
-		idx, stop := m.selectState(&selInput{latReq: noLimit, sleepLen: 200_000, deltaTick: 200_000, tickStopped: true})
-		if idx != tc.want || !stop {
-			t.Errorf("%v: idx=%d stop=%v, want %d with the tick stopped", tc.v, idx, stop, tc.want)
-		}
-	}
+	pinMenu(t, newTable(seedIntel(250), nil, -1), [8]uint32{5, 5, 5, 5, 5, 5, 5, 5},
+		selInput{latReq: noLimit, sleepLen: 200_000, deltaTick: 200_000, tickStopped: true}, []versionWant{
+			{Version{6, 18, -1}, 4}, // no query: next timer KTIME_MAX, deepest state
+			{Version{6, 18, 13}, 4},
+			{Version{6, 18, 14}, 3}, // next timer 200 µs: C3 (100 µs), not C6 (400 µs)
+			{Version{6, 19, -1}, 4},
+			{Version{7, 0, -1}, 3},
+		})
 }
 
 // a03b2011808a ("cpuidle: governors: teo: Drop misguided target residency
@@ -72,10 +71,7 @@ func TestMenuStoppedTickTimerQuery61814(t *testing.T) {
 // even if the tick is stopped and its residency is below a tick.
 func TestTEOShallowerStateWithStoppedTick6183(t *testing.T) {
 	tab := newTable(seedIntel(250), nil, -1)
-	for _, tc := range []struct {
-		v    Version
-		want int
-	}{
+	for _, tc := range []versionWant{
 		{Version{6, 18, -1}, 4}, // teo_state_ok rejects C3 (100 µs < tick): stays in C6
 		{Version{6, 18, 2}, 4},
 		{Version{6, 18, 3}, 3}, // C3 fits the 150 µs sleep length
