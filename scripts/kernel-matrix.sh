@@ -108,7 +108,6 @@ declare -A kdirs=()
 for s in $SERIES; do
 	if deb=$(kernel_deb "$s"); then
 		kdirs[$s]=$(kernel_dir "$deb")
-		echo "${deb##*/}" >"${kdirs[$s]}/.package"
 	fi
 done
 
@@ -144,7 +143,7 @@ for b in /sys/block/nvme*; do
 	esac
 done
 if [ -n "$data" ] && mke2fs -q "/dev/$data" && mount -t ext2 "/dev/$data" /data; then
-	IDLETRACE_VM=1 IDLETRACE_REFEREE_TRACE=/results/referee.trace IDLETRACE_FIDELITY_KEEP=/results \
+	IDLETRACE_VM=1 IDLETRACE_FIDELITY_KEEP=/results \
 		sh /bin/kernel-matrix-steps.sh vm /bin /data /results
 else
 	echo "MATRIX data_disk=failed"
@@ -195,7 +194,7 @@ for s in $SERIES; do
 		targets+=("$s=$WORK/missing-$s")
 		continue
 	fi
-	pkgver=$(basename "$(cat "$kdir/.package")" .deb)
+	pkgver=${kdir##*/} # kernel_dir extracts next to the .deb, under its name
 	vmlinuz=$(ls "$kdir"/boot/vmlinuz-* | head -1)
 	log "$s: booting $(basename "$vmlinuz") under QEMU TCG"
 	d=$WORK/$s

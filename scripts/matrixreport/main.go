@@ -128,8 +128,7 @@ func must(err error) {
 	}
 }
 
-// readKV reads matrix.txt: "key=value" lines; a line whose every word is a
-// key=value pair holds several.
+// readKV reads matrix.txt: one "key=value" per line (values may hold spaces).
 func readKV(path string) map[string]string {
 	kv := map[string]string{}
 	f, err := os.Open(path)
@@ -139,18 +138,7 @@ func readKV(path string) map[string]string {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		words := strings.Fields(line)
-		all := len(words) > 1
-		for _, w := range words {
-			all = all && strings.Contains(w, "=")
-		}
-		if all {
-			for _, w := range words {
-				k, v, _ := strings.Cut(w, "=")
-				kv[k] = v
-			}
-		} else if k, v, ok := strings.Cut(line, "="); ok {
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
 			kv[k] = v
 		}
 	}

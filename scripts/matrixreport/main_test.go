@@ -46,8 +46,8 @@ func TestReadRow(t *testing.T) {
 	}
 	write("matrix.txt", strings.Join([]string{
 		"target=vm", "kernel=6.1.0-57-cloud-amd64", "cpuidle_driver=acpi_idle", "cpuidle_governor=menu",
-		"cpuidle_states=POLL,C1", "btf=yes", "referee_rc=1 referee_s=9", "record_rc=0", "info_rc=0", "stats_rc=0",
-		"classic_rc=0", "nobtf_rc=1 nobtf_lines=1 nobtf_file=none", "kbtf_rc=0", "steps=done",
+		"cpuidle_states=POLL,C1", "btf=yes", "referee_rc=1", "record_rc=0", "stats_rc=0",
+		"classic_rc=0", "nobtf_rc=1", "nobtf_lines=1", "nobtf_file=none", "kbtf_rc=0", "steps=done",
 		"machine=QEMU TCG, 2 CPUs", "total_s=42"}, "\n"))
 	write("referee.log", `=== RUN   TestKernelReferee
 === RUN   TestKernelReferee/cpuidle-counters
