@@ -485,12 +485,18 @@ func result(r Row) string {
 	return "FAIL (" + strings.Join(failed, ", ") + ")"
 }
 
+// rowCells are the cells the console table and the Markdown report share,
+// from "result" to "inputs missing".
+func rowCells(r Row) []string {
+	return []string{result(r), driver(r), refereeCell(r), short(r.Checks["record"]), short(r.Checks["stats"]),
+		short(r.Checks["classic"]), short(r.Checks["no-btf"]), attach(r), missingInputs(r)}
+}
+
 func consoleTable(rows []Row) string {
 	head := []string{"kernel", "result", "cpuidle driver", "referee counters/block/wakes/latency", "record", "stats", "classic", "no BTF", "attach", "inputs missing", "s"}
 	cells := [][]string{head}
 	for _, r := range rows {
-		cells = append(cells, []string{label(r), result(r), driver(r), refereeCell(r), short(r.Checks["record"]), short(r.Checks["stats"]),
-			short(r.Checks["classic"]), short(r.Checks["no-btf"]), attach(r), missingInputs(r), strconv.Itoa(r.Seconds)})
+		cells = append(cells, append(append([]string{label(r)}, rowCells(r)...), strconv.Itoa(r.Seconds)))
 	}
 	width := make([]int, len(head))
 	for _, row := range cells {
@@ -530,8 +536,7 @@ func markdownReport(m Matrix) string {
 	fmt.Fprintf(&b, "# Kernel matrix, %s\n\nWritten by `scripts/kernel-matrix.sh` (`make test-kernels`); the README's requirements section is generated from `kernel-matrix.json`.\n\n", m.Date)
 	b.WriteString("| kernel | machine | result | cpuidle driver | referee: counters / block / wakes / wake latency | record | stats | classic fallback | no BTF | attach | inputs missing |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range m.Rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label(r), r.Machine, result(r), driver(r), refereeCell(r),
-			short(r.Checks["record"]), short(r.Checks["stats"]), short(r.Checks["classic"]), short(r.Checks["no-btf"]), attach(r), missingInputs(r))
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", label(r), r.Machine, strings.Join(rowCells(r), " | "))
 	}
 	for _, r := range m.Rows {
 		fmt.Fprintf(&b, "\n## %s\n\n", label(r))
