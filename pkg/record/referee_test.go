@@ -177,6 +177,9 @@ func snapshotWindows(r *trace.Reader) map[uint32][2]uint64 {
 func TestKernelReferee(t *testing.T) {
 	testenv.RequireRecorder(t)
 	path, fioIOs, disk, dev := recordWorkload(t)
+	if keep := os.Getenv("IDLETRACE_REFEREE_TRACE"); keep != "" {
+		keepCopy(t, path, keep) // the matrix keeps it with its results
+	}
 
 	r, err := trace.Open(path)
 	if err != nil {
