@@ -93,20 +93,21 @@ struct cpu_state {
 	__u8 pending;     /* pend holds a closed period waiting for its cause */
 	__u8 pend_timer;  /* pend's cause is a timer; submit at local_timer_exit */
 	__u8 tick_stopped_now; /* timer:tick_stop fired since the last entry */
-	__u8 pend_await;  /* pend waits for the next entry to learn the kernel's residency */
 	__u8 usage_known; /* usage_at_entry and time_at_entry hold the open period's state's counters */
-	__u8 iowait_known; /* nr_iowait was read at the open period's entry */
-	__u8 aborted_before; /* dev->last_residency_ns was 0 at the open period's entry */
+	/* The open period's kernel_flags gathered at its entry (iowait known,
+	 * aborted before, aborts counted); the exit adds the rest. */
+	__u8 kflags;
 	__u8 menu_ptr_known; /* menu_ptr holds menu's interval_ptr at the last entry */
 	__u8 menu_ptr;
-	__u8 aborts;      /* the open period's count of aborted attempts, if aborts_known */
-	__u8 aborts_known;
-	__u8 pad3[7];
+	__u8 aborts;      /* the open period's count of aborted attempts, if KERNEL_ABORTS_COUNTED */
+	__u8 pcpu_off_known; /* pcpu_off holds __per_cpu_offset[cpu] */
+	__u8 pad3[9];
 	__u32 nr_iowait;
 	__u32 pad2;
 	__u64 usage_at_entry;
 	__u64 time_at_entry;
 	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
+	__u64 pcpu_off;
 	struct idle_record pend;
 };
 
@@ -198,26 +199,37 @@ static __always_inline void submit_pending(struct cpu_state *st)
 {
 	st->pending = 0;
 	st->pend_timer = 0;
-	st->pend_await = 0;
 	submit_idle(&st->pend);
 }
 
-/* This CPU's cpuidle device: per_cpu(cpuidle_devices, cpu). */
-/* The address of cpu's instance of the per-CPU variable at sym (a
- * kallsyms address), or 0: __per_cpu_offset[cpu] + sym. */
-static __always_inline __u64 per_cpu_addr(__u64 sym, __u32 cpu)
+/* With a cpuidle device, a closed period waits for the next entry, when the
+ * kernel's own residency of it can be read. */
+static __always_inline int awaits_kernel(void)
 {
-	__u64 off = 0;
-	if (!sym || !per_cpu_offset_addr ||
-	    bpf_probe_read_kernel(&off, sizeof(off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8)))
-		return 0;
-	return sym + off;
+	return cpuidle_devices_addr != 0;
 }
 
+/* The address of cpu's instance of the per-CPU variable at sym (a
+ * kallsyms address), or 0: __per_cpu_offset[cpu] + sym, the offset read
+ * once (it does not change after boot). */
+static __always_inline __u64 per_cpu_addr(struct cpu_state *st, __u64 sym, __u32 cpu)
+{
+	if (!sym)
+		return 0;
+	if (!st->pcpu_off_known) {
+		if (!per_cpu_offset_addr ||
+		    bpf_probe_read_kernel(&st->pcpu_off, sizeof(st->pcpu_off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8)))
+			return 0;
+		st->pcpu_off_known = 1;
+	}
+	return sym + st->pcpu_off;
+}
+
+/* This CPU's cpuidle device: per_cpu(cpuidle_devices, cpu). */
 static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, __u32 cpu)
 {
 	if (!st->cpuidle_dev) {
-		__u64 p = per_cpu_addr(cpuidle_devices_addr, cpu), dev = 0;
+		__u64 p = per_cpu_addr(st, cpuidle_devices_addr, cpu), dev = 0;
 		if (p && !bpf_probe_read_kernel(&dev, sizeof(dev), (void *)p))
 			st->cpuidle_dev = dev;
 	}
@@ -230,15 +242,14 @@ static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, 
  * the governor, and the count is unknown. */
 static __always_inline void count_aborts(struct cpu_state *st, __u32 cpu)
 {
-	st->aborts_known = 0;
-	struct menu_device *md = (void *)per_cpu_addr(menu_devices_addr, cpu);
+	struct menu_device *md = (void *)per_cpu_addr(st, menu_devices_addr, cpu);
 	int ptr = 0;
 	if (!md || bpf_probe_read_kernel(&ptr, sizeof(ptr), (void *)((__u64)md + bpf_core_field_offset(struct menu_device, interval_ptr))))
 		return;
 	__u8 moved = ((__u8)ptr - st->menu_ptr) & 7;
 	if (st->menu_ptr_known && moved) {
 		st->aborts = moved - 1;
-		st->aborts_known = 1;
+		st->kflags |= KERNEL_ABORTS_COUNTED;
 	}
 	st->menu_ptr = (__u8)ptr;
 	st->menu_ptr_known = 1;
@@ -247,15 +258,14 @@ static __always_inline void count_aborts(struct cpu_state *st, __u32 cpu)
 /* rq->nr_iowait of this CPU, as menu_select() read it just before. */
 static __always_inline void read_nr_iowait(struct cpu_state *st, __u32 cpu)
 {
-	st->iowait_known = 0;
-	struct rq *rq = (void *)per_cpu_addr(runqueues_addr, cpu);
+	struct rq *rq = (void *)per_cpu_addr(st, runqueues_addr, cpu);
 	if (!rq)
 		return;
 	int n = 0;
 	if (bpf_probe_read_kernel(&n, sizeof(n), (void *)((__u64)rq + bpf_core_field_offset(struct rq, nr_iowait))))
 		return;
 	st->nr_iowait = n < 0 ? 0 : n;
-	st->iowait_known = 1;
+	st->kflags |= KERNEL_IOWAIT_KNOWN;
 }
 
 /* dev->states_usage[state].usage and .time_ns: the cpuidle core's own
@@ -296,13 +306,12 @@ static __always_inline void fill_kernel_residency(struct cpu_state *st, __u32 cp
 static __always_inline void note_state_usage(struct cpu_state *st, __u32 cpu, __u32 state)
 {
 	st->usage_known = 0;
-	st->aborted_before = 0;
 	struct cpuidle_device *dev = cpuidle_dev(st, cpu);
 	if (dev && !read_state_usage(dev, state, &st->usage_at_entry, &st->time_at_entry))
 		st->usage_known = 1;
 	/* The last stay's residency until this one ends; 0 after an abort. */
 	if (dev && bpf_core_field_exists(dev->last_residency_ns) && BPF_CORE_READ(dev, last_residency_ns) == 0)
-		st->aborted_before = 1;
+		st->kflags |= KERNEL_ABORTED_BEFORE;
 }
 
 /* Tick state from this CPU's tick_sched, once known. */
@@ -374,9 +383,9 @@ static __always_inline __s64 next_hrtimer_without(struct hrtimer_cpu_base *cb, _
 
 /* This CPU's clock event device's next_event, which is what delta_next is
  * measured to; 0 without the tick_cpu_device symbol. */
-static __always_inline __s64 clockevent_next(__u32 cpu)
+static __always_inline __s64 clockevent_next(struct cpu_state *st, __u32 cpu)
 {
-	struct tick_device *td = (void *)per_cpu_addr(tick_cpu_device_addr, cpu);
+	struct tick_device *td = (void *)per_cpu_addr(st, tick_cpu_device_addr, cpu);
 	if (!td)
 		return 0;
 	struct clock_event_device *dev = BPF_CORE_READ(td, evtdev);
@@ -402,7 +411,7 @@ static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_
 	int hres = cb && BPF_CORE_READ_BITFIELD_PROBED(cb, hres_active);
 	/* The device's own next event where its per-CPU pointer is known;
 	 * else what hrtimers programmed it to (high resolution) or the tick. */
-	__s64 next_event = clockevent_next(cpu);
+	__s64 next_event = clockevent_next(st, cpu);
 	if (next_event <= 0)
 		next_event = hres ? BPF_CORE_READ(cb, expires_next) : BPF_CORE_READ(ts, sched_timer.node.expires);
 	if (next_event <= 0 || next_event == KTIME_MAX)
@@ -428,7 +437,7 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	if (!st)
 		return;
 	if (st->pending) {
-		if (st->pend_await)
+		if (awaits_kernel())
 			fill_kernel_residency(st, cpu);
 		submit_pending(st);
 	}
@@ -446,6 +455,7 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	st->next_timer_ns = 0;
 	st->next_event_ns = 0;
 	st->flags = 0;
+	st->kflags = 0;
 	struct tick_sched *ts = (struct tick_sched *)st->tick_sched;
 	if (ts) {
 		read_tick_state(st, ts);
@@ -502,14 +512,8 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	r->flags = st->flags;
 	r->wake_cause = st->cause;
 	r->kernel_residency_ns = 0;
-	r->kernel_flags = st->iowait_known ? KERNEL_IOWAIT_KNOWN : 0;
-	if (st->aborted_before)
-		r->kernel_flags |= KERNEL_ABORTED_BEFORE;
-	r->aborts_before = 0;
-	if (st->aborts_known) {
-		r->kernel_flags |= KERNEL_ABORTS_COUNTED;
-		r->aborts_before = st->aborts;
-	}
+	r->kernel_flags = st->kflags;
+	r->aborts_before = (st->kflags & KERNEL_ABORTS_COUNTED) ? st->aborts : 0;
 	r->nr_iowait = st->nr_iowait;
 	/* What the governor's reflect, right after this exit, gets from
 	 * tick_nohz_idle_got_tick(): the tick ran in the idle loop since the
@@ -545,10 +549,7 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 
 	if (!cpu_wanted(cpu))
 		return;
-	/* With a cpuidle device, the period waits for the next entry, when
-	 * the kernel's own residency of it can be read. */
-	st->pend_await = cpuidle_devices_addr != 0;
-	if (r->wake_cause != WAKE_UNKNOWN && !st->pend_await) {
+	if (r->wake_cause != WAKE_UNKNOWN && !awaits_kernel()) {
 		submit_idle(r);
 		return;
 	}
@@ -576,7 +577,7 @@ static __always_inline void on_local_wake(__u32 cause, __s32 irq)
 	if (!st->pending || st->pend.wake_cause != WAKE_UNKNOWN)
 		return;
 	if (bpf_ktime_get_ns() - st->pend.exit_ns > PENDING_WINDOW_NS) {
-		if (!st->pend_await)
+		if (!awaits_kernel())
 			submit_pending(st);
 		return;
 	}
@@ -586,7 +587,7 @@ static __always_inline void on_local_wake(__u32 cause, __s32 irq)
 		st->pend_timer = 1; /* may turn out to be the tick */
 		return;
 	}
-	if (!st->pend_await)
+	if (!awaits_kernel())
 		submit_pending(st);
 }
 
@@ -606,7 +607,7 @@ static __always_inline void on_local_timer_exit(void)
 	if (!st || !st->pending || !st->pend_timer)
 		return;
 	st->pend_timer = 0;
-	if (!st->pend_await)
+	if (!awaits_kernel())
 		submit_pending(st);
 }
 

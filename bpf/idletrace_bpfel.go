@@ -45,20 +45,19 @@ type IdletraceCpuState struct {
 	Pending        uint8
 	PendTimer      uint8
 	TickStoppedNow uint8
-	PendAwait      uint8
 	UsageKnown     uint8
-	IowaitKnown    uint8
-	AbortedBefore  uint8
+	Kflags         uint8
 	MenuPtrKnown   uint8
 	MenuPtr        uint8
 	Aborts         uint8
-	AbortsKnown    uint8
-	Pad3           [7]uint8
+	PcpuOffKnown   uint8
+	Pad3           [9]uint8
 	NrIowait       uint32
 	Pad2           uint32
 	UsageAtEntry   uint64
 	TimeAtEntry    uint64
 	CpuidleDev     uint64
+	PcpuOff        uint64
 	Pend           struct {
 		_                 structs.HostLayout
 		Type              uint8

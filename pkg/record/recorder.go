@@ -225,7 +225,9 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	// snapshot instant is then in the trace.
 	end.Snapshot = TakeSnapshot(recorded, 0, rec.ioCounts)
 	end.IOInFlight, end.IOOrphanedAtStop = rec.ioInFlight(end.Snapshot)
-	rec.settleAwaiting(200 * time.Millisecond)
+	if cpuidleAddrs.devices != 0 { // only then do closed periods wait (awaits_kernel)
+		rec.settleAwaiting(200 * time.Millisecond)
+	}
 	closeAll(links)
 	links = nil
 	if loopErr == nil {
@@ -593,7 +595,7 @@ func (r *recording) settleAwaiting(limit time.Duration) {
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		waiting := false
 		for cpu := uint32(0); cpu < m.MaxEntries() && !waiting; cpu++ {
-			waiting = m.Lookup(cpu, &st) == nil && st.Pending != 0 && st.PendAwait != 0
+			waiting = m.Lookup(cpu, &st) == nil && st.Pending != 0
 		}
 		if !waiting {
 			return
