@@ -123,10 +123,11 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	tickAddr := tickHandlerAddr()
+	syms := kallsyms(append(slices.Clone(tickHandlerNames), cpuidleSymbolNames...)...) // one pass over a large file
+	tickAddr := tickHandlerAddr(syms)
 	var cpuidleAddrs cpuidleSymbols
 	if len(meta.States) > 0 {
-		if cpuidleAddrs = cpuidleSymbolAddrs(); cpuidleAddrs.devices == 0 {
+		if cpuidleAddrs = cpuidleSymbolAddrs(syms); cpuidleAddrs.devices == 0 {
 			warn("cpuidle_devices and __per_cpu_offset are not in /proc/kallsyms (CONFIG_KALLSYMS_ALL): residencies are the traced ones, which include the tracepoints' own time")
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -208,7 +209,11 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, co
 			for try := 0; ; try++ {
 				t := MonotonicNs()
 				after := readCounters(cpu)
-				if sameCounters(before, after) || try == snapshotTries {
+				// No idle period completed between the two reads. Usage alone
+				// is not enough: a state's usage and time are separate
+				// files, and a period completing between reading one and the
+				// other leaves the usage unchanged but the time moved.
+				if slices.Equal(before.States, after.States) || try == snapshotTries {
 					s.CPUTimeNs[i], s.CPUIdle[i] = t, after
 					break
 				}
@@ -231,22 +236,6 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, co
 // snapshotTries bounds the re-reads of a CPU's counters when idle periods
 // keep completing while they are read.
 const snapshotTries = 20
-
-// sameCounters: no idle period completed between the two reads. Usage
-// alone is not enough: a state's usage and time are separate files, and a
-// period completing between reading one and the other leaves the usage
-// unchanged in both reads but the time moved in the second.
-func sameCounters(a, b trace.CPUCounters) bool {
-	if len(a.States) != len(b.States) {
-		return false
-	}
-	for j := range a.States {
-		if a.States[j] != b.States[j] {
-			return false
-		}
-	}
-	return true
-}
 
 // kernelConfig reads CONFIG_* values from /proc/config.gz or /boot/config-RELEASE.
 func kernelConfig(release string) map[string]string {
@@ -408,10 +397,8 @@ func pollingMask(m *trace.Metadata) uint32 {
 // /proc/kallsyms: tick_sched_timer up to 6.7, tick_nohz_highres_handler in
 // 6.8, tick_nohz_handler since 6.9. Before 6.9 a tick_nohz_handler exists
 // too, but it is the low-resolution clockevent handler, so it comes last.
-func tickHandlerAddr() uint64 {
-	names := []string{"tick_sched_timer", "tick_nohz_highres_handler", "tick_nohz_handler"}
-	found := kallsyms(names...)
-	for _, n := range names {
+func tickHandlerAddr(found map[string]uint64) uint64 {
+	for _, n := range tickHandlerNames {
 		if a := found[n]; a != 0 {
 			return a
 		}
@@ -426,16 +413,20 @@ func tickHandlerAddr() uint64 {
 // aborted attempts), and the per-CPU offsets array.
 type cpuidleSymbols struct{ devices, runqueues, tickDevice, menuDevices, perCPUOffset uint64 }
 
-// cpuidleSymbolAddrs reads them from /proc/kallsyms, which lists data
-// symbols only with CONFIG_KALLSYMS_ALL; zero when one is missing.
-func cpuidleSymbolAddrs() cpuidleSymbols {
-	found := kallsyms("cpuidle_devices", "runqueues", "tick_cpu_device", "menu_devices", "__per_cpu_offset")
+// cpuidleSymbolAddrs takes them from kallsyms, which lists data symbols
+// only with CONFIG_KALLSYMS_ALL; zero when one is missing.
+func cpuidleSymbolAddrs(found map[string]uint64) cpuidleSymbols {
 	s := cpuidleSymbols{found["cpuidle_devices"], found["runqueues"], found["tick_cpu_device"], found["menu_devices"], found["__per_cpu_offset"]}
 	if s.devices == 0 || s.perCPUOffset == 0 {
 		return cpuidleSymbols{}
 	}
 	return s
 }
+
+var (
+	tickHandlerNames   = []string{"tick_sched_timer", "tick_nohz_highres_handler", "tick_nohz_handler"}
+	cpuidleSymbolNames = []string{"cpuidle_devices", "runqueues", "tick_cpu_device", "menu_devices", "__per_cpu_offset"}
+)
 
 // kallsyms returns the non-zero addresses of the named kernel symbols.
 func kallsyms(names ...string) map[string]uint64 {
