@@ -262,7 +262,8 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 			nrIOWait = cols[12].i32()
 		}
 		var nextEvent int64
-		if flags2&idleFlag2EventKnown != 0 && present > 11 {
+		eventKnown := flags2&idleFlag2EventKnown != 0 && present > 11
+		if eventKnown {
 			nextEvent = nextTimer + cols[11].varint()
 		}
 		if bad {
@@ -283,7 +284,7 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 			NextTimerNs:       nextTimer,
 			NextTimerKnown:    flags&idleFlagTimerKnown != 0,
 			NextEventNs:       nextEvent,
-			NextEventKnown:    flags2&idleFlag2EventKnown != 0 && present > 11,
+			NextEventKnown:    eventKnown,
 			TickStopped:       triFromBits(flags & 3),
 			TickStoppedBefore: triFromBits(flags2 & 3),
 			GotTick:           triFromBits(flags2 >> 3 & 3),
