@@ -314,31 +314,25 @@ static __always_inline void note_state_usage(struct cpu_state *st, __u32 cpu, __
 		st->kflags |= KERNEL_ABORTED_BEFORE;
 }
 
-/* Tick state from this CPU's tick_sched, once known. */
-static __always_inline void read_tick_state(struct cpu_state *st, struct tick_sched *ts)
+/* Tick state from this CPU's tick_sched, once known. Returns whether NOHZ
+ * idle is active on this CPU: otherwise the tick can never stop and the
+ * sleep length is delta_next (can_stop_idle_tick()). Since 6.9 one flags
+ * word holds both. */
+static __always_inline int read_tick_state(struct cpu_state *st, struct tick_sched *ts)
 {
 	if (bpf_core_field_exists(ts->flags)) {
 		unsigned long f = BPF_CORE_READ(ts, flags);
 		st->flags |= IDLE_TICK_STOPPED_KNOWN;
 		if (f & TS_FLAG_STOPPED)
 			st->flags |= IDLE_TICK_STOPPED;
-	} else {
-		struct tick_sched___old *old = (void *)ts;
-		if (bpf_core_field_exists(old->tick_stopped)) {
-			st->flags |= IDLE_TICK_STOPPED_KNOWN;
-			if (BPF_CORE_READ_BITFIELD_PROBED(old, tick_stopped))
-				st->flags |= IDLE_TICK_STOPPED;
-		}
+		return (f & TS_FLAG_NOHZ) != 0;
 	}
-}
-
-/* NOHZ idle active on this CPU: otherwise the tick can never stop and the
- * sleep length is delta_next (can_stop_idle_tick()). */
-static __always_inline int nohz_active(struct tick_sched *ts)
-{
-	if (bpf_core_field_exists(ts->flags))
-		return (BPF_CORE_READ(ts, flags) & TS_FLAG_NOHZ) != 0;
 	struct tick_sched___old *old = (void *)ts;
+	if (bpf_core_field_exists(old->tick_stopped)) {
+		st->flags |= IDLE_TICK_STOPPED_KNOWN;
+		if (BPF_CORE_READ_BITFIELD_PROBED(old, tick_stopped))
+			st->flags |= IDLE_TICK_STOPPED;
+	}
 	if (bpf_core_field_exists(old->nohz_mode))
 		return BPF_CORE_READ(old, nohz_mode) != 0;
 	return 1;
@@ -402,7 +396,7 @@ static __always_inline __s64 clockevent_next(struct cpu_state *st, __u32 cpu)
  * stays) or the tick cannot stop. A timer_expires before the entry time is
  * left from an earlier entry whose governor did not query it (menu skips
  * the query on short predictions) and counts as 0. */
-static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_sched *ts, __u32 cpu)
+static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_sched *ts, __u32 cpu, int nohz)
 {
 	__s64 now = BPF_CORE_READ(ts, idle_entrytime);
 	if (now <= 0)
@@ -421,7 +415,7 @@ static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_
 
 	__s64 sleep = next_event;
 	__s64 expires = BPF_CORE_READ(ts, timer_expires);
-	if (expires >= now && nohz_active(ts)) {
+	if (expires >= now && nohz) {
 		__s64 other = hres ? next_hrtimer_without(cb, (__u64)&ts->sched_timer) : KTIME_MAX;
 		sleep = expires < other ? expires : other;
 	}
@@ -458,8 +452,7 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	st->kflags = 0;
 	struct tick_sched *ts = (struct tick_sched *)st->tick_sched;
 	if (ts) {
-		read_tick_state(st, ts);
-		read_sleep_length(st, ts, cpu);
+		read_sleep_length(st, ts, cpu, read_tick_state(st, ts));
 	}
 	/* The governor saw the tick state before this entry's decision: the
 	 * same as after it, unless the decision itself stopped the tick. */
