@@ -138,16 +138,6 @@ func newTable(p *Profile, disable []int, maxCState int) *table {
 	return t
 }
 
-// states returns the table as []State for ClassifyMiss.
-func (t *table) states() []State {
-	out := make([]State, t.n)
-	for i := range out {
-		out[i] = State{Name: t.name[i], ExitLatencyNs: uint64(t.el[i]), TargetResidencyNs: uint64(t.tr[i]),
-			Polling: t.polling[i], Disabled: t.disabled[i], Power: t.power[i]}
-	}
-	return out
-}
-
 // paidLatency is what a wake-up pays in state i: its exit latency, nothing
 // while polling.
 func (t *table) paidLatency(i int) int64 {

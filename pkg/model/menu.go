@@ -520,10 +520,11 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 	if len(en) > 0 {
 		idx = int(en[0])
 	}
-	if k := t.walk(predicted, latReq); k < len(en) {
-		if k > 0 {
-			idx = int(en[k-1])
-		}
+	k := t.walk(predicted, latReq)
+	if k > 0 {
+		idx = int(en[k-1])
+	}
+	if k < len(en) {
 		i := int(en[k])
 		r := &rs[i]
 		switch {
@@ -544,8 +545,6 @@ func (m *menuGov) selectState(in *selInput) (int, bool) {
 			}
 			return idx, true
 		}
-	} else if k > 0 {
-		idx = int(en[k-1])
 	}
 	if idx == -1 {
 		idx = 0

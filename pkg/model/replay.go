@@ -570,7 +570,6 @@ type polSim struct {
 	kind     Governor
 	gk       govKind // kind as a small integer for the hot paths
 	tab      *table
-	states   []State // tab as []State for ClassifyMiss
 	cpus     []*cpuSim
 	pollNs   int64 // static poll limit; 0: no polling state; noLimit: unbounded
 	dynPoll  bool  // haltpoll owns the limit
@@ -611,13 +610,6 @@ const (
 	obsOracle            // state, residency, latReq
 )
 
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 type cpuSim struct {
 	gov  governor // &menu for menu
 	menu menuGov
@@ -635,32 +627,13 @@ type cpuSim struct {
 	holdAt       int64
 	pollDeadline int64
 	nextTick     int64
-	// nextEvent is the first of the open stay's own events advance
-	// handles (poll deadline, tick); noLimit when none or no stay is open.
-	nextEvent  int64
-	latAtStart int64
-	recCounts  [MaxStates]uint32
-	nextTimer  int64
-	deltaNext  int64 // the recorded next clock event for a selection at deltaAt
-	deltaAt    int64
+	latAtStart   int64
+	recCounts    [MaxStates]uint32
 	// idleEntry is the kernel's tick_sched.idle_entrytime as this policy's
-	// timeline has it: the recorded one (recIdleEntry) at a recorded
-	// selection, moved only by an interrupt (a tick) in between. A poll
-	// that times out does not move it, so the re-selection after it gets
-	// the same sleep length as the first (tick_nohz_get_sleep_length()).
-	idleEntry    int64
-	recIdleEntry int64
-	nrIOWait     int64 // the recorded period's nr_iowait
-	// pollRanOnTo: the recorded exit of a poll that ran past the kernel's
-	// limit; unknownTime if not.
-	pollRanOnTo int64
-	// tickFreeTo: the recorded period's exit when its stay shows that no
-	// tick came before it (periodInfo.tickFree), else 0: the tick grid of
-	// the CPU's last tick wake-up does not hold there.
-	tickFreeTo int64
-	// aborts applies to the selection at deltaAt only.
-	aborts int
-	in     selInput // scratch, kept here so it does not escape per selection
+	// timeline has it: the recorded one at a recorded selection, moved
+	// only by an interrupt (a tick) in between.
+	idleEntry int64
+	in        selInput // scratch, kept here so it does not escape per selection
 }
 
 func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool) (*polSim, error) {
@@ -689,7 +662,6 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 		dis = append(dis, i)
 	}
 	ps.tab = newTable(prof, dis, pol.MaxCState)
-	ps.states = ps.tab.states()
 	n := ps.tab.n
 	ps.timeNs = make([]int64, n)
 	ps.wakeCount = make([]uint64, n)
@@ -734,7 +706,7 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 }
 
 func (ps *polSim) newCPU() *cpuSim {
-	cs := &cpuSim{nextEvent: noLimit}
+	cs := &cpuSim{}
 	switch ps.kind {
 	case GovMenu:
 		cs.menu.init(ps.tab, &ps.mflags)
@@ -764,22 +736,14 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 	}
 	sleep := max(pi.nextTimer-pi.idleEntry, 0)
 	dt, _ := ps.r.deltaTick(c, pi.e, pi.idleEntry, sleep, pi.deltaNext, pi.tickStopped, 0)
-	in := selInput{latReq: ps.latReq(c, pi.e), sleepLen: sleep, deltaTick: dt, tickStopped: pi.tickStopped, nrIOWait: pi.nrIOWait,
-		aborts: pi.aborts}
-	idx, _ := cs.shadow.selectState(&in)
+	in := &cs.in // scratch, as in selectAt: a local would escape
+	in.latReq, in.sleepLen, in.deltaTick, in.tickStopped = ps.latReq(c, pi.e), sleep, dt, pi.tickStopped
+	in.nrIOWait, in.aborts = pi.nrIOWait, pi.aborts
+	idx, _ := cs.shadow.selectState(in)
 	if pi.rec >= 0 {
 		cs.shadow.reflect(pi.rec, pi.residency, pi.kind == endTick || pi.gotTick, pi.kind == endPoll)
 	}
 	return idx
-}
-
-// abortsAt is the aborted attempts a selection at t follows: the recorded
-// ones for the selection at the recorded entry, none for later ones.
-func (cs *cpuSim) abortsAt(t int64) int {
-	if t == cs.deltaAt {
-		return cs.aborts
-	}
-	return 0
 }
 
 func (ps *polSim) latReq(c *cpuShared, t int64) int64 {
@@ -891,8 +855,7 @@ func (ps *polSim) wholeStay(s int, d, res int64) {
 	ps.timeNs[s] += d
 	ps.energy += t.power[s]*float64(d) + t.overhead[s]
 	if res >= 0 {
-		a, b := ClassifyMiss(ps.states, s, uint64(res))
-		ps.count(a, b)
+		ps.count(t.rows[s].classify(res))
 	}
 	ps.selections++
 }
@@ -921,24 +884,12 @@ func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
 }
 
 func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
-	cs.nextTimer = pi.nextTimer
-	cs.deltaNext, cs.deltaAt, cs.recIdleEntry = pi.deltaNext, pi.e, pi.idleEntry
-	cs.nrIOWait = pi.nrIOWait
-	cs.tickFreeTo = 0
-	if pi.tickFree {
-		cs.tickFreeTo = pi.x
-	}
-	cs.pollRanOnTo = unknownTime
-	if pi.pollRanOn && pi.rec >= 0 && pi.rec < ps.tab.n && ps.tab.polling[pi.rec] {
-		cs.pollRanOnTo = pi.x
-	}
-	cs.aborts = pi.aborts
 	if cs.hold {
 		cs.hold = false
 		if pi.chain {
 			if cs.needSelect {
 				cs.needSelect = false
-				ps.selectAt(c, cs, cs.holdAt, pi.e)
+				ps.selectAt(c, cs, pi, cs.holdAt, pi.e)
 			}
 		} else {
 			ps.endEpisode(cs, cs.holdAt, false, false)
@@ -949,9 +900,9 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		cs.needSelect = false
 		cs.epStart = pi.e
 		cs.tickStopped = pi.tickStopped
-		ps.selectAt(c, cs, pi.e, pi.e)
-	} else if cs.nextEvent < pi.e {
-		ps.advance(c, cs, pi.e, endGenuine)
+		ps.selectAt(c, cs, pi, pi.e, pi.e)
+	} else if next, _ := cs.nextEvent(ps.tab); next < pi.e {
+		ps.advance(c, cs, pi, pi.e, endGenuine)
 	}
 	// Periods the cpuidle core did not count (residency < 0) were no
 	// governor's selection.
@@ -966,20 +917,14 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		// most of all under emulation: the kernel's own stay shows that
 		// its next tick came after x.
 		cs.nextTick = ps.r.nextBoundary(c, pi.x)
-		if !ps.tab.polling[cs.state] { // a poll's next event is its deadline
-			cs.nextEvent = cs.nextTick
-		}
 	}
-	if cs.nextEvent < pi.x {
-		ps.advance(c, cs, pi.x, pi.kind)
+	if next, _ := cs.nextEvent(ps.tab); next < pi.x {
+		ps.advance(c, cs, pi, pi.x, pi.kind)
 	}
 	t := ps.tab
 	switch pi.kind {
 	case endGenuine:
-		var lat int64
-		if r := &t.rows[cs.state]; !r.polling {
-			lat = r.el
-		}
+		lat := t.paidLatency(cs.state)
 		ps.endEpisode(cs, pi.x, true, pi.gotTick)
 		return lat
 	case endTick:
@@ -1000,18 +945,10 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 // advance runs the policy's own events (poll time limits, tick wake-ups
 // while it keeps the tick) strictly before until. A poll deadline or tick
 // just before a recorded poll timeout or tick at until is left to it.
-func (ps *polSim) advance(c *cpuShared, cs *cpuSim, until int64, kind endKind) {
-	t := ps.tab
+func (ps *polSim) advance(c *cpuShared, cs *cpuSim, pi *periodInfo, until int64, kind endKind) {
 	for cs.segOpen {
-		// A tick interrupts a poll without ending it (poll_idle() stops
-		// only on need_resched or its time limit); it ends a halted stay.
-		next, isTick := noLimit, false
-		polling := t.polling[cs.state]
-		if polling {
-			next = cs.pollDeadline
-		} else if !cs.tickStopped && cs.nextTick < next {
-			next, isTick = cs.nextTick, true
-		}
+		next, isTick := cs.nextEvent(ps.tab)
+		polling := !isTick && ps.tab.rows[cs.state].polling
 		if next >= until {
 			return
 		}
@@ -1027,8 +964,24 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, until int64, kind endKind) {
 			cs.idleEntry = cs.nextTick
 		}
 		ps.endSegment(cs, next, tickSeen, !isTick)
-		ps.selectAt(c, cs, next, next)
+		ps.selectAt(c, cs, pi, next, next)
 	}
+}
+
+// nextEvent is the first of the open stay's own events advance handles:
+// a poll's deadline, or the tick while it runs (a tick interrupts a poll
+// without ending it: poll_idle() stops only on need_resched or its time
+// limit; it ends a halted stay); noLimit when none or no stay is open.
+func (cs *cpuSim) nextEvent(t *table) (next int64, isTick bool) {
+	switch {
+	case !cs.segOpen:
+		return noLimit, false
+	case t.rows[cs.state].polling:
+		return cs.pollDeadline, false
+	case !cs.tickStopped:
+		return cs.nextTick, true
+	}
+	return noLimit, false
 }
 
 // deltaTick is the delta_next a governor selecting at t gets, measured
@@ -1058,10 +1011,6 @@ func (r *Replay) nextBoundary(c *cpuShared, t int64) int64 {
 	if g := c.nbCache; c.nbValid && t < g && t >= g-r.tick {
 		return g
 	}
-	return r.nextBoundaryMiss(c, t)
-}
-
-func (r *Replay) nextBoundaryMiss(c *cpuShared, t int64) int64 {
 	g := c.nbCache
 	if c.nbValid && t >= g && t < g+r.tick {
 		c.nbCache = g + r.tick
@@ -1081,25 +1030,29 @@ func (r *Replay) nextBoundarySlow(c *cpuShared, t int64) int64 {
 	return c.tickRef + (k+1)*r.tick
 }
 
-func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
+func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t int64) {
 	tab := ps.tab
 	in := &cs.in
-	lat := min(c.baseLat, ps.qos)
-	if ps.blk != nil && ps.blkLimit < lat && ps.blk.active(c.id, t) {
-		lat = ps.blkLimit
-	}
+	lat := ps.latReq(c, t)
 	stopped := cs.tickStopped
-	deltaNext := unknownTime
-	if t == cs.deltaAt {
-		deltaNext = cs.deltaNext
-		cs.idleEntry = cs.recIdleEntry
+	// The recorded selection at the period's entry gets the kernel's own
+	// inputs; later ones only what follows from them.
+	atEntry := t == pi.e
+	deltaNext, aborts := unknownTime, 0
+	if atEntry {
+		deltaNext, aborts = pi.deltaNext, pi.aborts
+		cs.idleEntry = pi.idleEntry
 	}
-	sleep := max(cs.nextTimer-cs.idleEntry, 0)
-	dt, nb := ps.r.deltaTick(c, t, cs.idleEntry, sleep, deltaNext, stopped, cs.tickFreeTo)
+	var tickFreeTo int64
+	if pi.tickFree {
+		tickFreeTo = pi.x
+	}
+	sleep := max(pi.nextTimer-cs.idleEntry, 0)
+	dt, nb := ps.r.deltaTick(c, t, cs.idleEntry, sleep, deltaNext, stopped, tickFreeTo)
 	// Field by field: a composite literal is built on the stack and copied
 	// with wide loads that stall on the narrow stores just before them.
 	in.latReq, in.sleepLen, in.deltaTick, in.tickStopped = lat, sleep, dt, stopped
-	in.nrIOWait, in.aborts = cs.nrIOWait, cs.abortsAt(t)
+	in.nrIOWait, in.aborts = pi.nrIOWait, aborts
 	var idx int
 	var stop bool
 	if ps.gk == gkMenu {
@@ -1111,7 +1064,7 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 		idx = max(min(idx, tab.n-1), 0)
 	}
 	if ps.obs != nil {
-		ps.obsBuf = [8]int64{obsSelect, int64(c.id), t, in.latReq, in.sleepLen, in.deltaTick, b2i(in.tickStopped)<<1 | b2i(stop), int64(idx)}
+		ps.obsBuf = [8]int64{obsSelect, int64(c.id), t, in.latReq, in.sleepLen, in.deltaTick, int64(b2int(in.tickStopped)<<1 | b2int(stop)), int64(idx)}
 		ps.obs(&ps.obsBuf)
 	}
 	if stop {
@@ -1122,7 +1075,6 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 	cs.segStart = segStart
 	cs.segOpen = true
 	ps.selections++
-	next := noLimit
 	if tab.rows[idx].polling {
 		lim := ps.pollNs
 		if ps.dynPoll {
@@ -1134,16 +1086,11 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, segStart, t int64) {
 			cs.pollDeadline = t + lim
 			// A poll the kernel itself let run past its limit ends where
 			// the recorded one ended, under a limit no shorter.
-			if t == cs.deltaAt && cs.pollRanOnTo != unknownTime && lim >= ps.r.kernelPollNs {
-				cs.pollDeadline = max(cs.pollDeadline, cs.pollRanOnTo)
+			if atEntry && pi.pollRanOn && lim >= ps.r.kernelPollNs && pi.rec >= 0 && pi.rec < tab.n && tab.polling[pi.rec] {
+				cs.pollDeadline = max(cs.pollDeadline, pi.x)
 			}
 		}
-		next = cs.pollDeadline
 	}
-	if !cs.tickStopped && nb < next && !tab.rows[idx].polling {
-		next = nb
-	}
-	cs.nextEvent = next
 }
 
 func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool) {
@@ -1155,7 +1102,7 @@ func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool) {
 	a, b := row.classify(d)
 	ps.count(a, b)
 	if ps.obs != nil {
-		ps.obsBuf = [8]int64{obsEnd, int64(s), d, b2i(tickWake)<<1 | b2i(pollTO)}
+		ps.obsBuf = [8]int64{obsEnd, int64(s), d, int64(b2int(tickWake)<<1 | b2int(pollTO))}
 		ps.obs(&ps.obsBuf)
 	}
 	if ps.gk == gkMenu {
@@ -1164,7 +1111,6 @@ func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool) {
 		cs.gov.reflect(s, d, tickWake, pollTO)
 	}
 	cs.segOpen = false
-	cs.nextEvent = noLimit
 }
 
 func (ps *polSim) endEpisode(cs *cpuSim, t int64, counted, gotTick bool) {

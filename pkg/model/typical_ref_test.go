@@ -161,11 +161,10 @@ func TestTableRowsMatchDefinitions(t *testing.T) {
 			st[i] = State{Name: string(rune('A' + i)), ExitLatencyNs: el, TargetResidencyNs: tr, Disabled: rng.IntN(4) == 0, Power: 1}
 		}
 		tab := newTable(&Profile{Name: "r", HZ: 250, States: st}, nil, -1)
-		states := tab.states()
 		for k := 0; k < 20; k++ {
 			d := int64(rng.IntN(1_200_000))
 			s := rng.IntN(n)
-			a1, b1 := ClassifyMiss(states, s, uint64(d))
+			a1, b1 := ClassifyMiss(st, s, uint64(d))
 			a2, b2 := tab.rows[s].classify(d)
 			if a1 != a2 || b1 != b2 {
 				t.Fatalf("classify state %d of %+v at %d: (%v,%v), ClassifyMiss (%v,%v)", s, st, d, a2, b2, a1, b1)
