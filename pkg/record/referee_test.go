@@ -89,37 +89,19 @@ func recordWorkload(t *testing.T) (path string, fioIOs uint64, disk string, dev 
 	if out, err := layout.CombinedOutput(); err != nil {
 		t.Fatalf("fio layout: %v\n%s", err, out)
 	}
-	unix.Sync()
-	disk, dev = diskOf(t, data)
-
-	path = filepath.Join(dir, "referee.trace")
-	finish := startRecording(t, path)
-
 	var fioOut []byte
-	var fioErr, perfErr error
-	var perfOut []byte
-	var wl sync.WaitGroup
-	wl.Add(2)
-	go func() {
-		defer wl.Done()
-		fioOut, fioErr = exec.Command(fio, "--name=referee", "--filename="+data, "--size=64M", "--rw=randread",
-			"--bs=4k", "--direct=1", "--ioengine=psync", "--runtime=3", "--time_based", "--output-format=json").Output()
-	}()
-	go func() {
-		defer wl.Done()
-		perfOut, perfErr = exec.Command("taskset", "-c", "0,1", perf, "bench", "sched", "pipe", "-l", "30000").CombinedOutput()
-	}()
-	wl.Wait()
-	sum, recErr := finish()
-	if fioErr != nil {
-		t.Fatalf("fio: %v", fioErr)
-	}
-	if perfErr != nil {
-		t.Fatalf("perf bench sched pipe: %v\n%s", perfErr, perfOut)
-	}
-	if recErr != nil {
-		t.Fatalf("record: %v", recErr)
-	}
+	path, disk, dev, sum := recordWhile(t, dir, data, func() (err error) {
+		if fioOut, err = exec.Command(fio, "--name=referee", "--filename="+data, "--size=64M", "--rw=randread",
+			"--bs=4k", "--direct=1", "--ioengine=psync", "--runtime=3", "--time_based", "--output-format=json").Output(); err != nil {
+			return fmt.Errorf("fio: %v", err)
+		}
+		return nil
+	}, func() error {
+		if out, err := exec.Command("taskset", "-c", "0,1", perf, "bench", "sched", "pipe", "-l", "30000").CombinedOutput(); err != nil {
+			return fmt.Errorf("perf bench sched pipe: %v\n%s", err, out)
+		}
+		return nil
+	})
 	var fr fioResult
 	if err := json.Unmarshal(fioOut[strings.IndexByte(string(fioOut), '{'):], &fr); err != nil || len(fr.Jobs) == 0 {
 		t.Fatalf("fio output: %v\n%s", err, fioOut)
@@ -131,6 +113,38 @@ func recordWorkload(t *testing.T) (path string, fioIOs uint64, disk string, dev 
 	}
 	t.Logf("recorded %d idle periods, %d IO requests, %d lost; fio did %d reads", sum.IdlePeriods, sum.BlockIOs, sum.Lost, fr.Jobs[0].Read.TotalIOs)
 	return path, fr.Jobs[0].Read.TotalIOs, disk, dev
+}
+
+// recordWhile records into dir/referee.trace while the workloads run side
+// by side: they start after the start snapshot (every program attached)
+// and end before the end snapshot. disk and dev are the block device that
+// holds data (synced first, so the recording sees only the workloads' IO).
+func recordWhile(t *testing.T, dir, data string, workloads ...func() error) (path, disk string, dev uint32, sum *record.Summary) {
+	t.Helper()
+	unix.Sync()
+	disk, dev = diskOf(t, data)
+	path = filepath.Join(dir, "referee.trace")
+	finish := startRecording(t, path)
+	errs := make([]error, len(workloads))
+	var wl sync.WaitGroup
+	for i, w := range workloads {
+		wl.Add(1)
+		go func() {
+			defer wl.Done()
+			errs[i] = w()
+		}()
+	}
+	wl.Wait()
+	sum, recErr := finish()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if recErr != nil {
+		t.Fatalf("record: %v", recErr)
+	}
+	return path, disk, dev, sum
 }
 
 // startRecording records into path until the returned finish is called;

@@ -52,35 +52,18 @@ func recordVMWorkload(t *testing.T) (path string, reads uint64, disk string, dev
 	if err := writeDataFile(data, vmDataBytes); err != nil {
 		t.Fatal(err)
 	}
-	unix.Sync()
-	disk, dev = diskOf(t, data)
-
-	path = filepath.Join(dir, "referee.trace")
-	finish := startRecording(t, path)
-
-	var ioErr, pingErr error
 	var rounds uint64
-	var wl sync.WaitGroup
-	wl.Add(2)
-	go func() {
-		defer wl.Done()
-		reads, ioErr = directRandomReads(data, vmDataBytes, vmWorkloadFor)
-	}()
-	go func() {
-		defer wl.Done()
-		rounds, pingErr = pipePingPong(0, 1, vmWorkloadFor)
-	}()
-	wl.Wait()
-	sum, recErr := finish()
-	if ioErr != nil {
-		t.Fatalf("O_DIRECT reads: %v", ioErr)
-	}
-	if pingErr != nil {
-		t.Fatalf("pipe ping-pong: %v", pingErr)
-	}
-	if recErr != nil {
-		t.Fatalf("record: %v", recErr)
-	}
+	path, disk, dev, sum := recordWhile(t, dir, data, func() (err error) {
+		if reads, err = directRandomReads(data, vmDataBytes, vmWorkloadFor); err != nil {
+			return fmt.Errorf("O_DIRECT reads: %v", err)
+		}
+		return nil
+	}, func() (err error) {
+		if rounds, err = pipePingPong(0, 1, vmWorkloadFor); err != nil {
+			return fmt.Errorf("pipe ping-pong: %v", err)
+		}
+		return nil
+	})
 	t.Logf("VM workload: %d O_DIRECT 4 KiB reads, %d pipe round trips between CPUs 0 and 1", reads, rounds)
 	t.Logf("recorded %d idle periods, %d IO requests, %d lost", sum.IdlePeriods, sum.BlockIOs, sum.Lost)
 	return path, reads, disk, dev
