@@ -37,22 +37,24 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by Go before load. */
 volatile const __u32 polling_mask = 0;     /* bit i: state i is a polling state */
 volatile const __u64 wakeup_bytes = 65536; /* wake the reader past this much data */
-volatile const __u64 tick_handler = 0;     /* address of the tick's hrtimer function */
 volatile const __u8 cpu_filter_on = 0;     /* record idle periods only of CPUs in cpu_filter */
 volatile const __u8 record_io = 1;
 volatile const __u32 nr_cpus = 1024;       /* possible CPUs */
 volatile const __u8 have_tick_stop = 0;    /* timer:tick_stop is attached */
-/* Addresses of the per-CPU cpuidle_devices pointer and of __per_cpu_offset
- * (data symbols, in /proc/kallsyms with CONFIG_KALLSYMS_ALL); 0 without a
- * cpuidle driver or without them. */
-volatile const __u64 cpuidle_devices_addr = 0;
-volatile const __u64 per_cpu_offset_addr = 0;
-/* Addresses of the per-CPU runqueues and tick_cpu_device (kallsyms too);
- * 0 without them. */
-volatile const __u64 runqueues_addr = 0;
-volatile const __u64 tick_cpu_device_addr = 0;
-/* Address of the menu governor's per-CPU menu_devices (kallsyms); 0 without. */
-volatile const __u64 menu_devices_addr = 0;
+/* Offsets of per-CPU variables in the kernel's per-CPU section, from the
+ * vmlinux BTF (DATASEC .data..percpu), or PCPU_NONE. A CPU's copy of one
+ * lies at that CPU's per-CPU base plus its offset; the base is learned from
+ * the CPU's own hrtimer_bases, which every expiring hrtimer points to. No
+ * kallsyms address is needed: data symbols are missing without
+ * CONFIG_KALLSYMS_ALL, and every address is hidden by kptr_restrict from a
+ * reader without CAP_SYSLOG. */
+#define PCPU_NONE (~0ULL)
+volatile const __u64 pcpu_hrtimer_bases = PCPU_NONE;
+volatile const __u64 pcpu_tick_cpu_sched = PCPU_NONE;
+volatile const __u64 pcpu_cpuidle_devices = PCPU_NONE; /* PCPU_NONE also without a cpuidle driver */
+volatile const __u64 pcpu_runqueues = PCPU_NONE;
+volatile const __u64 pcpu_tick_cpu_device = PCPU_NONE;
+volatile const __u64 pcpu_menu_devices = PCPU_NONE;
 
 /* Referenced so that the types reach the object's BTF and bpf2go emits Go
  * types for them. */
@@ -100,14 +102,13 @@ struct cpu_state {
 	__u8 menu_ptr_known; /* menu_ptr holds menu's interval_ptr at the last entry */
 	__u8 menu_ptr;
 	__u8 aborts;      /* the open period's count of aborted attempts, if KERNEL_ABORTS_COUNTED */
-	__u8 pcpu_off_known; /* pcpu_off holds __per_cpu_offset[cpu] */
-	__u8 pad3[9];
+	__u8 pad3[10];
 	__u32 nr_iowait;
 	__u32 pad2;
 	__u64 usage_at_entry;
 	__u64 time_at_entry;
 	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
-	__u64 pcpu_off;
+	__u64 pcpu_base; /* this CPU's per-CPU base (0 = not yet learned) */
 	struct idle_record pend;
 };
 
@@ -206,30 +207,23 @@ static __always_inline void submit_pending(struct cpu_state *st)
  * kernel's own residency of it can be read. */
 static __always_inline int awaits_kernel(void)
 {
-	return cpuidle_devices_addr != 0;
+	return pcpu_cpuidle_devices != PCPU_NONE;
 }
 
-/* The address of cpu's instance of the per-CPU variable at sym (a
- * kallsyms address), or 0: __per_cpu_offset[cpu] + sym, the offset read
- * once (it does not change after boot). */
-static __always_inline __u64 per_cpu_addr(struct cpu_state *st, __u64 sym, __u32 cpu)
+/* The address of this CPU's copy of the per-CPU variable at offset off,
+ * or 0 while the CPU's per-CPU base is not known or without the variable. */
+static __always_inline __u64 per_cpu_addr(struct cpu_state *st, __u64 off)
 {
-	if (!sym)
+	if (off == PCPU_NONE || !st->pcpu_base)
 		return 0;
-	if (!st->pcpu_off_known) {
-		if (!per_cpu_offset_addr ||
-		    bpf_probe_read_kernel(&st->pcpu_off, sizeof(st->pcpu_off), (void *)(per_cpu_offset_addr + (__u64)cpu * 8)))
-			return 0;
-		st->pcpu_off_known = 1;
-	}
-	return sym + st->pcpu_off;
+	return st->pcpu_base + off;
 }
 
 /* This CPU's cpuidle device: per_cpu(cpuidle_devices, cpu). */
 static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, __u32 cpu)
 {
 	if (!st->cpuidle_dev) {
-		__u64 p = per_cpu_addr(st, cpuidle_devices_addr, cpu), dev = 0;
+		__u64 p = per_cpu_addr(st, pcpu_cpuidle_devices), dev = 0;
 		if (p && !bpf_probe_read_kernel(&dev, sizeof(dev), (void *)p))
 			st->cpuidle_dev = dev;
 	}
@@ -242,7 +236,7 @@ static __always_inline struct cpuidle_device *cpuidle_dev(struct cpu_state *st, 
  * the governor, and the count is unknown. */
 static __always_inline void count_aborts(struct cpu_state *st, __u32 cpu)
 {
-	struct menu_device *md = (void *)per_cpu_addr(st, menu_devices_addr, cpu);
+	struct menu_device *md = (void *)per_cpu_addr(st, pcpu_menu_devices);
 	int ptr = 0;
 	if (!md || bpf_probe_read_kernel(&ptr, sizeof(ptr), (void *)((__u64)md + bpf_core_field_offset(struct menu_device, interval_ptr))))
 		return;
@@ -258,7 +252,7 @@ static __always_inline void count_aborts(struct cpu_state *st, __u32 cpu)
 /* rq->nr_iowait of this CPU, as menu_select() read it just before. */
 static __always_inline void read_nr_iowait(struct cpu_state *st, __u32 cpu)
 {
-	struct rq *rq = (void *)per_cpu_addr(st, runqueues_addr, cpu);
+	struct rq *rq = (void *)per_cpu_addr(st, pcpu_runqueues);
 	if (!rq)
 		return;
 	int n = 0;
@@ -379,7 +373,7 @@ static __always_inline __s64 next_hrtimer_without(struct hrtimer_cpu_base *cb, _
  * measured to; 0 without the tick_cpu_device symbol. */
 static __always_inline __s64 clockevent_next(struct cpu_state *st, __u32 cpu)
 {
-	struct tick_device *td = (void *)per_cpu_addr(st, tick_cpu_device_addr, cpu);
+	struct tick_device *td = (void *)per_cpu_addr(st, pcpu_tick_cpu_device);
 	if (!td)
 		return 0;
 	struct clock_event_device *dev = BPF_CORE_READ(td, evtdev);
@@ -462,7 +456,7 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 			st->flags |= IDLE_TICK_WAS_STOPPED;
 	}
 	st->tick_stopped_now = 0;
-	if (cpuidle_devices_addr)
+	if (awaits_kernel())
 		note_state_usage(st, cpu, state);
 	read_nr_iowait(st, cpu);
 	count_aborts(st, cpu);
@@ -526,7 +520,7 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 		 * set need_resched) did not end it. Without the device, a poll
 		 * that ends with nothing having woken it ran out of its time
 		 * limit; anything else ended it through need_resched. */
-		struct cpuidle_device *dev = cpuidle_devices_addr ? cpuidle_dev(st, cpu) : 0;
+		struct cpuidle_device *dev = awaits_kernel() ? cpuidle_dev(st, cpu) : 0;
 		r->flags |= IDLE_POLL_TIMEOUT_KNOWN;
 		if (dev && bpf_core_field_exists(dev->poll_time_limit)) {
 			if (BPF_CORE_READ_BITFIELD_PROBED(dev, poll_time_limit)) {
@@ -604,17 +598,31 @@ static __always_inline void on_local_timer_exit(void)
 		submit_pending(st);
 }
 
-static __always_inline void on_hrtimer_expire(__u64 timer, __u64 function)
+/* Learns this CPU's per-CPU base from an expiring hrtimer (it runs on its
+ * own CPU's clock base, which points back to per_cpu(hrtimer_bases, cpu)),
+ * and with it where the CPU's tick_sched lives. */
+static __always_inline void learn_pcpu_base(struct cpu_state *st, struct hrtimer *timer, __u32 cpu)
 {
-	if (!tick_handler || function != tick_handler)
+	if (pcpu_hrtimer_bases == PCPU_NONE)
 		return;
+	struct hrtimer_cpu_base *cb = BPF_CORE_READ(timer, base, cpu_base);
+	if (!cb || BPF_CORE_READ(cb, cpu) != cpu)
+		return;
+	st->pcpu_base = (__u64)cb - pcpu_hrtimer_bases;
+	st->tick_sched = per_cpu_addr(st, pcpu_tick_cpu_sched);
+}
+
+static __always_inline void on_hrtimer_expire(__u64 timer)
+{
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st = cpu_state(cpu);
 	if (!st)
 		return;
-	/* The tick's hrtimer is embedded in this CPU's tick_sched. */
-	if (!st->tick_sched)
-		st->tick_sched = timer - bpf_core_field_offset(struct tick_sched, sched_timer);
+	if (!st->pcpu_base)
+		learn_pcpu_base(st, (struct hrtimer *)timer, cpu);
+	/* The tick is the hrtimer embedded in this CPU's tick_sched. */
+	if (!st->tick_sched || timer != st->tick_sched + bpf_core_field_offset(struct tick_sched, sched_timer))
+		return;
 	if (st->in_idle) {
 		if (st->cause == WAKE_TIMER)
 			st->cause = WAKE_TICK;
@@ -903,7 +911,7 @@ int BPF_PROG(btf_call_function_single_entry, int vector)
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(btf_hrtimer_expire_entry, struct hrtimer *timer)
 {
-	on_hrtimer_expire((__u64)timer, (__u64)timer->function);
+	on_hrtimer_expire((__u64)timer);
 	return 0;
 }
 
@@ -1029,7 +1037,7 @@ int tp_call_function_single_entry(void *ctx)
 SEC("tracepoint/timer/hrtimer_expire_entry")
 int tp_hrtimer_expire_entry(struct trace_event_raw_hrtimer_expire_entry *ctx)
 {
-	on_hrtimer_expire((__u64)ctx->hrtimer, (__u64)ctx->function);
+	on_hrtimer_expire((__u64)ctx->hrtimer);
 	return 0;
 }
 

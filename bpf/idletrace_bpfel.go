@@ -50,14 +50,13 @@ type IdletraceCpuState struct {
 	MenuPtrKnown   uint8
 	MenuPtr        uint8
 	Aborts         uint8
-	PcpuOffKnown   uint8
-	Pad3           [9]uint8
+	Pad3           [10]uint8
 	NrIowait       uint32
 	Pad2           uint32
 	UsageAtEntry   uint64
 	TimeAtEntry    uint64
 	CpuidleDev     uint64
-	PcpuOff        uint64
+	PcpuBase       uint64
 	Pend           struct {
 		_                 structs.HostLayout
 		Type              uint8
@@ -240,16 +239,16 @@ const (
 	IdletraceVarRecordType                  = "_record_type"
 	IdletraceVarWakeCause                   = "_wake_cause"
 	IdletraceVarCpuFilterOn                 = "cpu_filter_on"
-	IdletraceVarCpuidleDevicesAddr          = "cpuidle_devices_addr"
 	IdletraceVarHaveTickStop                = "have_tick_stop"
-	IdletraceVarMenuDevicesAddr             = "menu_devices_addr"
 	IdletraceVarNrCpus                      = "nr_cpus"
-	IdletraceVarPerCpuOffsetAddr            = "per_cpu_offset_addr"
+	IdletraceVarPcpuCpuidleDevices          = "pcpu_cpuidle_devices"
+	IdletraceVarPcpuHrtimerBases            = "pcpu_hrtimer_bases"
+	IdletraceVarPcpuMenuDevices             = "pcpu_menu_devices"
+	IdletraceVarPcpuRunqueues               = "pcpu_runqueues"
+	IdletraceVarPcpuTickCpuDevice           = "pcpu_tick_cpu_device"
+	IdletraceVarPcpuTickCpuSched            = "pcpu_tick_cpu_sched"
 	IdletraceVarPollingMask                 = "polling_mask"
 	IdletraceVarRecordIo                    = "record_io"
-	IdletraceVarRunqueuesAddr               = "runqueues_addr"
-	IdletraceVarTickCpuDeviceAddr           = "tick_cpu_device_addr"
-	IdletraceVarTickHandler                 = "tick_handler"
 	IdletraceVarWakeupBytes                 = "wakeup_bytes"
 )
 
@@ -355,16 +354,16 @@ type IdletraceVariableSpecs struct {
 	RecordType         *ebpf.VariableSpec `ebpf:"_record_type"`
 	WakeCause          *ebpf.VariableSpec `ebpf:"_wake_cause"`
 	CpuFilterOn        *ebpf.VariableSpec `ebpf:"cpu_filter_on"`
-	CpuidleDevicesAddr *ebpf.VariableSpec `ebpf:"cpuidle_devices_addr"`
 	HaveTickStop       *ebpf.VariableSpec `ebpf:"have_tick_stop"`
-	MenuDevicesAddr    *ebpf.VariableSpec `ebpf:"menu_devices_addr"`
 	NrCpus             *ebpf.VariableSpec `ebpf:"nr_cpus"`
-	PerCpuOffsetAddr   *ebpf.VariableSpec `ebpf:"per_cpu_offset_addr"`
+	PcpuCpuidleDevices *ebpf.VariableSpec `ebpf:"pcpu_cpuidle_devices"`
+	PcpuHrtimerBases   *ebpf.VariableSpec `ebpf:"pcpu_hrtimer_bases"`
+	PcpuMenuDevices    *ebpf.VariableSpec `ebpf:"pcpu_menu_devices"`
+	PcpuRunqueues      *ebpf.VariableSpec `ebpf:"pcpu_runqueues"`
+	PcpuTickCpuDevice  *ebpf.VariableSpec `ebpf:"pcpu_tick_cpu_device"`
+	PcpuTickCpuSched   *ebpf.VariableSpec `ebpf:"pcpu_tick_cpu_sched"`
 	PollingMask        *ebpf.VariableSpec `ebpf:"polling_mask"`
 	RecordIo           *ebpf.VariableSpec `ebpf:"record_io"`
-	RunqueuesAddr      *ebpf.VariableSpec `ebpf:"runqueues_addr"`
-	TickCpuDeviceAddr  *ebpf.VariableSpec `ebpf:"tick_cpu_device_addr"`
-	TickHandler        *ebpf.VariableSpec `ebpf:"tick_handler"`
 	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -418,16 +417,16 @@ type IdletraceVariables struct {
 	RecordType         *ebpf.Variable `ebpf:"_record_type"`
 	WakeCause          *ebpf.Variable `ebpf:"_wake_cause"`
 	CpuFilterOn        *ebpf.Variable `ebpf:"cpu_filter_on"`
-	CpuidleDevicesAddr *ebpf.Variable `ebpf:"cpuidle_devices_addr"`
 	HaveTickStop       *ebpf.Variable `ebpf:"have_tick_stop"`
-	MenuDevicesAddr    *ebpf.Variable `ebpf:"menu_devices_addr"`
 	NrCpus             *ebpf.Variable `ebpf:"nr_cpus"`
-	PerCpuOffsetAddr   *ebpf.Variable `ebpf:"per_cpu_offset_addr"`
+	PcpuCpuidleDevices *ebpf.Variable `ebpf:"pcpu_cpuidle_devices"`
+	PcpuHrtimerBases   *ebpf.Variable `ebpf:"pcpu_hrtimer_bases"`
+	PcpuMenuDevices    *ebpf.Variable `ebpf:"pcpu_menu_devices"`
+	PcpuRunqueues      *ebpf.Variable `ebpf:"pcpu_runqueues"`
+	PcpuTickCpuDevice  *ebpf.Variable `ebpf:"pcpu_tick_cpu_device"`
+	PcpuTickCpuSched   *ebpf.Variable `ebpf:"pcpu_tick_cpu_sched"`
 	PollingMask        *ebpf.Variable `ebpf:"polling_mask"`
 	RecordIo           *ebpf.Variable `ebpf:"record_io"`
-	RunqueuesAddr      *ebpf.Variable `ebpf:"runqueues_addr"`
-	TickCpuDeviceAddr  *ebpf.Variable `ebpf:"tick_cpu_device_addr"`
-	TickHandler        *ebpf.Variable `ebpf:"tick_handler"`
 	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

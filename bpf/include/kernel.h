@@ -54,6 +54,7 @@ struct hrtimer_clock_base {
 };
 
 struct hrtimer_cpu_base {
+	unsigned int cpu;
 	unsigned int active_bases;
 	unsigned int hres_active : 1;
 	unsigned int softirq_activated : 1;

@@ -123,15 +123,12 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	syms := kallsyms(append(slices.Clone(tickHandlerNames), cpuidleSymbolNames...)...) // one pass over a large file
-	tickAddr := tickHandlerAddr(syms)
-	var cpuidleAddrs cpuidleSymbols
-	if len(meta.States) > 0 {
-		if cpuidleAddrs = cpuidleSymbolAddrs(syms); cpuidleAddrs.devices == 0 {
-			warn("cpuidle_devices and __per_cpu_offset are not in /proc/kallsyms (CONFIG_KALLSYMS_ALL): residencies are the traced ones, which include the tracepoints' own time")
-		}
+	pcpu := perCPUOffsets(kernelSpec)
+	if len(meta.States) == 0 {
+		// Without a cpuidle driver there are no per-state counters to read.
+		pcpu["pcpu_cpuidle_devices"] = pcpuNone
 	}
-	coll, links, err := loadAndAttach(kernelSpec, opts, plan, meta, tickAddr, cpuidleAddrs, possible, recorded)
+	coll, links, err := loadAndAttach(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +137,13 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	for _, w := range plan.describeMissing() {
 		warn(w)
 	}
-	if tickAddr == 0 {
-		warn("the tick's hrtimer function is not in /proc/kallsyms: tick wake-ups and tick state are unknown")
+	if !perCPUBaseKnown(pcpu) {
+		warn(errNoPerCPUBase.Error())
+	} else if len(meta.States) > 0 && pcpu["pcpu_cpuidle_devices"] == pcpuNone {
+		warn("the kernel's BTF lists no cpuidle_devices in its per-CPU section: residencies are the traced ones, which include the tracepoints' own time")
 	}
 	meta.Probes = plan.metadata()
-	meta.Inputs = inputsOf(plan, tickAddr != 0, opts.NoIO)
+	meta.Inputs = inputsOf(plan, perCPUBaseKnown(pcpu), opts.NoIO)
 
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if opts.Force {
@@ -226,7 +225,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	// snapshot instant is then in the trace.
 	end.Snapshot = TakeSnapshot(recorded, 0, rec.ioCounts)
 	end.IOInFlight, end.IOOrphanedAtStop = rec.ioInFlight(end.Snapshot)
-	if cpuidleAddrs.devices != 0 { // only then do closed periods wait (awaits_kernel)
+	if pcpu["pcpu_cpuidle_devices"] != pcpuNone { // only then do closed periods wait (awaits_kernel)
 		rec.settleAwaiting(200 * time.Millisecond)
 	}
 	closeAll(links)
@@ -274,7 +273,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	return sum, nil
 }
 
-func inputsOf(plan *attachPlan, tickAddr, noIO bool) trace.Inputs {
+func inputsOf(plan *attachPlan, perCPUBase, noIO bool) trace.Inputs {
 	has := func(names ...string) bool {
 		for _, n := range names {
 			if _, ok := plan.method[n]; !ok {
@@ -283,7 +282,7 @@ func inputsOf(plan *attachPlan, tickAddr, noIO bool) trace.Inputs {
 		}
 		return true
 	}
-	tick := tickAddr && has("timer:hrtimer_expire_entry")
+	tick := perCPUBase && has("timer:hrtimer_expire_entry")
 	tickBefore := tick && has("timer:tick_stop")
 	return trace.Inputs{
 		WakeCauses:      has("irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "irq_vectors:call_function_entry", "irq_vectors:call_function_single_entry"),
@@ -303,9 +302,9 @@ var progNameInError = regexp.MustCompile(`program (btf_[a-z_]+)`)
 // loadAndAttach loads the programs the plan chose and attaches them. A tp_btf
 // program that the kernel refuses at load or attach time is replaced by its
 // classic tracepoint twin, and everything is loaded again.
-func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, tickAddr uint64, cpuidleAddrs cpuidleSymbols, possible, recorded []int) (*ebpf.Collection, []link.Link, error) {
+func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*ebpf.Collection, []link.Link, error) {
 	for attempt := 0; ; attempt++ {
-		coll, err := loadCollection(kernelSpec, opts, plan, meta, tickAddr, cpuidleAddrs, possible, recorded)
+		coll, err := loadCollection(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -323,7 +322,7 @@ func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *t
 
 // loadCollection loads the chosen programs. A tp_btf program the verifier
 // rejects is swapped for its classic tracepoint twin and the load retried.
-func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, tickAddr uint64, cpuidleAddrs cpuidleSymbols, possible, recorded []int) (*ebpf.Collection, error) {
+func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*ebpf.Collection, error) {
 	for attempt := 0; ; attempt++ {
 		spec, err := bpf.LoadIdletrace()
 		if err != nil {
@@ -351,18 +350,15 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		maxCPU := possible[len(possible)-1] + 1
 		spec.Maps["cpu_states"].MaxEntries = uint32(maxCPU)
 		vars := map[string]any{
-			"polling_mask":         pollingMask(meta),
-			"wakeup_bytes":         uint64(ring / 16),
-			"tick_handler":         tickAddr,
-			"cpu_filter_on":        boolByte(opts.CPUs != nil),
-			"record_io":            boolByte(!opts.NoIO),
-			"nr_cpus":              uint32(maxCPU),
-			"have_tick_stop":       boolByte(plan.method["timer:tick_stop"] != ""),
-			"cpuidle_devices_addr": cpuidleAddrs.devices,
-			"per_cpu_offset_addr":  cpuidleAddrs.perCPUOffset,
-			"runqueues_addr":       cpuidleAddrs.runqueues,
-			"tick_cpu_device_addr": cpuidleAddrs.tickDevice,
-			"menu_devices_addr":    cpuidleAddrs.menuDevices,
+			"polling_mask":   pollingMask(meta),
+			"wakeup_bytes":   uint64(ring / 16),
+			"cpu_filter_on":  boolByte(opts.CPUs != nil),
+			"record_io":      boolByte(!opts.NoIO),
+			"nr_cpus":        uint32(maxCPU),
+			"have_tick_stop": boolByte(plan.method["timer:tick_stop"] != ""),
+		}
+		for name, off := range pcpu {
+			vars[name] = off
 		}
 		for name, v := range vars {
 			if err := spec.Variables[name].Set(v); err != nil {
