@@ -273,27 +273,33 @@ func TestReportsOnBundledTrace(t *testing.T) {
 func TestRecordDiskFull(t *testing.T) {
 	testenv.RequireRecorder(t)
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", dir).CombinedOutput(); err != nil {
+	// Larger than the first chunk (one second of periods) at any rate this
+	// machine reaches, so that a complete chunk lands before the disk fills.
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)
 	}
 	defer exec.Command("umount", dir).Run()
 	path := filepath.Join(dir, "full.trace")
-	// Short sleeps in this process keep idle periods coming without
-	// using the CPUs; the recording runs until the disk is full (at most
-	// 60 s), however busy the machine is.
+	// Short sleeps on two goroutines keep many idle periods coming (a few
+	// thousand per second) without using the CPUs, so the recording fills
+	// the disk within seconds however busy the machine is (at most 60 s).
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				time.Sleep(3 * time.Millisecond)
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					time.Sleep(50 * time.Microsecond)
+				}
 			}
-		}
-	}()
-	r := runBin(t, "record", "-o", path, "-d", "60s", "-q")
+		}()
+	}
+	// --no-io: block IO from other processes could fill the disk with
+	// its first chunk before an idle chunk is written.
+	r := runBin(t, "record", "-o", path, "-d", "60s", "-q", "--no-io")
 	if r.code != 1 || !strings.Contains(r.stderr, "no space left") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}

@@ -410,9 +410,12 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	res, counted := p.Residency()
 	s := &a.states[idx]
 	if counted {
-		s.usage++ // the kernel does not count rejected entries
+		// The kernel counts neither the use nor the time of an entry it
+		// rejected or of idle outside cpuidle_enter_state (default_idle_call
+		// while the governor is switched, cpu_idle_poll).
+		s.usage++
+		s.timeNs += res
 	}
-	s.timeNs += res
 	if a.table != nil && counted {
 		above, below := model.ClassifyMiss(a.table, idx, res)
 		if above {
