@@ -188,6 +188,68 @@ func TestRecordNotRoot(t *testing.T) {
 	}
 }
 
+// TestRecordCapabilities: with only CAP_BPF and CAP_PERFMON, as the README
+// allows, the recorder gets every input root gets. /proc/kallsyms hides its
+// addresses from such a reader (kptr_restrict), so nothing may depend on it.
+func TestRecordCapabilities(t *testing.T) {
+	testenv.RequireRecorder(t)
+	const capPerfmon, capBPF = 38, 39 // include/uapi/linux/capability.h
+	dir, err := os.MkdirTemp("", "idletrace-caps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "caps.trace")
+	cmd := exec.Command(binPath, "record", "-o", path, "-d", "2s", "-q")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential:  &syscall.Credential{Uid: 65534, Gid: 65534},
+		AmbientCaps: []uintptr{capPerfmon, capBPF},
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("record as nobody with CAP_BPF and CAP_PERFMON: %v: %s", err, errb.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+		if !strings.HasPrefix(line, "idletrace record: "+path+" in ") && !strings.Contains(line, "had no recorded issue") {
+			t.Errorf("a warning root does not get: %s", line)
+		}
+	}
+	r, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !r.Meta.Inputs.TickState || !r.Meta.Inputs.NextTimer {
+		t.Errorf("inputs %+v: tick state and next timer missing", r.Meta.Inputs)
+	}
+	var periods, tickKnown, counted int
+	if err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error {
+		periods++
+		if p.TickStopped != trace.Unknown && p.NextEventKnown {
+			tickKnown++
+		}
+		if p.KernelCounted {
+			counted++
+		}
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d idle periods: %d with tick state and next event, %d with the kernel's residency", periods, tickKnown, counted)
+	// Only the first periods of each CPU, before its first hrtimer
+	// expiry, lack them.
+	if periods == 0 || tickKnown < periods*9/10 {
+		t.Errorf("tick state known for %d of %d periods", tickKnown, periods)
+	}
+	if len(r.Meta.States) > 0 && counted < periods*9/10 {
+		t.Errorf("the cpuidle core's residency carried by %d of %d periods (driver %s)", counted, periods, r.Meta.CPUIdleDriver)
+	}
+}
+
 // TestRecordKilled: a recording killed with SIGKILL stays readable up to its
 // last complete chunk.
 func TestRecordKilled(t *testing.T) {
