@@ -425,7 +425,7 @@ func attach(r Row) string {
 var inputNames = []struct{ key, name, needs string }{
 	{"wake_causes", "wake causes", "`irq:irq_handler_entry`, `irq_vectors:*_entry` (x86)"},
 	{"wake_requests", "remote wake requests", "`sched:sched_waking` (and `ipi:ipi_send_cpu*`, Linux 6.6+, when present)"},
-	{"tick_state", "tick state at entry", "`timer:hrtimer_expire_entry`, the tick handler in /proc/kallsyms, `struct tick_sched` in BTF"},
+	{"tick_state", "tick state at entry", "`timer:hrtimer_expire_entry`, `hrtimer_bases` and `tick_cpu_sched` in BTF's per-CPU section, `struct tick_sched` in BTF"},
 	{"tick_state_before", "tick state before the governor's choice", "the above and `timer:tick_stop`"},
 	{"next_timer", "next timer event", "as tick state"},
 	{"tick_wakeups", "tick wake-ups", "as tick state, and `irq_vectors:local_timer_entry`"},
