@@ -9,7 +9,10 @@
 #
 # Environment:
 #   IDLETRACE_KERNEL_CACHE  where kernel packages are kept between runs
-#                           (default /var/cache/idletrace-kernels)
+#                           (default /var/cache/idletrace-kernels; see
+#                           scripts/kernel-cache.sh). --fetch only fills it:
+#                           downloads and extracts the kernels, prints
+#                           SERIES=DIR lines and exits
 #   IDLETRACE_KERNELS       Debian kernel series to boot (default "6.1 6.12")
 #   IDLETRACE_KERNEL_REFRESH=1  look for newer kernel packages even when cached
 #   IDLETRACE_MATRIX_CPUIDLE=none  boot the VMs without the ACPI _CST table
@@ -31,13 +34,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-CHECK=0
+CHECK=0 FETCH=0
 [ "${CI:-}" = true ] && CHECK=1
 for a in "$@"; do
 	case $a in
 	--check) CHECK=1 ;;
 	--write) CHECK=0 ;;
-	*) echo "usage: $0 [--check|--write]" >&2; exit 2 ;;
+	--fetch) FETCH=1 ;;
+	*) echo "usage: $0 [--check|--write|--fetch]" >&2; exit 2 ;;
 	esac
 done
 
@@ -46,70 +50,52 @@ SERIES=${IDLETRACE_KERNELS:-6.1 6.12}
 CPUIDLE=${IDLETRACE_MATRIX_CPUIDLE:-acpi}
 SMP=2
 export PATH=/usr/local/go/bin:$PATH
+# shellcheck source=kernel-cache.sh
+. scripts/kernel-cache.sh # log, apt_update, safe_rm, kernel_deb, kernel_dir
 
 if [ "$(id -u)" != 0 ]; then
 	echo "kernel-matrix: needs root (BPF on the host, and the recorder's tests)" >&2
 	exit 1
 fi
 t0=$(date +%s)
-log() { echo "kernel-matrix: $*" >&2; }
+
+WORK=$(mktemp -d /var/tmp/idletrace-matrix.XXXXXX)
+trap 'safe_rm "$WORK"' EXIT
 
 # --- tools -----------------------------------------------------------------
 need=()
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-[ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 || need+=(busybox-static)
-command -v cpio >/dev/null || need+=(cpio)
-command -v iasl >/dev/null || need+=(acpica-tools)
-command -v unshare >/dev/null || need+=(util-linux)
-apt_updated=0
-apt_update() { [ $apt_updated = 1 ] || { apt-get update -qq && apt_updated=1; }; }
+if [ $FETCH = 0 ]; then
+	command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+	[ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 || need+=(busybox-static)
+	command -v cpio >/dev/null || need+=(cpio)
+	command -v iasl >/dev/null || need+=(acpica-tools)
+	command -v unshare >/dev/null || need+=(util-linux)
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	log "installing ${need[*]}"
 	apt_update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-WORK=$(mktemp -d /var/tmp/idletrace-matrix.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-
 # --- kernels (cached) --------------------------------------------------------
+# With --fetch, only this step: prints SERIES=DIR for each kernel extracted
+# (DIR/boot holds vmlinuz-* and config-*), and fails unless every series was.
 mkdir -p "$CACHE"
-# kernel_deb SERIES: the newest cached package of that series, downloading
-# the newest one apt knows when none is cached (or on refresh).
-kernel_deb() {
-	local s=$1 re pkg deb
-	re="^linux-image-${s//./\\.}[.-][^ ]*-cloud-amd64-unsigned"
-	deb=$(ls "$CACHE" 2>/dev/null | grep -E "${re}_.*\.deb$" | sort -V | tail -1 || true)
-	if [ -z "$deb" ] || [ "${IDLETRACE_KERNEL_REFRESH:-}" = 1 ]; then
-		apt_update
-		pkg=$(apt-cache search --names-only "${re}\$" | awk '{print $1}' | sort -V | tail -1)
-		[ -n "$pkg" ] || { log "no Debian package for kernel $s"; return 1; }
-		if ! ls "$CACHE" | grep -q "^${pkg}_.*\.deb$"; then
-			log "downloading $pkg"
-			(cd "$WORK" && apt-get download -q "$pkg" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; return 1; }
-			mv "$WORK"/"$pkg"_*.deb "$CACHE"/
-		fi
-		deb=$(ls "$CACHE" | grep -E "^${pkg}_.*\.deb$" | tail -1)
-	fi
-	echo "$CACHE/$deb"
-}
-# kernel_dir DEB: its /boot (vmlinuz, config), extracted once next to it.
-kernel_dir() {
-	local deb=$1 dir=${1%.deb}
-	if [ ! -f "$dir/.done" ]; then
-		rm -rf "$dir" && mkdir -p "$dir"
-		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir" ./boot
-		touch "$dir/.done"
-	fi
-	echo "$dir"
-}
-
 declare -A kdirs=()
+fetched=0
 for s in $SERIES; do
-	if deb=$(kernel_deb "$s"); then
-		kdirs[$s]=$(kernel_dir "$deb")
+	if deb=$(kernel_deb "$s") && dir=$(kernel_dir "$deb"); then
+		kdirs[$s]=$dir
+		fetched=$((fetched + 1))
 	fi
 done
+if [ $FETCH = 1 ]; then
+	for s in $SERIES; do
+		[ -n "${kdirs[$s]:-}" ] && echo "$s=${kdirs[$s]}"
+	done
+	[ $fetched = "$(echo $SERIES | wc -w)" ] && exit 0
+	exit 1
+fi
 
 # --- what goes into every VM -------------------------------------------------
 log "building idletrace and the recorder's test binary"

@@ -1,0 +1,187 @@
+package main
+
+// Tests of the kernel matrix's package cache (scripts/kernel-cache.sh, run
+// through scripts/kernel-matrix.sh --fetch).
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cacheShell runs script in bash with scripts/kernel-cache.sh sourced, CACHE
+// and WORK set, and ROOT the repository.
+func cacheShell(t *testing.T, cache, script string, args ...string) (string, error) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", append([]string{"-c", `set -euo pipefail
+CACHE=$1 ROOT=$2 WORK=$(mktemp -d)
+. "$ROOT/scripts/kernel-cache.sh"
+shift 2
+` + script, "sh", cache, root}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestSafeRm: no computed path that can be the cache, one of its parents, the
+// repository, / or nothing is removed; a directory inside the cache is.
+func TestSafeRm(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	base := t.TempDir()
+	cache := filepath.Join(base, "kernels")
+	keep := filepath.Join(cache, "linux-image-6.1.0-57-cloud-amd64-unsigned_6.1.192-3_amd64.deb")
+	victim := filepath.Join(cache, "linux-image-6.1.0-57-cloud-amd64-unsigned_6.1.192-3_amd64")
+	if err := os.MkdirAll(filepath.Join(victim, "boot"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := filepath.Abs("../..")
+	for _, p := range []string{"", "/", cache, cache + "/", cache + "/.", cache + "//", victim + "/..", base, filepath.Dir(base), root, root + "/scripts/.."} {
+		if out, err := cacheShell(t, cache, `safe_rm "$1"`, p); err == nil {
+			t.Errorf("safe_rm %q did not refuse: %s", p, out)
+		}
+	}
+	// The bug that emptied the cache: a failed lookup handed kernel_dir the
+	// cache itself ("$CACHE/" + an empty name).
+	for _, deb := range []string{cache + "/", cache + "/.deb", "", cache + "/absent.deb", "/elsewhere/x.deb"} {
+		if out, err := cacheShell(t, cache, `kernel_dir "$1"`, deb); err == nil {
+			t.Errorf("kernel_dir %q did not refuse: %s", deb, out)
+		}
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("the cache lost its package: %v", err)
+	}
+	if out, err := cacheShell(t, cache, `safe_rm "$1"`, victim); err != nil {
+		t.Errorf("safe_rm of an extraction directory: %v: %s", err, out)
+	}
+	if _, err := os.Stat(victim); !os.IsNotExist(err) {
+		t.Errorf("safe_rm left %s", victim)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("safe_rm of a directory in the cache removed more: %v", err)
+	}
+}
+
+// TestCachedLookup: a cached package is found by its literal name, '+' and
+// all, and a series does not pick another's package (6.1 is not 6.12).
+func TestCachedLookup(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	cache := t.TempDir()
+	for _, n := range []string{
+		"linux-image-6.1.0-57-cloud-amd64-unsigned_6.1.192-3_amd64.deb",
+		"linux-image-6.1.0-9-cloud-amd64-unsigned_6.1.27-1_amd64.deb",
+		"linux-image-6.12.117+deb12-cloud-amd64-unsigned_6.12.117-1~deb12u1_amd64.deb",
+		"linux-image-6.12.9+deb12-cloud-amd64-unsigned_6.12.9-1_amd64.deb",
+	} {
+		if err := os.WriteFile(filepath.Join(cache, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for series, want := range map[string]string{
+		"6.1":  "linux-image-6.1.0-57-cloud-amd64-unsigned_6.1.192-3_amd64.deb",
+		"6.12": "linux-image-6.12.117+deb12-cloud-amd64-unsigned_6.12.117-1~deb12u1_amd64.deb",
+	} {
+		out, err := cacheShell(t, cache, `kernel_deb "$1"`, series)
+		if got := strings.TrimSpace(out); err != nil || got != filepath.Join(cache, want) {
+			t.Errorf("kernel_deb %s: %v: %q, want %s", series, err, got, want)
+		}
+	}
+}
+
+// TestKernelFetch runs the matrix's download and extract steps
+// (kernel-matrix.sh --fetch) and checks that each kernel's vmlinuz and config
+// come out. It downloads about 60 MB, so it runs only when asked
+// (IDLETRACE_FETCH_TEST=1: make test-kernels does, before the matrix). When
+// the kernel cache (IDLETRACE_KERNEL_CACHE, default
+// /var/cache/idletrace-kernels) is empty or missing, it fills that cache,
+// which the matrix then reuses: one download per fresh machine. When the
+// cache is already filled, it checks the cached lookup there and, with
+// CI=true, fetches again into an empty directory of its own.
+func TestKernelFetch(t *testing.T) {
+	if os.Getenv("IDLETRACE_FETCH_TEST") != "1" {
+		t.Skip("downloads the matrix's kernels (~60 MB): set IDLETRACE_FETCH_TEST=1 (make test-kernels does)")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("IDLETRACE_FETCH_TEST=1 needs root (apt-get update)")
+	}
+	cache := os.Getenv("IDLETRACE_KERNEL_CACHE")
+	if cache == "" {
+		cache = "/var/cache/idletrace-kernels"
+	}
+	ents, err := os.ReadDir(cache)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	fetchInto(t, cache, len(ents) == 0)
+	if len(ents) > 0 && os.Getenv("CI") == "true" {
+		fetchInto(t, t.TempDir(), true)
+	}
+}
+
+func fetchInto(t *testing.T, cache string, empty bool) {
+	t.Helper()
+	series := os.Getenv("IDLETRACE_KERNELS")
+	if series == "" {
+		series = "6.1 6.12"
+	}
+	t.Logf("kernel cache %s (empty: %v), kernels %s", cache, empty, series)
+	cmd := exec.Command("bash", "../kernel-matrix.sh", "--fetch")
+	cmd.Env = append(os.Environ(), "IDLETRACE_KERNEL_CACHE="+cache, "IDLETRACE_KERNELS="+series)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	t.Logf("kernel-matrix.sh --fetch:\n%s%s", out, stderr.String())
+	if err != nil {
+		t.Fatalf("kernel-matrix.sh --fetch: %v", err)
+	}
+	dirs := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if s, d, ok := strings.Cut(l, "="); ok {
+			dirs[s] = d
+		}
+	}
+	for _, s := range strings.Fields(series) {
+		d := dirs[s]
+		if d == "" {
+			t.Errorf("%s: no kernel directory", s)
+			continue
+		}
+		if filepath.Dir(d) != filepath.Clean(cache) {
+			t.Errorf("%s: %s is not in the cache %s", s, d, cache)
+		}
+		if _, err := os.Stat(d + ".deb"); err != nil {
+			t.Errorf("%s: the package is not kept next to its extraction: %v", s, err)
+		}
+		for _, f := range []string{"vmlinuz-*", "config-*"} {
+			m, _ := filepath.Glob(filepath.Join(d, "boot", f))
+			if len(m) != 1 {
+				t.Errorf("%s: boot/%s: %q", s, f, m)
+				continue
+			}
+			if f == "vmlinuz-*" {
+				if st, err := os.Stat(m[0]); err != nil || st.Size() < 1<<20 {
+					t.Errorf("%s: %s is missing or under 1 MiB: %v", s, m[0], err)
+				}
+			} else {
+				b, _ := os.ReadFile(m[0])
+				if !strings.Contains(string(b), "\nCONFIG_DEBUG_INFO_BTF=y\n") {
+					t.Errorf("%s: %s has no CONFIG_DEBUG_INFO_BTF=y", s, m[0])
+				}
+			}
+		}
+	}
+	if empty && !strings.Contains(stderr.String(), "downloading") {
+		t.Errorf("from an empty cache, nothing was downloaded")
+	}
+}
