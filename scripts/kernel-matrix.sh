@@ -5,7 +5,11 @@
 # Debian's cloud kernels (bookworm: 6.1 and 6.12) booted under QEMU, and
 # prints one row per kernel. Needs root. Writes testdata/kernel-matrix.{json,md}
 # and the README's requirements section from the result; with CI=true (or
-# --check) it only checks that they still match the result.
+# --check) it only checks that they still match the result: in what the project
+# promises (the kernels, their options, probes, inputs and every verdict), not
+# in the identity of the machine it runs on (see CompareRows in
+# scripts/matrixreport: the host's build, cpuidle driver, timings and the date
+# may differ, as machines of this kind do).
 #
 # Environment:
 #   IDLETRACE_KERNEL_CACHE  where kernel packages are kept between runs

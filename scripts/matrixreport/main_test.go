@@ -127,3 +127,50 @@ func TestReadRowUnfinished(t *testing.T) {
 		t.Error("a missing result passes")
 	}
 }
+
+// TestCompareRowsMachine: the host row may come from another machine of the
+// kind (another build, the haltpoll driver, checks that then run instead of
+// skipping); a failure, a probe or an input still counts, and a Debian
+// kernel's driver does.
+func TestCompareRowsMachine(t *testing.T) {
+	base := func(target string) Row {
+		return Row{
+			Target: target, Kernel: "6.18.44-fc-v657", Machine: "this machine (no VM)", BTF: true, HZ: "250",
+			Driver: "none", Governor: "menu", States: "none", Seconds: 14, Pass: true,
+			Checks:  map[string]string{"referee": "pass", "record": "pass", "stats": "pass", "classic": "pass", "no-btf": "pass"},
+			Referee: map[string]string{"TestKernelReferee": "PASS", "TestKernelReferee/cpuidle-counters": "SKIP", "TestGovernorFidelity": "SKIP"},
+			Probes:  map[string]string{"power:cpu_idle": "tp_btf"},
+			Inputs:  map[string]bool{"wake_causes": true},
+			Config:  map[string]string{"CONFIG_DEBUG_INFO_BTF": "y", "CONFIG_BPF_EVENTS": "y", "CONFIG_CPU_IDLE": "y", "CONFIG_FPROBE": "n"},
+		}
+	}
+	other := base("host")
+	other.Kernel, other.Seconds = "6.18.44-fc-v1045", 27
+	other.Driver, other.Governor, other.States = "haltpoll", "haltpoll", "POLL,haltpoll idle"
+	other.Referee = map[string]string{"TestKernelReferee": "PASS", "TestKernelReferee/cpuidle-counters": "PASS",
+		"TestGovernorFidelity": "PASS", "TestGovernorFidelity/haltpoll": "PASS"}
+	other.Config = map[string]string{"CONFIG_DEBUG_INFO_BTF": "y", "CONFIG_BPF_EVENTS": "y", "CONFIG_CPU_IDLE": "y", "CONFIG_FPROBE": "y"}
+	if d := CompareRows([]Row{base("host")}, []Row{other}); len(d) != 0 {
+		t.Errorf("another machine of the kind counts as a difference: %q", d)
+	}
+	failed := other
+	failed.Referee = map[string]string{"TestKernelReferee": "FAIL", "TestKernelReferee/cpuidle-counters": "FAIL"}
+	failed.Checks = map[string]string{"referee": "fail: go test exit status 1", "record": "pass", "stats": "pass", "classic": "pass", "no-btf": "pass"}
+	failed.Pass = false
+	if d := CompareRows([]Row{base("host")}, []Row{failed}); len(d) != 3 {
+		t.Errorf("a failing host: %q", d)
+	}
+	noInput := other
+	noInput.Inputs = map[string]bool{"wake_causes": false}
+	noInput.Probes = map[string]string{"power:cpu_idle": "tracepoint"}
+	if d := CompareRows([]Row{base("host")}, []Row{noInput}); len(d) != 2 {
+		t.Errorf("a host without an input, a probe attached otherwise: %q", d)
+	}
+	vm := base("6.1")
+	vm2 := vm
+	vm2.Driver, vm2.States = "acpi_idle", "POLL,C1"
+	vm2.Config = map[string]string{"CONFIG_DEBUG_INFO_BTF": "y", "CONFIG_BPF_EVENTS": "y", "CONFIG_CPU_IDLE": "y", "CONFIG_FPROBE": "y"}
+	if d := CompareRows([]Row{vm}, []Row{vm2}); len(d) != 2 {
+		t.Errorf("a Debian kernel's driver and options: %q", d)
+	}
+}
