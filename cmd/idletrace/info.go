@@ -87,11 +87,10 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		p("chunks "+c.Type.String(), "%d chunks, %d records, %s%s", c.Chunks, c.Records, humanBytes(c.Bytes), span)
 	}
 	if r.End != nil {
-		var lost uint64
-		for _, l := range r.End.Loss {
-			lost += l.Total()
-		}
-		p("end", "stopped by %s; %d idle periods, %d IO requests, %d lost, %d open at stop", r.End.StopReason, r.End.IdlePeriods, r.End.BlockIOs, lost, r.End.OpenPeriods)
+		p("end", "stopped by %s; %d idle periods, %d IO requests, %d open at stop", r.End.StopReason, r.End.IdlePeriods, r.End.BlockIOs, r.End.OpenPeriods)
+		p("loss", "%s", trace.NewLossAccount(r.End.Loss, r.End))
+	} else {
+		p("loss", "%s", trace.NewLossAccount(r.Losses(), nil))
 	}
 	return nil
 }

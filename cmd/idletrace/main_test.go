@@ -214,7 +214,7 @@ func TestRecordCapabilities(t *testing.T) {
 		t.Fatalf("record as nobody with CAP_BPF and CAP_PERFMON: %v: %s", err, errb.String())
 	}
 	for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
-		if !strings.HasPrefix(line, "idletrace record: "+path+" in ") && !strings.Contains(line, "had no recorded issue") {
+		if !strings.HasPrefix(line, "idletrace record: "+path+" in ") && !strings.HasPrefix(line, "idletrace record: not recorded ") {
 			t.Errorf("a warning root does not get: %s", line)
 		}
 	}
@@ -248,6 +248,69 @@ func TestRecordCapabilities(t *testing.T) {
 	if len(r.Meta.States) > 0 && counted < periods*9/10 {
 		t.Errorf("the cpuidle core's residency carried by %d of %d periods (driver %s)", counted, periods, r.Meta.CPUIdleDriver)
 	}
+}
+
+// TestLossAccount: record's summary, info and stats (text and JSON) give
+// the same loss account, under the same names, and lost_events is its total.
+func TestLossAccount(t *testing.T) {
+	testenv.RequireRecorder(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "loss.trace")
+	// Synchronous writes keep IO in flight across the start and the stop.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		f, err := os.Create(filepath.Join(dir, "load"))
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, 4096)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				f.Write(buf)
+				f.Sync()
+			}
+		}
+	}()
+	r := runBin(t, "record", "-o", path, "-d", "2s", "-q")
+	if r.code != 0 {
+		t.Fatalf("record: exit %d: %s", r.code, r.stderr)
+	}
+	account := func(what, out string) string {
+		i := strings.Index(out, "not recorded ")
+		if i < 0 {
+			t.Fatalf("%s does not give the loss account:\n%s", what, out)
+		}
+		line := out[i:]
+		if j := strings.IndexAny(line, "\n"); j >= 0 {
+			line = line[:j]
+		}
+		return strings.TrimSuffix(line, ".")
+	}
+	want := account("record", r.stderr)
+	info := runBin(t, "info", path)
+	stats := runBin(t, "stats", path)
+	for what, out := range map[string]string{"info": info.stdout, "stats": stats.stdout} {
+		if got := account(what, out); got != want {
+			t.Errorf("%s: %q, record: %q", what, got, want)
+		}
+	}
+	js := runBin(t, "stats", path, "--format", "json")
+	var v struct {
+		LostEvents uint64            `json:"lost_events"`
+		Loss       trace.LossAccount `json:"loss"`
+	}
+	if err := json.Unmarshal([]byte(js.stdout), &v); err != nil {
+		t.Fatal(err)
+	}
+	if got := "not recorded " + strings.TrimPrefix(v.Loss.String(), "not recorded "); got != want || v.LostEvents != v.Loss.Total() {
+		t.Errorf("stats JSON: loss %+v (%q), lost_events %d; record: %q", v.Loss, got, v.LostEvents, want)
+	}
+	t.Logf("%s", want)
 }
 
 // TestRecordKilled: a recording killed with SIGKILL stays readable up to its

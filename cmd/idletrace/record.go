@@ -62,8 +62,8 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	tty := isTerminal(stderr)
 	if tty && !*quiet {
 		opts.Progress = func(p record.Progress) {
-			fmt.Fprintf(stderr, "\r\033[K%6.1fs  %9d records  %8.0f/s  lost %d  %s",
-				p.Elapsed.Seconds(), p.Records, p.RecordsPerSec, p.Lost, humanBytes(p.Bytes))
+			fmt.Fprintf(stderr, "\r\033[K%6.1fs  %9d idle periods (%6.0f/s)  %9d IO  ring buffer full %d  not delivered %d  %s",
+				p.Elapsed.Seconds(), p.IdlePeriods, p.IdlePeriodsPerSec, p.BlockIOs, p.RingBufferFull, p.NotDelivered, humanBytes(p.Bytes))
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -76,11 +76,9 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
 	if sum != nil {
-		fmt.Fprintf(stderr, "idletrace record: %s in %.1fs (%s): %d idle periods, %d IO requests, %d lost, %s\n",
-			*out, sum.Elapsed.Seconds(), sum.StopReason, sum.IdlePeriods, sum.BlockIOs, sum.Lost, humanBytes(sum.FileBytes))
-		if sum.IOUnmatched > 0 {
-			fmt.Fprintf(stderr, "idletrace record: %d IO completions had no recorded issue (in flight at start); counted, not recorded\n", sum.IOUnmatched)
-		}
+		fmt.Fprintf(stderr, "idletrace record: %s in %.1fs (%s): %d idle periods, %d IO requests, %s\n",
+			*out, sum.Elapsed.Seconds(), sum.StopReason, sum.IdlePeriods, sum.BlockIOs, humanBytes(sum.FileBytes))
+		fmt.Fprintf(stderr, "idletrace record: %s\n", sum.Loss)
 	}
 	if err != nil {
 		return err

@@ -75,8 +75,9 @@ func renderStatsDoc(d *doc, s *Stats) error {
 	head := []string{
 		fmt.Sprintf("Kernel %s, cpuidle driver %s, governor %s, HZ %s.",
 			orDash(s.KernelRelease), orDash(s.CPUIdleDriver), orDash(s.CPUIdleGovernor), hzString(s.HZ)),
-		fmt.Sprintf("Window %s (%s)%s; %d idle periods, %d block IO requests; lost records: %d.",
-			FormatDuration(s.DurationNs), s.Window.Source, stopString(s), totalPeriods(s), s.IO.Requests, s.LostEvents),
+		fmt.Sprintf("Window %s (%s)%s; %d idle periods, %d block IO requests.",
+			FormatDuration(s.DurationNs), s.Window.Source, stopString(s), totalPeriods(s), s.IO.Requests),
+		fmt.Sprintf("Recording: %s.", s.Loss),
 	}
 	if s.OutsideWindow.IdlePeriods+s.OutsideWindow.IORequests > 0 {
 		head = append(head, fmt.Sprintf("Outside the window (not counted): %d idle periods, %d IO requests.",
@@ -269,14 +270,12 @@ func renderStatsDoc(d *doc, s *Stats) error {
 			fmt.Sprintf("%d of them woke an idle CPU (%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
 				io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000))
 	}
-	if io.UnmatchedInWindow != nil && *io.UnmatchedInWindow > 0 {
-		ioLines = append(ioLines, fmt.Sprintf("%d completions in the window belong to requests whose issue was not seen (issued before the recording): the kernel counts them, the trace does not.", *io.UnmatchedInWindow))
+	if io.UnmatchedInWindow != nil && io.OrphanedInWindow != nil && *io.UnmatchedInWindow+*io.OrphanedInWindow > 0 {
+		ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d requests the trace lacks: %d in flight at start (issued before the recording), %d not delivered by the kernel (completed without their completion tracepoint running idletrace's programs).",
+			*io.UnmatchedInWindow+*io.OrphanedInWindow, *io.UnmatchedInWindow, *io.OrphanedInWindow))
 	}
-	if io.OrphanedInWindow != nil && *io.OrphanedInWindow > 0 {
-		ioLines = append(ioLines, fmt.Sprintf("%d requests were completed by the kernel without their completion tracepoint reaching idletrace's programs: counted as lost, not recorded.", *io.OrphanedInWindow))
-	}
-	if io.Errors+io.Lost+io.Unmatched > 0 {
-		ioLines = append(ioLines, fmt.Sprintf("Errors: %d; IO records lost: %d; completions whose issue was not seen (not counted): %d.", io.Errors, io.Lost, io.Unmatched))
+	if io.Errors > 0 {
+		ioLines = append(ioLines, fmt.Sprintf("Errors: %d.", io.Errors))
 	}
 	d.lines(ioLines...)
 	if len(io.Devices) > 0 {
@@ -288,7 +287,7 @@ func renderStatsDoc(d *doc, s *Stats) error {
 				check = "ok"
 				if *dv.KernelCompleted != dv.Requests {
 					if io.KernelDiffExplained {
-						check = fmt.Sprintf("ok: %d issued before the recording", *dv.KernelCompleted-dv.Requests)
+						check = fmt.Sprintf("ok: %d in flight at start or not delivered", *dv.KernelCompleted-dv.Requests)
 					} else {
 						check = fmt.Sprintf("MISMATCH %+d", int64(dv.Requests)-int64(*dv.KernelCompleted))
 					}
@@ -306,9 +305,10 @@ func renderStatsDoc(d *doc, s *Stats) error {
 		d.heading("Losses per CPU")
 		rows = rows[:0]
 		for _, l := range s.Losses {
-			rows = append(rows, []string{fmt.Sprint(l.CPU), fmt.Sprint(l.IdleLost), fmt.Sprint(l.IOLost), fmt.Sprint(l.OtherLost), fmt.Sprint(l.IOUnmatched)})
+			rows = append(rows, []string{fmt.Sprint(l.CPU), fmt.Sprint(l.IdleLost + l.IOLost + l.OtherLost), fmt.Sprint(l.IOOrphaned + l.IdleUnpaired),
+				fmt.Sprint(l.IOUnmatched - min(l.IOTableFull, l.IOUnmatched)), fmt.Sprint(l.IOTableFull)})
 		}
-		if err := d.table([]string{"CPU", "Idle lost", "IO lost", "Other lost", "IO unmatched"}, rows); err != nil {
+		if err := d.table([]string{"CPU", "Ring buffer full", "Not delivered by the kernel", "IO in flight at start", "IO pairing table full"}, rows); err != nil {
 			return err
 		}
 	}

@@ -37,7 +37,10 @@ type Stats struct {
 	WakeLatencyNs map[string]Summary `json:"wake_latency_ns"`
 	IO            IOStats            `json:"io"`
 
-	Losses []LossStats `json:"losses"`
+	// Loss is the recording's one loss account (the same numbers and names
+	// as record's summary and info); LostEvents is its total.
+	Loss   trace.LossAccount `json:"loss"`
+	Losses []LossStats       `json:"losses"`
 	// OutsideWindow counts records that fell outside the recording window
 	// (before the start or after the end snapshot); they are not in the
 	// statistics so that the trace and the kernel's counters cover the same time.
@@ -176,6 +179,10 @@ type LossStats struct {
 	IOLost      uint64 `json:"io_lost"`
 	OtherLost   uint64 `json:"other_lost"`
 	IOUnmatched uint64 `json:"io_unmatched"`
+	// IOOrphaned and IdleUnpaired: events the kernel did not deliver.
+	IOOrphaned   uint64 `json:"io_orphaned"`
+	IdleUnpaired uint64 `json:"idle_unpaired"`
+	IOTableFull  uint64 `json:"io_table_full"`
 }
 
 // OutsideWindow counts records outside the recording window.
@@ -491,6 +498,10 @@ func (b *StatsBuilder) addLoss(l trace.Loss) {
 	o.IOLost = max(o.IOLost, l.IOLost)
 	o.OtherLost = max(o.OtherLost, l.OtherLost)
 	o.IOUnmatched = max(o.IOUnmatched, l.IOUnmatched)
+	o.IOTableFull = max(o.IOTableFull, l.IOTableFull)
+	o.IOCompletions = max(o.IOCompletions, l.IOCompletions)
+	o.IOOrphaned = max(o.IOOrphaned, l.IOOrphaned)
+	o.IdleUnpaired = max(o.IdleUnpaired, l.IdleUnpaired)
 	b.losses[l.CPU] = o
 }
 
@@ -591,15 +602,19 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	}
 	sort.Slice(lossCPUs, func(i, j int) bool { return lossCPUs[i] < lossCPUs[j] })
 	s.Losses = []LossStats{}
+	perCPU := make([]trace.Loss, 0, len(lossCPUs))
 	for _, c := range lossCPUs {
 		l := b.losses[c]
-		s.LostEvents += l.Total()
+		perCPU = append(perCPU, l)
 		s.IO.Lost += l.IOLost
 		s.IO.Unmatched += l.IOUnmatched
 		if l.Total()+l.IOUnmatched > 0 {
-			s.Losses = append(s.Losses, LossStats{CPU: c, IdleLost: l.IdleLost, IOLost: l.IOLost, OtherLost: l.OtherLost, IOUnmatched: l.IOUnmatched})
+			s.Losses = append(s.Losses, LossStats{CPU: c, IdleLost: l.IdleLost, IOLost: l.IOLost, OtherLost: l.OtherLost, IOUnmatched: l.IOUnmatched,
+				IOOrphaned: l.IOOrphaned, IdleUnpaired: l.IdleUnpaired, IOTableFull: l.IOTableFull})
 		}
 	}
+	s.Loss = trace.NewLossAccount(perCPU, b.end)
+	s.LostEvents = s.Loss.Total()
 
 	// CPUs: the recorded ones, those with a state table and those seen.
 	cpuSet := map[int]bool{}
@@ -746,8 +761,9 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	if b.end == nil {
 		s.Warnings = append(s.Warnings, "no end record: without the end snapshot the kernel's counters cannot be checked")
 	}
-	if s.LostEvents > 0 {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records were lost in the kernel (ring buffer full); counts are lower bounds", s.LostEvents))
+	if s.Loss.Lost() > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d events were lost (ring buffer full %d, not delivered by the kernel %d, IO pairing table full %d); counts are lower bounds",
+			s.Loss.Lost(), s.Loss.RingBufferFull, s.Loss.Undelivered, s.Loss.IOTableFull))
 	}
 	if b.iowake.uncertain > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: woke_idle_cpu may miss up to %d completions", b.iowake.uncertain))

@@ -54,18 +54,19 @@ type Options struct {
 
 // Progress is the live state of a recording.
 type Progress struct {
-	Elapsed       time.Duration
-	Records       uint64
-	RecordsPerSec float64
-	Lost          uint64
-	Bytes         int64
+	Elapsed           time.Duration
+	IdlePeriods       uint64
+	BlockIOs          uint64
+	IdlePeriodsPerSec float64
+	RingBufferFull    uint64 // records dropped so far (the loss account's first kind)
+	NotDelivered      uint64 // events the kernel did not deliver, found so far
+	Bytes             int64
 }
 
 // Summary is what a finished recording reports.
 type Summary struct {
 	IdlePeriods, BlockIOs, HaltPolls uint64
-	Lost                             uint64
-	IOUnmatched                      uint64
+	Loss                             trace.LossAccount
 	OpenPeriods                      uint64
 	FileBytes                        int64
 	StopReason                       string
@@ -248,10 +249,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		OpenPeriods: end.OpenPeriods, StopReason: reason, Elapsed: time.Since(rec.start),
 		CommandExitCode: end.CommandExitCode,
 	}
-	for _, l := range end.Loss {
-		sum.Lost += l.Total()
-		sum.IOUnmatched += l.IOUnmatched
-	}
+	sum.Loss = trace.NewLossAccount(end.Loss, end)
 	closeErr := w.Close(end)
 	if fi, err := f.Stat(); err == nil {
 		sum.FileBytes = fi.Size()
@@ -511,7 +509,7 @@ func (r *recording) records() uint64 { return r.idle + r.io + r.haltpoll }
 // loop reads records until a stop condition; it returns why it stopped.
 func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone <-chan error) (string, error) {
 	lastFlush, lastProgress := time.Now(), time.Now()
-	var lastRecords uint64
+	var lastIdle uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -549,17 +547,14 @@ func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone
 			lastFlush = now
 		}
 		if r.opts.Progress != nil && now.Sub(lastProgress) >= 500*time.Millisecond {
-			var lost uint64
+			p := Progress{Elapsed: now.Sub(r.start), IdlePeriods: r.idle, BlockIOs: r.io, Bytes: r.w.Stats().Bytes,
+				IdlePeriodsPerSec: float64(r.idle-lastIdle) / now.Sub(lastProgress).Seconds()}
 			for _, l := range r.losses() {
-				lost += l.Total()
+				p.RingBufferFull += l.RingLost()
+				p.NotDelivered += l.Undelivered()
 			}
-			n := r.records()
-			st := r.w.Stats()
-			r.opts.Progress(Progress{
-				Elapsed: now.Sub(r.start), Records: n, Lost: lost, Bytes: st.Bytes,
-				RecordsPerSec: float64(n-lastRecords) / now.Sub(lastProgress).Seconds(),
-			})
-			lastRecords, lastProgress = n, now
+			r.opts.Progress(p)
+			lastIdle, lastProgress = r.idle, now
 		}
 	}
 }

@@ -111,7 +111,7 @@ func recordWorkload(t *testing.T) (path string, fioIOs uint64, disk string, dev 
 			t.Logf("%s: %d recursion misses", ps.Name, ps.Misses)
 		}
 	}
-	t.Logf("recorded %d idle periods, %d IO requests, %d lost; fio did %d reads", sum.IdlePeriods, sum.BlockIOs, sum.Lost, fr.Jobs[0].Read.TotalIOs)
+	t.Logf("recorded %d idle periods, %d IO requests; %s; fio did %d reads", sum.IdlePeriods, sum.BlockIOs, sum.Loss, fr.Jobs[0].Read.TotalIOs)
 	return path, fr.Jobs[0].Read.TotalIOs, disk, dev
 }
 

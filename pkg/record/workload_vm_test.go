@@ -65,7 +65,7 @@ func recordVMWorkload(t *testing.T) (path string, reads uint64, disk string, dev
 		return nil
 	})
 	t.Logf("VM workload: %d O_DIRECT 4 KiB reads, %d pipe round trips between CPUs 0 and 1", reads, rounds)
-	t.Logf("recorded %d idle periods, %d IO requests, %d lost", sum.IdlePeriods, sum.BlockIOs, sum.Lost)
+	t.Logf("recorded %d idle periods, %d IO requests; %s", sum.IdlePeriods, sum.BlockIOs, sum.Loss)
 	return path, reads, disk, dev
 }
 

@@ -1,0 +1,78 @@
+package trace
+
+import "fmt"
+
+// LossAccount is the one account of what a recording did not capture, by
+// kind. The recorder's summary, info and stats all print it (String) and
+// stats' lost_events is its Total, so the same numbers carry the same names
+// everywhere.
+type LossAccount struct {
+	// RingBufferFull: records dropped because the ring buffer was full,
+	// the recorder's own loss (a larger --ring-mib or a faster reader).
+	RingBufferFull uint64 `json:"ring_buffer_full"`
+	// Undelivered: events the kernel raised without running the programs
+	// attached to them: IO completions (found when the request's device
+	// and sector are issued again, or still waiting at stop on an idle
+	// device) and unpaired cpu_idle events.
+	Undelivered uint64 `json:"undelivered"`
+	// IOInFlightAtStart: IO completions whose issue came before the
+	// recording: counted, not recorded.
+	IOInFlightAtStart uint64 `json:"io_in_flight_at_start"`
+	// IOInFlightAtStop: IO requests issued but not completed when the
+	// recording stopped.
+	IOInFlightAtStop uint64 `json:"io_in_flight_at_stop"`
+	// IOTableFull: IO issues that did not fit the in-kernel pairing table.
+	IOTableFull uint64 `json:"io_table_full"`
+	// Known is false when the trace has no end record (a killed
+	// recording): the in-flight counts at stop are then unknown and the
+	// others are those of the last loss chunk written.
+	Known bool `json:"known"`
+}
+
+// NewLossAccount sums the per-CPU counters (end.Loss, or the last loss
+// chunk's when the trace has no end record) and the end record's in-flight
+// counts.
+func NewLossAccount(losses []Loss, end *End) LossAccount {
+	var a LossAccount
+	if end != nil {
+		a.Known = true
+		a.Undelivered = end.IOOrphanedAtStop
+		a.IOInFlightAtStop = end.IOInFlight - min(end.IOOrphanedAtStop, end.IOInFlight)
+	}
+	var unmatched uint64
+	for i := range losses {
+		l := &losses[i]
+		a.RingBufferFull += l.RingLost()
+		a.Undelivered += l.Undelivered()
+		a.IOTableFull += l.IOTableFull
+		unmatched += l.IOUnmatched
+	}
+	// A table-full issue's completion finds no issue either.
+	a.IOInFlightAtStart = unmatched - min(a.IOTableFull, unmatched)
+	return a
+}
+
+// Total is every kind together: stats' lost_events.
+func (a LossAccount) Total() uint64 {
+	return a.RingBufferFull + a.Undelivered + a.IOInFlightAtStart + a.IOInFlightAtStop + a.IOTableFull
+}
+
+// Lost is what was lost rather than merely cut by the recording's bounds:
+// the ring buffer's drops, the kernel's undelivered events and the pairing
+// table's overflow. Counts computed from the trace are lower bounds by it.
+func (a LossAccount) Lost() uint64 { return a.RingBufferFull + a.Undelivered + a.IOTableFull }
+
+// String is the account as every command prints it.
+func (a LossAccount) String() string {
+	s := fmt.Sprintf("not recorded %d: ring buffer full %d, not delivered by the kernel %d, IO in flight at start %d",
+		a.Total(), a.RingBufferFull, a.Undelivered, a.IOInFlightAtStart)
+	if a.Known {
+		s += fmt.Sprintf(", IO in flight at stop %d", a.IOInFlightAtStop)
+	} else {
+		s += ", IO in flight at stop unknown (no end record)"
+	}
+	if a.IOTableFull > 0 {
+		s += fmt.Sprintf(", IO pairing table full %d", a.IOTableFull)
+	}
+	return s
+}
