@@ -41,6 +41,10 @@ volatile const __u8 cpu_filter_on = 0;     /* record idle periods only of CPUs i
 volatile const __u8 record_io = 1;
 volatile const __u32 nr_cpus = 1024;       /* possible CPUs */
 volatile const __u8 have_tick_stop = 0;    /* timer:tick_stop is attached */
+/* When the programs were all attached (bpf_ktime_get_ns), written by Go
+ * after attaching; 0 before. */
+volatile __u64 attach_ns = 0;
+
 /* Offsets of per-CPU variables in the kernel's per-CPU section, from the
  * vmlinux BTF (DATASEC .data..percpu), or PCPU_NONE. A CPU's copy of one
  * lies at that CPU's per-CPU base plus its offset; the base is learned from
@@ -728,7 +732,9 @@ static __always_inline void on_rq_requeue(__u32 dev, __u64 sector)
 	bpf_map_delete_elem(&io_inflight, &key);
 }
 
-static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_bytes, __s32 error)
+/* alloc_ns: the request's rq->start_time_ns, 0 where unknown (the classic
+ * tracepoint does not carry it). */
+static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_bytes, __s32 error, __u64 alloc_ns)
 {
 	if (!record_io)
 		return;
@@ -741,8 +747,12 @@ static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_byt
 	}
 	if (!v) {
 		struct loss_counters *l = loss_counters();
-		if (l)
+		if (l) {
 			l->io_unmatched++;
+			__u64 attached = attach_ns;
+			if (attached && alloc_ns > attached)
+				l->io_unissued++;
+		}
 		return;
 	}
 	if (!error && nr_bytes < v->remaining) {
@@ -855,7 +865,8 @@ int BPF_PROG(btf_block_rq_issue, struct request *rq)
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(btf_block_rq_complete, struct request *rq, __u8 error, unsigned int nr_bytes)
 {
-	on_rq_complete(rq_dev(rq), rq->__sector, nr_bytes, error);
+	__u64 alloc_ns = bpf_core_field_exists(rq->start_time_ns) ? BPF_CORE_READ(rq, start_time_ns) : 0;
+	on_rq_complete(rq_dev(rq), rq->__sector, nr_bytes, error, alloc_ns);
 	return 0;
 }
 
@@ -981,7 +992,7 @@ int tp_block_rq_issue(struct trace_event_raw_block_rq *ctx)
 SEC("tracepoint/block/block_rq_complete")
 int tp_block_rq_complete(struct trace_event_raw_block_rq_completion *ctx)
 {
-	on_rq_complete(ctx->dev, ctx->sector, ctx->nr_sector << 9, ctx->error);
+	on_rq_complete(ctx->dev, ctx->sector, ctx->nr_sector << 9, ctx->error, 0);
 	return 0;
 }
 

@@ -137,6 +137,12 @@ struct loss_counters {
 	/* cpu_idle entries while a period was open, or exits with none open:
 	 * a cpu_idle event that never reached the programs. */
 	__u64 idle_unpaired;
+	/* Of io_unmatched, completions of requests allocated after the
+	 * programs were attached (rq->start_time_ns > attach_ns), so not in
+	 * flight at start: the block layer completes them without issuing
+	 * them itself (the original request of a flush sequence, whose
+	 * flush_rq is issued and completed in its place). */
+	__u64 io_unissued;
 };
 
 #endif /* IDLETRACE_H */

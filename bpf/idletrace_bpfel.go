@@ -164,6 +164,7 @@ type IdletraceLossCounters struct {
 	IoPartial     uint64
 	IoOrphaned    uint64
 	IdleUnpaired  uint64
+	IoUnissued    uint64
 }
 
 type IdletraceRecordType uint32
@@ -238,6 +239,7 @@ const (
 	IdletraceVarLossCounters                = "_loss_counters"
 	IdletraceVarRecordType                  = "_record_type"
 	IdletraceVarWakeCause                   = "_wake_cause"
+	IdletraceVarAttachNs                    = "attach_ns"
 	IdletraceVarCpuFilterOn                 = "cpu_filter_on"
 	IdletraceVarHaveTickStop                = "have_tick_stop"
 	IdletraceVarNrCpus                      = "nr_cpus"
@@ -353,6 +355,7 @@ type IdletraceVariableSpecs struct {
 	LossCounters       *ebpf.VariableSpec `ebpf:"_loss_counters"`
 	RecordType         *ebpf.VariableSpec `ebpf:"_record_type"`
 	WakeCause          *ebpf.VariableSpec `ebpf:"_wake_cause"`
+	AttachNs           *ebpf.VariableSpec `ebpf:"attach_ns"`
 	CpuFilterOn        *ebpf.VariableSpec `ebpf:"cpu_filter_on"`
 	HaveTickStop       *ebpf.VariableSpec `ebpf:"have_tick_stop"`
 	NrCpus             *ebpf.VariableSpec `ebpf:"nr_cpus"`
@@ -416,6 +419,7 @@ type IdletraceVariables struct {
 	LossCounters       *ebpf.Variable `ebpf:"_loss_counters"`
 	RecordType         *ebpf.Variable `ebpf:"_record_type"`
 	WakeCause          *ebpf.Variable `ebpf:"_wake_cause"`
+	AttachNs           *ebpf.Variable `ebpf:"attach_ns"`
 	CpuFilterOn        *ebpf.Variable `ebpf:"cpu_filter_on"`
 	HaveTickStop       *ebpf.Variable `ebpf:"have_tick_stop"`
 	NrCpus             *ebpf.Variable `ebpf:"nr_cpus"`

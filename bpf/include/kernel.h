@@ -126,6 +126,7 @@ struct request {
 	unsigned int cmd_flags;
 	unsigned int __data_len;
 	sector_t __sector;
+	__u64 start_time_ns; /* allocation time; 0 without the queue's iostats */
 };
 
 /* Before 5.16 the disk hung off the request. */

@@ -494,14 +494,7 @@ func (b *StatsBuilder) addLoss(l trace.Loss) {
 	}
 	o := b.losses[l.CPU]
 	o.CPU = l.CPU
-	o.IdleLost = max(o.IdleLost, l.IdleLost)
-	o.IOLost = max(o.IOLost, l.IOLost)
-	o.OtherLost = max(o.OtherLost, l.OtherLost)
-	o.IOUnmatched = max(o.IOUnmatched, l.IOUnmatched)
-	o.IOTableFull = max(o.IOTableFull, l.IOTableFull)
-	o.IOCompletions = max(o.IOCompletions, l.IOCompletions)
-	o.IOOrphaned = max(o.IOOrphaned, l.IOOrphaned)
-	o.IdleUnpaired = max(o.IdleUnpaired, l.IdleUnpaired)
+	o = o.Max(l)
 	b.losses[l.CPU] = o
 }
 

@@ -133,6 +133,15 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Requests allocated from now on have their issue traced.
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err == nil {
+		if err := coll.Variables["attach_ns"].Set(uint64(now.Nano())); err != nil {
+			closeAll(links)
+			coll.Close()
+			return nil, fmt.Errorf("setting attach_ns: %w", err)
+		}
+	}
 	defer coll.Close()
 	defer func() { closeAll(links) }()
 	for _, w := range plan.describeMissing() {
@@ -646,14 +655,14 @@ func (r *recording) losses() []trace.Loss {
 	out := make([]trace.Loss, 0, len(per))
 	for cpu, c := range per {
 		out = append(out, trace.Loss{CPU: uint32(cpu), IdleLost: c.IdleLost, IOLost: c.IoLost, OtherLost: c.OtherLost, IOUnmatched: c.IoUnmatched, IOTableFull: c.IoTableFull,
-			IOCompletions: c.IoCompletions, IOOrphaned: c.IoOrphaned, IdleUnpaired: c.IdleUnpaired})
+			IOCompletions: c.IoCompletions, IOOrphaned: c.IoOrphaned, IdleUnpaired: c.IdleUnpaired, IOUnissued: c.IoUnissued})
 	}
 	return out
 }
 
 func (r *recording) ioCounts() (unmatched, completions, orphaned uint64) {
 	for _, l := range r.losses() {
-		unmatched += l.IOUnmatched
+		unmatched += l.IOUnmatched - min(l.IOUnissued, l.IOUnmatched) // in flight at start only
 		completions += l.IOCompletions
 		orphaned += l.IOOrphaned
 	}

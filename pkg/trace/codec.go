@@ -189,6 +189,7 @@ func (e *lossEncoder) add(l *Loss) {
 	c[6] = binary.AppendUvarint(c[6], l.IOCompletions)
 	c[7] = binary.AppendUvarint(c[7], l.IOOrphaned)
 	c[8] = binary.AppendUvarint(c[8], l.IdleUnpaired)
+	c[9] = binary.AppendUvarint(c[9], l.IOUnissued)
 	e.n++
 }
 
@@ -391,6 +392,7 @@ func (d *decoder) decodeLoss(raw []byte, n uint32, fn func(*Loss) error) error {
 			IOCompletions: v[6],
 			IOOrphaned:    v[7],
 			IdleUnpaired:  v[8],
+			IOUnissued:    v[9],
 		}
 		if bad {
 			return fmt.Errorf("%w: column overrun", errMalformed)

@@ -118,9 +118,10 @@ package trace
 // in the file is its total. All uvarint:
 //
 //	0 cpu, 1 IdleLost, 2 IOLost, 3 OtherLost, 4 IOUnmatched, 5 IOTableFull,
-//	6 IOCompletions, 7 IOOrphaned, 8 IdleUnpaired
+//	6 IOCompletions, 7 IOOrphaned, 8 IdleUnpaired, 9 IOUnissued
 //
-// Loss chunks from early writers have only columns 0-4; the others read as 0.
+// Loss chunks from early writers have only columns 0-4 (or 0-8); the others
+// read as 0.
 //
 // Damage handling: a reader that finds a bad chunk header (wrong magic or
 // header CRC) searches forward for the next "ICHK" whose header CRC checks out
@@ -204,7 +205,7 @@ const (
 	idleMinColumns  = 9
 	blockIOColumns  = 10
 	haltPollColumns = 5
-	lossColumns     = 9
+	lossColumns     = 10
 	// lossMinColumns: loss chunks from before IOTableFull..IdleUnpaired
 	// existed have 5 columns; the rest read as 0.
 	lossMinColumns = 5

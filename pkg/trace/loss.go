@@ -23,6 +23,11 @@ type LossAccount struct {
 	IOInFlightAtStop uint64 `json:"io_in_flight_at_stop"`
 	// IOTableFull: IO issues that did not fit the in-kernel pairing table.
 	IOTableFull uint64 `json:"io_table_full"`
+	// IOUnissued: IO completions without an issue event of their own,
+	// which the block layer makes for the original request of a flush
+	// sequence (its flush_rq is issued, completed and recorded in its
+	// place). Nothing was lost: not part of Total.
+	IOUnissued uint64 `json:"io_completed_unissued"`
 	// Known is false when the trace has no end record (a killed
 	// recording): the in-flight counts at stop are then unknown and the
 	// others are those of the last loss chunk written.
@@ -45,10 +50,12 @@ func NewLossAccount(losses []Loss, end *End) LossAccount {
 		a.RingBufferFull += l.RingLost()
 		a.Undelivered += l.Undelivered()
 		a.IOTableFull += l.IOTableFull
+		a.IOUnissued += l.IOUnissued
 		unmatched += l.IOUnmatched
 	}
-	// A table-full issue's completion finds no issue either.
-	a.IOInFlightAtStart = unmatched - min(a.IOTableFull, unmatched)
+	// A table-full issue's completion finds no issue either, nor does an
+	// unissued one.
+	a.IOInFlightAtStart = unmatched - min(a.IOTableFull+a.IOUnissued, unmatched)
 	return a
 }
 
@@ -73,6 +80,9 @@ func (a LossAccount) String() string {
 	}
 	if a.IOTableFull > 0 {
 		s += fmt.Sprintf(", IO pairing table full %d", a.IOTableFull)
+	}
+	if a.IOUnissued > 0 {
+		s += fmt.Sprintf("; %d IO completions without an issue of their own (flush sequences: their flush requests are recorded)", a.IOUnissued)
 	}
 	return s
 }

@@ -45,6 +45,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	edgeLoss := []Loss{
 		{CPU: 0, IdleLost: 1},
+		{CPU: 3, IOUnmatched: 9, IOTableFull: 1, IOCompletions: 40, IOOrphaned: 2, IdleUnpaired: 3, IOUnissued: 5},
 		{CPU: math.MaxUint32, IdleLost: math.MaxUint64 / 4, IOLost: math.MaxUint64 / 4, OtherLost: 7, IOUnmatched: math.MaxUint64},
 	}
 

@@ -249,6 +249,20 @@ type Loss struct {
 	// IdleUnpaired counts cpu_idle events that never reached the programs
 	// (an entry while a period was open, an exit with none open).
 	IdleUnpaired uint64
+	// IOUnissued: of IOUnmatched, completions of requests allocated after
+	// the programs were attached, so not in flight at start: the block
+	// layer completed them without issuing them itself (the original
+	// request of a flush sequence; its flush_rq is issued and completed,
+	// and recorded, in its place). Zero where unknown (classic tracepoint).
+	IOUnissued uint64
+}
+
+// Max is each counter's larger value of l and o (the counters only grow,
+// so this merges two reports of the same CPU into the later one).
+func (l Loss) Max(o Loss) Loss {
+	return Loss{CPU: l.CPU, IdleLost: max(l.IdleLost, o.IdleLost), IOLost: max(l.IOLost, o.IOLost), OtherLost: max(l.OtherLost, o.OtherLost),
+		IOUnmatched: max(l.IOUnmatched, o.IOUnmatched), IOTableFull: max(l.IOTableFull, o.IOTableFull), IOCompletions: max(l.IOCompletions, o.IOCompletions),
+		IOOrphaned: max(l.IOOrphaned, o.IOOrphaned), IdleUnpaired: max(l.IdleUnpaired, o.IdleUnpaired), IOUnissued: max(l.IOUnissued, o.IOUnissued)}
 }
 
 // Total is every record lost on this CPU: ring-buffer reservations that

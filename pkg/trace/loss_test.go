@@ -1,0 +1,46 @@
+package trace
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestLossMaxEveryCounter: Max keeps every counter, including ones added
+// later (it once merged four of eight, and stats lost the others).
+func TestLossMaxEveryCounter(t *testing.T) {
+	var o Loss
+	v := reflect.ValueOf(&o).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Uint64 {
+			f.SetUint(uint64(i + 1))
+		}
+	}
+	if got := (Loss{}).Max(o); got != o {
+		t.Errorf("Max(%+v) = %+v", o, got)
+	}
+}
+
+func TestLossAccount(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		losses []Loss
+		end    *End
+		want   LossAccount
+	}{
+		{"no end record", []Loss{{CPU: 0, IdleLost: 2, IOUnmatched: 3}, {CPU: 1, IOOrphaned: 1}}, nil,
+			LossAccount{RingBufferFull: 2, Undelivered: 1, IOInFlightAtStart: 3}},
+		{"end record", []Loss{{CPU: 0, IOLost: 1, IOUnmatched: 9, IOTableFull: 2, IOUnissued: 4, IdleUnpaired: 1}},
+			&End{IOInFlight: 5, IOOrphanedAtStop: 2},
+			LossAccount{RingBufferFull: 1, Undelivered: 3, IOInFlightAtStart: 3, IOInFlightAtStop: 3, IOTableFull: 2, IOUnissued: 4, Known: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NewLossAccount(tc.losses, tc.end)
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if want := got.RingBufferFull + got.Undelivered + got.IOInFlightAtStart + got.IOInFlightAtStop + got.IOTableFull; got.Total() != want {
+				t.Errorf("Total %d, want %d", got.Total(), want)
+			}
+		})
+	}
+}
