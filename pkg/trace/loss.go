@@ -82,7 +82,7 @@ func (a LossAccount) String() string {
 		s += fmt.Sprintf(", IO pairing table full %d", a.IOTableFull)
 	}
 	if a.IOUnissued > 0 {
-		s += fmt.Sprintf("; %d IO completions without an issue of their own (flush sequences: their flush requests are recorded)", a.IOUnissued)
+		s += fmt.Sprintf("; besides, IO completed without an issue of its own %d (flush sequences: their flush requests are recorded)", a.IOUnissued)
 	}
 	return s
 }
