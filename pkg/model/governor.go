@@ -172,10 +172,9 @@ type governor interface {
 }
 
 // pollLimiter is implemented by governors that own dev->poll_limit_ns
-// (haltpoll); generic is the cpuidle_poll_time value to cache when the
-// governor's own value is 0.
+// (haltpoll): the limit cpuidle_poll_time gives poll_idle now.
 type pollLimiter interface {
-	pollLimit(generic int64) int64
+	pollLimit() int64
 }
 
 // genericPollLimit is drivers/cpuidle/cpuidle.c cpuidle_poll_time for a

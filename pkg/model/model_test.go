@@ -446,7 +446,7 @@ func TestLadderPromotionAfterFour(t *testing.T) {
 
 func TestHaltpollGrowShrink(t *testing.T) {
 	tab := newTable(mustBuiltin(t, "haltpoll", 250), nil, -1)
-	g := newHaltpoll(tab, haltpollParams{guestNs: 200000, grow: 2, shrink: 2, growStart: 50000, allowShrink: true})
+	g := newHaltpoll(tab, haltpollParams{guestNs: 200000, grow: 2, shrink: 2, growStart: 50000, allowShrink: true, shrinkToZero: true})
 	in := &selInput{latReq: noLimit}
 	if idx, _ := g.selectState(in); idx != 1 {
 		t.Fatalf("window 0: idx=%d, want halt", idx)

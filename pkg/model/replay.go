@@ -104,6 +104,10 @@ type periodInfo struct {
 	// wake-up or a late time-out (poll_idle() looks at the clock only
 	// every 200 loops, which under emulation can be long after the limit).
 	pollRanOn bool
+	// pollTOKernel: a poll's PollTimedOut is dev->poll_time_limit as the
+	// kernel left it (read with the core's counters), not the recorder's
+	// guess from the wake-ups it saw.
+	pollTOKernel bool
 	// tickFree: the recorded stay proves no tick came before x: a halted
 	// state with the tick running ends at the first tick (one ended it at
 	// x, or none came), and a poll that ends without got_idle_tick saw none.
@@ -340,6 +344,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	d := pi.x - pi.e
 	pi.gotTick = p.GotTick == trace.Yes
 	pi.pollRanOn = p.PollTimedOut != trace.Unknown && r.kernelPollNs > 0 && d > r.kernelPollNs
+	pi.pollTOKernel = p.KernelKnown && p.PollTimedOut != trace.Unknown
 	if p.TickStopped == trace.No && pi.rec >= 0 && pi.rec < r.recTab.n {
 		// A halted stay ends at the first tick; a poll that saw none says so.
 		pi.tickFree = !r.recTab.polling[pi.rec] || p.GotTick == trace.No
@@ -700,7 +705,7 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 			return nil, fmt.Errorf("policy %q: haltpoll needs a polling state and a halt state; profile %s has %d state(s)", pol.Spec, prof.Name, n)
 		}
 		ps.dynPoll = true
-		ps.hp = haltpollParamsFrom(r.meta.HaltPoll)
+		ps.hp = haltpollParamsFrom(r.meta.HaltPoll, v, genericPollLimit(ps.tab, kernelPollRule(v), 0))
 	}
 	return ps, nil
 }
@@ -741,9 +746,55 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 	in.nrIOWait, in.aborts = pi.nrIOWait, pi.aborts
 	idx, _ := cs.shadow.selectState(in)
 	if pi.rec >= 0 {
-		cs.shadow.reflect(pi.rec, pi.residency, pi.kind == endTick || pi.gotTick, pi.kind == endPoll)
+		pollTO := pi.kind == endPoll
+		if hp, ok := cs.shadow.(*haltpollGov); ok && pollTO && !pi.pollTOKernel && ps.tab.polling[pi.rec] {
+			// haltpoll's next choice hangs on the recorder's guess:
+			// check it against the window
+			pollTO = hp.polledOut(pi.residency)
+		}
+		cs.shadow.reflect(pi.rec, pi.residency, pi.kind == endTick || pi.gotTick, pollTO)
 	}
 	return idx
+}
+
+// SetHaltpollWindow sets dev->poll_limit_ns on cpu to ns for every haltpoll
+// policy, in the free-running model and in the one agreement keeps on the
+// kernel's history. The window a recording starts with is not in its
+// metadata: it is the old value of the CPU's first power:guest_halt_poll_ns
+// record; without this call the models start from 0, as
+// haltpoll_enable_device leaves a CPU.
+func (r *Replay) SetHaltpollWindow(cpu uint32, ns uint64) {
+	if cpu >= maxCPUs {
+		return
+	}
+	c := r.cpu(cpu)
+	for _, ps := range r.pols {
+		if ps.kind != GovHaltpoll {
+			continue
+		}
+		cs := ps.cpus[c.id]
+		if cs.shadow == nil {
+			cs.shadow = ps.newCPU().gov
+		}
+		cs.gov.(*haltpollGov).limit = ns
+		cs.shadow.(*haltpollGov).limit = ns
+	}
+}
+
+// HaltpollWindow is policy i's haltpoll window on cpu as the model kept on
+// the kernel's history has it now (the one agreement asks), and how many
+// power:guest_halt_poll_ns events its adjust_poll_limit would have raised
+// so far. ok is false when policy i is not haltpoll or has no such model
+// for the CPU yet.
+func (r *Replay) HaltpollWindow(i int, cpu uint32) (ns, changes uint64, ok bool) {
+	if i < 0 || i >= len(r.pols) || int(cpu) >= len(r.cpus) || r.pols[i].kind != GovHaltpoll {
+		return 0, 0, false
+	}
+	g, ok := r.pols[i].cpus[cpu].shadow.(*haltpollGov)
+	if !ok {
+		return 0, 0, false
+	}
+	return g.limit, g.changes, true
 }
 
 func (ps *polSim) latReq(c *cpuShared, t int64) int64 {
@@ -1078,7 +1129,7 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t
 	if tab.rows[idx].polling {
 		lim := ps.pollNs
 		if ps.dynPoll {
-			lim = cs.gov.(pollLimiter).pollLimit(genericPollLimit(tab, PollMin10us, 0))
+			lim = cs.gov.(pollLimiter).pollLimit()
 		}
 		if lim <= 0 || lim == noLimit {
 			cs.pollDeadline = noLimit

@@ -1,7 +1,5 @@
 package model
 
-import "github.com/idletrace/idletrace/pkg/trace"
-
 // teo governor model.
 //
 // Follows drivers/cpuidle/governors/teo.c of Linux 6.18 (the 6.14–6.18
@@ -310,89 +308,3 @@ func (g *ladderGov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut
 		g.last = idx
 	}
 }
-
-// haltpoll governor model.
-//
-// Follows drivers/cpuidle/governors/haltpoll.c of Linux 6.18: poll while
-// the last poll was not cut short by its window, halt otherwise; the
-// window (dev->poll_limit_ns, 0 at start) grows ×guest_halt_poll_grow
-// (from guest_halt_poll_grow_start) when a halt lasted longer than the
-// window but not longer than guest_halt_poll_ns, and shrinks
-// ÷guest_halt_poll_shrink when a halt lasted longer than
-// guest_halt_poll_ns, dropping to 0 below grow_start (the 6.9 change).
-// Parameters come from the trace (Metadata.HaltPoll), else the kernel's
-// defaults (200000, 2, 2, 50000, allow shrink).
-
-type haltpollParams struct {
-	guestNs, grow, shrink, growStart uint64
-	allowShrink                      bool
-}
-
-func haltpollParamsFrom(h *haltParamsSrc) haltpollParams {
-	if h == nil {
-		return haltpollParams{guestNs: 200000, grow: 2, shrink: 2, growStart: 50000, allowShrink: true}
-	}
-	return haltpollParams{guestNs: h.GuestHaltPollNs, grow: h.Grow, shrink: h.Shrink, growStart: h.GrowStart, allowShrink: h.AllowShrink}
-}
-
-type haltpollGov struct {
-	t      *table
-	p      haltpollParams
-	limit  uint64
-	last   int
-	pollTO bool
-}
-
-func newHaltpoll(t *table, p haltpollParams) *haltpollGov { return &haltpollGov{t: t, p: p} }
-
-func (g *haltpollGov) selectState(in *selInput) (int, bool) {
-	if g.t.n == 0 || in.latReq == 0 {
-		return 0, false
-	}
-	if g.limit == 0 {
-		return 1, true
-	}
-	if g.last == 0 {
-		if g.pollTO {
-			return 1, true
-		}
-		return 0, false
-	}
-	return 0, false
-}
-
-func (g *haltpollGov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {
-	g.last = idx
-	if g.t.polling[idx] {
-		g.pollTO = pollTimedOut
-	}
-	if idx == 0 {
-		return
-	}
-	block := uint64(max(residencyNs, 0))
-	switch {
-	case block > g.limit && block <= g.p.guestNs:
-		v := uint64(uint32(g.limit * g.p.grow))
-		v = max(v, g.p.growStart)
-		v = min(v, g.p.guestNs)
-		g.limit = v
-	case block > g.p.guestNs && g.p.allowShrink:
-		v := uint64(0)
-		if g.p.shrink != 0 {
-			v = g.limit / g.p.shrink
-		}
-		if v < g.p.growStart {
-			v = 0
-		}
-		g.limit = v
-	}
-}
-
-func (g *haltpollGov) pollLimit(generic int64) int64 {
-	if g.limit == 0 {
-		g.limit = uint64(generic)
-	}
-	return int64(g.limit)
-}
-
-type haltParamsSrc = trace.HaltPollParams

@@ -3,6 +3,8 @@ package record_test
 import (
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,9 +14,8 @@ import (
 )
 
 const (
-	governorPath     = "/sys/devices/system/cpu/cpuidle/current_governor"
-	guestHaltPollNs  = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
-	fidelityHaltPoll = "200000"
+	governorPath    = "/sys/devices/system/cpu/cpuidle/current_governor"
+	guestHaltPollNs = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
 )
 
 // TestGovernorFidelity switches the kernel to each governor, records a
@@ -35,14 +36,23 @@ func TestGovernorFidelity(t *testing.T) {
 	avail, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/available_governors")
 
 	for _, tc := range []struct {
-		governor string
-		min      float64
+		name, governor string
+		min            float64
+		// freeMax bounds the free-running replay's above/below error, as a
+		// share of the periods.
+		freeMax float64
+		// haltPollNs is guest_halt_poll_ns for the recording: the module's
+		// compiled default, and 0, which machines of this kind boot with
+		// (haltpoll.guest_halt_poll_ns=0): the window then stays 0 and
+		// every long halt "shrinks" it to 0 again.
+		haltPollNs string
 	}{
-		{"ladder", 0.99},
-		{"menu", 0.98},
-		{"haltpoll", 0.99},
+		{"ladder", "ladder", 0.99, 0.05, ""},
+		{"menu", "menu", 0.98, 0.05, ""},
+		{"haltpoll", "haltpoll", 0.99, 0.01, "200000"},
+		{"haltpoll-ns0", "haltpoll", 0.99, 0.01, "0"},
 	} {
-		t.Run(tc.governor, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			if !strings.Contains(" "+string(avail)+" ", " "+tc.governor+" ") {
 				why := ""
 				if tc.governor == "haltpoll" {
@@ -56,7 +66,7 @@ func TestGovernorFidelity(t *testing.T) {
 					t.Fatalf("%s: %v", guestHaltPollNs, err)
 				}
 				t.Cleanup(func() { os.WriteFile(guestHaltPollNs, old, 0o644) })
-				if err := os.WriteFile(guestHaltPollNs, []byte(fidelityHaltPoll), 0o644); err != nil {
+				if err := os.WriteFile(guestHaltPollNs, []byte(tc.haltPollNs), 0o644); err != nil {
 					t.Fatalf("setting %s: %v", guestHaltPollNs, err)
 				}
 			}
@@ -65,7 +75,7 @@ func TestGovernorFidelity(t *testing.T) {
 			}
 			path, _, _, _ := recordWorkload(t)
 			if dir := os.Getenv("IDLETRACE_FIDELITY_KEEP"); dir != "" {
-				keepCopy(t, path, filepath.Join(dir, "fidelity-"+tc.governor+".trace"))
+				keepCopy(t, path, filepath.Join(dir, "fidelity-"+tc.name+".trace"))
 			}
 			r, err := trace.Open(path)
 			if err != nil {
@@ -74,6 +84,9 @@ func TestGovernorFidelity(t *testing.T) {
 			defer r.Close()
 			if r.Meta.CPUIdleGovernor != tc.governor {
 				t.Fatalf("the trace says governor %q, want %q", r.Meta.CPUIdleGovernor, tc.governor)
+			}
+			if tc.haltPollNs != "" && (r.Meta.HaltPoll == nil || strconv.FormatUint(r.Meta.HaltPoll.GuestHaltPollNs, 10) != tc.haltPollNs) {
+				t.Fatalf("the trace says haltpoll parameters %+v, want guest_halt_poll_ns %s", r.Meta.HaltPoll, tc.haltPollNs)
 			}
 			if r.End == nil || r.End.Snapshot == nil || r.Meta.Start == nil {
 				t.Fatal("the trace lacks its start or end snapshot")
@@ -96,6 +109,12 @@ func TestGovernorFidelity(t *testing.T) {
 			}
 			// Only the periods the kernel's counter deltas cover.
 			window := snapshotWindows(r)
+			if tc.governor == "haltpoll" {
+				// Start each CPU's window where the kernel's was.
+				for cpu, ns := range haltpollWindowsAt(t, r, window) {
+					rp.SetHaltpollWindow(cpu, ns)
+				}
+			}
 			err = r.Scan(trace.Visitor{
 				Idle: func(p *trace.IdlePeriod) error {
 					if w, ok := window[p.CPU]; !ok || p.EntryNs < w[0] || p.ExitNs > w[1] {
@@ -139,9 +158,12 @@ func TestGovernorFidelity(t *testing.T) {
 			// must land near the kernel's counts too.
 			miss := absDiff(res[0].Above, above) + absDiff(res[0].Below, below)
 			t.Logf("free-running %s above/below %d/%d, kernel %d/%d", tc.governor, res[0].Above, res[0].Below, above, below)
-			if float64(miss) > 0.05*float64(res[0].IdlePeriods) {
-				t.Errorf("free-running %s counts above/below %d/%d, the kernel %d/%d: off by more than 5%% of %d idle periods",
-					tc.governor, res[0].Above, res[0].Below, above, below, res[0].IdlePeriods)
+			if float64(miss) > tc.freeMax*float64(res[0].IdlePeriods) {
+				t.Errorf("free-running %s counts above/below %d/%d, the kernel %d/%d: off by more than %g%% of %d idle periods",
+					tc.governor, res[0].Above, res[0].Below, above, below, 100*tc.freeMax, res[0].IdlePeriods)
+			}
+			if tc.governor == "haltpoll" {
+				checkHaltpollWindows(t, r, prof)
 			}
 		})
 	}
@@ -152,4 +174,165 @@ func absDiff(a, b uint64) uint64 {
 		return a - b
 	}
 	return b - a
+}
+
+// haltpollData is a trace's haltpoll window changes and idle periods, each
+// CPU's in time order, and its losses per CPU.
+type haltpollData struct {
+	changes map[uint32][]trace.HaltPollChange
+	periods []trace.IdlePeriod
+	loss    map[uint32]trace.Loss
+}
+
+func readHaltpoll(t *testing.T, r *trace.Reader) *haltpollData {
+	t.Helper()
+	d := &haltpollData{changes: map[uint32][]trace.HaltPollChange{}, loss: map[uint32]trace.Loss{}}
+	err := r.Scan(trace.Visitor{
+		Idle:     func(p *trace.IdlePeriod) error { d.periods = append(d.periods, *p); return nil },
+		HaltPoll: func(h *trace.HaltPollChange) error { d.changes[h.CPU] = append(d.changes[h.CPU], *h); return nil },
+		Loss:     func(l *trace.Loss) error { d.loss[l.CPU] = *l; return nil }, // cumulative: the last is the total
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range d.changes { // chunks of two record kinds interleave
+		sort.SliceStable(l, func(i, j int) bool { return l[i].TimeNs < l[j].TimeNs })
+	}
+	return d
+}
+
+// haltpollWindowsAt is each CPU's haltpoll window at its first period inside
+// window.
+func haltpollWindowsAt(t *testing.T, r *trace.Reader, window map[uint32][2]uint64) map[uint32]uint64 {
+	d := readHaltpoll(t, r)
+	first := map[uint32]uint64{}
+	for _, p := range d.periods {
+		if w, ok := window[p.CPU]; ok && p.EntryNs >= w[0] && p.ExitNs <= w[1] {
+			if f, seen := first[p.CPU]; !seen || p.EntryNs < f {
+				first[p.CPU] = p.EntryNs
+			}
+		}
+	}
+	return d.windowsAt(first)
+}
+
+// windowsAt is each CPU's window at time at[cpu]: the last change before
+// it, else the first change's old value; CPUs without changes are left out.
+func (d *haltpollData) windowsAt(at map[uint32]uint64) map[uint32]uint64 {
+	out := map[uint32]uint64{}
+	for cpu, l := range d.changes {
+		t, ok := at[cpu]
+		if !ok || len(l) == 0 {
+			continue
+		}
+		out[cpu] = uint64(l[0].OldNs)
+		for _, h := range l {
+			if h.TimeNs >= t {
+				break
+			}
+			out[cpu] = uint64(h.NewNs)
+		}
+	}
+	return out
+}
+
+// checkHaltpollWindows steps the haltpoll model through every recorded
+// period in time order and checks, at every power:guest_halt_poll_ns record
+// (raised in haltpoll_reflect right after the period it follows), that the
+// model kept on the kernel's history has the kernel's new window and has
+// raised as many changes. A CPU that lost idle periods cannot match
+// exactly and is only logged.
+func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
+	t.Helper()
+	d := readHaltpoll(t, r)
+	pol, err := model.ParsePolicy("haltpoll")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := model.NewReplay(prof, r.Meta, []model.Policy{pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type event struct {
+		t uint64
+		p *trace.IdlePeriod
+		h *trace.HaltPollChange
+	}
+	var evs []event
+	for i := range d.periods {
+		evs = append(evs, event{t: d.periods[i].ExitNs, p: &d.periods[i]})
+	}
+	// A recording starts and stops between a period and its record: only
+	// records from the CPU's first recorded entry on count, and after its
+	// last exit only one close enough to be that period's.
+	first, last := map[uint32]uint64{}, map[uint32]uint64{}
+	for _, p := range d.periods {
+		if f, ok := first[p.CPU]; !ok || p.EntryNs < f {
+			first[p.CPU] = p.EntryNs
+		}
+		last[p.CPU] = max(last[p.CPU], p.ExitNs)
+	}
+	for cpu, ns := range d.windowsAt(first) {
+		rp.SetHaltpollWindow(cpu, ns)
+	}
+	for cpu, l := range d.changes {
+		trailing := false
+		for i := range l {
+			h := &l[i]
+			if h.TimeNs < first[cpu] || h.TimeNs > last[cpu] && (trailing || h.TimeNs-last[cpu] > 20_000) {
+				continue
+			}
+			trailing = trailing || h.TimeNs > last[cpu]
+			evs = append(evs, event{t: h.TimeNs, h: h})
+		}
+	}
+	// A record follows its period's exit; equal times keep the period first.
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].t != evs[j].t {
+			return evs[i].t < evs[j].t
+		}
+		return evs[i].p != nil && evs[j].p == nil
+	})
+	seen := map[uint32]uint64{}
+	bad := map[uint32]int{}
+	var total int
+	for _, e := range evs {
+		if e.p != nil {
+			if err := rp.Idle(e.p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		h := e.h
+		seen[h.CPU]++
+		total++
+		ns, changes, ok := rp.HaltpollWindow(0, h.CPU)
+		if ok && ns == uint64(h.NewNs) && changes == seen[h.CPU] {
+			continue
+		}
+		if bad[h.CPU]++; bad[h.CPU] <= 5 {
+			t.Logf("cpu%d at %d: the kernel's window went %d → %d (change %d), the model's is %d (change %d, ok %v)",
+				h.CPU, h.TimeNs, h.OldNs, h.NewNs, seen[h.CPU], ns, changes, ok)
+		}
+	}
+	for cpu, n := range seen {
+		_, changes, _ := rp.HaltpollWindow(0, cpu)
+		l := d.loss[cpu]
+		lossy := l.IdleLost+l.IdleUnpaired+l.OtherLost > 0
+		switch {
+		case bad[cpu] == 0 && changes == n:
+		case lossy:
+			t.Logf("cpu%d: %d of %d window changes differ, with %d idle periods and %d other records lost: not checked", cpu, bad[cpu], n, l.IdleLost+l.IdleUnpaired, l.OtherLost)
+		default:
+			t.Errorf("cpu%d: the model's haltpoll window differs from the kernel's at %d of %d changes (it made %d)", cpu, bad[cpu], n, changes)
+		}
+	}
+	t.Logf("haltpoll window: %d recorded changes on %d CPUs stepped through", total, len(seen))
+	if total == 0 {
+		if !r.Meta.Inputs.HaltPollTrace {
+			t.Log("this kernel has no power:guest_halt_poll_ns tracepoint: the window is not checked")
+			return
+		}
+		t.Error("no power:guest_halt_poll_ns records: nothing to check the window against")
+	}
 }

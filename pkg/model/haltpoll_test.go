@@ -1,0 +1,161 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+func TestHaltpollAdjust(t *testing.T) {
+	v618, v68 := Version{Major: 6, Minor: 18}, Version{Major: 6, Minor: 8}
+	def := &trace.HaltPollParams{GuestHaltPollNs: 200000, Grow: 2, Shrink: 2, GrowStart: 50000, AllowShrink: true}
+	type step struct {
+		block         int64
+		window, fired uint64
+	}
+	for _, tc := range []struct {
+		name  string
+		p     *trace.HaltPollParams
+		v     Version
+		start uint64
+		steps []step
+	}{
+		{"6.18 grows and shrinks to 0 below grow_start", def, v618, 0, []step{
+			{30_000, 50_000, 1}, {80_000, 100_000, 2}, {90_000, 100_000, 2}, {150_000, 200_000, 3},
+			{200_000, 200_000, 3}, // not above the window
+			{500_000, 100_000, 4}, {500_000, 50_000, 5}, {500_000, 0, 6},
+		}},
+		{"6.8 keeps a shrunk window below grow_start", def, v68, 50_000, []step{
+			{500_000, 25_000, 1}, {500_000, 12_500, 2}, {30_000, 50_000, 3},
+		}},
+		{"guest_halt_poll_ns 0: every halt shrinks 0 to 0, each a change", &trace.HaltPollParams{Grow: 2, Shrink: 2, GrowStart: 50000, AllowShrink: true}, v618, 0, []step{
+			{1, 0, 1}, {5_000_000, 0, 2},
+		}},
+		{"a zero-length halt neither grows nor shrinks", def, v618, 0, []step{{0, 0, 0}}},
+		{"no shrink when not allowed", &trace.HaltPollParams{GuestHaltPollNs: 200000, Grow: 2, Shrink: 2, GrowStart: 50000}, v618, 100_000, []step{
+			{500_000, 100_000, 0},
+		}},
+		{"shrink 0 drops the window", &trace.HaltPollParams{GuestHaltPollNs: 200000, Grow: 2, GrowStart: 50000, AllowShrink: true}, v618, 100_000, []step{
+			{500_000, 0, 1},
+		}},
+		{"grow wraps in unsigned int", &trace.HaltPollParams{GuestHaltPollNs: 4_000_000_000, Grow: 4, Shrink: 2, GrowStart: 50000, AllowShrink: true}, v618, 1 << 30, []step{
+			{(1 << 30) + 1, 50_000, 1}, // 2^32 truncates to 0, raised to grow_start
+		}},
+		{"no cap after a shrink (the 2024 clamp patch was not merged)", def, v618, 1_000_000, []step{
+			{500_000, 500_000, 1},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newHaltpoll(newTable(mustBuiltin(t, "haltpoll", 250), nil, -1), haltpollParamsFrom(tc.p, tc.v, 250_000))
+			g.limit = tc.start
+			for i, s := range tc.steps {
+				g.reflect(1, s.block, false, false)
+				if g.limit != s.window || g.changes != s.fired {
+					t.Fatalf("step %d (halt of %d ns): window %d after %d changes, want %d after %d", i, s.block, g.limit, g.changes, s.window, s.fired)
+				}
+			}
+		})
+	}
+}
+
+func TestHaltpollSelect(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		latReq   int64
+		window   uint64
+		last     int
+		pollTO   bool
+		disabled []int
+		idx      int
+		stop     bool
+	}{
+		{"latency 0 polls, tick kept", 0, 0, 1, false, nil, 0, false},
+		{"window 0 halts, tick may stop", noLimit, 0, 0, false, nil, 1, true},
+		{"after a halt: poll", noLimit, 50_000, 1, false, nil, 0, false},
+		{"after a woken poll: poll", noLimit, 50_000, 0, false, nil, 0, false},
+		{"after a timed-out poll: halt", noLimit, 50_000, 0, true, nil, 1, true},
+		{"disabled states are not looked at", noLimit, 0, 0, false, []int{1}, 1, true},
+		{"nor is a disabled POLL", noLimit, 50_000, 1, false, []int{0}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := newTable(mustBuiltin(t, "haltpoll", 250), tc.disabled, -1)
+			g := newHaltpoll(tab, haltpollParamsFrom(nil, NewestVersion, 250_000))
+			g.limit, g.last, g.pollTO = tc.window, tc.last, tc.pollTO
+			idx, stop := g.selectState(&selInput{latReq: tc.latReq})
+			if idx != tc.idx || stop != tc.stop {
+				t.Fatalf("select = %d (stop tick %v), want %d (%v)", idx, stop, tc.idx, tc.stop)
+			}
+		})
+	}
+}
+
+// A poll with the window at 0 (latency 0) makes poll_idle cache
+// cpuidle_poll_time's limit, TICK_NSEC/16, without a tracepoint; haltpoll
+// then shrinks from there.
+func TestHaltpollPollCachesGenericLimit(t *testing.T) {
+	tab := newTable(mustBuiltin(t, "haltpoll", 250), nil, -1)
+	g := newHaltpoll(tab, haltpollParamsFrom(nil, NewestVersion, genericPollLimit(tab, kernelPollRule(NewestVersion), 0)))
+	if idx, _ := g.selectState(&selInput{latReq: 0}); idx != 0 {
+		t.Fatalf("latency 0: select %d, want POLL", idx)
+	}
+	g.reflect(0, 10_000, false, false)
+	if g.limit != 250_000 || g.changes != 0 {
+		t.Fatalf("after a poll at window 0: window %d after %d changes, want 250000 after 0", g.limit, g.changes)
+	}
+	g.reflect(1, 300_000, false, false)
+	if g.limit != 125_000 || g.changes != 1 {
+		t.Fatalf("after a long halt: window %d after %d changes, want 125000 after 1", g.limit, g.changes)
+	}
+}
+
+// Where the trace could not read dev->poll_time_limit, the model kept on
+// the kernel's history takes the recorder's "poll time-out" only from a
+// poll longer than the window.
+func TestHaltpollGuessedPollTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		kernelKnown bool
+		pollNs      uint64
+		want        uint32 // the state the model picks next
+	}{
+		{"guess within the window: woken, poll again", false, 20_000, 0},
+		{"guess beyond the window: timed out, halt", false, 60_000, 1},
+		{"the kernel's own flag is taken as it is", true, 20_000, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := &trace.Metadata{FormatVersion: 1, CPUIdleDriver: "haltpoll", CPUIdleGovernor: "haltpoll", HZ: 250,
+				PMQoS:    trace.PMQoS{CPUDMALatencyUs: 2_000_000_000, ResumeLatencyUs: []int64{-1}},
+				HaltPoll: &trace.HaltPollParams{GuestHaltPollNs: 200000, Grow: 2, Shrink: 2, GrowStart: 50000, AllowShrink: true},
+				States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
+					{Index: 0, Name: "POLL", Polling: true},
+					{Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
+				}}}}
+			prof, err := Recorded(meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pol, _ := ParsePolicy("haltpoll")
+			rp, err := NewReplay(prof, meta, []Policy{pol})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp.SetHaltpollWindow(0, 50_000)
+			poll := trace.IdlePeriod{EntryNs: 1_000_000, ExitNs: 1_000_000 + tc.pollNs, State: 0, WakeCause: trace.WakePollTimeout,
+				PollTimedOut: trace.Yes, KernelKnown: tc.kernelKnown, KernelCounted: tc.kernelKnown, KernelResidencyNs: tc.pollNs, WakeIRQ: -1}
+			next := trace.IdlePeriod{EntryNs: poll.ExitNs + 5_000, ExitNs: poll.ExitNs + 25_000, State: tc.want, WakeCause: trace.WakeIPIResched,
+				KernelKnown: tc.kernelKnown, KernelCounted: tc.kernelKnown, KernelResidencyNs: 20_000, WakeIRQ: -1}
+			for _, p := range []*trace.IdlePeriod{&poll, &next} {
+				if err := rp.Idle(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := rp.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Agreement == nil || *res[0].Agreement != 1 {
+				t.Fatalf("agreement %v, want 1 (next state %d)", res[0].Agreement, tc.want)
+			}
+		})
+	}
+}
