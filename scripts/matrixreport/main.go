@@ -339,8 +339,8 @@ func firstLine(path string) string {
 }
 
 // CompareRows lists the differences between two results in what the project
-// promises: the kernels run, whether each passed, every check's and referee
-// test's verdict, BTF, the kernel options the report shows, how each probe
+// promises: the kernels run, whether each passed, every check's and committed
+// referee test's verdict (a test added since counts if it fails), BTF, the kernel options the report shows, how each probe
 // attached and which optional inputs were there. Not the identity of the
 // machine it ran on: kernel point releases and builds, timings, the machine,
 // the date, and for the host row its cpuidle driver, governor and states
@@ -373,10 +373,9 @@ func CompareRows(old, cur []Row) []string {
 		for _, c := range checkNames {
 			cmp(c, short(o.Checks[c]), short(r.Checks[c]))
 		}
-		if host {
-			cmp("referee failures", refereeFailures(o.Referee), refereeFailures(r.Referee))
-		} else {
-			cmp("referee", o.Referee, r.Referee)
+		cmp("referee failures", refereeFailures(o.Referee), refereeFailures(r.Referee))
+		if !host {
+			cmp("referee", o.Referee, committedTests(o.Referee, r.Referee))
 			cmp("cpuidle driver", o.Driver+" "+o.States, r.Driver+" "+r.States)
 		}
 		cmp("btf", o.BTF, r.BTF)
@@ -406,6 +405,17 @@ func promisedConfig(r Row, host bool) map[string]string {
 		if v, ok := r.Config[k]; ok {
 			m[k] = v
 		}
+	}
+	return m
+}
+
+// committedTests are the verdicts now of the referee tests the committed row
+// has ("" for one that did not run): a test added since counts only if it
+// fails (refereeFailures).
+func committedTests(committed, now map[string]string) map[string]string {
+	m := map[string]string{}
+	for t := range committed {
+		m[t] = now[t]
 	}
 	return m
 }

@@ -174,3 +174,22 @@ func TestCompareRowsMachine(t *testing.T) {
 		t.Errorf("a Debian kernel's driver and options: %q", d)
 	}
 }
+
+// TestCompareRowsNewTest: a referee test added since the matrix was committed
+// counts only when it fails; one that no longer runs counts.
+func TestCompareRowsNewTest(t *testing.T) {
+	old := Row{Target: "6.1", Pass: true, Referee: map[string]string{"TestKernelReferee": "PASS", "TestGovernorFidelity/haltpoll": "SKIP"}}
+	cur := old
+	cur.Referee = map[string]string{"TestKernelReferee": "PASS", "TestGovernorFidelity/haltpoll": "SKIP", "TestGovernorFidelity/haltpoll-ns0": "SKIP"}
+	if d := CompareRows([]Row{old}, []Row{cur}); len(d) != 0 {
+		t.Errorf("a new skipped test: %q", d)
+	}
+	cur.Referee = map[string]string{"TestKernelReferee": "PASS", "TestGovernorFidelity/haltpoll": "SKIP", "TestGovernorFidelity/haltpoll-ns0": "FAIL"}
+	if d := CompareRows([]Row{old}, []Row{cur}); len(d) != 1 || !strings.Contains(d[0], "failures") {
+		t.Errorf("a new failing test: %q", d)
+	}
+	cur.Referee = map[string]string{"TestKernelReferee": "PASS"}
+	if d := CompareRows([]Row{old}, []Row{cur}); len(d) != 1 {
+		t.Errorf("a test that no longer runs: %q", d)
+	}
+}
