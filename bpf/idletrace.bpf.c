@@ -698,6 +698,9 @@ static __always_inline void on_rq_issue(__u32 dev, __u64 sector, __u32 bytes, __
 {
 	if (!record_io)
 		return;
+	struct loss_counters *l = loss_counters();
+	if (l)
+		l->io_issues++;
 	struct io_key key = {.dev = dev, .sector = sector};
 	struct io_start v = {
 		.issue_ns = bpf_ktime_get_ns(),
@@ -713,7 +716,6 @@ static __always_inline void on_rq_issue(__u32 dev, __u64 sector, __u32 bytes, __
 	long err = bpf_map_update_elem(&io_inflight, &key, &v, BPF_NOEXIST);
 	if (!err)
 		return;
-	struct loss_counters *l = loss_counters();
 	if (err == -17 /* EEXIST */) {
 		if (l)
 			l->io_orphaned++;

@@ -143,6 +143,10 @@ struct loss_counters {
 	 * them itself (the original request of a flush sequence, whose
 	 * flush_rq is issued and completed in its place). */
 	__u64 io_unissued;
+	/* Runs of the issue program (every block_rq_issue delivered), to
+	 * count against the kernel's own count of the tracepoint. The
+	 * completion program's runs are io_completions + io_partial. */
+	__u64 io_issues;
 };
 
 #endif /* IDLETRACE_H */

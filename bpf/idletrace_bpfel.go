@@ -165,6 +165,7 @@ type IdletraceLossCounters struct {
 	IoOrphaned    uint64
 	IdleUnpaired  uint64
 	IoUnissued    uint64
+	IoIssues      uint64
 }
 
 type IdletraceRecordType uint32

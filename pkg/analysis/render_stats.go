@@ -271,7 +271,7 @@ func renderStatsDoc(d *doc, s *Stats) error {
 				io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000))
 	}
 	if io.UnmatchedInWindow != nil && io.OrphanedInWindow != nil && *io.UnmatchedInWindow+*io.OrphanedInWindow > 0 {
-		ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d requests the trace lacks: %d in flight at start (issued before the recording), %d not delivered by the kernel (completed without their completion tracepoint running idletrace's programs).",
+		ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d requests the trace lacks: %d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs).",
 			*io.UnmatchedInWindow+*io.OrphanedInWindow, *io.UnmatchedInWindow, *io.OrphanedInWindow))
 	}
 	if io.Errors > 0 {
@@ -287,7 +287,7 @@ func renderStatsDoc(d *doc, s *Stats) error {
 				check = "ok"
 				if *dv.KernelCompleted != dv.Requests {
 					if io.KernelDiffExplained {
-						check = fmt.Sprintf("ok: %d in flight at start or not delivered", *dv.KernelCompleted-dv.Requests)
+						check = fmt.Sprintf("ok: %d without a traced issue or not delivered", *dv.KernelCompleted-dv.Requests)
 					} else {
 						check = fmt.Sprintf("MISMATCH %+d", int64(dv.Requests)-int64(*dv.KernelCompleted))
 					}

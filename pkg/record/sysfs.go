@@ -179,7 +179,7 @@ func readBlockCounters() []trace.BlockCounter {
 // each pinned thread first stays busy long enough for the scheduler tick to
 // fire on its CPU, which lets the BPF side learn where that CPU's tick state
 // lives.
-func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, completions, orphaned uint64)) *trace.Snapshot {
+func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snapshot)) *trace.Snapshot {
 	s := &trace.Snapshot{
 		CPUIdle:   make([]trace.CPUCounters, len(cpus)),
 		CPUTimeNs: make([]uint64, len(cpus)),
@@ -225,10 +225,23 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, co
 		}()
 	}
 	wg.Wait()
-	s.MonotonicNs = MonotonicNs()
-	s.Block = readBlockCounters()
-	if ioCounts != nil {
-		s.IOUnmatched, s.IOCompletions, s.IOOrphaned = ioCounts()
+	// The block counters are read on either side of the instant and of the
+	// recorder's own IO counters, and kept only when no request completed
+	// in between, so that a completion falls on the same side of the
+	// instant for the kernel's counts, the recorder's and the trace's
+	// timestamps.
+	before := readBlockCounters()
+	for try := 0; ; try++ {
+		s.MonotonicNs = MonotonicNs()
+		if ioCounts != nil {
+			ioCounts(s)
+		}
+		after := readBlockCounters()
+		if sameBlockCounters(before, after) || try == snapshotTries {
+			s.Block = after
+			break
+		}
+		before = after
 	}
 	return s
 }
@@ -236,6 +249,10 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func() (unmatched, co
 // snapshotTries bounds the re-reads of a CPU's counters when idle periods
 // keep completing while they are read.
 const snapshotTries = 20
+
+func sameBlockCounters(a, b []trace.BlockCounter) bool {
+	return slices.EqualFunc(a, b, func(x, y trace.BlockCounter) bool { return x.Name == y.Name && x.Completed() == y.Completed() })
+}
 
 // kernelConfig reads CONFIG_* values from /proc/config.gz or /boot/config-RELEASE.
 func kernelConfig(release string) map[string]string {

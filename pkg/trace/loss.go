@@ -28,6 +28,12 @@ type LossAccount struct {
 	// sequence (its flush_rq is issued, completed and recorded in its
 	// place). Nothing was lost: not part of Total.
 	IOUnissued uint64 `json:"io_completed_unissued"`
+	// UndeliveredMeasured: Undelivered's IO part is the kernel's own count
+	// of the block tracepoints minus the programs' runs (IORaised), not
+	// the issues found left waiting. UndeliveredReason names the kernel
+	// rule behind them, where one is known.
+	UndeliveredMeasured bool   `json:"undelivered_measured"`
+	UndeliveredReason   string `json:"undelivered_reason,omitempty"`
 	// Known is false when the trace has no end record (a killed
 	// recording): the in-flight counts at stop are then unknown and the
 	// others are those of the last loss chunk written.
@@ -36,26 +42,42 @@ type LossAccount struct {
 
 // NewLossAccount sums the per-CPU counters (end.Loss, or the last loss
 // chunk's when the trace has no end record) and the end record's in-flight
-// counts.
-func NewLossAccount(losses []Loss, end *End) LossAccount {
+// counts. Undelivered IO is measured between the start snapshot and the end
+// one where both counted the tracepoints (IORaised).
+func NewLossAccount(losses []Loss, start *Snapshot, end *End) LossAccount {
 	var a LossAccount
+	var undeliveredIssues uint64
 	if end != nil {
 		a.Known = true
-		a.Undelivered = end.IOOrphanedAtStop
 		a.IOInFlightAtStop = end.IOInFlight - min(end.IOOrphanedAtStop, end.IOInFlight)
+		a.UndeliveredReason = end.UndeliveredReason
+		if start != nil && start.IORaised != nil && end.Snapshot != nil && end.Snapshot.IORaised != nil {
+			var completions uint64
+			undeliveredIssues, completions = end.Snapshot.IORaised.undeliveredSince(start.IORaised)
+			a.Undelivered = undeliveredIssues + completions
+			a.UndeliveredMeasured = true
+		} else {
+			a.Undelivered = end.IOOrphanedAtStop
+		}
 	}
 	var unmatched uint64
 	for i := range losses {
 		l := &losses[i]
 		a.RingBufferFull += l.RingLost()
-		a.Undelivered += l.Undelivered()
+		if a.UndeliveredMeasured {
+			a.Undelivered += l.IdleUnpaired
+		} else {
+			a.Undelivered += l.Undelivered()
+		}
 		a.IOTableFull += l.IOTableFull
 		a.IOUnissued += l.IOUnissued
 		unmatched += l.IOUnmatched
 	}
+	// The completion of an issue the kernel did not deliver looks unissued.
+	a.IOUnissued -= min(undeliveredIssues, a.IOUnissued)
 	// A table-full issue's completion finds no issue either, nor does an
-	// unissued one.
-	a.IOInFlightAtStart = unmatched - min(a.IOTableFull+a.IOUnissued, unmatched)
+	// unissued one or one whose issue was not delivered.
+	a.IOInFlightAtStart = unmatched - min(a.IOTableFull+a.IOUnissued+undeliveredIssues, unmatched)
 	return a
 }
 
@@ -71,8 +93,12 @@ func (a LossAccount) Lost() uint64 { return a.RingBufferFull + a.Undelivered + a
 
 // String is the account as every command prints it.
 func (a LossAccount) String() string {
-	s := fmt.Sprintf("not recorded %d: ring buffer full %d, not delivered by the kernel %d, IO in flight at start %d",
-		a.Total(), a.RingBufferFull, a.Undelivered, a.IOInFlightAtStart)
+	estimated := ""
+	if a.Known && !a.UndeliveredMeasured {
+		estimated = " (IO estimated from issues left waiting)"
+	}
+	s := fmt.Sprintf("not recorded %d: ring buffer full %d, not delivered by the kernel %d%s, IO in flight at start %d",
+		a.Total(), a.RingBufferFull, a.Undelivered, estimated, a.IOInFlightAtStart)
 	if a.Known {
 		s += fmt.Sprintf(", IO in flight at stop %d", a.IOInFlightAtStop)
 	} else {
@@ -80,6 +106,9 @@ func (a LossAccount) String() string {
 	}
 	if a.IOTableFull > 0 {
 		s += fmt.Sprintf(", IO pairing table full %d", a.IOTableFull)
+	}
+	if a.Undelivered > 0 && a.UndeliveredReason != "" {
+		s += "; not delivered: " + a.UndeliveredReason
 	}
 	if a.IOUnissued > 0 {
 		s += fmt.Sprintf("; besides, IO completed without an issue of its own %d (flush sequences: their flush requests are recorded)", a.IOUnissued)

@@ -24,17 +24,24 @@ func TestLossAccount(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		losses []Loss
+		start  *Snapshot
 		end    *End
 		want   LossAccount
 	}{
-		{"no end record", []Loss{{CPU: 0, IdleLost: 2, IOUnmatched: 3}, {CPU: 1, IOOrphaned: 1}}, nil,
+		{"no end record", []Loss{{CPU: 0, IdleLost: 2, IOUnmatched: 3}, {CPU: 1, IOOrphaned: 1}}, nil, nil,
 			LossAccount{RingBufferFull: 2, Undelivered: 1, IOInFlightAtStart: 3}},
-		{"end record", []Loss{{CPU: 0, IOLost: 1, IOUnmatched: 9, IOTableFull: 2, IOUnissued: 4, IdleUnpaired: 1}},
+		{"end record", []Loss{{CPU: 0, IOLost: 1, IOUnmatched: 9, IOTableFull: 2, IOUnissued: 4, IdleUnpaired: 1}}, nil,
 			&End{IOInFlight: 5, IOOrphanedAtStop: 2},
 			LossAccount{RingBufferFull: 1, Undelivered: 3, IOInFlightAtStart: 3, IOInFlightAtStop: 3, IOTableFull: 2, IOUnissued: 4, Known: true}},
+		// Measured: the kernel raised 2 issues and 7 completions the
+		// programs did not run for; the orphan heuristic is then unused.
+		{"measured", []Loss{{CPU: 0, IOUnmatched: 9, IOUnissued: 5, IOOrphaned: 6, IdleUnpaired: 1}},
+			&Snapshot{IORaised: &IORaised{Issues: 10, IssueRuns: 10, Completions: 10, CompletionRuns: 9}},
+			&End{IOInFlight: 5, IOOrphanedAtStop: 2, UndeliveredReason: "why", Snapshot: &Snapshot{IORaised: &IORaised{Issues: 30, IssueRuns: 28, Completions: 40, CompletionRuns: 32}}},
+			LossAccount{Undelivered: 2 + 7 + 1, IOInFlightAtStart: 4, IOInFlightAtStop: 3, IOUnissued: 3, UndeliveredMeasured: true, UndeliveredReason: "why", Known: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := NewLossAccount(tc.losses, tc.end)
+			got := NewLossAccount(tc.losses, tc.start, tc.end)
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}

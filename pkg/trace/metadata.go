@@ -76,6 +76,9 @@ type End struct {
 	// on a device that had no request in flight at the end snapshot: the
 	// kernel completed them, their completion never reached the programs.
 	IOOrphanedAtStop uint64 `json:"io_orphaned_at_stop"`
+	// UndeliveredReason names the kernel rule that kept raised events from
+	// the programs, where one is known.
+	UndeliveredReason string `json:"undelivered_reason,omitempty"`
 	// CommandExitCode is set when a command was recorded.
 	CommandExitCode *int `json:"command_exit_code,omitempty"`
 }
@@ -158,6 +161,35 @@ type Snapshot struct {
 	// IOOrphaned is the recorder's count of requests whose completion never
 	// reached its programs, read with IOUnmatched.
 	IOOrphaned uint64 `json:"io_orphaned"`
+	// IORaised: the block tracepoints as the kernel raised them beside the
+	// runs of the recorder's programs on them, read at the same instant;
+	// nil where they could not be counted (no tracefs, classic
+	// tracepoints, --no-io).
+	IORaised *IORaised `json:"io_raised,omitempty"`
+}
+
+// IORaised counts block_rq_issue and block_rq_complete as the kernel raised
+// them (perf counting events on every CPU) and the runs of the recorder's
+// programs on them. The differences are events the kernel raised without
+// running the programs.
+type IORaised struct {
+	Issues         uint64 `json:"issues"`
+	IssueRuns      uint64 `json:"issue_runs"`
+	Completions    uint64 `json:"completions"`
+	CompletionRuns uint64 `json:"completion_runs"`
+}
+
+// undeliveredSince is how many issues and completions the kernel raised
+// without running the programs between the snapshots of r0 and r.
+func (r *IORaised) undeliveredSince(r0 *IORaised) (issues, completions uint64) {
+	sub := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	return sub(sub(r.Issues, r0.Issues), sub(r.IssueRuns, r0.IssueRuns)),
+		sub(sub(r.Completions, r0.Completions), sub(r.CompletionRuns, r0.CompletionRuns))
 }
 
 // CPUCounters are one CPU's cpuidle counters.
@@ -200,8 +232,9 @@ func (b BlockCounter) Completed() uint64 {
 // IOUndelivered is how many completed requests, inside the snapshot window,
 // the kernel counted in /sys/block/DEV/stat without the trace holding them:
 // completions of requests issued before the recording (unmatched) and
-// completions the kernel never delivered to the BPF programs (orphaned).
-// ok is false when the snapshots needed are missing.
+// completions the kernel never delivered to the BPF programs (orphaned:
+// counted exactly where the snapshots carry IORaised, else found as issues
+// left waiting). ok is false when the snapshots needed are missing.
 func IOUndelivered(start *Snapshot, end *End) (unmatched, orphaned uint64, ok bool) {
 	if start == nil || end == nil || end.Snapshot == nil {
 		return 0, 0, false
@@ -211,6 +244,10 @@ func IOUndelivered(start *Snapshot, end *End) (unmatched, orphaned uint64, ok bo
 			return 0
 		}
 		return a - b
+	}
+	if r0, r1 := start.IORaised, end.Snapshot.IORaised; r0 != nil && r1 != nil {
+		_, completions := r1.undeliveredSince(r0)
+		return sub(end.Snapshot.IOUnmatched, start.IOUnmatched), completions, true
 	}
 	return sub(end.Snapshot.IOUnmatched, start.IOUnmatched),
 		sub(end.Snapshot.IOOrphaned, start.IOOrphaned) + end.IOOrphanedAtStop, true
