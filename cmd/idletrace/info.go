@@ -88,9 +88,9 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	if r.End != nil {
 		p("end", "stopped by %s; %d idle periods, %d IO requests, %d open at stop", r.End.StopReason, r.End.IdlePeriods, r.End.BlockIOs, r.End.OpenPeriods)
-		p("loss", "%s", trace.NewLossAccount(r.End.Loss, r.End))
+		p("loss", "%s", trace.NewLossAccount(r.End.Loss, r.Meta.Start, r.End))
 	} else {
-		p("loss", "%s", trace.NewLossAccount(r.Losses(), nil))
+		p("loss", "%s", trace.NewLossAccount(r.Losses(), r.Meta.Start, nil))
 	}
 	return nil
 }

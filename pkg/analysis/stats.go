@@ -606,7 +606,7 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 				IOOrphaned: l.IOOrphaned, IdleUnpaired: l.IdleUnpaired, IOTableFull: l.IOTableFull})
 		}
 	}
-	s.Loss = trace.NewLossAccount(perCPU, b.end)
+	s.Loss = trace.NewLossAccount(perCPU, b.meta.Start, b.end)
 	s.LostEvents = s.Loss.Total()
 
 	// CPUs: the recorded ones, those with a state table and those seen.
