@@ -113,6 +113,11 @@ struct cpu_state {
 	__u64 time_at_entry;
 	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
 	__u64 pcpu_base; /* this CPU's per-CPU base (0 = not yet learned) */
+	/* The first IPI sent to this CPU that its handler has not yet served,
+	 * idle or not: an IPI sent just before the idle entry can arrive
+	 * after it (a guest's IPIs go through the host), and its send, not
+	 * any later request, is what the period's wake answers. */
+	__u64 ipi_sent_ns;
 	struct idle_record pend;
 };
 
@@ -556,6 +561,15 @@ static __always_inline void on_local_wake(__u32 cause, __s32 irq)
 	if (!st)
 		return;
 
+	if (cause == WAKE_IPI_CALL || cause == WAKE_IPI_RESCHED) {
+		/* This handler serves every IPI sent so far. One sent before the
+		 * entry, with none asked while idle, is the period's request
+		 * (wake_request_ns before entry_ns: no wake latency of the
+		 * state is measured from it). */
+		__u64 sent = __sync_lock_test_and_set(&st->ipi_sent_ns, 0);
+		if (st->in_idle && sent && sent < st->entry_ns)
+			__sync_val_compare_and_swap(&st->wake_request_ns, 0, sent);
+	}
 	if (st->in_idle) {
 		/* A polling CPU services interrupts without leaving the state;
 		 * the last one before the exit is what set need_resched. */
@@ -635,13 +649,17 @@ static __always_inline void on_hrtimer_expire(__u64 timer)
 	}
 }
 
-/* A remote CPU asks target to wake (sched_waking, IPI send). */
-static __always_inline void on_wake_request(__u32 target)
+/* A remote CPU asks target to wake: sched_waking, or an IPI send (ipi). */
+static __always_inline void on_wake_request(__u32 target, int ipi)
 {
 	struct cpu_state *st = cpu_state(target);
-	if (!st || !st->in_idle)
+	if (!st)
 		return;
-	__sync_val_compare_and_swap(&st->wake_request_ns, 0, bpf_ktime_get_ns());
+	__u64 now = bpf_ktime_get_ns();
+	if (ipi)
+		__sync_val_compare_and_swap(&st->ipi_sent_ns, 0, now);
+	if (st->in_idle)
+		__sync_val_compare_and_swap(&st->wake_request_ns, 0, now);
 }
 
 static __always_inline void on_wake_without_ipi(__u32 target)
@@ -667,7 +685,7 @@ static __always_inline void on_wake_request_mask(const unsigned long *bits, __u3
 			continue;
 		for (__u32 b = 0; b < 64; b++) {
 			if (word & (1ULL << b))
-				on_wake_request(w * 64 + b);
+				on_wake_request(w * 64 + b, 1);
 		}
 	}
 }
@@ -945,14 +963,14 @@ int BPF_PROG(btf_sched_wake_idle_without_ipi, int cpu)
 SEC("tp_btf/sched_waking")
 int BPF_PROG(btf_sched_waking, struct task_struct *p)
 {
-	on_wake_request(task_cpu(p));
+	on_wake_request(task_cpu(p), 0);
 	return 0;
 }
 
 SEC("tp_btf/ipi_send_cpu")
 int BPF_PROG(btf_ipi_send_cpu, unsigned int cpu)
 {
-	on_wake_request(cpu);
+	on_wake_request(cpu, 1);
 	return 0;
 }
 
@@ -1071,14 +1089,14 @@ int tp_sched_wake_idle_without_ipi(struct trace_event_raw_sched_wake_idle_withou
 SEC("tracepoint/sched/sched_waking")
 int tp_sched_waking(struct trace_event_raw_sched_wakeup_template *ctx)
 {
-	on_wake_request(ctx->target_cpu);
+	on_wake_request(ctx->target_cpu, 0);
 	return 0;
 }
 
 SEC("tracepoint/ipi/ipi_send_cpu")
 int tp_ipi_send_cpu(struct trace_event_raw_ipi_send_cpu *ctx)
 {
-	on_wake_request(ctx->cpu);
+	on_wake_request(ctx->cpu, 1);
 	return 0;
 }
 

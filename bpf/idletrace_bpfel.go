@@ -57,6 +57,7 @@ type IdletraceCpuState struct {
 	TimeAtEntry    uint64
 	CpuidleDev     uint64
 	PcpuBase       uint64
+	IpiSentNs      uint64
 	Pend           struct {
 		_                 structs.HostLayout
 		Type              uint8

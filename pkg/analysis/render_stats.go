@@ -256,6 +256,9 @@ func renderStatsDoc(d *doc, s *Stats) error {
 	} else if err := d.table([]string{"State", "Wake-ups", "p50 µs", "p99 µs", "max µs"}, rows, 0); err != nil {
 		return err
 	}
+	if s.WakeRequestedBeforeEntry > 0 {
+		d.para(fmt.Sprintf("%d more remote wake-ups were requested before the idle entry (an IPI sent just before it, served after it): not measured, their latency is not the state's.", s.WakeRequestedBeforeEntry))
+	}
 
 	// Block IO.
 	d.heading("Block IO")

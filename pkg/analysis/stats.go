@@ -35,7 +35,10 @@ type Stats struct {
 
 	WakeCauses    WakeCauseStats     `json:"wake_causes"`
 	WakeLatencyNs map[string]Summary `json:"wake_latency_ns"`
-	IO            IOStats            `json:"io"`
+	// WakeRequestedBeforeEntry counts remote wake-ups whose request (an IPI)
+	// came before the idle entry: not in WakeLatencyNs.
+	WakeRequestedBeforeEntry uint64  `json:"wake_requested_before_entry"`
+	IO                       IOStats `json:"io"`
 
 	// Loss is the recording's one loss account (the same numbers and names
 	// as record's summary and info); LostEvents is its total.
@@ -245,16 +248,18 @@ type StatsBuilder struct {
 	haveRecord  bool
 	first, last uint64
 
-	causes  map[trace.WakeCause]uint64
-	irqs    map[int32]uint64
-	wake    map[string]*Histogram
-	io      Histogram
-	ioErr   uint64
-	devs    map[uint32]*devAcc
-	iowake  ioWake
-	losses  map[uint32]trace.Loss
-	outside OutsideWindow
-	invalid uint64
+	causes map[trace.WakeCause]uint64
+	irqs   map[int32]uint64
+	wake   map[string]*Histogram
+	// wakeEarly counts remote wake-ups requested before the idle entry.
+	wakeEarly uint64
+	io        Histogram
+	ioErr     uint64
+	devs      map[uint32]*devAcc
+	iowake    ioWake
+	losses    map[uint32]trace.Loss
+	outside   OutsideWindow
+	invalid   uint64
 }
 
 // NewStatsBuilder prepares a builder. end may be nil (a trace cut short);
@@ -451,6 +456,8 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 			a.wake[idx] = h
 		}
 		h.Record(lat)
+	} else if p.RequestedBeforeEntry() {
+		b.wakeEarly++
 	}
 	return nil
 }
@@ -710,6 +717,7 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	for name, h := range b.wake {
 		s.WakeLatencyNs[name] = h.Summary()
 	}
+	s.WakeRequestedBeforeEntry = b.wakeEarly
 
 	// IO.
 	s.IO.Requests = b.io.Count()

@@ -225,7 +225,7 @@ func TestKernelReferee(t *testing.T) {
 		usage, timeNs, above, below uint64
 	}
 	traced := map[key]*counts{}
-	var periods, known, remote, remoteMeasured, kernelRes uint64
+	var periods, known, remote, remoteMeasured, remoteEarly, kernelRes uint64
 	var ioDone uint64
 	ioByOp := map[uint8]uint64{}
 	statesOf := map[uint32][]model.State{}
@@ -249,6 +249,8 @@ func TestKernelReferee(t *testing.T) {
 				remote++
 				if _, ok := p.WakeLatencyNs(); ok {
 					remoteMeasured++
+				} else if p.RequestedBeforeEntry() {
+					remoteEarly++
 				}
 			}
 			k := key{p.CPU, p.State}
@@ -389,13 +391,24 @@ func TestKernelReferee(t *testing.T) {
 		// A call-function IPI that is not a task wake-up has no traced
 		// request without the ipi tracepoints (Linux 6.6+); the task
 		// wake-ups the workload makes still keep the share above the bar.
+		ipiSends := true
 		for _, p := range []string{"ipi:ipi_send_cpu", "ipi:ipi_send_cpumask"} {
 			if m := r.Meta.Probes[p]; m == "" || strings.HasPrefix(m, "missing") {
 				t.Logf("this kernel lacks %s (Linux 6.6+): other IPIs have no traced request", p)
+				ipiSends = false
 			}
 		}
-		t.Logf("%d of %d remote wake-ups have a measured wake latency", remoteMeasured, remote)
-		if f := float64(remoteMeasured) / float64(remote); f < 0.9 {
+		t.Logf("%d of %d remote wake-ups have a measured wake latency; %d were requested before the idle entry", remoteMeasured, remote, remoteEarly)
+		if ipiSends {
+			// With the IPI sends traced, every remote wake-up is accounted
+			// for: asked while idle (measured), or an IPI sent just before
+			// the entry that arrived after it (not a latency of the
+			// state). A few IPI sends from PID 1's threads are not
+			// delivered on kernels with kernel.init_private=1.
+			if unexplained := remote - remoteMeasured - remoteEarly; float64(unexplained) > 0.02*float64(remote) {
+				t.Errorf("%d of %d remote wake-ups have no traced request (want ≤ 2%%)", unexplained, remote)
+			}
+		} else if f := float64(remoteMeasured) / float64(remote); f < 0.9 {
 			t.Errorf("only %.1f%% of remote wake-ups have a measured wake latency (want ≥ 90%%)", 100*f)
 		}
 	})

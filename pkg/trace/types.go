@@ -172,6 +172,15 @@ func (c WakeCause) IsRemoteWake() bool {
 	return c == WakeIPIResched || c == WakeIPICall || c == WakeRemoteNoIPI
 }
 
+// RequestedBeforeEntry says a remote wake ended the period whose request
+// came before the idle entry: an IPI sent just before it and served only
+// after (a guest's IPIs go through the host), with nothing asked while
+// idle. Its wake-up took the state's exit latency and the rest of the IPI's
+// delivery, so no wake latency of the state is measured from it.
+func (p *IdlePeriod) RequestedBeforeEntry() bool {
+	return p.WakeCause.IsRemoteWake() && p.WakeRequestNs != 0 && p.WakeRequestNs < p.EntryNs
+}
+
 // WakeLatencyNs is the measured time from a remote wake request to the idle
 // exit, and whether there was one. Only periods that a remote wake ended
 // count: a sched_waking aimed at this CPU may have placed the task elsewhere.
