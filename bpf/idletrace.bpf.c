@@ -106,9 +106,14 @@ struct cpu_state {
 	__u8 menu_ptr_known; /* menu_ptr holds menu's interval_ptr at the last entry */
 	__u8 menu_ptr;
 	__u8 aborts;      /* the open period's count of aborted attempts, if KERNEL_ABORTS_COUNTED */
-	__u8 pad3[10];
+	/* Remote requests are taken for the open period: from the start of
+	 * the entry program (the kernel is already entering idle) to the
+	 * exit. period_seq counts the periods begun, so that a waker that
+	 * looked before the target began another one does not stamp it. */
+	__u8 accepting;
+	__u8 pad3[9];
 	__u32 nr_iowait;
-	__u32 pad2;
+	__u32 period_seq;
 	__u64 usage_at_entry;
 	__u64 time_at_entry;
 	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
@@ -449,6 +454,8 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	st->cause = WAKE_UNKNOWN;
 	st->wake_irq = -1;
 	st->wake_request_ns = 0;
+	st->period_seq++;
+	st->accepting = 1;
 	st->next_timer_ns = 0;
 	st->next_event_ns = 0;
 	st->flags = 0;
@@ -475,6 +482,11 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	 * one, so the period's bounds sit as close to the kernel's as this
 	 * program's run allows. */
 	st->entry_ns = bpf_ktime_get_ns();
+	/* A request taken during this program came while the kernel was
+	 * already entering idle. */
+	__u64 req = st->wake_request_ns;
+	if (req && req < st->entry_ns)
+		__sync_val_compare_and_swap(&st->wake_request_ns, req, st->entry_ns);
 	st->in_idle = 1;
 }
 
@@ -494,6 +506,7 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	}
 
 	st->in_idle = 0;
+	st->accepting = 0;
 
 	struct idle_record *r = &st->pend;
 	r->type = RECORD_IDLE;
@@ -649,25 +662,42 @@ static __always_inline void on_hrtimer_expire(__u64 timer)
 	}
 }
 
+/* Stamps target's open period with the first remote request; returns
+ * whether it has one now. A waker on another CPU that found the period open
+ * may stamp only after the target left it and began the next one (its
+ * stamp would then precede that entry and block the real request): it
+ * takes its stamp back. */
+static __always_inline int take_request(struct cpu_state *st)
+{
+	__u32 seq = *(volatile __u32 *)&st->period_seq;
+	if (!*(volatile __u8 *)&st->accepting)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (__sync_val_compare_and_swap(&st->wake_request_ns, 0, now) != 0)
+		return 1;
+	if (*(volatile __u32 *)&st->period_seq != seq) {
+		__sync_val_compare_and_swap(&st->wake_request_ns, now, 0);
+		return 0;
+	}
+	return 1;
+}
+
 /* A remote CPU asks target to wake: sched_waking, or an IPI send (ipi). */
 static __always_inline void on_wake_request(__u32 target, int ipi)
 {
 	struct cpu_state *st = cpu_state(target);
 	if (!st)
 		return;
-	__u64 now = bpf_ktime_get_ns();
 	if (ipi)
-		__sync_val_compare_and_swap(&st->ipi_sent_ns, 0, now);
-	if (st->in_idle)
-		__sync_val_compare_and_swap(&st->wake_request_ns, 0, now);
+		__sync_val_compare_and_swap(&st->ipi_sent_ns, 0, bpf_ktime_get_ns());
+	take_request(st);
 }
 
 static __always_inline void on_wake_without_ipi(__u32 target)
 {
 	struct cpu_state *st = cpu_state(target);
-	if (!st || !st->in_idle)
+	if (!st || !take_request(st))
 		return;
-	__sync_val_compare_and_swap(&st->wake_request_ns, 0, bpf_ktime_get_ns());
 	if (is_polling(st->state))
 		st->cause = WAKE_REMOTE_NO_IPI;
 	else

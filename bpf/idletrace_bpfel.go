@@ -50,9 +50,10 @@ type IdletraceCpuState struct {
 	MenuPtrKnown   uint8
 	MenuPtr        uint8
 	Aborts         uint8
-	Pad3           [10]uint8
+	Accepting      uint8
+	Pad3           [9]uint8
 	NrIowait       uint32
-	Pad2           uint32
+	PeriodSeq      uint32
 	UsageAtEntry   uint64
 	TimeAtEntry    uint64
 	CpuidleDev     uint64

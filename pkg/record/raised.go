@@ -20,27 +20,17 @@ import (
 // cost one increment per event.
 type raisedCounter struct{ fds []int }
 
-// tracefsDirs are where tracefs is found, newest first.
-var tracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
-
-// tracepointID reads the tracepoint's perf id from tracefs, mounting tracefs
-// at /sys/kernel/tracing when it is not mounted anywhere (as perf and
-// trace-cmd do).
+// tracepointID reads the tracepoint's perf id from tracefs.
 func tracepointID(group, name string) (uint64, error) {
-	rel := filepath.Join("events", group, name, "id")
-	for attempt := 0; attempt < 2; attempt++ {
-		for _, d := range tracefsDirs {
-			if b, err := os.ReadFile(filepath.Join(sysPath(d[1:]), rel)); err == nil {
-				return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-			}
-		}
-		if attempt == 0 {
-			if err := unix.Mount("tracefs", tracefsDirs[0], "tracefs", 0, ""); err != nil {
-				return 0, fmt.Errorf("tracefs is not mounted and mounting it at %s failed: %w", tracefsDirs[0], err)
-			}
-		}
+	dir, err := tracefsDir()
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("tracefs has no %s:%s", group, name)
+	b, err := os.ReadFile(filepath.Join(dir, "events", group, name, "id"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // openRaisedCounter opens a counting perf event on the tracepoint on each CPU.
