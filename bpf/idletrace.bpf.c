@@ -1139,6 +1139,30 @@ int tp_ipi_send_cpumask(struct trace_event_raw_ipi_send_cpumask *ctx)
 	return 0;
 }
 
+/* Before Linux 6.6 no tracepoint marks an IPI send: fentry on x86's
+ * senders stands in for ipi:ipi_send_cpu and ipi:ipi_send_cpumask (Go
+ * attaches them only where those tracepoints are missing). */
+SEC("fentry/native_smp_send_reschedule")
+int BPF_PROG(fentry_smp_send_reschedule, int cpu)
+{
+	on_wake_request(cpu, 1);
+	return 0;
+}
+
+SEC("fentry/native_send_call_func_single_ipi")
+int BPF_PROG(fentry_send_call_func_single_ipi, int cpu)
+{
+	on_wake_request(cpu, 1);
+	return 0;
+}
+
+SEC("fentry/native_send_call_func_ipi")
+int BPF_PROG(fentry_send_call_func_ipi, const struct cpumask *mask)
+{
+	on_wake_request_mask(mask->bits, MAX_CPUMASK_WORDS);
+	return 0;
+}
+
 SEC("tracepoint/power/guest_halt_poll_ns")
 int tp_guest_halt_poll_ns(struct trace_event_raw_guest_halt_poll_ns *ctx)
 {

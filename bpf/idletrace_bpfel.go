@@ -195,66 +195,69 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	IdletraceMapCpuFilter                   = "cpu_filter"
-	IdletraceMapCpuStates                   = "cpu_states"
-	IdletraceMapEvents                      = "events"
-	IdletraceMapIoInflight                  = "io_inflight"
-	IdletraceMapLoss                        = "loss"
-	IdletraceProgBtfBlockRqComplete         = "btf_block_rq_complete"
-	IdletraceProgBtfBlockRqIssue            = "btf_block_rq_issue"
-	IdletraceProgBtfBlockRqRequeue          = "btf_block_rq_requeue"
-	IdletraceProgBtfCallFunctionEntry       = "btf_call_function_entry"
-	IdletraceProgBtfCallFunctionSingleEntry = "btf_call_function_single_entry"
-	IdletraceProgBtfCpuIdle                 = "btf_cpu_idle"
-	IdletraceProgBtfGuestHaltPollNs         = "btf_guest_halt_poll_ns"
-	IdletraceProgBtfHrtimerExpireEntry      = "btf_hrtimer_expire_entry"
-	IdletraceProgBtfIpiSendCpu              = "btf_ipi_send_cpu"
-	IdletraceProgBtfIpiSendCpumask          = "btf_ipi_send_cpumask"
-	IdletraceProgBtfIrqHandlerEntry         = "btf_irq_handler_entry"
-	IdletraceProgBtfLocalTimerEntry         = "btf_local_timer_entry"
-	IdletraceProgBtfLocalTimerExit          = "btf_local_timer_exit"
-	IdletraceProgBtfRescheduleEntry         = "btf_reschedule_entry"
-	IdletraceProgBtfSchedWakeIdleWithoutIpi = "btf_sched_wake_idle_without_ipi"
-	IdletraceProgBtfSchedWaking             = "btf_sched_waking"
-	IdletraceProgBtfTickStop                = "btf_tick_stop"
-	IdletraceProgTpBlockRqComplete          = "tp_block_rq_complete"
-	IdletraceProgTpBlockRqIssue             = "tp_block_rq_issue"
-	IdletraceProgTpBlockRqRequeue           = "tp_block_rq_requeue"
-	IdletraceProgTpCallFunctionEntry        = "tp_call_function_entry"
-	IdletraceProgTpCallFunctionSingleEntry  = "tp_call_function_single_entry"
-	IdletraceProgTpCpuIdle                  = "tp_cpu_idle"
-	IdletraceProgTpGuestHaltPollNs          = "tp_guest_halt_poll_ns"
-	IdletraceProgTpHrtimerExpireEntry       = "tp_hrtimer_expire_entry"
-	IdletraceProgTpIpiSendCpu               = "tp_ipi_send_cpu"
-	IdletraceProgTpIpiSendCpumask           = "tp_ipi_send_cpumask"
-	IdletraceProgTpIrqHandlerEntry          = "tp_irq_handler_entry"
-	IdletraceProgTpLocalTimerEntry          = "tp_local_timer_entry"
-	IdletraceProgTpLocalTimerExit           = "tp_local_timer_exit"
-	IdletraceProgTpRescheduleEntry          = "tp_reschedule_entry"
-	IdletraceProgTpSchedWakeIdleWithoutIpi  = "tp_sched_wake_idle_without_ipi"
-	IdletraceProgTpSchedWaking              = "tp_sched_waking"
-	IdletraceProgTpTickStop                 = "tp_tick_stop"
-	IdletraceVarBlockIoRecord               = "_block_io_record"
-	IdletraceVarHaltpollRecord              = "_haltpoll_record"
-	IdletraceVarIdleFlags                   = "_idle_flags"
-	IdletraceVarIdleRecord                  = "_idle_record"
-	IdletraceVarKernelFlags                 = "_kernel_flags"
-	IdletraceVarLossCounters                = "_loss_counters"
-	IdletraceVarRecordType                  = "_record_type"
-	IdletraceVarWakeCause                   = "_wake_cause"
-	IdletraceVarAttachNs                    = "attach_ns"
-	IdletraceVarCpuFilterOn                 = "cpu_filter_on"
-	IdletraceVarHaveTickStop                = "have_tick_stop"
-	IdletraceVarNrCpus                      = "nr_cpus"
-	IdletraceVarPcpuCpuidleDevices          = "pcpu_cpuidle_devices"
-	IdletraceVarPcpuHrtimerBases            = "pcpu_hrtimer_bases"
-	IdletraceVarPcpuMenuDevices             = "pcpu_menu_devices"
-	IdletraceVarPcpuRunqueues               = "pcpu_runqueues"
-	IdletraceVarPcpuTickCpuDevice           = "pcpu_tick_cpu_device"
-	IdletraceVarPcpuTickCpuSched            = "pcpu_tick_cpu_sched"
-	IdletraceVarPollingMask                 = "polling_mask"
-	IdletraceVarRecordIo                    = "record_io"
-	IdletraceVarWakeupBytes                 = "wakeup_bytes"
+	IdletraceMapCpuFilter                    = "cpu_filter"
+	IdletraceMapCpuStates                    = "cpu_states"
+	IdletraceMapEvents                       = "events"
+	IdletraceMapIoInflight                   = "io_inflight"
+	IdletraceMapLoss                         = "loss"
+	IdletraceProgBtfBlockRqComplete          = "btf_block_rq_complete"
+	IdletraceProgBtfBlockRqIssue             = "btf_block_rq_issue"
+	IdletraceProgBtfBlockRqRequeue           = "btf_block_rq_requeue"
+	IdletraceProgBtfCallFunctionEntry        = "btf_call_function_entry"
+	IdletraceProgBtfCallFunctionSingleEntry  = "btf_call_function_single_entry"
+	IdletraceProgBtfCpuIdle                  = "btf_cpu_idle"
+	IdletraceProgBtfGuestHaltPollNs          = "btf_guest_halt_poll_ns"
+	IdletraceProgBtfHrtimerExpireEntry       = "btf_hrtimer_expire_entry"
+	IdletraceProgBtfIpiSendCpu               = "btf_ipi_send_cpu"
+	IdletraceProgBtfIpiSendCpumask           = "btf_ipi_send_cpumask"
+	IdletraceProgBtfIrqHandlerEntry          = "btf_irq_handler_entry"
+	IdletraceProgBtfLocalTimerEntry          = "btf_local_timer_entry"
+	IdletraceProgBtfLocalTimerExit           = "btf_local_timer_exit"
+	IdletraceProgBtfRescheduleEntry          = "btf_reschedule_entry"
+	IdletraceProgBtfSchedWakeIdleWithoutIpi  = "btf_sched_wake_idle_without_ipi"
+	IdletraceProgBtfSchedWaking              = "btf_sched_waking"
+	IdletraceProgBtfTickStop                 = "btf_tick_stop"
+	IdletraceProgFentrySendCallFuncIpi       = "fentry_send_call_func_ipi"
+	IdletraceProgFentrySendCallFuncSingleIpi = "fentry_send_call_func_single_ipi"
+	IdletraceProgFentrySmpSendReschedule     = "fentry_smp_send_reschedule"
+	IdletraceProgTpBlockRqComplete           = "tp_block_rq_complete"
+	IdletraceProgTpBlockRqIssue              = "tp_block_rq_issue"
+	IdletraceProgTpBlockRqRequeue            = "tp_block_rq_requeue"
+	IdletraceProgTpCallFunctionEntry         = "tp_call_function_entry"
+	IdletraceProgTpCallFunctionSingleEntry   = "tp_call_function_single_entry"
+	IdletraceProgTpCpuIdle                   = "tp_cpu_idle"
+	IdletraceProgTpGuestHaltPollNs           = "tp_guest_halt_poll_ns"
+	IdletraceProgTpHrtimerExpireEntry        = "tp_hrtimer_expire_entry"
+	IdletraceProgTpIpiSendCpu                = "tp_ipi_send_cpu"
+	IdletraceProgTpIpiSendCpumask            = "tp_ipi_send_cpumask"
+	IdletraceProgTpIrqHandlerEntry           = "tp_irq_handler_entry"
+	IdletraceProgTpLocalTimerEntry           = "tp_local_timer_entry"
+	IdletraceProgTpLocalTimerExit            = "tp_local_timer_exit"
+	IdletraceProgTpRescheduleEntry           = "tp_reschedule_entry"
+	IdletraceProgTpSchedWakeIdleWithoutIpi   = "tp_sched_wake_idle_without_ipi"
+	IdletraceProgTpSchedWaking               = "tp_sched_waking"
+	IdletraceProgTpTickStop                  = "tp_tick_stop"
+	IdletraceVarBlockIoRecord                = "_block_io_record"
+	IdletraceVarHaltpollRecord               = "_haltpoll_record"
+	IdletraceVarIdleFlags                    = "_idle_flags"
+	IdletraceVarIdleRecord                   = "_idle_record"
+	IdletraceVarKernelFlags                  = "_kernel_flags"
+	IdletraceVarLossCounters                 = "_loss_counters"
+	IdletraceVarRecordType                   = "_record_type"
+	IdletraceVarWakeCause                    = "_wake_cause"
+	IdletraceVarAttachNs                     = "attach_ns"
+	IdletraceVarCpuFilterOn                  = "cpu_filter_on"
+	IdletraceVarHaveTickStop                 = "have_tick_stop"
+	IdletraceVarNrCpus                       = "nr_cpus"
+	IdletraceVarPcpuCpuidleDevices           = "pcpu_cpuidle_devices"
+	IdletraceVarPcpuHrtimerBases             = "pcpu_hrtimer_bases"
+	IdletraceVarPcpuMenuDevices              = "pcpu_menu_devices"
+	IdletraceVarPcpuRunqueues                = "pcpu_runqueues"
+	IdletraceVarPcpuTickCpuDevice            = "pcpu_tick_cpu_device"
+	IdletraceVarPcpuTickCpuSched             = "pcpu_tick_cpu_sched"
+	IdletraceVarPollingMask                  = "polling_mask"
+	IdletraceVarRecordIo                     = "record_io"
+	IdletraceVarWakeupBytes                  = "wakeup_bytes"
 )
 
 // LoadIdletrace returns the embedded CollectionSpec for Idletrace.
@@ -299,40 +302,43 @@ type IdletraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IdletraceProgramSpecs struct {
-	BtfBlockRqComplete         *ebpf.ProgramSpec `ebpf:"btf_block_rq_complete"`
-	BtfBlockRqIssue            *ebpf.ProgramSpec `ebpf:"btf_block_rq_issue"`
-	BtfBlockRqRequeue          *ebpf.ProgramSpec `ebpf:"btf_block_rq_requeue"`
-	BtfCallFunctionEntry       *ebpf.ProgramSpec `ebpf:"btf_call_function_entry"`
-	BtfCallFunctionSingleEntry *ebpf.ProgramSpec `ebpf:"btf_call_function_single_entry"`
-	BtfCpuIdle                 *ebpf.ProgramSpec `ebpf:"btf_cpu_idle"`
-	BtfGuestHaltPollNs         *ebpf.ProgramSpec `ebpf:"btf_guest_halt_poll_ns"`
-	BtfHrtimerExpireEntry      *ebpf.ProgramSpec `ebpf:"btf_hrtimer_expire_entry"`
-	BtfIpiSendCpu              *ebpf.ProgramSpec `ebpf:"btf_ipi_send_cpu"`
-	BtfIpiSendCpumask          *ebpf.ProgramSpec `ebpf:"btf_ipi_send_cpumask"`
-	BtfIrqHandlerEntry         *ebpf.ProgramSpec `ebpf:"btf_irq_handler_entry"`
-	BtfLocalTimerEntry         *ebpf.ProgramSpec `ebpf:"btf_local_timer_entry"`
-	BtfLocalTimerExit          *ebpf.ProgramSpec `ebpf:"btf_local_timer_exit"`
-	BtfRescheduleEntry         *ebpf.ProgramSpec `ebpf:"btf_reschedule_entry"`
-	BtfSchedWakeIdleWithoutIpi *ebpf.ProgramSpec `ebpf:"btf_sched_wake_idle_without_ipi"`
-	BtfSchedWaking             *ebpf.ProgramSpec `ebpf:"btf_sched_waking"`
-	BtfTickStop                *ebpf.ProgramSpec `ebpf:"btf_tick_stop"`
-	TpBlockRqComplete          *ebpf.ProgramSpec `ebpf:"tp_block_rq_complete"`
-	TpBlockRqIssue             *ebpf.ProgramSpec `ebpf:"tp_block_rq_issue"`
-	TpBlockRqRequeue           *ebpf.ProgramSpec `ebpf:"tp_block_rq_requeue"`
-	TpCallFunctionEntry        *ebpf.ProgramSpec `ebpf:"tp_call_function_entry"`
-	TpCallFunctionSingleEntry  *ebpf.ProgramSpec `ebpf:"tp_call_function_single_entry"`
-	TpCpuIdle                  *ebpf.ProgramSpec `ebpf:"tp_cpu_idle"`
-	TpGuestHaltPollNs          *ebpf.ProgramSpec `ebpf:"tp_guest_halt_poll_ns"`
-	TpHrtimerExpireEntry       *ebpf.ProgramSpec `ebpf:"tp_hrtimer_expire_entry"`
-	TpIpiSendCpu               *ebpf.ProgramSpec `ebpf:"tp_ipi_send_cpu"`
-	TpIpiSendCpumask           *ebpf.ProgramSpec `ebpf:"tp_ipi_send_cpumask"`
-	TpIrqHandlerEntry          *ebpf.ProgramSpec `ebpf:"tp_irq_handler_entry"`
-	TpLocalTimerEntry          *ebpf.ProgramSpec `ebpf:"tp_local_timer_entry"`
-	TpLocalTimerExit           *ebpf.ProgramSpec `ebpf:"tp_local_timer_exit"`
-	TpRescheduleEntry          *ebpf.ProgramSpec `ebpf:"tp_reschedule_entry"`
-	TpSchedWakeIdleWithoutIpi  *ebpf.ProgramSpec `ebpf:"tp_sched_wake_idle_without_ipi"`
-	TpSchedWaking              *ebpf.ProgramSpec `ebpf:"tp_sched_waking"`
-	TpTickStop                 *ebpf.ProgramSpec `ebpf:"tp_tick_stop"`
+	BtfBlockRqComplete          *ebpf.ProgramSpec `ebpf:"btf_block_rq_complete"`
+	BtfBlockRqIssue             *ebpf.ProgramSpec `ebpf:"btf_block_rq_issue"`
+	BtfBlockRqRequeue           *ebpf.ProgramSpec `ebpf:"btf_block_rq_requeue"`
+	BtfCallFunctionEntry        *ebpf.ProgramSpec `ebpf:"btf_call_function_entry"`
+	BtfCallFunctionSingleEntry  *ebpf.ProgramSpec `ebpf:"btf_call_function_single_entry"`
+	BtfCpuIdle                  *ebpf.ProgramSpec `ebpf:"btf_cpu_idle"`
+	BtfGuestHaltPollNs          *ebpf.ProgramSpec `ebpf:"btf_guest_halt_poll_ns"`
+	BtfHrtimerExpireEntry       *ebpf.ProgramSpec `ebpf:"btf_hrtimer_expire_entry"`
+	BtfIpiSendCpu               *ebpf.ProgramSpec `ebpf:"btf_ipi_send_cpu"`
+	BtfIpiSendCpumask           *ebpf.ProgramSpec `ebpf:"btf_ipi_send_cpumask"`
+	BtfIrqHandlerEntry          *ebpf.ProgramSpec `ebpf:"btf_irq_handler_entry"`
+	BtfLocalTimerEntry          *ebpf.ProgramSpec `ebpf:"btf_local_timer_entry"`
+	BtfLocalTimerExit           *ebpf.ProgramSpec `ebpf:"btf_local_timer_exit"`
+	BtfRescheduleEntry          *ebpf.ProgramSpec `ebpf:"btf_reschedule_entry"`
+	BtfSchedWakeIdleWithoutIpi  *ebpf.ProgramSpec `ebpf:"btf_sched_wake_idle_without_ipi"`
+	BtfSchedWaking              *ebpf.ProgramSpec `ebpf:"btf_sched_waking"`
+	BtfTickStop                 *ebpf.ProgramSpec `ebpf:"btf_tick_stop"`
+	FentrySendCallFuncIpi       *ebpf.ProgramSpec `ebpf:"fentry_send_call_func_ipi"`
+	FentrySendCallFuncSingleIpi *ebpf.ProgramSpec `ebpf:"fentry_send_call_func_single_ipi"`
+	FentrySmpSendReschedule     *ebpf.ProgramSpec `ebpf:"fentry_smp_send_reschedule"`
+	TpBlockRqComplete           *ebpf.ProgramSpec `ebpf:"tp_block_rq_complete"`
+	TpBlockRqIssue              *ebpf.ProgramSpec `ebpf:"tp_block_rq_issue"`
+	TpBlockRqRequeue            *ebpf.ProgramSpec `ebpf:"tp_block_rq_requeue"`
+	TpCallFunctionEntry         *ebpf.ProgramSpec `ebpf:"tp_call_function_entry"`
+	TpCallFunctionSingleEntry   *ebpf.ProgramSpec `ebpf:"tp_call_function_single_entry"`
+	TpCpuIdle                   *ebpf.ProgramSpec `ebpf:"tp_cpu_idle"`
+	TpGuestHaltPollNs           *ebpf.ProgramSpec `ebpf:"tp_guest_halt_poll_ns"`
+	TpHrtimerExpireEntry        *ebpf.ProgramSpec `ebpf:"tp_hrtimer_expire_entry"`
+	TpIpiSendCpu                *ebpf.ProgramSpec `ebpf:"tp_ipi_send_cpu"`
+	TpIpiSendCpumask            *ebpf.ProgramSpec `ebpf:"tp_ipi_send_cpumask"`
+	TpIrqHandlerEntry           *ebpf.ProgramSpec `ebpf:"tp_irq_handler_entry"`
+	TpLocalTimerEntry           *ebpf.ProgramSpec `ebpf:"tp_local_timer_entry"`
+	TpLocalTimerExit            *ebpf.ProgramSpec `ebpf:"tp_local_timer_exit"`
+	TpRescheduleEntry           *ebpf.ProgramSpec `ebpf:"tp_reschedule_entry"`
+	TpSchedWakeIdleWithoutIpi   *ebpf.ProgramSpec `ebpf:"tp_sched_wake_idle_without_ipi"`
+	TpSchedWaking               *ebpf.ProgramSpec `ebpf:"tp_sched_waking"`
+	TpTickStop                  *ebpf.ProgramSpec `ebpf:"tp_tick_stop"`
 }
 
 // IdletraceMapSpecs contains maps before they are loaded into the kernel.
@@ -441,40 +447,43 @@ type IdletraceVariables struct {
 //
 // It can be passed to LoadIdletraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IdletracePrograms struct {
-	BtfBlockRqComplete         *ebpf.Program `ebpf:"btf_block_rq_complete"`
-	BtfBlockRqIssue            *ebpf.Program `ebpf:"btf_block_rq_issue"`
-	BtfBlockRqRequeue          *ebpf.Program `ebpf:"btf_block_rq_requeue"`
-	BtfCallFunctionEntry       *ebpf.Program `ebpf:"btf_call_function_entry"`
-	BtfCallFunctionSingleEntry *ebpf.Program `ebpf:"btf_call_function_single_entry"`
-	BtfCpuIdle                 *ebpf.Program `ebpf:"btf_cpu_idle"`
-	BtfGuestHaltPollNs         *ebpf.Program `ebpf:"btf_guest_halt_poll_ns"`
-	BtfHrtimerExpireEntry      *ebpf.Program `ebpf:"btf_hrtimer_expire_entry"`
-	BtfIpiSendCpu              *ebpf.Program `ebpf:"btf_ipi_send_cpu"`
-	BtfIpiSendCpumask          *ebpf.Program `ebpf:"btf_ipi_send_cpumask"`
-	BtfIrqHandlerEntry         *ebpf.Program `ebpf:"btf_irq_handler_entry"`
-	BtfLocalTimerEntry         *ebpf.Program `ebpf:"btf_local_timer_entry"`
-	BtfLocalTimerExit          *ebpf.Program `ebpf:"btf_local_timer_exit"`
-	BtfRescheduleEntry         *ebpf.Program `ebpf:"btf_reschedule_entry"`
-	BtfSchedWakeIdleWithoutIpi *ebpf.Program `ebpf:"btf_sched_wake_idle_without_ipi"`
-	BtfSchedWaking             *ebpf.Program `ebpf:"btf_sched_waking"`
-	BtfTickStop                *ebpf.Program `ebpf:"btf_tick_stop"`
-	TpBlockRqComplete          *ebpf.Program `ebpf:"tp_block_rq_complete"`
-	TpBlockRqIssue             *ebpf.Program `ebpf:"tp_block_rq_issue"`
-	TpBlockRqRequeue           *ebpf.Program `ebpf:"tp_block_rq_requeue"`
-	TpCallFunctionEntry        *ebpf.Program `ebpf:"tp_call_function_entry"`
-	TpCallFunctionSingleEntry  *ebpf.Program `ebpf:"tp_call_function_single_entry"`
-	TpCpuIdle                  *ebpf.Program `ebpf:"tp_cpu_idle"`
-	TpGuestHaltPollNs          *ebpf.Program `ebpf:"tp_guest_halt_poll_ns"`
-	TpHrtimerExpireEntry       *ebpf.Program `ebpf:"tp_hrtimer_expire_entry"`
-	TpIpiSendCpu               *ebpf.Program `ebpf:"tp_ipi_send_cpu"`
-	TpIpiSendCpumask           *ebpf.Program `ebpf:"tp_ipi_send_cpumask"`
-	TpIrqHandlerEntry          *ebpf.Program `ebpf:"tp_irq_handler_entry"`
-	TpLocalTimerEntry          *ebpf.Program `ebpf:"tp_local_timer_entry"`
-	TpLocalTimerExit           *ebpf.Program `ebpf:"tp_local_timer_exit"`
-	TpRescheduleEntry          *ebpf.Program `ebpf:"tp_reschedule_entry"`
-	TpSchedWakeIdleWithoutIpi  *ebpf.Program `ebpf:"tp_sched_wake_idle_without_ipi"`
-	TpSchedWaking              *ebpf.Program `ebpf:"tp_sched_waking"`
-	TpTickStop                 *ebpf.Program `ebpf:"tp_tick_stop"`
+	BtfBlockRqComplete          *ebpf.Program `ebpf:"btf_block_rq_complete"`
+	BtfBlockRqIssue             *ebpf.Program `ebpf:"btf_block_rq_issue"`
+	BtfBlockRqRequeue           *ebpf.Program `ebpf:"btf_block_rq_requeue"`
+	BtfCallFunctionEntry        *ebpf.Program `ebpf:"btf_call_function_entry"`
+	BtfCallFunctionSingleEntry  *ebpf.Program `ebpf:"btf_call_function_single_entry"`
+	BtfCpuIdle                  *ebpf.Program `ebpf:"btf_cpu_idle"`
+	BtfGuestHaltPollNs          *ebpf.Program `ebpf:"btf_guest_halt_poll_ns"`
+	BtfHrtimerExpireEntry       *ebpf.Program `ebpf:"btf_hrtimer_expire_entry"`
+	BtfIpiSendCpu               *ebpf.Program `ebpf:"btf_ipi_send_cpu"`
+	BtfIpiSendCpumask           *ebpf.Program `ebpf:"btf_ipi_send_cpumask"`
+	BtfIrqHandlerEntry          *ebpf.Program `ebpf:"btf_irq_handler_entry"`
+	BtfLocalTimerEntry          *ebpf.Program `ebpf:"btf_local_timer_entry"`
+	BtfLocalTimerExit           *ebpf.Program `ebpf:"btf_local_timer_exit"`
+	BtfRescheduleEntry          *ebpf.Program `ebpf:"btf_reschedule_entry"`
+	BtfSchedWakeIdleWithoutIpi  *ebpf.Program `ebpf:"btf_sched_wake_idle_without_ipi"`
+	BtfSchedWaking              *ebpf.Program `ebpf:"btf_sched_waking"`
+	BtfTickStop                 *ebpf.Program `ebpf:"btf_tick_stop"`
+	FentrySendCallFuncIpi       *ebpf.Program `ebpf:"fentry_send_call_func_ipi"`
+	FentrySendCallFuncSingleIpi *ebpf.Program `ebpf:"fentry_send_call_func_single_ipi"`
+	FentrySmpSendReschedule     *ebpf.Program `ebpf:"fentry_smp_send_reschedule"`
+	TpBlockRqComplete           *ebpf.Program `ebpf:"tp_block_rq_complete"`
+	TpBlockRqIssue              *ebpf.Program `ebpf:"tp_block_rq_issue"`
+	TpBlockRqRequeue            *ebpf.Program `ebpf:"tp_block_rq_requeue"`
+	TpCallFunctionEntry         *ebpf.Program `ebpf:"tp_call_function_entry"`
+	TpCallFunctionSingleEntry   *ebpf.Program `ebpf:"tp_call_function_single_entry"`
+	TpCpuIdle                   *ebpf.Program `ebpf:"tp_cpu_idle"`
+	TpGuestHaltPollNs           *ebpf.Program `ebpf:"tp_guest_halt_poll_ns"`
+	TpHrtimerExpireEntry        *ebpf.Program `ebpf:"tp_hrtimer_expire_entry"`
+	TpIpiSendCpu                *ebpf.Program `ebpf:"tp_ipi_send_cpu"`
+	TpIpiSendCpumask            *ebpf.Program `ebpf:"tp_ipi_send_cpumask"`
+	TpIrqHandlerEntry           *ebpf.Program `ebpf:"tp_irq_handler_entry"`
+	TpLocalTimerEntry           *ebpf.Program `ebpf:"tp_local_timer_entry"`
+	TpLocalTimerExit            *ebpf.Program `ebpf:"tp_local_timer_exit"`
+	TpRescheduleEntry           *ebpf.Program `ebpf:"tp_reschedule_entry"`
+	TpSchedWakeIdleWithoutIpi   *ebpf.Program `ebpf:"tp_sched_wake_idle_without_ipi"`
+	TpSchedWaking               *ebpf.Program `ebpf:"tp_sched_waking"`
+	TpTickStop                  *ebpf.Program `ebpf:"tp_tick_stop"`
 }
 
 func (p *IdletracePrograms) Close() error {
@@ -496,6 +505,9 @@ func (p *IdletracePrograms) Close() error {
 		p.BtfSchedWakeIdleWithoutIpi,
 		p.BtfSchedWaking,
 		p.BtfTickStop,
+		p.FentrySendCallFuncIpi,
+		p.FentrySendCallFuncSingleIpi,
+		p.FentrySmpSendReschedule,
 		p.TpBlockRqComplete,
 		p.TpBlockRqIssue,
 		p.TpBlockRqRequeue,

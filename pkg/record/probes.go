@@ -17,9 +17,12 @@ import (
 const (
 	AttachTPBTF      = "tp_btf"
 	AttachTracepoint = "tracepoint"
+	// AttachFentry: fentry programs on the kernel functions that do what
+	// the tracepoint marks, for kernels older than the tracepoint.
+	AttachFentry = "fentry"
 )
 
-// probe is one kernel tracepoint and the two programs that can serve it.
+// probe is one kernel tracepoint and the programs that can serve it.
 type probe struct {
 	category, event string
 	btfProg, tpProg string
@@ -63,6 +66,23 @@ var probes = []probe{
 }
 
 func (p probe) name() string { return p.category + ":" + p.event }
+
+// fentryProg is one fentry program and the kernel function it attaches to.
+type fentryProg struct{ prog, fn string }
+
+// fentryFallbacks: the ipi tracepoints came in Linux 6.6; before, x86's IPI
+// senders mark the same sends (arch/x86/kernel/smp.c).
+var fentryFallbacks = map[string][]fentryProg{
+	"ipi:ipi_send_cpu": {
+		{"fentry_smp_send_reschedule", "native_smp_send_reschedule"},
+		{"fentry_send_call_func_single_ipi", "native_send_call_func_single_ipi"},
+	},
+	"ipi:ipi_send_cpumask": {{"fentry_send_call_func_ipi", "native_send_call_func_ipi"}},
+}
+
+// fentry lists the probe's fentry programs, where its tracepoint is newer
+// than kernels worth recording on (all of them are needed).
+func (p probe) fentry() []fentryProg { return fentryFallbacks[p.name()] }
 
 // FeatureError is a missing kernel feature or privilege, with what to do about it.
 type FeatureError struct {
@@ -186,6 +206,10 @@ func planAttach(kernel *btf.Spec, wanted func(probe) bool, classicOnly bool) (*a
 				continue
 			}
 		}
+		if tracingOK && len(p.fentry()) > 0 && haveFuncs(kernel, p.fentry()) {
+			plan.method[p.name()] = AttachFentry
+			continue
+		}
 		why := "the kernel has no such tracepoint"
 		if tfsErr != nil {
 			why = tfsErr.Error()
@@ -199,6 +223,54 @@ func planAttach(kernel *btf.Spec, wanted func(probe) bool, classicOnly bool) (*a
 		plan.reason[p.name()] = why
 	}
 	return plan, nil
+}
+
+// haveFuncs reports whether the kernel's BTF has every function the fentry
+// programs attach to.
+func haveFuncs(spec *btf.Spec, progs []fentryProg) bool {
+	if spec == nil {
+		return false
+	}
+	for _, p := range progs {
+		var fn *btf.Func
+		if spec.TypeByName(p.fn, &fn) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// demote moves a probe off a method the kernel refused at load or attach
+// time: tp_btf to its classic tracepoint, fentry to missing (only optional
+// probes have fentry programs). It reports whether anything changed.
+func (plan *attachPlan) demote(p probe, why string) bool {
+	switch plan.method[p.name()] {
+	case AttachTPBTF:
+		plan.method[p.name()] = AttachTracepoint
+	case AttachFentry:
+		delete(plan.method, p.name())
+		plan.reason[p.name()] = "the kernel has no such tracepoint and refused fentry on " + p.fentry()[0].fn + ": " + why
+	default:
+		return false
+	}
+	return true
+}
+
+// programs lists the programs the plan's method for p loads.
+func (plan *attachPlan) programs(p probe) []string {
+	switch plan.method[p.name()] {
+	case AttachTPBTF:
+		return []string{p.btfProg}
+	case AttachTracepoint:
+		return []string{p.tpProg}
+	case AttachFentry:
+		var out []string
+		for _, f := range p.fentry() {
+			out = append(out, f.prog)
+		}
+		return out
+	}
+	return nil
 }
 
 // btfPrototypeArgs counts the arguments of a btf_trace_* typedef (the first,

@@ -317,7 +317,7 @@ func inputsOf(plan *attachPlan, perCPUBase, noIO bool) trace.Inputs {
 	}
 }
 
-var progNameInError = regexp.MustCompile(`program (btf_[a-z_]+)`)
+var progNameInError = regexp.MustCompile(`program ((?:btf|fentry)_[a-z_]+)`)
 
 // loadAndAttach loads the programs the plan chose and attaches them. A tp_btf
 // program that the kernel refuses at load or attach time is replaced by its
@@ -333,10 +333,9 @@ func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *t
 			return coll, links, nil
 		}
 		coll.Close()
-		if failed == nil || attempt > len(probes) {
+		if failed == nil || attempt > len(probes) || !plan.demote(*failed, err.Error()) {
 			return nil, nil, err
 		}
-		plan.method[failed.name()] = AttachTracepoint
 	}
 }
 
@@ -350,11 +349,8 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		}
 		keep := map[string]bool{}
 		for _, p := range probes {
-			switch plan.method[p.name()] {
-			case AttachTPBTF:
-				keep[p.btfProg] = true
-			case AttachTracepoint:
-				keep[p.tpProg] = true
+			for _, name := range plan.programs(p) {
+				keep[name] = true
 			}
 		}
 		for name := range spec.Programs {
@@ -405,8 +401,7 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		}
 		switched := false
 		for _, p := range probes {
-			if p.btfProg == m[1] && plan.method[p.name()] == AttachTPBTF {
-				plan.method[p.name()] = AttachTracepoint
+			if slices.Contains(plan.programs(p), m[1]) && plan.demote(p, err.Error()) {
 				switched = true
 			}
 		}
@@ -469,18 +464,28 @@ func attach(coll *ebpf.Collection, plan *attachPlan) ([]link.Link, *probe, error
 			l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[p.btfProg]})
 		case AttachTracepoint:
 			l, err = link.Tracepoint(p.category, p.event, coll.Programs[p.tpProg], nil)
+		case AttachFentry:
+			for _, f := range p.fentry() {
+				if l, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[f.prog]}); err != nil {
+					break
+				}
+				links = append(links, l)
+			}
+			l = nil
 		default:
 			continue
 		}
 		if err != nil {
 			closeAll(links)
 			err = fmt.Errorf("attaching to %s (%s): %w", p.name(), plan.method[p.name()], err)
-			if plan.method[p.name()] == AttachTPBTF {
+			if plan.method[p.name()] != AttachTracepoint {
 				return nil, &p, err
 			}
 			return nil, nil, err
 		}
-		links = append(links, l)
+		if l != nil {
+			links = append(links, l)
+		}
 	}
 	return links, nil, nil
 }

@@ -451,20 +451,27 @@ func label(r Row) string {
 // attach summarises how the probes attached: "tp_btf 16/17, missing: ipi:*".
 func attach(r Row) string {
 	count := map[string]int{}
-	var missing []string
+	var missing, fentry []string
 	for p, m := range r.Probes {
-		if strings.HasPrefix(m, "missing") {
+		switch {
+		case strings.HasPrefix(m, "missing"):
 			missing = append(missing, p)
-		} else {
+		case m == "fentry":
+			fentry = append(fentry, p)
+		default:
 			count[m]++
 		}
 	}
 	slices.Sort(missing)
+	slices.Sort(fentry)
 	var parts []string
 	for _, m := range []string{"tp_btf", "tracepoint"} {
 		if count[m] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d/%d", m, count[m], len(r.Probes)))
 		}
+	}
+	if len(fentry) > 0 {
+		parts = append(parts, "fentry for "+strings.Join(fentry, " "))
 	}
 	if len(missing) > 0 {
 		parts = append(parts, "missing "+strings.Join(missing, " "))
@@ -478,7 +485,7 @@ func attach(r Row) string {
 // inputNames orders Metadata.Inputs for display.
 var inputNames = []struct{ key, name, needs string }{
 	{"wake_causes", "wake causes", "`irq:irq_handler_entry`, `irq_vectors:*_entry` (x86)"},
-	{"wake_requests", "remote wake requests", "`sched:sched_waking` (and `ipi:ipi_send_cpu*`, Linux 6.6+, when present)"},
+	{"wake_requests", "remote wake requests", "`sched:sched_waking`, and the IPI sends: `ipi:ipi_send_cpu*` (Linux 6.6+), before 6.6 fentry on x86's `native_smp_send_reschedule`, `native_send_call_func_*ipi`"},
 	{"tick_state", "tick state at entry", "`timer:hrtimer_expire_entry`, `hrtimer_bases` and `tick_cpu_sched` in BTF's per-CPU section, `struct tick_sched` in BTF"},
 	{"tick_state_before", "tick state before the governor's choice", "the above and `timer:tick_stop`"},
 	{"next_timer", "next timer event", "as tick state"},
