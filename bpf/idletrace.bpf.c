@@ -450,11 +450,14 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 			l->idle_unpaired++;
 	}
 	st->in_idle = 0;
+	/* A new period first, then its request and cause cleared: a waker of
+	 * the last period whose stamp lands after this sees the new number
+	 * and takes it back (take_request). */
+	st->period_seq++;
 	st->state = state;
 	st->cause = WAKE_UNKNOWN;
 	st->wake_irq = -1;
 	st->wake_request_ns = 0;
-	st->period_seq++;
 	st->accepting = 1;
 	st->next_timer_ns = 0;
 	st->next_event_ns = 0;
@@ -682,9 +685,13 @@ static __always_inline int take_request(struct cpu_state *st)
 	return 1;
 }
 
-/* A remote CPU asks target to wake: sched_waking, or an IPI send (ipi). */
+/* A remote CPU asks target to wake: sched_waking, or an IPI send (ipi).
+ * A CPU's requests to itself (irq_work's self-IPI, which ring-buffer
+ * wakeups raise; a task woken on its own CPU) wake nothing idle. */
 static __always_inline void on_wake_request(__u32 target, int ipi)
 {
+	if (target == bpf_get_smp_processor_id())
+		return;
 	struct cpu_state *st = cpu_state(target);
 	if (!st)
 		return;

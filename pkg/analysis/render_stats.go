@@ -305,13 +305,14 @@ func renderStatsDoc(d *doc, s *Stats) error {
 
 	// Losses.
 	if len(s.Losses) > 0 {
-		d.heading("Losses per CPU")
+		d.heading("Loss counters per CPU")
+		d.para("The recorder's own counters on each CPU, behind the account at the top (which measures what the kernel did not deliver where it can, rather than estimating it from issues left waiting).")
 		rows = rows[:0]
 		for _, l := range s.Losses {
-			rows = append(rows, []string{fmt.Sprint(l.CPU), fmt.Sprint(l.IdleLost + l.IOLost + l.OtherLost), fmt.Sprint(l.IOOrphaned + l.IdleUnpaired),
-				fmt.Sprint(l.IOUnmatched - min(l.IOTableFull, l.IOUnmatched)), fmt.Sprint(l.IOTableFull)})
+			rows = append(rows, []string{fmt.Sprint(l.CPU), fmt.Sprint(l.IdleLost + l.IOLost + l.OtherLost), fmt.Sprint(l.IOUnmatched), fmt.Sprint(l.IOUnissued),
+				fmt.Sprint(l.IOOrphaned), fmt.Sprint(l.IdleUnpaired), fmt.Sprint(l.IOTableFull)})
 		}
-		if err := d.table([]string{"CPU", "Ring buffer full", "Not delivered by the kernel", "IO in flight at start", "IO pairing table full"}, rows); err != nil {
+		if err := d.table([]string{"CPU", "Ring buffer full", "IO completions without a traced issue", "of them allocated after the attach", "IO issues left waiting", "Unpaired idle events", "IO pairing table full"}, rows); err != nil {
 			return err
 		}
 	}

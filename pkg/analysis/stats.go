@@ -186,6 +186,7 @@ type LossStats struct {
 	IOOrphaned   uint64 `json:"io_orphaned"`
 	IdleUnpaired uint64 `json:"idle_unpaired"`
 	IOTableFull  uint64 `json:"io_table_full"`
+	IOUnissued   uint64 `json:"io_unissued"`
 }
 
 // OutsideWindow counts records outside the recording window.
@@ -610,7 +611,7 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 		s.IO.Unmatched += l.IOUnmatched
 		if l.Total()+l.IOUnmatched > 0 {
 			s.Losses = append(s.Losses, LossStats{CPU: c, IdleLost: l.IdleLost, IOLost: l.IOLost, OtherLost: l.OtherLost, IOUnmatched: l.IOUnmatched,
-				IOOrphaned: l.IOOrphaned, IdleUnpaired: l.IdleUnpaired, IOTableFull: l.IOTableFull})
+				IOOrphaned: l.IOOrphaned, IdleUnpaired: l.IdleUnpaired, IOTableFull: l.IOTableFull, IOUnissued: l.IOUnissued})
 		}
 	}
 	s.Loss = trace.NewLossAccount(perCPU, b.meta.Start, b.end)

@@ -1,10 +1,6 @@
 package record
 
-import (
-	"errors"
-
-	"github.com/cilium/ebpf/btf"
-)
+import "github.com/cilium/ebpf/btf"
 
 // pcpuNone marks a per-CPU variable the kernel's BTF does not list (the BPF
 // side's PCPU_NONE).
@@ -56,12 +52,19 @@ func perCPUOffsets(spec *btf.Spec) map[string]uint64 {
 			offsets[v.constant] = off
 		}
 	}
+	if !perCPUBaseKnown(offsets) {
+		// Nothing per-CPU can be read: closed periods must not wait for
+		// the cpuidle core's counters (awaits_kernel).
+		for k := range offsets {
+			offsets[k] = pcpuNone
+		}
+	}
 	return offsets
 }
 
-// errNoPerCPUBase says why tick state is unknown when the BTF lacks the two
+// noPerCPUBase says why tick state is unknown when the BTF lacks the two
 // variables every other per-CPU read starts from.
-var errNoPerCPUBase = errors.New("the kernel's BTF lists no hrtimer_bases or tick_cpu_sched in its per-CPU section (DATASEC .data..percpu, written by pahole 1.16 and later): tick state, next timer and the cpuidle core's own counters are unknown")
+const noPerCPUBase = "the kernel's BTF lists no hrtimer_bases or tick_cpu_sched in its per-CPU section (DATASEC .data..percpu, written by pahole 1.16 and later): tick state, next timer and the cpuidle core's own counters are unknown"
 
 // perCPUBaseKnown reports whether the BPF side can learn each CPU's per-CPU
 // base and tick_sched.

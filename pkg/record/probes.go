@@ -172,13 +172,15 @@ func tracefsDir() (string, error) {
 
 // attachPlan is the method chosen for each probe, or why it is missing.
 type attachPlan struct {
-	method map[string]string // probe name -> AttachTPBTF | AttachTracepoint
+	method map[string]string // probe name -> AttachTPBTF | AttachTracepoint | AttachFentry
 	reason map[string]string // probe name -> why it is missing
 }
 
 // planAttach prefers tp_btf (typed arguments, raw-tracepoint cost) and falls
 // back to the classic tracepoint where the kernel's BTF lacks the event or
-// has a different prototype.
+// has a different prototype, and to fentry on the functions that do what an
+// event marks where the kernel is older than the event (the IPI sends).
+// classicOnly rules out both BTF methods.
 func planAttach(kernel *btf.Spec, wanted func(probe) bool, classicOnly bool) (*attachPlan, error) {
 	plan := &attachPlan{method: map[string]string{}, reason: map[string]string{}}
 	// Only a definite "not supported" rules tp_btf out: the generic probe
@@ -249,7 +251,7 @@ func (plan *attachPlan) demote(p probe, why string) bool {
 		plan.method[p.name()] = AttachTracepoint
 	case AttachFentry:
 		delete(plan.method, p.name())
-		plan.reason[p.name()] = "the kernel has no such tracepoint and refused fentry on " + p.fentry()[0].fn + ": " + why
+		plan.reason[p.name()] = "the kernel has no such tracepoint and refused its fentry programs: " + why
 	default:
 		return false
 	}

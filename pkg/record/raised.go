@@ -86,17 +86,19 @@ func (c *raisedCounter) close() {
 	c.fds = nil
 }
 
-// undeliveredReason names what kept raised events from the programs, where
-// it is known: the kernel's recursion guard (counted per program), or a
-// kernel rule.
+// undeliveredReason names what kept raised block events from the programs,
+// where it is known: the kernel's recursion guard (counted per program), or
+// a kernel rule.
 func undeliveredReason(progs []trace.ProgStat) string {
 	var why []string
 	var misses uint64
 	for _, p := range progs {
-		misses += p.Misses
+		if strings.Contains(p.Name, "block_rq_") {
+			misses += p.Misses
+		}
 	}
 	if misses > 0 {
-		why = append(why, fmt.Sprintf("the kernel's recursion guard skipped %d program runs (an event nested in another on the same CPU)", misses))
+		why = append(why, fmt.Sprintf("the kernel's recursion guard skipped %d runs of the block programs (an event nested in another on the same CPU)", misses))
 	}
 	if b, err := os.ReadFile(sysPath("proc/sys/kernel/init_private")); err == nil && strings.TrimSpace(string(b)) == "1" {
 		why = append(why, "kernel.init_private=1: this kernel runs no BPF program while a thread of PID 1 is the current task, so events raised in its context (IO completions interrupting it) are not delivered")

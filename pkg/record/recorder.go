@@ -148,7 +148,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		warn(w)
 	}
 	if !perCPUBaseKnown(pcpu) {
-		warn(errNoPerCPUBase.Error())
+		warn(noPerCPUBase)
 	} else if len(meta.States) > 0 && pcpu["pcpu_cpuidle_devices"] == pcpuNone {
 		warn("the kernel's BTF lists no cpuidle_devices in its per-CPU section: residencies are the traced ones, which include the tracepoints' own time")
 	}
@@ -688,38 +688,52 @@ func (r *recording) losses() []trace.Loss {
 }
 
 // ioCounts fills a snapshot with the recorder's IO counters and, where the
-// tracepoints are counted, the kernel's counts beside the programs' runs,
-// read at one instant: the runs before and after the kernel's counts must
-// agree (no delivered event in between), else it reads again.
+// tracepoints are counted, the kernel's counts beside the programs' runs.
+// They are read kernel, runs, kernel, runs, and kept when both pairs agree:
+// neither moved across the middle of the reads, so they describe the same
+// events (an event whose program ran before that stretch and whose perf
+// count came after it would have to straddle the whole of it).
 func (r *recording) ioCounts(s *trace.Snapshot) {
-	sum := func() (l trace.Loss, issueRuns, completionRuns uint64) {
-		for _, c := range r.counters() {
-			l.IOUnmatched += c.IoUnmatched
-			l.IOCompletions += c.IoCompletions
-			l.IOOrphaned += c.IoOrphaned
-			issueRuns += c.IoIssues
-			completionRuns += c.IoCompletions + c.IoPartial // each run counts one of the two
-		}
-		return l, issueRuns, completionRuns
+	type runs struct {
+		l                   trace.Loss
+		issues, completions uint64
 	}
-	l, issueRuns, completionRuns := sum()
-	s.IOUnmatched, s.IOCompletions, s.IOOrphaned = l.IOUnmatched, l.IOCompletions, l.IOOrphaned
+	readRuns := func() (x runs) {
+		for _, c := range r.counters() {
+			x.l.IOUnmatched += c.IoUnmatched
+			x.l.IOCompletions += c.IoCompletions
+			x.l.IOOrphaned += c.IoOrphaned
+			x.issues += c.IoIssues
+			x.completions += c.IoCompletions + c.IoPartial // each run counts one of the two
+		}
+		return x
+	}
+	readRaised := func() (issues, completions uint64, err error) {
+		issues, err = r.raisedIssue.read()
+		if err == nil {
+			completions, err = r.raisedComplete.read()
+		}
+		return issues, completions, err
+	}
+	s.IORaised = nil
 	if r.raisedIssue == nil {
+		x := readRuns()
+		s.IOUnmatched, s.IOCompletions, s.IOOrphaned = x.l.IOUnmatched, x.l.IOCompletions, x.l.IOOrphaned
 		return
 	}
 	for try := 0; ; try++ {
-		issues, err1 := r.raisedIssue.read()
-		completions, err2 := r.raisedComplete.read()
+		i1, c1, err1 := readRaised()
+		x1 := readRuns()
+		i2, c2, err2 := readRaised()
+		x2 := readRuns()
+		s.IOUnmatched, s.IOCompletions, s.IOOrphaned = x2.l.IOUnmatched, x2.l.IOCompletions, x2.l.IOOrphaned
 		if err1 != nil || err2 != nil {
 			return
 		}
-		l2, issueRuns2, completionRuns2 := sum()
-		if issueRuns2 == issueRuns && completionRuns2 == completionRuns || try == snapshotTries {
-			s.IORaised = &trace.IORaised{Issues: issues, IssueRuns: issueRuns, Completions: completions, CompletionRuns: completionRuns}
+		if i1 == i2 && c1 == c2 && x1 == x2 || try == snapshotTries {
+			s.IORaised = &trace.IORaised{Issues: i2, IssueRuns: x2.issues, Completions: c2, CompletionRuns: x2.completions}
 			return
 		}
-		l, issueRuns, completionRuns = l2, issueRuns2, completionRuns2
-		s.IOUnmatched, s.IOCompletions, s.IOOrphaned = l.IOUnmatched, l.IOCompletions, l.IOOrphaned
 	}
 }
 

@@ -360,6 +360,12 @@ func TestKernelReferee(t *testing.T) {
 		if orphaned > 0 && r.End.UndeliveredReason == "" {
 			t.Errorf("%d of %d completions the kernel raised did not reach the programs, and no reason is known", orphaned, raised)
 		}
+		// Even with a reason: the sandbox kernel's rule costs 2e-5 to
+		// 1.7e-3 of the completions (by how busy PID 1 is); more means
+		// something else.
+		if float64(orphaned) > 5e-3*float64(raised) {
+			t.Errorf("%d of %d completions the kernel raised did not reach the programs (more than 0.5 %%)", orphaned, raised)
+		}
 		t.Logf("%s: traced %d completed requests, kernel %d, fio %d", disk, ioDone, after-before, fioIOs)
 		for _, b := range start.Block {
 			for _, e := range end.Block {
@@ -407,6 +413,11 @@ func TestKernelReferee(t *testing.T) {
 			// delivered on kernels with kernel.init_private=1.
 			if unexplained := remote - remoteMeasured - remoteEarly; float64(unexplained) > 0.02*float64(remote) {
 				t.Errorf("%d of %d remote wake-ups have no traced request (want ≤ 2%%)", unexplained, remote)
+			}
+			// Requests before the entry are the exception: most wake-ups
+			// are asked while idle and measured.
+			if f := float64(remoteMeasured) / float64(remote); f < 0.85 {
+				t.Errorf("only %.1f%% of remote wake-ups have a measured wake latency (want ≥ 85%%)", 100*f)
 			}
 		} else if f := float64(remoteMeasured) / float64(remote); f < 0.9 {
 			t.Errorf("only %.1f%% of remote wake-ups have a measured wake latency (want ≥ 90%%)", 100*f)

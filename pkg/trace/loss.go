@@ -56,6 +56,10 @@ func NewLossAccount(losses []Loss, start *Snapshot, end *End) LossAccount {
 			undeliveredIssues, completions = end.Snapshot.IORaised.undeliveredSince(start.IORaised)
 			a.Undelivered = undeliveredIssues + completions
 			a.UndeliveredMeasured = true
+			// An issue whose completion was not delivered stays in the
+			// pairing table: it is in flight at stop only if the kernel
+			// still had that many in flight.
+			a.IOInFlightAtStop = min(a.IOInFlightAtStop, end.Snapshot.BlockInFlight())
 		} else {
 			a.Undelivered = end.IOOrphanedAtStop
 		}
@@ -73,11 +77,15 @@ func NewLossAccount(losses []Loss, start *Snapshot, end *End) LossAccount {
 		a.IOUnissued += l.IOUnissued
 		unmatched += l.IOUnmatched
 	}
-	// The completion of an issue the kernel did not deliver looks unissued.
-	a.IOUnissued -= min(undeliveredIssues, a.IOUnissued)
+	// The completion of an issue the kernel did not deliver, or of one
+	// that did not fit the pairing table, looks unissued too.
+	a.IOUnissued -= min(undeliveredIssues+a.IOTableFull, a.IOUnissued)
 	// A table-full issue's completion finds no issue either, nor does an
 	// unissued one or one whose issue was not delivered.
 	a.IOInFlightAtStart = unmatched - min(a.IOTableFull+a.IOUnissued+undeliveredIssues, unmatched)
+	if a.Undelivered == 0 {
+		a.UndeliveredReason = "" // a rule that kept nothing away is no reason
+	}
 	return a
 }
 

@@ -182,14 +182,8 @@ type IORaised struct {
 // undeliveredSince is how many issues and completions the kernel raised
 // without running the programs between the snapshots of r0 and r.
 func (r *IORaised) undeliveredSince(r0 *IORaised) (issues, completions uint64) {
-	sub := func(a, b uint64) uint64 {
-		if a < b {
-			return 0
-		}
-		return a - b
-	}
-	return sub(sub(r.Issues, r0.Issues), sub(r.IssueRuns, r0.IssueRuns)),
-		sub(sub(r.Completions, r0.Completions), sub(r.CompletionRuns, r0.CompletionRuns))
+	return subFloor(subFloor(r.Issues, r0.Issues), subFloor(r.IssueRuns, r0.IssueRuns)),
+		subFloor(subFloor(r.Completions, r0.Completions), subFloor(r.CompletionRuns, r0.CompletionRuns))
 }
 
 // CPUCounters are one CPU's cpuidle counters.
@@ -216,6 +210,18 @@ type BlockCounter struct {
 	Minor uint32   `json:"minor"`
 }
 
+// BlockInFlight is the number of requests the kernel had in flight at the
+// snapshot, over every device (field 9 of /sys/block/DEV/stat).
+func (s *Snapshot) BlockInFlight() uint64 {
+	var n uint64
+	for _, b := range s.Block {
+		if len(b.Stat) > 8 {
+			n += b.Stat[8]
+		}
+	}
+	return n
+}
+
 // Completed is the number of requests the kernel counted as completed: reads,
 // writes, discards and flushes (fields 1, 5, 12 and 16 of /sys/block/DEV/stat).
 // Merged bios are not requests and are not counted.
@@ -239,16 +245,18 @@ func IOUndelivered(start *Snapshot, end *End) (unmatched, orphaned uint64, ok bo
 	if start == nil || end == nil || end.Snapshot == nil {
 		return 0, 0, false
 	}
-	sub := func(a, b uint64) uint64 {
-		if a < b {
-			return 0
-		}
-		return a - b
-	}
+	unmatched = subFloor(end.Snapshot.IOUnmatched, start.IOUnmatched)
 	if r0, r1 := start.IORaised, end.Snapshot.IORaised; r0 != nil && r1 != nil {
-		_, completions := r1.undeliveredSince(r0)
-		return sub(end.Snapshot.IOUnmatched, start.IOUnmatched), completions, true
+		_, orphaned = r1.undeliveredSince(r0)
+		return unmatched, orphaned, true
 	}
-	return sub(end.Snapshot.IOUnmatched, start.IOUnmatched),
-		sub(end.Snapshot.IOOrphaned, start.IOOrphaned) + end.IOOrphanedAtStop, true
+	return unmatched, subFloor(end.Snapshot.IOOrphaned, start.IOOrphaned) + end.IOOrphanedAtStop, true
+}
+
+// subFloor is a - b, or 0 where b is larger (counters read at two instants).
+func subFloor(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
 }

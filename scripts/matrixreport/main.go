@@ -656,7 +656,7 @@ func ReadmeSection(m Matrix) string {
 	}
 	b.WriteString(sectionBegin + "\n\n")
 	b.WriteString("| need | why |\n|---|---|\n")
-	fmt.Fprintf(&b, "| Linux ≥ 5.8 (tested: %s) | BPF ring buffer |\n", strings.Join(tested, ", "))
+	fmt.Fprintf(&b, "| Linux ≥ 5.12 (tested: %s) | BPF ring buffer (5.8), atomic exchange and compare-and-exchange in BPF programs (5.12) |\n", strings.Join(tested, ", "))
 	b.WriteString("| root, or CAP_BPF + CAP_PERFMON | loading and attaching BPF programs |\n")
 	b.WriteString("| `CONFIG_BPF_SYSCALL`, `CONFIG_BPF_EVENTS` | BPF programs on tracepoints |\n")
 	b.WriteString("| `CONFIG_DEBUG_INFO_BTF=y`, or `--kernel-btf FILE` | CO-RE relocations and tp_btf; without either, `record` exits with one line naming both (checked on every kernel below with /sys/kernel/btf hidden) |\n")
