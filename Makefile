@@ -38,7 +38,7 @@ test-short: ## tests that need neither root nor BPF (every test but RECORDER_TES
 # (TestKernelFetch: from nothing when the kernel cache is empty, which the
 # matrix then reuses), then the matrix.
 test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12 under QEMU; writes testdata/kernel-matrix.* and the README requirements (CI=true: checks them)
-	IDLETRACE_FETCH_TEST=1 PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -run '^TestKernelFetch$$' ./scripts/matrixreport
+	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags kernelfetch -run '^TestKernelFetch$$' ./scripts/matrixreport
 	scripts/kernel-matrix.sh
 
 demo: build ## record a few seconds here (or use the bundled trace) and show stats and a what-if
