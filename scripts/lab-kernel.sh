@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The lab kernel (issue 9, item 2): Linux 6.12 from Debian's linux-source-6.12
+# package, `make tinyconfig` plus lab/kernel/lab.config, with the patches in
+# lab/kernel/*.patch (the lab switches, off by default), built once and kept
+# in the kernel cache next to the matrix's Debian kernels. Prints the
+# kernel's directory on stdout (logs go to stderr):
+#
+#   DIR/boot/vmlinuz-RELEASE, DIR/boot/config-RELEASE  (as the matrix's
+#                                     extracted Debian kernels have them)
+#   DIR/src                           the configured, built tree: build
+#                                     out-of-tree modules with
+#                                     make -C DIR/src M=$PWD modules
+#                                     (Module.symvers, scripts, vmlinux for
+#                                     the modules' BTF are there)
+#   DIR/build.txt                     key=value: release, package, how long
+#                                     the cold build took, where, when
+#
+# Usage: scripts/lab-kernel.sh [--cached]
+#   --cached  only report: print DIR if the kernel is built, else exit 1
+#
+# Idempotent: DIR is named after the source package's version and a hash of
+# the config fragment, the patches and RECIPE below, so a change to any of
+# them builds a new kernel and an unchanged one is reused. The build runs in
+# DIR.partial under nice -n 10 and is renamed to DIR when complete; a lock
+# keeps two runs from building at once. Needs root only to install missing
+# build tools (flex, bison, bc, libelf-dev, dwarves, gcc, make).
+#
+# Environment: IDLETRACE_KERNEL_CACHE (default /var/cache/idletrace-kernels),
+# IDLETRACE_KERNEL_REFRESH=1 (look for a newer linux-source-6.12), as for
+# scripts/kernel-matrix.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+CACHED_ONLY=0
+for a in "$@"; do
+	case $a in
+	--cached) CACHED_ONLY=1 ;;
+	*) echo "usage: $0 [--cached]" >&2; exit 2 ;;
+	esac
+done
+
+SERIES=6.12
+# Bump when the build steps below change in a way that changes the result.
+RECIPE=1
+CACHE=${IDLETRACE_KERNEL_CACHE:-/var/cache/idletrace-kernels}
+# shellcheck source=kernel-cache.sh
+. scripts/kernel-cache.sh # apt_update, safe_rm, cached_debs
+log() { echo "lab-kernel: $*" >&2; }
+
+mkdir -p "$CACHE"
+WORK=$(mktemp -d /var/tmp/idletrace-labkernel.XXXXXX)
+trap 'safe_rm "$WORK"' EXIT
+
+# --- the source package (cached like the kernel packages) -------------------
+srcdeb=$(cached_debs "linux-source-${SERIES}_*.deb" | tail -1) || true # (no match: status 1)
+if [ $CACHED_ONLY = 0 ] && { [ -z "$srcdeb" ] || [ "${IDLETRACE_KERNEL_REFRESH:-}" = 1 ]; }; then
+	apt_update
+	pkg=linux-source-$SERIES
+	ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')
+	[ -n "$ver" ] && [ "$ver" != "(none)" ] || { log "apt knows no $pkg"; exit 1; }
+	if [ -z "$(cached_debs "${pkg}_${ver//:/%3a}_*.deb")" ]; then
+		log "downloading $pkg $ver"
+		(cd "$WORK" && apt-get download -q "$pkg=$ver" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; exit 1; }
+		mv "$WORK/${pkg}"_*.deb "$CACHE"/
+	fi
+	srcdeb=$(cached_debs "${pkg}_*.deb" | tail -1) || true
+fi
+if [ -z "$srcdeb" ]; then
+	log "no linux-source-$SERIES package in $CACHE"
+	exit 1
+fi
+pkgver=${srcdeb#linux-source-"$SERIES"_}
+pkgver=${pkgver%_*.deb}
+
+hash=$( (
+	echo "recipe=$RECIPE package=$srcdeb"
+	for f in lab/kernel/lab.config lab/kernel/*.patch; do
+		[ -f "$f" ] && echo "$f" && cat "$f"
+	done
+) | sha256sum | cut -c1-12)
+DIR=$CACHE/lab-$SERIES-${pkgver//[^A-Za-z0-9.+-]/_}-$hash
+
+report() {
+	local s
+	s=$(sed -n 's/^cold_build_s=//p' "$DIR/build.txt")
+	log "$(sed -n 's/^release=//p' "$DIR/build.txt") in $DIR (cold build: $((s / 60)) min $((s % 60)) s on $(sed -n 's/^built_on=//p' "$DIR/build.txt"))"
+	echo "$DIR"
+}
+if [ -f "$DIR/.done" ]; then
+	report
+	exit 0
+fi
+[ $CACHED_ONLY = 1 ] && { log "not built: $DIR"; exit 1; }
+
+exec 9>"$CACHE/.lab-kernel.lock"
+if ! flock -n 9; then
+	log "another build holds $CACHE/.lab-kernel.lock; waiting"
+	flock 9
+fi
+if [ -f "$DIR/.done" ]; then # built while we waited
+	report
+	exit 0
+fi
+
+# --- tools ------------------------------------------------------------------
+need=()
+for t in flex:flex bison:bison bc:bc pahole:dwarves gcc:gcc make:make patch:patch xz:xz-utils; do
+	command -v "${t%%:*}" >/dev/null || need+=("${t#*:}")
+done
+[ -f /usr/include/libelf.h ] || [ -f /usr/include/gelf.h ] || need+=(libelf-dev)
+if [ ${#need[@]} -gt 0 ]; then
+	[ "$(id -u)" = 0 ] || { log "needs ${need[*]} (run as root to install them)"; exit 1; }
+	log "installing ${need[*]}"
+	apt_update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# --- build --------------------------------------------------------------------
+part=$DIR.partial
+safe_rm "$part"
+mkdir -p "$part"
+t0=$(date +%s)
+log "extracting $srcdeb"
+dpkg-deb --fsys-tarfile "$CACHE/$srcdeb" | tar -xO "./usr/src/linux-source-$SERIES.tar.xz" | tar -xJ -C "$part"
+mv "$part/linux-source-$SERIES" "$part/src"
+src=$part/src
+for p in lab/kernel/*.patch; do
+	[ -f "$p" ] || continue
+	log "applying $p"
+	patch -d "$src" -p1 --forward --quiet <"$p" || { log "$p does not apply to $srcdeb"; exit 1; }
+done
+
+kmake() { nice -n 10 make -C "$src" ARCH=x86_64 "$@"; }
+kmake -s tinyconfig >/dev/null
+(cd "$src" && scripts/kconfig/merge_config.sh -m .config "$ROOT/lab/kernel/lab.config" >"$WORK/merge.log" 2>&1) ||
+	{ cat "$WORK/merge.log" >&2; exit 1; }
+kmake -s olddefconfig >/dev/null
+# Every line of the fragment must have survived (an unmet dependency drops
+# an option silently).
+bad=0
+while IFS= read -r line; do
+	case $line in CONFIG_*) ;; *) continue ;; esac
+	grep -qxF -- "$line" "$src/.config" || {
+		log "config: wanted $line, got: $(grep -E "^(# )?${line%%=*}[= ]" "$src/.config" || echo 'not set (missing dependency)')"
+		bad=1
+	}
+done <lab/kernel/lab.config
+[ $bad = 0 ] || exit 1
+
+log "building (nice -n 10, make -j$(nproc)); about 4 min on 2 CPUs"
+if ! kmake -j"$(nproc)" bzImage modules >"$part/build.log" 2>&1; then
+	tail -30 "$part/build.log" >&2
+	log "build failed; the log is $part/build.log"
+	exit 1
+fi
+rel=$(cat "$src/include/config/kernel.release")
+mkdir -p "$part/boot"
+cp "$src/arch/x86/boot/bzImage" "$part/boot/vmlinuz-$rel"
+cp "$src/.config" "$part/boot/config-$rel"
+t1=$(date +%s)
+{
+	echo "release=$rel"
+	echo "package=${srcdeb%.deb}"
+	echo "recipe=$RECIPE"
+	echo "cold_build_s=$((t1 - t0))"
+	echo "built_on=$(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%d)"
+	echo "gcc=$(gcc -dumpfullversion)"
+	echo "pahole=$(pahole --version)"
+} >"$part/build.txt"
+gzip -9 "$part/build.log"
+touch "$part/.done"
+mv -T "$part" "$DIR"
+report
