@@ -41,6 +41,11 @@ volatile const __u8 cpu_filter_on = 0;     /* record idle periods only of CPUs i
 volatile const __u8 record_io = 1;
 volatile const __u32 nr_cpus = 1024;       /* possible CPUs */
 volatile const __u8 have_tick_stop = 0;    /* timer:tick_stop is attached */
+/* sched_waking counts as a wake request only where the IPI sends are not
+ * traced: it names the task's previous CPU, before select_task_rq picks
+ * where it wakes, so with the IPI sends (and sched_wake_idle_without_ipi)
+ * at hand it only adds requests aimed at the wrong CPU. */
+volatile const __u8 waking_requests = 1;
 /* When the programs were all attached (bpf_ktime_get_ns), written by Go
  * after attaching; 0 before. */
 volatile __u64 attach_ns = 0;
@@ -1000,7 +1005,8 @@ int BPF_PROG(btf_sched_wake_idle_without_ipi, int cpu)
 SEC("tp_btf/sched_waking")
 int BPF_PROG(btf_sched_waking, struct task_struct *p)
 {
-	on_wake_request(task_cpu(p), 0);
+	if (waking_requests)
+		on_wake_request(task_cpu(p), 0);
 	return 0;
 }
 
@@ -1027,11 +1033,15 @@ int BPF_PROG(btf_guest_halt_poll_ns, _Bool grow, unsigned int new_ns, unsigned i
 
 /* ---- classic tracepoint entry points ---- */
 
+/* Classic tracepoint programs return 1: a BPF program attached through perf
+ * that returns 0 drops the event for every perf user of the tracepoint
+ * (perf_trace_run_bpf_submit), which would blind perf stat, perf record and
+ * the recorder's own counts of the raised events while idletrace runs. */
 SEC("tracepoint/power/cpu_idle")
 int tp_cpu_idle(struct trace_event_raw_cpu *ctx)
 {
 	on_cpu_idle(ctx->state, ctx->cpu_id);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/block/block_rq_issue")
@@ -1043,98 +1053,99 @@ int tp_block_rq_issue(struct trace_event_raw_block_rq *ctx)
 	__u8 op = op_from_rwbs(rwbs);
 	/* dev_t in trace records is the kernel's MKDEV: major << 20 | minor. */
 	on_rq_issue(ctx->dev, ctx->sector, ctx->bytes, op, op);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/block/block_rq_complete")
 int tp_block_rq_complete(struct trace_event_raw_block_rq_completion *ctx)
 {
 	on_rq_complete(ctx->dev, ctx->sector, ctx->nr_sector << 9, ctx->error, 0);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/block/block_rq_requeue")
 int tp_block_rq_requeue(struct trace_event_raw_block_rq_requeue *ctx)
 {
 	on_rq_requeue(ctx->dev, ctx->sector);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/irq/irq_handler_entry")
 int tp_irq_handler_entry(struct trace_event_raw_irq_handler_entry *ctx)
 {
 	on_local_wake(WAKE_IRQ, ctx->irq);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/irq_vectors/local_timer_entry")
 int tp_local_timer_entry(void *ctx)
 {
 	on_local_wake(WAKE_TIMER, -1);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/irq_vectors/local_timer_exit")
 int tp_local_timer_exit(void *ctx)
 {
 	on_local_timer_exit();
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/irq_vectors/reschedule_entry")
 int tp_reschedule_entry(void *ctx)
 {
 	on_local_wake(WAKE_IPI_RESCHED, -1);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/irq_vectors/call_function_entry")
 int tp_call_function_entry(void *ctx)
 {
 	on_local_wake(WAKE_IPI_CALL, -1);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/irq_vectors/call_function_single_entry")
 int tp_call_function_single_entry(void *ctx)
 {
 	on_local_wake(WAKE_IPI_CALL, -1);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/timer/hrtimer_expire_entry")
 int tp_hrtimer_expire_entry(struct trace_event_raw_hrtimer_expire_entry *ctx)
 {
 	on_hrtimer_expire((__u64)ctx->hrtimer);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/timer/tick_stop")
 int tp_tick_stop(struct trace_event_raw_tick_stop *ctx)
 {
 	on_tick_stop(ctx->success);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/sched/sched_wake_idle_without_ipi")
 int tp_sched_wake_idle_without_ipi(struct trace_event_raw_sched_wake_idle_without_ipi *ctx)
 {
 	on_wake_without_ipi(ctx->cpu);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/sched/sched_waking")
 int tp_sched_waking(struct trace_event_raw_sched_wakeup_template *ctx)
 {
-	on_wake_request(ctx->target_cpu, 0);
-	return 0;
+	if (waking_requests)
+		on_wake_request(ctx->target_cpu, 0);
+	return 1;
 }
 
 SEC("tracepoint/ipi/ipi_send_cpu")
 int tp_ipi_send_cpu(struct trace_event_raw_ipi_send_cpu *ctx)
 {
 	on_wake_request(ctx->cpu, 1);
-	return 0;
+	return 1;
 }
 
 SEC("tracepoint/ipi/ipi_send_cpumask")
@@ -1143,7 +1154,7 @@ int tp_ipi_send_cpumask(struct trace_event_raw_ipi_send_cpumask *ctx)
 	/* __data_loc: low 16 bits offset from the record start, high 16 length. */
 	__u32 loc = ctx->__data_loc_cpumask;
 	on_wake_request_mask((const unsigned long *)((char *)ctx + (loc & 0xffff)), (loc >> 16) / 8);
-	return 0;
+	return 1;
 }
 
 /* Before Linux 6.6 no tracepoint marks an IPI send: fentry on x86's
@@ -1174,5 +1185,5 @@ SEC("tracepoint/power/guest_halt_poll_ns")
 int tp_guest_halt_poll_ns(struct trace_event_raw_guest_halt_poll_ns *ctx)
 {
 	on_haltpoll(ctx->grow, ctx->new, ctx->old);
-	return 0;
+	return 1;
 }

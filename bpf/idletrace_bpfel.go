@@ -258,6 +258,7 @@ const (
 	IdletraceVarPollingMask                  = "polling_mask"
 	IdletraceVarRecordIo                     = "record_io"
 	IdletraceVarWakeupBytes                  = "wakeup_bytes"
+	IdletraceVarWakingRequests               = "waking_requests"
 )
 
 // LoadIdletrace returns the embedded CollectionSpec for Idletrace.
@@ -377,6 +378,7 @@ type IdletraceVariableSpecs struct {
 	PollingMask        *ebpf.VariableSpec `ebpf:"polling_mask"`
 	RecordIo           *ebpf.VariableSpec `ebpf:"record_io"`
 	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	WakingRequests     *ebpf.VariableSpec `ebpf:"waking_requests"`
 }
 
 // IdletraceObjects contains all objects after they have been loaded into the kernel.
@@ -441,6 +443,7 @@ type IdletraceVariables struct {
 	PollingMask        *ebpf.Variable `ebpf:"polling_mask"`
 	RecordIo           *ebpf.Variable `ebpf:"record_io"`
 	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
+	WakingRequests     *ebpf.Variable `ebpf:"waking_requests"`
 }
 
 // IdletracePrograms contains all programs after they have been loaded into the kernel.

@@ -227,6 +227,7 @@ func TestRecordCapabilities(t *testing.T) {
 		t.Errorf("inputs %+v: tick state and next timer missing", r.Meta.Inputs)
 	}
 	var periods, tickKnown, counted int
+	last := map[uint32]bool{} // whether each CPU's latest period carried the kernel's residency
 	if err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error {
 		periods++
 		if p.TickStopped != trace.Unknown && p.NextEventKnown {
@@ -235,17 +236,25 @@ func TestRecordCapabilities(t *testing.T) {
 		if p.KernelCounted {
 			counted++
 		}
+		last[p.CPU] = p.KernelCounted
 		return nil
 	}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d idle periods: %d with tick state and next event, %d with the kernel's residency", periods, tickKnown, counted)
 	// Only the first periods of each CPU, before its first hrtimer
-	// expiry, lack them.
+	// expiry, lack them; and the kernel's residency of each CPU's last
+	// period, which the next entry would have read, is not there.
 	if periods == 0 || tickKnown < periods*9/10 {
 		t.Errorf("tick state known for %d of %d periods", tickKnown, periods)
 	}
-	if len(r.Meta.States) > 0 && counted < periods*9/10 {
+	judged := periods
+	for _, c := range last {
+		if !c {
+			judged--
+		}
+	}
+	if len(r.Meta.States) > 0 && counted < judged*9/10 {
 		t.Errorf("the cpuidle core's residency carried by %d of %d periods (driver %s)", counted, periods, r.Meta.CPUIdleDriver)
 	}
 }
@@ -398,33 +407,45 @@ func TestReportsOnBundledTrace(t *testing.T) {
 func TestRecordDiskFull(t *testing.T) {
 	testenv.RequireRecorder(t)
 	dir := t.TempDir()
-	// Larger than the first chunk (one second of periods) at any rate this
-	// machine reaches, so that a complete chunk lands before the disk fills.
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)
 	}
 	defer exec.Command("umount", dir).Run()
 	path := filepath.Join(dir, "full.trace")
-	// Short sleeps on two goroutines keep many idle periods coming (a few
-	// thousand per second) without using the CPUs, so the recording fills
-	// the disk within seconds however busy the machine is (at most 60 s).
-	stop := make(chan struct{})
-	defer close(stop)
-	for range 2 {
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					time.Sleep(50 * time.Microsecond)
-				}
-			}
-		}()
+	// --no-io: only idle periods, whose chunks the recording flushes every
+	// second. Once its first chunk is on disk, a filler takes every byte
+	// left: the next flush meets a full disk, however many periods this
+	// machine's load makes.
+	cmd := exec.Command(binPath, "record", "-o", path, "-d", "60s", "-q", "--no-io")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	// --no-io: block IO from other processes could fill the disk with
-	// its first chunk before an idle chunk is written.
-	r := runBin(t, "record", "-o", path, "-d", "60s", "-q", "--no-io")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > 4096 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the recording wrote no chunk in 30 s")
+		}
+	}
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for buf := make([]byte, 64<<10); ; {
+		if _, err := filler.Write(buf); err != nil {
+			break // the disk is full
+		}
+	}
+	filler.Close()
+	err = cmd.Wait()
+	r := result{stderr: stderr.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	}
 	if r.code != 1 || !strings.Contains(r.stderr, "no space left") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}

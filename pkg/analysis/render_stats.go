@@ -273,9 +273,9 @@ func renderStatsDoc(d *doc, s *Stats) error {
 			fmt.Sprintf("%d of them woke an idle CPU (%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
 				io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000))
 	}
-	if io.UnmatchedInWindow != nil && io.OrphanedInWindow != nil && *io.UnmatchedInWindow+*io.OrphanedInWindow > 0 {
+	if io.WithoutIssueInWindow != nil && io.UndeliveredInWindow != nil && *io.WithoutIssueInWindow+*io.UndeliveredInWindow > 0 {
 		ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d requests the trace lacks: %d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs).",
-			*io.UnmatchedInWindow+*io.OrphanedInWindow, *io.UnmatchedInWindow, *io.OrphanedInWindow))
+			*io.WithoutIssueInWindow+*io.UndeliveredInWindow, *io.WithoutIssueInWindow, *io.UndeliveredInWindow))
 	}
 	if io.Errors > 0 {
 		ioLines = append(ioLines, fmt.Sprintf("Errors: %d.", io.Errors))
@@ -303,17 +303,19 @@ func renderStatsDoc(d *doc, s *Stats) error {
 		}
 	}
 
-	// Losses.
+	// Per-CPU losses: what the account's total cannot say (which CPU).
 	if len(s.Losses) > 0 {
-		d.heading("Loss counters per CPU")
-		d.para("The recorder's own counters on each CPU, behind the account at the top (which measures what the kernel did not deliver where it can, rather than estimating it from issues left waiting).")
 		rows = rows[:0]
 		for _, l := range s.Losses {
-			rows = append(rows, []string{fmt.Sprint(l.CPU), fmt.Sprint(l.IdleLost + l.IOLost + l.OtherLost), fmt.Sprint(l.IOUnmatched), fmt.Sprint(l.IOUnissued),
-				fmt.Sprint(l.IOOrphaned), fmt.Sprint(l.IdleUnpaired), fmt.Sprint(l.IOTableFull)})
+			if lost := l.IdleLost + l.IOLost + l.OtherLost; lost+l.IdleUnpaired > 0 {
+				rows = append(rows, []string{fmt.Sprint(l.CPU), fmt.Sprint(lost), fmt.Sprint(l.IdleUnpaired)})
+			}
 		}
-		if err := d.table([]string{"CPU", "Ring buffer full", "IO completions without a traced issue", "of them allocated after the attach", "IO issues left waiting", "Unpaired idle events", "IO pairing table full"}, rows); err != nil {
-			return err
+		if len(rows) > 0 {
+			d.heading("Losses per CPU")
+			if err := d.table([]string{"CPU", "Ring buffer full", "Unpaired idle events (not delivered)"}, rows); err != nil {
+				return err
+			}
 		}
 	}
 

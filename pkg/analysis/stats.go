@@ -148,15 +148,16 @@ type IOStats struct {
 	WokeIdleCPUByCause map[string]uint64 `json:"woke_idle_cpu_by_cause"`
 	WokeWindowNs       uint64            `json:"woke_idle_cpu_window_ns"`
 	Devices            []DeviceStats     `json:"devices"`
-	// UnmatchedInWindow is the number of completions in the window whose
-	// issue the recorder did not see (issued before it attached), and
-	// OrphanedInWindow of issues whose completion the kernel never
+	// WithoutIssueInWindow is the number of completions in the window whose
+	// issue the recorder did not see (in flight at start, or completed
+	// without an issue of their own), and UndeliveredInWindow of those
+	// whose completion the kernel never
 	// delivered to the programs (trace.IOUndelivered; null without the
 	// snapshots). KernelDiffExplained: the kernel's completed counts exceed
 	// the traced ones by exactly their sum, so they agree.
-	UnmatchedInWindow   *uint64 `json:"unmatched_in_window"`
-	OrphanedInWindow    *uint64 `json:"orphaned_in_window"`
-	KernelDiffExplained bool    `json:"kernel_diff_explained"`
+	WithoutIssueInWindow *uint64 `json:"without_traced_issue_in_window"`
+	UndeliveredInWindow  *uint64 `json:"undelivered_in_window"`
+	KernelDiffExplained  bool    `json:"kernel_diff_explained"`
 }
 
 // LatencySummary is {mean, p50, p99, max} in ns (with count as an extra).
@@ -183,7 +184,7 @@ type LossStats struct {
 	OtherLost   uint64 `json:"other_lost"`
 	IOUnmatched uint64 `json:"io_unmatched"`
 	// IOOrphaned and IdleUnpaired: events the kernel did not deliver.
-	IOOrphaned   uint64 `json:"io_orphaned"`
+	IOOrphaned   uint64 `json:"io_issues_left_waiting"`
 	IdleUnpaired uint64 `json:"idle_unpaired"`
 	IOTableFull  uint64 `json:"io_table_full"`
 	IOUnissued   uint64 `json:"io_unissued"`
@@ -735,7 +736,7 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	// see (issued before it attached): the snapshots carry that count.
 	var undelivered *uint64
 	if unmatched, orphaned, ok := trace.IOUndelivered(m.Start, b.end); ok {
-		s.IO.UnmatchedInWindow, s.IO.OrphanedInWindow = &unmatched, &orphaned
+		s.IO.WithoutIssueInWindow, s.IO.UndeliveredInWindow = &unmatched, &orphaned
 		d := unmatched + orphaned
 		undelivered = &d
 	}
@@ -764,8 +765,7 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 		s.Warnings = append(s.Warnings, "no end record: without the end snapshot the kernel's counters cannot be checked")
 	}
 	if s.Loss.Lost() > 0 {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%d events were lost (ring buffer full %d, not delivered by the kernel %d, IO pairing table full %d); counts are lower bounds",
-			s.Loss.Lost(), s.Loss.RingBufferFull, s.Loss.Undelivered, s.Loss.IOTableFull))
+		s.Warnings = append(s.Warnings, fmt.Sprintf("counts are lower bounds: %s", s.Loss))
 	}
 	if b.iowake.uncertain > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: woke_idle_cpu may miss up to %d completions", b.iowake.uncertain))

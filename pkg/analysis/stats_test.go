@@ -532,8 +532,8 @@ func TestBlockCounters(t *testing.T) {
 	// The one missing completion is one whose issue the recorder did not see.
 	meta.Start.IOUnmatched, end.Snapshot.IOUnmatched = 10, 11
 	s, _ = ComputeStats(meta, end, nil, scanOf(nil, ios))
-	if !s.IO.KernelDiffExplained || len(s.Mismatches) != 0 || *s.IO.UnmatchedInWindow != 1 {
-		t.Errorf("explained %v, unmatched %v, mismatches %+v", s.IO.KernelDiffExplained, s.IO.UnmatchedInWindow, s.Mismatches)
+	if !s.IO.KernelDiffExplained || len(s.Mismatches) != 0 || *s.IO.WithoutIssueInWindow != 1 {
+		t.Errorf("explained %v, unmatched %v, mismatches %+v", s.IO.KernelDiffExplained, s.IO.WithoutIssueInWindow, s.Mismatches)
 	}
 	if s.IO.LatencyNs.Mean != 200_000 {
 		t.Errorf("mean %v", s.IO.LatencyNs.Mean)

@@ -366,12 +366,13 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		maxCPU := possible[len(possible)-1] + 1
 		spec.Maps["cpu_states"].MaxEntries = uint32(maxCPU)
 		vars := map[string]any{
-			"polling_mask":   pollingMask(meta),
-			"wakeup_bytes":   uint64(ring / 16),
-			"cpu_filter_on":  boolByte(opts.CPUs != nil),
-			"record_io":      boolByte(!opts.NoIO),
-			"nr_cpus":        uint32(maxCPU),
-			"have_tick_stop": boolByte(plan.method["timer:tick_stop"] != ""),
+			"polling_mask":    pollingMask(meta),
+			"wakeup_bytes":    uint64(ring / 16),
+			"cpu_filter_on":   boolByte(opts.CPUs != nil),
+			"record_io":       boolByte(!opts.NoIO),
+			"nr_cpus":         uint32(maxCPU),
+			"have_tick_stop":  boolByte(plan.method["timer:tick_stop"] != ""),
+			"waking_requests": boolByte(plan.method["ipi:ipi_send_cpu"] == "" || plan.method["ipi:ipi_send_cpumask"] == ""),
 		}
 		for name, off := range pcpu {
 			vars[name] = off

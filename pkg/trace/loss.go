@@ -34,6 +34,10 @@ type LossAccount struct {
 	// rule behind them, where one is known.
 	UndeliveredMeasured bool   `json:"undelivered_measured"`
 	UndeliveredReason   string `json:"undelivered_reason,omitempty"`
+	// PerfDisturbed: the counts were taken but the programs ran more often
+	// than perf counted (another tracer hid events from perf), so the
+	// estimate stands in.
+	PerfDisturbed bool `json:"perf_disturbed,omitempty"`
 	// Known is false when the trace has no end record (a killed
 	// recording): the in-flight counts at stop are then unknown and the
 	// others are those of the last loss chunk written.
@@ -51,11 +55,13 @@ func NewLossAccount(losses []Loss, start *Snapshot, end *End) LossAccount {
 		a.Known = true
 		a.IOInFlightAtStop = end.IOInFlight - min(end.IOOrphanedAtStop, end.IOInFlight)
 		a.UndeliveredReason = end.UndeliveredReason
+		var completions uint64
 		if start != nil && start.IORaised != nil && end.Snapshot != nil && end.Snapshot.IORaised != nil {
-			var completions uint64
-			undeliveredIssues, completions = end.Snapshot.IORaised.undeliveredSince(start.IORaised)
+			undeliveredIssues, completions, a.UndeliveredMeasured = end.Snapshot.IORaised.undeliveredSince(start.IORaised)
+			a.PerfDisturbed = !a.UndeliveredMeasured
+		}
+		if a.UndeliveredMeasured {
 			a.Undelivered = undeliveredIssues + completions
-			a.UndeliveredMeasured = true
 			// An issue whose completion was not delivered stays in the
 			// pairing table: it is in flight at stop only if the kernel
 			// still had that many in flight.
@@ -102,7 +108,11 @@ func (a LossAccount) Lost() uint64 { return a.RingBufferFull + a.Undelivered + a
 // String is the account as every command prints it.
 func (a LossAccount) String() string {
 	estimated := ""
-	if a.Known && !a.UndeliveredMeasured {
+	switch {
+	case !a.Known || a.UndeliveredMeasured || a.Undelivered == 0:
+	case a.PerfDisturbed:
+		estimated = " (IO estimated from issues left waiting: perf's counts were disturbed, another tracer hid events from it)"
+	default:
 		estimated = " (IO estimated from issues left waiting)"
 	}
 	s := fmt.Sprintf("not recorded %d: ring buffer full %d, not delivered by the kernel %d%s, IO in flight at start %d",
@@ -112,9 +122,7 @@ func (a LossAccount) String() string {
 	} else {
 		s += ", IO in flight at stop unknown (no end record)"
 	}
-	if a.IOTableFull > 0 {
-		s += fmt.Sprintf(", IO pairing table full %d", a.IOTableFull)
-	}
+	s += fmt.Sprintf(", IO pairing table full %d", a.IOTableFull)
 	if a.Undelivered > 0 && a.UndeliveredReason != "" {
 		s += "; not delivered: " + a.UndeliveredReason
 	}

@@ -42,6 +42,12 @@ func TestLossAccount(t *testing.T) {
 				IORaised: &IORaised{Issues: 30, IssueRuns: 28, Completions: 40, CompletionRuns: 32},
 				Block:    []BlockCounter{{Name: "vda", Stat: []uint64{0, 0, 0, 0, 0, 0, 0, 0, 3}}}}},
 			LossAccount{Undelivered: 2 + 7 + 1, IOInFlightAtStart: 4, IOInFlightAtStop: 3, IOUnissued: 3, UndeliveredMeasured: true, UndeliveredReason: "why", Known: true}},
+		// The programs ran more often than perf counted (another tracer's
+		// classic program hid events from perf): the estimate stands in.
+		{"perf disturbed", []Loss{{CPU: 0, IOOrphaned: 6}},
+			&Snapshot{IORaised: &IORaised{}},
+			&End{IOInFlight: 3, IOOrphanedAtStop: 1, Snapshot: &Snapshot{IORaised: &IORaised{Issues: 90, IssueRuns: 100, Completions: 90, CompletionRuns: 100}}},
+			LossAccount{Undelivered: 7, IOInFlightAtStop: 2, PerfDisturbed: true, Known: true}},
 		// Undelivered completions leave their issues in the pairing table:
 		// in flight at stop is no more than the kernel had in flight; and a
 		// reason with nothing undelivered is dropped.

@@ -180,10 +180,17 @@ type IORaised struct {
 }
 
 // undeliveredSince is how many issues and completions the kernel raised
-// without running the programs between the snapshots of r0 and r.
-func (r *IORaised) undeliveredSince(r0 *IORaised) (issues, completions uint64) {
-	return subFloor(subFloor(r.Issues, r0.Issues), subFloor(r.IssueRuns, r0.IssueRuns)),
-		subFloor(subFloor(r.Completions, r0.Completions), subFloor(r.CompletionRuns, r0.CompletionRuns))
+// without running the programs between the snapshots of r0 and r. ok is
+// false when the programs ran more often than perf counted: something else
+// hid events from perf (another tracer's classic BPF program that returns 0
+// drops them for every perf user), and the difference means nothing.
+func (r *IORaised) undeliveredSince(r0 *IORaised) (issues, completions uint64, ok bool) {
+	raisedI, runsI := subFloor(r.Issues, r0.Issues), subFloor(r.IssueRuns, r0.IssueRuns)
+	raisedC, runsC := subFloor(r.Completions, r0.Completions), subFloor(r.CompletionRuns, r0.CompletionRuns)
+	if runsI > raisedI || runsC > raisedC {
+		return 0, 0, false
+	}
+	return raisedI - runsI, raisedC - runsC, true
 }
 
 // CPUCounters are one CPU's cpuidle counters.
@@ -247,8 +254,9 @@ func IOUndelivered(start *Snapshot, end *End) (unmatched, orphaned uint64, ok bo
 	}
 	unmatched = subFloor(end.Snapshot.IOUnmatched, start.IOUnmatched)
 	if r0, r1 := start.IORaised, end.Snapshot.IORaised; r0 != nil && r1 != nil {
-		_, orphaned = r1.undeliveredSince(r0)
-		return unmatched, orphaned, true
+		if _, completions, measured := r1.undeliveredSince(r0); measured {
+			return unmatched, completions, true
+		}
 	}
 	return unmatched, subFloor(end.Snapshot.IOOrphaned, start.IOOrphaned) + end.IOOrphanedAtStop, true
 }
