@@ -284,7 +284,8 @@ func renderWhatifDoc(d *doc, rep *WhatifReport) error {
 		}
 		d.para("Wake latency: exit latency paid per wake-up. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
 			"with their share of idle periods. Energy: idle energy relative to the first policy. " +
-			"Agreement: share of the recorded selections this policy makes the same way.")
+			"Agreement: share of the recorded selections this policy makes the same way (defined on the recorded profile only: " +
+			"the kernel chose among the recorded machine's states).")
 		d.heading("Share of idle time per state")
 		if err := d.table(shareHeader, shareRows, 0); err != nil {
 			return err
