@@ -140,9 +140,13 @@ kmake -s olddefconfig >/dev/null
 # an option silently).
 bad=0
 while IFS= read -r line; do
-	case $line in CONFIG_*) ;; *) continue ;; esac
+	case $line in
+	CONFIG_*) opt=${line%%=*} ;;
+	"# CONFIG_"*" is not set") opt=${line#\# } opt=${opt%% *} ;;
+	*) continue ;;
+	esac
 	grep -qxF -- "$line" "$src/.config" || {
-		log "config: wanted $line, got: $(grep -E "^(# )?${line%%=*}[= ]" "$src/.config" || echo 'not set (missing dependency)')"
+		log "config: wanted '$line', got: $(grep -E "^(# )?$opt[= ]" "$src/.config" || echo 'not set (missing dependency)')"
 		bad=1
 	}
 done <lab/kernel/lab.config
@@ -155,6 +159,11 @@ if ! kmake -j"$(nproc)" bzImage modules >"$part/build.log" 2>&1; then
 	exit 1
 fi
 rel=$(cat "$src/include/config/kernel.release")
+# Keep what out-of-tree module builds use (headers, .config, Module.symvers,
+# scripts/ and tools/objtool, vmlinux for the modules' BTF) and drop the
+# objects (about 1 GB): the tree is never rebuilt incrementally.
+find "$src" \( -path "$src/scripts" -o -path "$src/tools" \) -prune -o -type f -name '*.o' -exec rm -f -- {} +
+rm -f -- "$src"/.tmp_vmlinux*
 mkdir -p "$part/boot"
 cp "$src/arch/x86/boot/bzImage" "$part/boot/vmlinuz-$rel"
 cp "$src/.config" "$part/boot/config-$rel"
