@@ -101,13 +101,17 @@ static struct cpuidle_driver emu_driver = {
 	.owner = THIS_MODULE,
 };
 
-/* Spin ns on local_clock(); returns the time actually spun. */
+/*
+ * Spin ns on local_clock(); returns the time actually spun. No cpu_relax():
+ * under QEMU TCG, PAUSE ends the vCPU's turn (helper_pause), and with one
+ * host thread for every vCPU the spin then lasts as long as the other vCPUs
+ * run (a 1 ms spin measured 1.78 ms).
+ */
 static u64 emu_spin(u64 ns)
 {
 	u64 t0 = local_clock(), t;
 
 	do {
-		cpu_relax();
 		t = local_clock();
 	} while (t - t0 < ns);
 	return t - t0;

@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# The lab runner (issue 9): boots a VM whose CPUs idle through the lab's
+# emulated cpuidle driver (lab/idle_emu) with a real machine's state table, and
+# runs one command in it.
+#
+#   scripts/lab.sh [--kernel 6.1|6.12|lab] [--profile NAME|FILE] [--governor NAME]
+#                  [--cpus N] [--in DIR] [--out DIR] -- COMMAND [ARG...]
+#
+# Defaults: --kernel 6.12, --profile spr, --governor menu, --cpus 2. The
+# profile is a built-in name or a profile file, as `idletrace profiles`
+# takes it; its table is loaded into the emulated driver (a one-line error
+# when it cannot be). COMMAND runs as root in a directory holding a copy of
+# --in DIR, with idletrace and fio (with its libraries) on PATH, sysfs,
+# tracefs, /dev/cpu_dma_latency, and a scratch ext2 filesystem on an NVMe disk
+# at /data; what it writes under /out is copied into --out DIR. Its standard
+# output and error come back on the runner's. See lab/README.md.
+#
+# Exit status: COMMAND's; 2 for a usage error; 125 (one line on stderr) when
+# the lab cannot run it: a kernel, module or profile that cannot be had, a VM
+# that does not boot, a governor the kernel lacks.
+#
+# Environment:
+#   IDLETRACE_KERNEL_CACHE   kernel packages, headers, built modules and the
+#                            lab kernel (default /var/cache/idletrace-kernels)
+#   IDLETRACE_LAB_KERNEL_DIR the lab kernel (default $CACHE/lab-kernel): vmlinuz,
+#                            config, and build/ (its tree, modules built: make
+#                            -C build M=... must work)
+#   IDLETRACE_LAB_TIMEOUT    seconds before the VM is killed (default 3600)
+#   IDLETRACE_LAB_MEM        guest memory in MiB (default 2048)
+#   IDLETRACE_LAB_DISK       size of /data and of /out's disk (default 1G)
+#   IDLETRACE_LAB_KEEP=DIR   keep the console log and the VM's files there
+#   IDLETRACE_LAB_APPEND     extra kernel command-line words
+set -euo pipefail
+
+die() { echo "lab.sh: $*" >&2; exit 125; }
+usage() {
+	echo "usage: scripts/lab.sh [--kernel 6.1|6.12|lab] [--profile NAME|FILE] [--governor NAME] [--cpus N] [--in DIR] [--out DIR] -- COMMAND [ARG...]" >&2
+	exit 2
+}
+
+KERNEL=6.12 PROFILE=spr GOVERNOR=menu CPUS=2 IN= OUT=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel | --profile | --governor | --cpus | --in | --out)
+		[ $# -ge 2 ] || usage
+		case $1 in
+		--kernel) KERNEL=$2 ;;
+		--profile) PROFILE=$2 ;;
+		--governor) GOVERNOR=$2 ;;
+		--cpus) CPUS=$2 ;;
+		--in) IN=$2 ;;
+		--out) OUT=$2 ;;
+		esac
+		shift 2
+		;;
+	--kernel=* | --profile=* | --governor=* | --cpus=* | --in=* | --out=*)
+		v=${1#*=}
+		case $1 in
+		--kernel=*) KERNEL=$v ;;
+		--profile=*) PROFILE=$v ;;
+		--governor=*) GOVERNOR=$v ;;
+		--cpus=*) CPUS=$v ;;
+		--in=*) IN=$v ;;
+		--out=*) OUT=$v ;;
+		esac
+		shift
+		;;
+	--) shift; break ;;
+	-h | --help) usage ;;
+	*) usage ;;
+	esac
+done
+[ $# -ge 1 ] || usage
+case $KERNEL in 6.1 | 6.12 | lab) ;; *) echo "lab.sh: --kernel must be 6.1, 6.12 or lab" >&2; usage ;; esac
+case $CPUS in '' | *[!0-9]* | 0) echo "lab.sh: --cpus must be a positive number" >&2; usage ;; esac
+case $GOVERNOR in '' | *[!a-z0-9_]*) echo "lab.sh: --governor must be a governor's name" >&2; usage ;; esac
+[ -z "$IN" ] || [ -d "$IN" ] || { echo "lab.sh: --in $IN is not a directory" >&2; usage; }
+[ "$(id -u)" = 0 ] || die "needs root (apt-get for the kernel packages and QEMU)"
+
+IN=${IN:+$(realpath "$IN")}
+OUT=${OUT:+$(realpath -m "$OUT")}
+PROFILE_ARG=$PROFILE
+[ -f "$PROFILE" ] && PROFILE_ARG=$(realpath "$PROFILE")
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=${IDLETRACE_KERNEL_CACHE:-/var/cache/idletrace-kernels}
+TIMEOUT=${IDLETRACE_LAB_TIMEOUT:-3600}
+MEM=${IDLETRACE_LAB_MEM:-2048}
+DISK=${IDLETRACE_LAB_DISK:-1G}
+export PATH=/usr/local/go/bin:$PATH
+# shellcheck source=kernel-cache.sh
+. scripts/kernel-cache.sh # log, apt_update, safe_rm, kernel_deb, kernel_dir
+# shellcheck source=lab-emu.sh
+. scripts/lab-emu.sh # headers_dir, emu_module
+log() { echo "lab.sh: $*" >&2; }
+quiet_log() { [ -n "${IDLETRACE_LAB_VERBOSE:-}" ] && log "$@"; return 0; }
+
+mkdir -p "$CACHE"
+WORK=$(mktemp -d /var/tmp/idletrace-lab.XXXXXX)
+qpid=
+cleanup() {
+	[ -n "$qpid" ] && kill "$qpid" 2>/dev/null
+	if [ -n "${IDLETRACE_LAB_KEEP:-}" ]; then
+		mkdir -p "$IDLETRACE_LAB_KEEP" && cp "$WORK"/*.log "$IDLETRACE_LAB_KEEP"/ 2>/dev/null
+	fi
+	safe_rm "$WORK"
+}
+trap cleanup EXIT
+
+# --- tools -------------------------------------------------------------------
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+[ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 || need+=(busybox-static)
+command -v cpio >/dev/null || need+=(cpio)
+command -v fio >/dev/null || need+=(fio)
+command -v debugfs >/dev/null || need+=(e2fsprogs)
+command -v gcc-12 >/dev/null || need+=(gcc-12)
+command -v make >/dev/null || need+=(make)
+if [ ${#need[@]} -gt 0 ]; then
+	log "installing ${need[*]}"
+	apt_update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null || die "apt-get install ${need[*]} failed"
+fi
+
+# --- kernel and module ---------------------------------------------------------
+if [ "$KERNEL" = lab ]; then
+	kdir=${IDLETRACE_LAB_KERNEL_DIR:-$CACHE/lab-kernel}
+	[ -f "$kdir/vmlinuz" ] && [ -f "$kdir/config" ] && [ -f "$kdir/build/Module.symvers" ] ||
+		die "--kernel lab: the lab kernel is not built yet (expected $kdir/vmlinuz, $kdir/config and $kdir/build/ with Module.symvers)"
+	vmlinuz=$kdir/vmlinuz config=$kdir/config kbuild=$kdir/build
+else
+	deb=$(kernel_deb "$KERNEL") || die "no Debian kernel $KERNEL (see the lines above)"
+	kdir=$(kernel_dir "$deb") || die "cannot extract $deb"
+	vmlinuz=$(ls "$kdir"/boot/vmlinuz-* | head -1)
+	config=$(ls "$kdir"/boot/config-* | head -1)
+	kbuild=$(headers_dir "$deb") || die "no headers for Debian kernel $KERNEL (see the lines above)"
+fi
+ko=$(emu_module "$kbuild") || die "cannot build lab/idle_emu for $kbuild (see the lines above)"
+
+# --- idletrace, the profile -----------------------------------------------------
+CGO_ENABLED=0 go build -trimpath -o "$WORK/idletrace" ./cmd/idletrace 2>"$WORK/go.log" ||
+	{ tail -5 "$WORK/go.log" >&2; die "building idletrace failed"; }
+CGO_ENABLED=0 go build -trimpath -o "$WORK/labprofile" ./lab/labprofile 2>"$WORK/go.log" ||
+	{ tail -5 "$WORK/go.log" >&2; die "building lab/labprofile failed"; }
+"$WORK/idletrace" profiles "$PROFILE_ARG" --format json >"$WORK/profile.json" 2>"$WORK/profile.err" ||
+	die "$(head -1 "$WORK/profile.err")"
+params=$("$WORK/labprofile" <"$WORK/profile.json" 2>"$WORK/profile.err") || die "$(head -1 "$WORK/profile.err")"
+phz=$(sed -n 's/^  "hz": \([0-9]*\),*$/\1/p' "$WORK/profile.json")
+khz=$(sed -n 's/^CONFIG_HZ=//p' "$config")
+[ -z "$phz" ] || [ "$phz" = "$khz" ] || log "note: profile $PROFILE is for HZ=$phz, kernel $KERNEL runs HZ=$khz"
+
+# --- the VM's files --------------------------------------------------------------
+rootfs=$WORK/rootfs
+mkdir -p "$rootfs"/{bin,usr/local/bin,proc,sys,dev,tmp,data,out,work,lab,mnt/out}
+cp /bin/busybox "$rootfs/bin/"
+cp "$WORK/idletrace" "$rootfs/usr/local/bin/"
+cp "$ko" "$rootfs/lab/idle_emu.ko"
+cp "$config" "$rootfs/lab/config"
+cp "$WORK/profile.json" "$rootfs/lab/profile.json"
+# fio and every library it links, at their own paths (the loader's too).
+fio=$(command -v fio)
+cp "$fio" "$rootfs/usr/local/bin/fio"
+for lib in $(ldd "$fio" | awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}'); do
+	mkdir -p "$rootfs$(dirname "$lib")"
+	cp -L "$lib" "$rootfs$lib"
+done
+[ -z "$IN" ] || cp -a "$IN"/. "$rootfs/work/"
+
+# COMMAND, quoted for sh: each word in single quotes.
+{
+	printf 'exec'
+	for a in "$@"; do
+		printf " '%s'" "${a//\'/\'\\\'\'}"
+	done
+	printf '\n'
+} >"$rootfs/lab/cmd.sh"
+echo "insmod /lab/idle_emu.ko $params" >"$rootfs/lab/insmod.sh"
+echo "$GOVERNOR" >"$rootfs/lab/governor"
+
+cat >"$rootfs/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/usr/local/bin:/bin:/usr/bin:/sbin:/usr/sbin HOME=/root
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null
+mount -t tmpfs tmpfs /tmp
+fail() { echo "LAB-ERROR=$*"; poweroff -f; }
+data= out=
+for b in /sys/block/nvme*; do
+	case "$(cat "$b/device/serial")" in
+	lab-data*) data=${b##*/} ;;
+	lab-out*) out=${b##*/} ;;
+	esac
+done
+[ -n "$data" ] && [ -n "$out" ] || fail "the VM has no NVMe disks"
+mke2fs -q "/dev/$data" && mount -t ext2 "/dev/$data" /data || fail "cannot make /data on /dev/$data"
+mke2fs -q "/dev/$out" && mount -t ext2 "/dev/$out" /mnt/out && mkdir /mnt/out/out &&
+	mount -o bind /mnt/out/out /out || fail "cannot make /out on /dev/$out"
+drv=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null)
+[ "$drv" = none ] || [ -z "$drv" ] || fail "a cpuidle driver ($drv) is registered already: the emulated one cannot be"
+if ! sh /lab/insmod.sh 2>/tmp/insmod.err; then
+	fail "loading idle_emu: $(dmesg | grep idle_emu | tail -1 | sed 's/^\[[^]]*\] //') $(cat /tmp/insmod.err)"
+fi
+gov=$(cat /lab/governor)
+cur=$(cat /sys/devices/system/cpu/cpuidle/current_governor)
+if [ "$cur" != "$gov" ]; then
+	echo "$gov" >/sys/devices/system/cpu/cpuidle/current_governor 2>/dev/null
+	cur=$(cat /sys/devices/system/cpu/cpuidle/current_governor)
+	[ "$cur" = "$gov" ] || fail "governor $gov is not in kernel $(uname -r) (it has: $(cat /sys/devices/system/cpu/cpuidle/available_governors))"
+fi
+echo "LAB-READY kernel=$(uname -r) driver=$(cat /sys/devices/system/cpu/cpuidle/current_driver) governor=$cur states=$(cat /sys/devices/system/cpu/cpu0/cpuidle/state*/name | tr '\n' ' ')"
+echo "LAB-CALIBRATION $(cat /sys/module/idle_emu/parameters/calibration)"
+stty -F /dev/ttyS1 raw -echo 2>/dev/null
+stty -F /dev/ttyS2 raw -echo 2>/dev/null
+cd /work
+sh /lab/cmd.sh </dev/null >/dev/ttyS1 2>/dev/ttyS2
+rc=$?
+cd /
+sync
+umount /out && umount /mnt/out || echo "LAB-ERROR=cannot unmount /out"
+echo "LAB-STATUS=$rc"
+poweroff -f
+EOF
+chmod +x "$rootfs/init"
+(cd "$rootfs" && find . | cpio -o -H newc --quiet -R 0:0 | gzip -1 >"$WORK/initrd.gz")
+truncate -s "$DISK" "$WORK/data.img" "$WORK/out.img"
+
+# --- run ---------------------------------------------------------------------------
+: >"$WORK/stdout.log"
+: >"$WORK/stderr.log"
+quiet_log "booting $(basename "$vmlinuz") under QEMU TCG, $CPUS CPUs, profile $PROFILE, governor $GOVERNOR"
+timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single -M pc -m "$MEM" -smp "$CPUS" \
+	-kernel "$vmlinuz" -initrd "$WORK/initrd.gz" \
+	-append "console=ttyS0 panic=-1 quiet cpuidle.governor=$GOVERNOR ${IDLETRACE_LAB_APPEND:-}" \
+	-display none -monitor none -no-reboot \
+	-serial "file:$WORK/console.log" -serial "file:$WORK/stdout.log" -serial "file:$WORK/stderr.log" \
+	-drive "file=$WORK/data.img,if=none,format=raw,id=d0" -device nvme,drive=d0,serial=lab-data \
+	-drive "file=$WORK/out.img,if=none,format=raw,id=d1" -device nvme,drive=d1,serial=lab-out \
+	</dev/null >"$WORK/qemu.log" 2>&1 &
+qpid=$!
+tail -n +1 -s 0.2 -f --pid=$qpid "$WORK/stdout.log" &
+t1=$!
+tail -n +1 -s 0.2 -f --pid=$qpid "$WORK/stderr.log" >&2 &
+t2=$!
+qrc=0
+wait $qpid || qrc=$?
+qpid=
+wait $t1 $t2 2>/dev/null || true
+
+console=$(tr -d '\r' <"$WORK/console.log")
+if err=$(echo "$console" | grep -a -m1 '^LAB-ERROR=' | sed 's/^LAB-ERROR=//') && [ -n "$err" ]; then
+	die "$err"
+fi
+ready=$(echo "$console" | grep -a -m1 '^LAB-READY' || true)
+[ -n "$ready" ] && quiet_log "${ready#LAB-READY }"
+status=$(echo "$console" | grep -a -m1 '^LAB-STATUS=' | sed 's/^LAB-STATUS=//' || true)
+if [ -z "$status" ]; then
+	[ $qrc = 124 ] && die "the VM ran longer than $TIMEOUT s (IDLETRACE_LAB_TIMEOUT) and was killed"
+	echo "$console" | tail -15 >&2
+	[ -z "$ready" ] && die "the VM did not boot (qemu status $qrc; its console ends above)"
+	die "the VM stopped before COMMAND finished (qemu status $qrc; its console ends above)"
+fi
+if [ -n "$OUT" ]; then
+	mkdir -p "$OUT"
+	mkdir "$WORK/outx"
+	debugfs -R "rdump /out $WORK/outx" "$WORK/out.img" >"$WORK/debugfs.log" 2>&1 || die "cannot copy /out from the VM's disk"
+	cp -a "$WORK/outx/out/." "$OUT"/
+fi
+exit "$status"
