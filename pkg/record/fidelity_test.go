@@ -158,7 +158,9 @@ func TestGovernorFidelity(t *testing.T) {
 			// must land near the kernel's counts too.
 			miss := absDiff(res[0].Above, above) + absDiff(res[0].Below, below)
 			t.Logf("free-running %s above/below %d/%d, kernel %d/%d", tc.governor, res[0].Above, res[0].Below, above, below)
-			if float64(miss) > tc.freeMax*float64(res[0].IdlePeriods) {
+			// A few periods of slack for a small sample (a loaded machine
+			// idles little): at 300 periods, 1 % is 3 choices.
+			if float64(miss) > max(tc.freeMax*float64(res[0].IdlePeriods), 3) {
 				t.Errorf("free-running %s counts above/below %d/%d, the kernel %d/%d: off by more than %g%% of %d idle periods",
 					tc.governor, res[0].Above, res[0].Below, above, below, 100*tc.freeMax, res[0].IdlePeriods)
 			}

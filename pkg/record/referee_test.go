@@ -412,8 +412,10 @@ func TestKernelReferee(t *testing.T) {
 			// the entry that arrived after it (not a latency of the
 			// state). A few IPI sends from PID 1's threads are not
 			// delivered on kernels with kernel.init_private=1.
-			if unexplained := remote - remoteMeasured - remoteEarly; float64(unexplained) > 0.02*float64(remote) {
-				t.Errorf("%d of %d remote wake-ups have no traced request (want ≤ 2%%)", unexplained, remote)
+			// Five of slack for a small sample (a loaded machine idles
+			// little: 28 remote wake-ups in a run beside a kernel build).
+			if unexplained := remote - remoteMeasured - remoteEarly; float64(unexplained) > max(0.02*float64(remote), 5) {
+				t.Errorf("%d of %d remote wake-ups have no traced request (want ≤ 2%%, or 5)", unexplained, remote)
 			}
 			// Requests before the entry are the exception: most wake-ups
 			// are asked while idle and measured (84-100 % here, the low
