@@ -30,6 +30,12 @@
 #   IDLETRACE_LAB_DISK       size of /data and of /out's disk (default 1G)
 #   IDLETRACE_LAB_KEEP=DIR   keep the console log and the VM's files there
 #   IDLETRACE_LAB_APPEND     extra kernel command-line words
+#   IDLETRACE_LAB_TCG        single (default, as the kernel matrix) or multi: one
+#                            host thread per vCPU (spins of two CPUs overlap, but
+#                            see kernel-matrix.sh on text patching under it)
+#   IDLETRACE_LAB_DATA_OPTS  extra QEMU -drive options for /data's disk, e.g.
+#                            throttling.iops-total=500 (IO completions that find
+#                            the CPU idle; lab/labtest uses it)
 set -euo pipefail
 
 die() { echo "lab.sh: $*" >&2; exit 125; }
@@ -233,12 +239,12 @@ truncate -s "$DISK" "$WORK/data.img" "$WORK/out.img"
 : >"$WORK/stdout.log"
 : >"$WORK/stderr.log"
 quiet_log "booting $(basename "$vmlinuz") under QEMU TCG, $CPUS CPUs, profile $PROFILE, governor $GOVERNOR"
-timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single -M pc -m "$MEM" -smp "$CPUS" \
+timeout "$TIMEOUT" qemu-system-x86_64 -accel "tcg,thread=${IDLETRACE_LAB_TCG:-single}" -M pc -m "$MEM" -smp "$CPUS" \
 	-kernel "$vmlinuz" -initrd "$WORK/initrd.gz" \
 	-append "console=ttyS0 panic=-1 quiet cpuidle.governor=$GOVERNOR ${IDLETRACE_LAB_APPEND:-}" \
 	-display none -monitor none -no-reboot \
 	-serial "file:$WORK/console.log" -serial "file:$WORK/stdout.log" -serial "file:$WORK/stderr.log" \
-	-drive "file=$WORK/data.img,if=none,format=raw,id=d0" -device nvme,drive=d0,serial=lab-data \
+	-drive "file=$WORK/data.img,if=none,format=raw,id=d0${IDLETRACE_LAB_DATA_OPTS:+,$IDLETRACE_LAB_DATA_OPTS}" -device nvme,drive=d0,serial=lab-data \
 	-drive "file=$WORK/out.img,if=none,format=raw,id=d1" -device nvme,drive=d1,serial=lab-out \
 	</dev/null >"$WORK/qemu.log" 2>&1 &
 qpid=$!

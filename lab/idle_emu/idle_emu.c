@@ -93,6 +93,8 @@ struct emu_cpu {
 	u64 paid_irq[EMU_MAX];	/* stays whose latency was paid at an interrupt entry */
 	u64 paid_enter[EMU_MAX];	/* ... in enter (no hooked interrupt ran) */
 	u64 spun_ns[EMU_MAX];	/* local_clock time spent spinning */
+	u64 late[EMU_MAX];	/* spins that ran over the owed time by more than 10 % */
+	u64 max_ns[EMU_MAX];	/* longest spin */
 };
 static DEFINE_PER_CPU(struct emu_cpu, emu_cpu);
 
@@ -121,12 +123,18 @@ static void emu_pay(bool at_irq)
 {
 	struct emu_cpu *c = this_cpu_ptr(&emu_cpu);
 	u64 owed = c->owed_ns;
+	u64 spun;
 	int s = c->state;
 
 	if (!owed)
 		return;
 	c->owed_ns = 0;
-	c->spun_ns[s] += emu_spin(owed);
+	spun = emu_spin(owed);
+	c->spun_ns[s] += spun;
+	if (spun > owed + owed / 10)
+		c->late[s]++;
+	if (spun > c->max_ns[s])
+		c->max_ns[s] = spun;
 	if (at_irq)
 		c->paid_irq[s]++;
 	else
@@ -259,9 +267,9 @@ static int emu_get_stats(char *buf, const struct kernel_param *kp)
 {
 	int s, cpu, n = 0;
 
-	n += sysfs_emit_at(buf, n, "state name latency_ns paid_at_irq paid_in_enter spun_ns\n");
+	n += sysfs_emit_at(buf, n, "state latency_ns paid_at_irq paid_in_enter spun_ns late max_ns name\n");
 	for (s = 0; s < emu_driver.state_count; s++) {
-		u64 pi = 0, pe = 0, sp = 0;
+		u64 pi = 0, pe = 0, sp = 0, la = 0, mx = 0;
 
 		for_each_possible_cpu(cpu) {
 			struct emu_cpu *c = per_cpu_ptr(&emu_cpu, cpu);
@@ -269,10 +277,12 @@ static int emu_get_stats(char *buf, const struct kernel_param *kp)
 			pi += READ_ONCE(c->paid_irq[s]);
 			pe += READ_ONCE(c->paid_enter[s]);
 			sp += READ_ONCE(c->spun_ns[s]);
+			la += READ_ONCE(c->late[s]);
+			mx = max(mx, READ_ONCE(c->max_ns[s]));
 		}
-		n += sysfs_emit_at(buf, n, "%d %s %llu %llu %llu %llu\n", s,
-				   emu_driver.states[s].name,
-				   (u64)emu_driver.states[s].exit_latency_ns, pi, pe, sp);
+		n += sysfs_emit_at(buf, n, "%d %llu %llu %llu %llu %llu %llu %s\n", s,
+				   (u64)emu_driver.states[s].exit_latency_ns, pi, pe, sp, la, mx,
+				   emu_driver.states[s].name);
 	}
 	return n;
 }

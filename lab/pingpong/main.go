@@ -17,10 +17,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,17 +44,20 @@ func must(err error) {
 	}
 }
 
+// readByte and writeByte are raw system calls: the runtime does not see them,
+// so its monitor thread (sysmon) does not take the P back from a blocked call
+// every 20 us, which would add timer wake-ups on both CPUs.
 func readByte(fd int, b []byte) {
 	for {
-		n, err := unix.Read(fd, b)
-		if err == unix.EINTR {
+		n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1)
+		if errno == unix.EINTR {
 			continue
 		}
 		if n != 1 {
-			if err == nil {
+			if errno == 0 {
 				os.Exit(0) // the other side closed: done
 			}
-			must(err)
+			must(errno)
 		}
 		return
 	}
@@ -60,11 +65,13 @@ func readByte(fd int, b []byte) {
 
 func writeByte(fd int, b []byte) {
 	for {
-		_, err := unix.Write(fd, b)
-		if err == unix.EINTR {
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1)
+		if errno == unix.EINTR {
 			continue
 		}
-		must(err)
+		if errno != 0 {
+			must(errno)
+		}
 		return
 	}
 }
@@ -86,6 +93,20 @@ func main() {
 	gap := flag.Duration("gap", 0, "sleep between round trips (0: none)")
 	childCPU := flag.Int("child", -1, "internal: run as the echoing child on this CPU")
 	flag.Parse()
+	// No asynchronous preemption (a signal every 10 ms at a goroutine that
+	// sits in a raw system call) and no garbage collector.
+	if !strings.Contains(os.Getenv("GODEBUG"), "asyncpreemptoff=1") {
+		self, err := os.Executable()
+		must(err)
+		env := []string{"GODEBUG=asyncpreemptoff=1," + os.Getenv("GODEBUG")}
+		for _, e := range os.Environ() {
+			if !strings.HasPrefix(e, "GODEBUG=") {
+				env = append(env, e)
+			}
+		}
+		must(unix.Exec(self, os.Args, env))
+	}
+	debug.SetGCPercent(-1)
 	runtime.GOMAXPROCS(1)
 	if *childCPU >= 0 {
 		child(*childCPU)
