@@ -70,8 +70,10 @@ headers_dir() {
 # kernel release and a hash of the module's source. Prints the .ko's path.
 emu_module() {
 	local kb=$1 krel hash out b
-	krel=$(make -s -C "$kb" kernelrelease 2>/dev/null) || krel=
-	[ -n "$krel" ] || krel=$(sed -n 's/^override KERNELRELEASE = //p' "$kb/.kernelvariables" 2>/dev/null)
+	# Debian's headers name the release in .kernelvariables (their make
+	# kernelrelease gives the -common tree's 6.1.192); a kernel tree by make.
+	krel=$(sed -n 's/^override KERNELRELEASE = //p' "$kb/.kernelvariables" 2>/dev/null || true)
+	[ -n "$krel" ] || krel=$(make -s -C "$kb" kernelrelease 2>/dev/null) || krel=
 	[ -n "$krel" ] || { log "cannot tell the kernel release of $kb"; return 1; }
 	hash=$(cat "$ROOT"/lab/idle_emu/idle_emu.c "$ROOT"/lab/idle_emu/Kbuild | sha256sum | cut -c1-12)
 	out=$CACHE/idle_emu/$krel-$hash

@@ -30,6 +30,10 @@
 #   IDLETRACE_LAB_DISK       size of /data and of /out's disk (default 1G)
 #   IDLETRACE_LAB_KEEP=DIR   keep the console log and the VM's files there
 #   IDLETRACE_LAB_APPEND     extra kernel command-line words
+#   IDLETRACE_LAB_NULL_LATENCY_NS  when set, a third NVMe disk, /dev/lab-null in the VM:
+#                            QEMU's null-co driver (reads give zeroes, writes are
+#                            dropped) completing every request after this many ns,
+#                            so that each IO completion finds its CPU idle
 #   IDLETRACE_LAB_TCG        single (default, as the kernel matrix) or multi: one
 #                            host thread per vCPU (spins of two CPUs overlap, but
 #                            see kernel-matrix.sh on text patching under it)
@@ -200,6 +204,7 @@ for b in /sys/block/nvme*; do
 	case "$(cat "$b/device/serial")" in
 	lab-data*) data=${b##*/} ;;
 	lab-out*) out=${b##*/} ;;
+	lab-null*) ln -s "/dev/${b##*/}" /dev/lab-null ;;
 	esac
 done
 [ -n "$data" ] && [ -n "$out" ] || fail "the VM has no NVMe disks"
@@ -236,6 +241,9 @@ chmod +x "$rootfs/init"
 truncate -s "$DISK" "$WORK/data.img" "$WORK/out.img"
 
 # --- run ---------------------------------------------------------------------------
+nulldisk=()
+[ -z "${IDLETRACE_LAB_NULL_LATENCY_NS:-}" ] ||
+	nulldisk=(-drive "driver=null-co,read-zeroes=on,latency-ns=$IDLETRACE_LAB_NULL_LATENCY_NS,if=none,id=d2" -device nvme,drive=d2,serial=lab-null)
 : >"$WORK/stdout.log"
 : >"$WORK/stderr.log"
 quiet_log "booting $(basename "$vmlinuz") under QEMU TCG, $CPUS CPUs, profile $PROFILE, governor $GOVERNOR"
@@ -246,6 +254,7 @@ timeout "$TIMEOUT" qemu-system-x86_64 -accel "tcg,thread=${IDLETRACE_LAB_TCG:-si
 	-serial "file:$WORK/console.log" -serial "file:$WORK/stdout.log" -serial "file:$WORK/stderr.log" \
 	-drive "file=$WORK/data.img,if=none,format=raw,id=d0${IDLETRACE_LAB_DATA_OPTS:+,$IDLETRACE_LAB_DATA_OPTS}" -device nvme,drive=d0,serial=lab-data \
 	-drive "file=$WORK/out.img,if=none,format=raw,id=d1" -device nvme,drive=d1,serial=lab-out \
+	"${nulldisk[@]}" \
 	</dev/null >"$WORK/qemu.log" 2>&1 &
 qpid=$!
 tail -n +1 -s 0.2 -f --pid=$qpid "$WORK/stdout.log" &

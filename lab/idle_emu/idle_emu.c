@@ -83,6 +83,10 @@ static int n_flags;
 module_param_array(flags, charp, &n_flags, 0444);
 MODULE_PARM_DESC(flags, "per halted state, '+'-separated: off, tlb");
 
+static bool spin_yield;
+module_param(spin_yield, bool, 0644);
+MODULE_PARM_DESC(spin_yield, "cpu_relax() (PAUSE) in the exit-latency spin: under single-threaded QEMU TCG it hands the host thread to the other vCPUs, so that two CPUs leaving a state at once spin together rather than one after the other, but a busy vCPU then stretches the spin");
+
 static bool hold_irq = true;
 module_param(hold_irq, bool, 0444);
 MODULE_PARM_DESC(hold_irq, "pay exit latency at interrupt entry, before the handler (default); 0: after HLT, handler first");
@@ -104,16 +108,18 @@ static struct cpuidle_driver emu_driver = {
 };
 
 /*
- * Spin ns on local_clock(); returns the time actually spun. No cpu_relax():
- * under QEMU TCG, PAUSE ends the vCPU's turn (helper_pause), and with one
- * host thread for every vCPU the spin then lasts as long as the other vCPUs
- * run (a 1 ms spin measured 1.78 ms).
+ * Spin ns on local_clock(); returns the time actually spun. cpu_relax() only
+ * with spin_yield: under single-threaded QEMU TCG, PAUSE ends the vCPU's turn
+ * (helper_pause), and the spin then lasts as long as the other vCPUs run (a
+ * 1 ms spin measured 1.78 ms while the other CPU was busy booting).
  */
 static u64 emu_spin(u64 ns)
 {
 	u64 t0 = local_clock(), t;
 
 	do {
+		if (READ_ONCE(spin_yield))
+			cpu_relax();
 		t = local_clock();
 	} while (t - t0 < ns);
 	return t - t0;
