@@ -17,7 +17,9 @@
 #                           scripts/kernel-cache.sh). --fetch only fills it:
 #                           downloads and extracts the kernels, prints
 #                           SERIES=DIR lines and exits
-#   IDLETRACE_KERNELS       Debian kernel series to boot (default "6.1 6.12")
+#   IDLETRACE_KERNELS       Debian kernel series to boot (default "6.1 6.12");
+#                           "lab" is the lab kernel (scripts/lab-kernel.sh,
+#                           built into the cache when missing)
 #   IDLETRACE_KERNEL_REFRESH=1  look for newer kernel packages even when cached
 #   IDLETRACE_MATRIX_CPUIDLE=none  boot the VMs without the ACPI _CST table
 #                           (no cpuidle driver; see below)
@@ -88,6 +90,11 @@ mkdir -p "$CACHE"
 declare -A kdirs=()
 fetched=0
 for s in $SERIES; do
+	# "lab": the lab kernel, built once into the same cache (scripts/lab-kernel.sh).
+	if [ "$s" = lab ]; then
+		dir=$(scripts/lab-kernel.sh) && kdirs[$s]=$dir && fetched=$((fetched + 1))
+		continue
+	fi
 	if deb=$(kernel_deb "$s") && dir=$(kernel_dir "$deb"); then
 		kdirs[$s]=$dir
 		fetched=$((fetched + 1))
@@ -227,7 +234,7 @@ mode=-write
 rc=0
 go run ./scripts/matrixreport $mode -out testdata/kernel-matrix -readme README.md "${targets[@]}" || rc=$?
 if [ -n "${IDLETRACE_MATRIX_KEEP:-}" ]; then
-	mkdir -p "$IDLETRACE_MATRIX_KEEP" && cp -r "$WORK"/host "$WORK"/6.* "$IDLETRACE_MATRIX_KEEP"/ 2>/dev/null || true
+	mkdir -p "$IDLETRACE_MATRIX_KEEP" && cp -r "$WORK"/host "$WORK"/6.* "$WORK"/lab "$IDLETRACE_MATRIX_KEEP"/ 2>/dev/null || true
 	log "results kept in $IDLETRACE_MATRIX_KEEP"
 fi
 log "done in $(($(date +%s) - t0)) s"

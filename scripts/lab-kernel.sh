@@ -14,6 +14,8 @@
 #                                     the modules' BTF are there)
 #   DIR/build.txt                     key=value: release, package, how long
 #                                     the cold build took, where, when
+#   DIR/vmlinuz, DIR/config, DIR/build  links to the above, and
+#   $CACHE/lab-kernel                 a link to the newest DIR reported
 #
 # Usage: scripts/lab-kernel.sh [--cached]
 #   --cached  only report: print DIR if the kernel is built, else exit 1
@@ -81,8 +83,21 @@ hash=$( (
 ) | sha256sum | cut -c1-12)
 DIR=$CACHE/lab-$SERIES-${pkgver//[^A-Za-z0-9.+-]/_}-$hash
 
+# The names scripts/lab.sh looks for: DIR/vmlinuz, DIR/config, DIR/build
+# (the tree), and $CACHE/lab-kernel pointing at the newest DIR reported.
+links() {
+	local rel
+	rel=$(sed -n 's/^release=//p' "$DIR/build.txt")
+	[ -e "$DIR/vmlinuz" ] || ln -s "boot/vmlinuz-$rel" "$DIR/vmlinuz"
+	[ -e "$DIR/config" ] || ln -s "boot/config-$rel" "$DIR/config"
+	[ -e "$DIR/build" ] || ln -s src "$DIR/build"
+	if [ "$(readlink "$CACHE/lab-kernel" 2>/dev/null)" != "${DIR##*/}" ]; then
+		ln -sfn "${DIR##*/}" "$CACHE/.lab-kernel.$$" && mv -fT "$CACHE/.lab-kernel.$$" "$CACHE/lab-kernel"
+	fi
+}
 report() {
 	local s
+	links
 	s=$(sed -n 's/^cold_build_s=//p' "$DIR/build.txt")
 	log "$(sed -n 's/^release=//p' "$DIR/build.txt") in $DIR (cold build: $((s / 60)) min $((s % 60)) s on $(sed -n 's/^built_on=//p' "$DIR/build.txt"))"
 	echo "$DIR"
@@ -152,7 +167,7 @@ while IFS= read -r line; do
 done <lab/kernel/lab.config
 [ $bad = 0 ] || exit 1
 
-log "building (nice -n 10, make -j$(nproc)); about 4 min on 2 CPUs"
+log "building (nice -n 10, make -j$(nproc)); 9-10 min on 2 shared CPUs"
 if ! kmake -j"$(nproc)" bzImage modules >"$part/build.log" 2>&1; then
 	tail -30 "$part/build.log" >&2
 	log "build failed; the log is $part/build.log"
