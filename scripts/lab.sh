@@ -192,6 +192,8 @@ cat >"$rootfs/init" <<'EOF'
 /bin/busybox --install -s /bin
 export PATH=/usr/local/bin:/bin:/usr/bin:/sbin:/usr/sbin HOME=/root
 mount -t proc proc /proc
+# The kernel's config where the recorder looks for HZ and NO_HZ.
+mkdir -p /boot && cp /lab/config "/boot/config-$(uname -r)"
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tracefs tracefs /sys/kernel/tracing
