@@ -194,5 +194,6 @@ t1=$(date +%s)
 } >"$part/build.txt"
 gzip -9 "$part/build.log"
 touch "$part/.done"
+[ ! -e "$DIR" ] || safe_rm "$DIR" # an incomplete one (no .done) left by hand
 mv -T "$part" "$DIR"
 report
