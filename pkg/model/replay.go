@@ -745,6 +745,9 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 	in.latReq, in.sleepLen, in.deltaTick, in.tickStopped = ps.latReq(c, pi.e), sleep, dt, pi.tickStopped
 	in.nrIOWait, in.aborts = pi.nrIOWait, pi.aborts
 	idx, _ := cs.shadow.selectState(in)
+	if lg, ok := cs.shadow.(*ladderGov); ok && pi.rec >= 0 {
+		lg.resync(idx, pi.rec)
+	}
 	if pi.rec >= 0 {
 		pollTO := pi.kind == endPoll
 		if hp, ok := cs.shadow.(*haltpollGov); ok && pollTO && !pi.pollTOKernel && ps.tab.polling[pi.rec] {
