@@ -316,14 +316,34 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
+// fileState is one state of a profile file. Times come in µs (DESIGN.md's
+// form) or in ns (what `idletrace profiles --format json` writes), so that
+// a profile printed by idletrace reads back as the same profile.
 type fileState struct {
 	Name              string   `json:"name"`
 	Desc              string   `json:"desc"`
 	ExitLatencyUs     *float64 `json:"exit_latency_us"`
 	TargetResidencyUs *float64 `json:"target_residency_us"`
+	ExitLatencyNs     *float64 `json:"exit_latency_ns"`
+	TargetResidencyNs *float64 `json:"target_residency_ns"`
 	Polling           bool     `json:"polling"`
 	Disabled          bool     `json:"disabled"`
 	Power             *float64 `json:"power"`
+	// PowerEstimated: the power given is idletrace's own estimate (as
+	// printed), so it is estimated again rather than taken as measured.
+	PowerEstimated bool `json:"power_estimated"`
+}
+
+// microseconds takes a time given in µs or in ns, not both.
+func microseconds(us, ns *float64, field, name string, bad func(field, format string, a ...any) error) (*float64, error) {
+	switch {
+	case us != nil && ns != nil:
+		return nil, bad(field+"."+name+"_us", "give %s_us or %s_ns, not both", name, name)
+	case ns != nil:
+		v := *ns / 1000
+		return &v, nil
+	}
+	return us, nil
 }
 
 type fileProfile struct {
@@ -385,6 +405,13 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 		if j := p.StateIndex(fs.Name); j >= 0 {
 			return nil, bad(field+".name", "%q repeats states[%d]", fs.Name, j)
 		}
+		var err error
+		if fs.ExitLatencyUs, err = microseconds(fs.ExitLatencyUs, fs.ExitLatencyNs, field, "exit_latency", bad); err != nil {
+			return nil, err
+		}
+		if fs.TargetResidencyUs, err = microseconds(fs.TargetResidencyUs, fs.TargetResidencyNs, field, "target_residency", bad); err != nil {
+			return nil, err
+		}
 		if fs.ExitLatencyUs == nil {
 			return nil, bad(field+".exit_latency_us", "missing")
 		}
@@ -407,7 +434,7 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 		}
 		st := State{Name: fs.Name, Desc: fs.Desc, ExitLatencyNs: usToNs(*fs.ExitLatencyUs),
 			TargetResidencyNs: usToNs(*fs.TargetResidencyUs), Polling: fs.Polling, Disabled: fs.Disabled}
-		if fs.Power != nil {
+		if fs.Power != nil && !fs.PowerEstimated {
 			if math.IsNaN(*fs.Power) || *fs.Power < 0 || *fs.Power > 2 {
 				return nil, bad(field+".power", "must be between 0 and 2 (1.0 = a busy core)")
 			}

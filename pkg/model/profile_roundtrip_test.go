@@ -1,0 +1,61 @@
+package model
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestProfilePrintedReadsBack: what `idletrace profiles NAME --format json`
+// prints (the Profile itself, times in ns) reads back as the same profile
+// (issue 11: one profile schema, written and read).
+func TestProfilePrintedReadsBack(t *testing.T) {
+	for _, name := range BuiltinNames() {
+		t.Run(name, func(t *testing.T) {
+			want, err := Builtin(name, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := json.Marshal(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ParseProfile(name+".json", data, 0)
+			if err != nil {
+				t.Fatalf("the printed profile does not read back: %v", err)
+			}
+			if got.Name != want.Name || got.HZ != want.HZ || !reflect.DeepEqual(got.States, want.States) {
+				t.Errorf("read back %+v, printed %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestProfileTimeUnits(t *testing.T) {
+	for _, tc := range []struct {
+		name, state, err string
+		exitNs           uint64
+	}{
+		{"us", `{"name":"C1","exit_latency_us":2,"target_residency_us":2}`, "", 2000},
+		{"ns", `{"name":"C1","exit_latency_ns":2500,"target_residency_ns":3000}`, "", 2500},
+		{"both", `{"name":"C1","exit_latency_us":2,"exit_latency_ns":2000,"target_residency_us":2}`, "states[0].exit_latency_us: give exit_latency_us or exit_latency_ns, not both", 0},
+		{"neither", `{"name":"C1","target_residency_ns":3000}`, "states[0].exit_latency_us: missing", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParseProfile("p.json", []byte(`{"name":"p","states":[`+tc.state+`]}`), 250)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.States[0].ExitLatencyNs != tc.exitNs {
+				t.Errorf("exit latency %d ns, want %d", p.States[0].ExitLatencyNs, tc.exitNs)
+			}
+		})
+	}
+}
