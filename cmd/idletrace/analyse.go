@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,7 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	policies := fs.StringArray("policy", nil, "GOVERNOR[+MODIFIER]... (repeatable; default: recorded and oracle)")
 	format := fs.String("format", "text", "output format: text, markdown, json or html")
 	out := fs.StringP("output", "o", "", "write the report to this file instead of stdout")
+	force := fs.Bool("force", false, "overwrite an existing --output file")
 	hz := fs.Int("hz", 0, "override the trace's HZ")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -57,6 +59,11 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	path, err := oneFile(pos)
 	if err != nil {
 		return err
+	}
+	if *out != "" {
+		if err := checkOutput(*out, path, *force); err != nil {
+			return err
+		}
 	}
 	specs := *policies
 	if len(specs) == 0 {
@@ -123,7 +130,7 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 
 	w := stdout
 	if *out != "" {
-		f, err := os.Create(*out)
+		f, err := createOutput(*out, *force)
 		if err != nil {
 			return err
 		}
@@ -175,4 +182,34 @@ func runProfiles(args []string, stdout, stderr io.Writer) error {
 		return analysis.RenderProfile(stdout, profs[0], *format)
 	}
 	return analysis.RenderProfileList(stdout, profs, model.BuiltinDescription, *format)
+}
+
+// checkOutput refuses, before any work, an output that is the input trace
+// itself (whatif would destroy it), and an existing one without --force.
+func checkOutput(out, input string, force bool) error {
+	fo, err := os.Stat(out)
+	if err != nil {
+		return nil // does not exist yet (or cannot be stat'ed: creating it will say why)
+	}
+	if fi, err := os.Stat(input); err == nil && os.SameFile(fi, fo) {
+		return usagef("--output %s is the trace being read", out)
+	}
+	if !force {
+		return fmt.Errorf("%s already exists; use --force to overwrite it", out)
+	}
+	return nil
+}
+
+// createOutput creates the report file, never over an existing one unless
+// force (a file may have appeared since checkOutput).
+func createOutput(out string, force bool) (*os.File, error) {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(out, flags, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("%s already exists; use --force to overwrite it", out)
+	}
+	return f, err
 }

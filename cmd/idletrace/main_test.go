@@ -87,6 +87,8 @@ func TestBadInput(t *testing.T) {
 	newer[8] = 99 // format version (u16 after the 8-byte magic)
 	newerPath := writeFile(t, "newer.trace", newer)
 	badProfile := writeFile(t, "bad.json", []byte(`{"name":"x","states":[{"name":"C1","exit_latency_us":-1,"target_residency_us":2}]}`))
+	traceCopy := writeFile(t, "copy.trace", good)
+	existing := writeFile(t, "report.txt", []byte("an earlier report\n"))
 
 	cases := []struct {
 		name string
@@ -111,7 +113,19 @@ func TestBadInput(t *testing.T) {
 		{"bad duration", []string{"record", "-d", "soon"}, 2, "duration"},
 		{"bad cpus", []string{"record", "--cpus", "3-1"}, 2, "--cpus"},
 		{"record stray arg", []string{"record", "foo"}, 2, "foo"},
+		{"record for 0 s", []string{"record", "-d", "0s"}, 2, "--duration 0s"},
+		{"report over its trace", []string{"whatif", traceCopy, "-o", traceCopy}, 2, "is the trace being read"},
+		{"report over a file", []string{"whatif", bundledTrace, "-o", existing}, 1, "--force"},
 	}
+	defer func() {
+		// Refused outputs leave their files as they were.
+		if got, _ := os.ReadFile(traceCopy); !bytes.Equal(got, good) {
+			t.Errorf("whatif -o wrote over the trace it read")
+		}
+		if got, _ := os.ReadFile(existing); string(got) != "an earlier report\n" {
+			t.Errorf("whatif -o wrote over an existing file without --force")
+		}
+	}()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runBin(t, tc.args...)

@@ -37,8 +37,8 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q (a command to record goes after --)", pos[0])
 	}
-	if *dur < 0 {
-		return usagef("--duration %v: must not be negative", *dur)
+	if *dur < 0 || (*dur == 0 && fs.Changed("duration")) {
+		return usagef("--duration %v: must be positive (leave it out to record until COMMAND exits or SIGINT)", *dur)
 	}
 	if *ringMiB <= 0 || *ringMiB&(*ringMiB-1) != 0 || *ringMiB > 1024 {
 		return usagef("--ring-mib %d: must be a power of two between 1 and 1024", *ringMiB)
