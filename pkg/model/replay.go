@@ -582,7 +582,7 @@ type polSim struct {
 	blkLimit int64
 	qos      int64
 	mflags   menuFlags
-	teoNew   bool // teo with a03b2011808a
+	teoVer   Version // the release whose teo runs (newTEOFor)
 	hp       haltpollParams
 
 	periods, selections, above, below uint64
@@ -699,7 +699,7 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 		ps.mflags = menuFlagsFor(v)
 		ps.mflags.margin, ps.mflags.marginPct = pol.HasMargin, pol.MarginPct
 	case GovTEO:
-		ps.teoNew = teoShallowerAlways(v)
+		ps.teoVer = v
 	case GovHaltpoll:
 		if n < 2 {
 			return nil, fmt.Errorf("policy %q: haltpoll needs a polling state and a halt state; profile %s has %d state(s)", pol.Spec, prof.Name, n)
@@ -717,9 +717,7 @@ func (ps *polSim) newCPU() *cpuSim {
 		cs.menu.init(ps.tab, &ps.mflags)
 		cs.gov = &cs.menu
 	case GovTEO:
-		g := newTEO(ps.tab)
-		g.shallowerAlways = ps.teoNew
-		cs.gov = g
+		cs.gov = newTEOFor(ps.tab, ps.teoVer)
 	case GovLadder:
 		cs.gov = newLadder(ps.tab)
 	case GovHaltpoll:

@@ -15,9 +15,11 @@ package model
 // the tick stopped); the model applies it for 6.18.3+ and 6.19+
 // (shallowerAlways).
 //
-// Left out: the rest of the 6.19/7.0 rework (tick wake-up classification,
-// zero-size bins, max-intercepts bound) — beyond that one commit kernel=
-// does not change teo; the replay runs the 6.18.y logic.
+// Releases before 6.14 (kernel=6.12, or a trace recorded on one) run the
+// 6.11–6.13 form instead: teo612.go (newTEOFor picks). Left out: the rest
+// of the 6.19/7.0 rework (tick wake-up classification, zero-size bins,
+// max-intercepts bound) — from 6.14 on, kernel= changes only a03b2011808a;
+// the replay runs the 6.18.y logic.
 
 const (
 	teoPulse      = 1024

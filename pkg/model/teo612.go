@@ -1,0 +1,274 @@
+package model
+
+// teo governor model, the form of Linux 6.11–6.13.
+//
+// Follows drivers/cpuidle/governors/teo.c as Debian's linux-source-6.12
+// (6.12.117-1~deb12u1) has it, the source the lab kernel runs. teo.go
+// models the 6.14+ form. The releases:
+//
+//   - 6.6 (21d28cd2fa5f, 6da8f9ba5a87, 2662342079f5 and the rest of that
+//     series): the sleep length queried only after the metrics picked a
+//     candidate, the tick_hits bin, the tick_intercept_sum 5/8 rule; util-
+//     awareness (9ce0f7c4bc64, 6.3) and the recent-intercepts metric still
+//     in.
+//   - 6.11: util-awareness reverted (0a2998fa48f0) and the recent-intercepts
+//     metric removed (449914398083): the form below.
+//   - 6.14 (merge 59484c3095ff, "Merge branch 'cpuidle-teo'"): total decayed
+//     instead of recomputed (ddcfa7964677), tick_hits replaced by
+//     tick_intercepts (d619b5cc6780), time_span_ns replaced by an
+//     artificial-wakeup flag, prev_intercept_idx dropped, short_idles and
+//     the LATENCY_THRESHOLD skip added: teo.go.
+//   - 6.12.y: 6.12.64 took a03b2011808a ("Drop misguided target residency
+//     check", per Debian's changelog of linux-source-6.12, under
+//     ChangeLog-6.12.64); no other teo change but a comment (6.12.11).
+//
+// Differences from the 6.14+ form (teo.go), each as teo.c of 6.12.117 has it:
+//
+//   - teo_update: measured_ns is U64_MAX when time_span_ns (local_clock()
+//     from teo_select to teo_reflect) is at least sleep_length_ns: a wake-up
+//     at or after the timer the selection expected counts in the timer's
+//     bin, whatever the exit latency took off last_residency_ns. The model
+//     takes the stay's residency for time_span_ns: with the sleep length
+//     counted from the state's entry, as the replay counts it, that is "the
+//     stay ended at or after the expected timer". The artificial cases
+//     (poll time limit, a tick wake-up with a sleep length beyond a tick)
+//     set time_span_ns = sleep_length_ns and so also give U64_MAX.
+//   - no short_idles.
+//   - total is recomputed on every update: Σ decayed (hits + intercepts)
+//     over all bins, plus the decayed tick_hits when that bin exists,
+//     plus PULSE.
+//   - when the deepest state's target residency (disabled or not) is below
+//     TICK_NSEC, a hits-only bin beyond the deepest state: a sleep length of
+//     at least TICK_NSEC makes the timer bin that one, a hit there when the
+//     measured idle reached TICK_NSEC, else an intercept in the bin the
+//     measured idle fell into (the deepest state's included).
+//   - teo_select: the 5/8 tick rule counts tick_intercept_sum, all
+//     intercepts (every bin); there is no short-idle or latency-constraint
+//     skip; when the intercept walk takes the candidate from a deeper state
+//     to state 0 the sleep length is still queried (prev_intercept_idx)
+//     and the tick kept; otherwise it is skipped only for state 0 or, with
+//     a polling state 0, a candidate whose target residency is below
+//     RESIDENCY_THRESHOLD_NS (C1E 4 µs on icx, say: then the tick is kept
+//     and no sleep length is recorded for the update).
+//   - the shallower state for a sleep length below the candidate's target
+//     residency is taken only if teo_state_ok accepts it, until 6.12.64
+//     (a03b2011808a); unconditionally from 6.12.64.
+//
+// Releases before 6.11 (util-awareness, recent intercepts) are not
+// modelled; they get this form, the nearest.
+
+type teo612Gov struct {
+	t *table
+	// shallowerAlways: a03b2011808a (6.12.64)
+	shallowerAlways bool
+
+	timeSpan    int64
+	sleepLength int64
+	hits        [MaxStates]uint32
+	intercepts  [MaxStates]uint32
+	total       uint32
+	tickHits    uint32
+	lastIdx     int
+	lastRes     int64
+}
+
+func newTEO612(t *table) *teo612Gov { return &teo612Gov{t: t, lastIdx: -1} }
+
+// teoForm612 says whether release v runs the 6.11–6.13 teo (teo612Gov)
+// rather than the 6.14+ one (teoGov).
+func teoForm612(v Version) bool { return !v.AtLeast(6, 14) }
+
+// teo612ShallowerAlways says whether a release of the old form has
+// a03b2011808a: 6.12.y from 6.12.64.
+func teo612ShallowerAlways(v Version) bool { return v.Is(6, 12) && v.Patch >= 64 }
+
+// newTEOFor is teo as release v runs it; shallowerAlways is
+// teoShallowerAlways(v) for the 6.14+ form.
+func newTEOFor(t *table, v Version) governor {
+	if teoForm612(v) {
+		g := newTEO612(t)
+		g.shallowerAlways = teo612ShallowerAlways(v)
+		return g
+	}
+	g := newTEO(t)
+	g.shallowerAlways = teoShallowerAlways(v)
+	return g
+}
+
+func (g *teo612Gov) update() {
+	t := g.t
+	var measured uint64
+	if g.timeSpan >= g.sleepLength {
+		measured = ^uint64(0)
+	} else {
+		lat := uint64(t.el[g.lastIdx])
+		measured = uint64(max(g.lastRes, 0))
+		if measured >= lat {
+			measured -= lat / 2
+		} else {
+			measured /= 2
+		}
+	}
+	g.total = 0
+	idxTimer, idxDuration := 0, 0
+	for i := 0; i < t.n; i++ {
+		g.hits[i] -= g.hits[i] >> teoDecayShift
+		g.intercepts[i] -= g.intercepts[i] >> teoDecayShift
+		g.total += g.hits[i] + g.intercepts[i]
+		if t.tr[i] <= g.sleepLength {
+			idxTimer = i
+			if uint64(t.tr[i]) <= measured {
+				idxDuration = i
+			}
+		}
+	}
+	if t.n > 0 && t.tr[t.n-1] < t.tick {
+		g.tickHits -= g.tickHits >> teoDecayShift
+		g.total += g.tickHits
+		if t.tick <= g.sleepLength {
+			idxTimer = t.n
+			if uint64(t.tick) <= measured {
+				g.tickHits += teoPulse
+				g.total += teoPulse
+				return
+			}
+		}
+	}
+	if idxTimer == idxDuration {
+		g.hits[idxTimer] += teoPulse
+	} else {
+		g.intercepts[idxDuration] += teoPulse
+	}
+	g.total += teoPulse
+}
+
+func (g *teo612Gov) stateOK(i int, tickStopped bool) bool {
+	return !tickStopped || g.t.tr[i] >= g.t.tick
+}
+
+func (g *teo612Gov) shallower(idx int, duration int64) int {
+	t := g.t
+	for i := idx - 1; i >= 0; i-- {
+		if t.disabled[i] {
+			continue
+		}
+		idx = i
+		if t.tr[i] <= duration {
+			break
+		}
+	}
+	return idx
+}
+
+func (g *teo612Gov) selectState(in *selInput) (int, bool) {
+	t := g.t
+	if g.lastIdx >= 0 {
+		g.update()
+		g.lastIdx = -1
+	}
+	deltaTick := t.tick / 2
+	g.sleepLength = int64(ktimeMax)
+	if t.n < 2 {
+		return 0, false
+	}
+	idx, idx0, constraint := -1, 0, 0
+	var interceptSum, hitSum, idxInterceptSum, idxHitSum uint32
+	if !t.disabled[0] {
+		idx = 0
+	}
+	for i := 1; i < t.n; i++ {
+		interceptSum += g.intercepts[i-1]
+		hitSum += g.hits[i-1]
+		if t.disabled[i] {
+			continue
+		}
+		if idx < 0 {
+			idx0 = i
+		}
+		idx = i
+		if t.el[i] <= in.latReq {
+			constraint = i
+		}
+		idxInterceptSum, idxHitSum = interceptSum, hitSum
+	}
+	if idx < 0 {
+		return 0, false
+	}
+	if idx == idx0 {
+		return g.end(idx, idx0, t.tr[idx], deltaTick, in)
+	}
+	tickInterceptSum := interceptSum + g.intercepts[t.n-1]
+	prevInterceptIdx := idx
+	if 2*idxInterceptSum > g.total-idxHitSum {
+		firstSuitable := idx
+		interceptSum = 0
+		for i := idx - 1; i >= 0; i-- {
+			interceptSum += g.intercepts[i]
+			if 2*interceptSum > idxInterceptSum {
+				if g.stateOK(i, in.tickStopped) && !t.disabled[i] {
+					idx = i
+				} else {
+					idx = firstSuitable
+				}
+				break
+			}
+			if t.disabled[i] {
+				continue
+			}
+			if !g.stateOK(i, in.tickStopped) {
+				if firstSuitable != idx {
+					continue
+				}
+				break
+			}
+			firstSuitable = i
+		}
+	}
+	if idx == 0 && prevInterceptIdx != 0 {
+		// queried only so that the update can tell a timer wake-up
+		g.sleepLength = in.sleepLen
+		return 0, false
+	}
+	if idx > constraint {
+		idx = constraint
+	}
+	if idx == 0 {
+		return 0, false
+	}
+	if t.polling[0] && t.tr[idx] < residencyThresholdNs {
+		return idx, false
+	}
+	duration := in.sleepLen
+	deltaTick = in.deltaTick
+	g.sleepLength = duration
+	if t.tr[idx] > duration {
+		if i := g.shallower(idx, duration); g.shallowerAlways || g.stateOK(i, in.tickStopped) {
+			idx = i
+		}
+	}
+	if t.tr[idx] < t.tick && tickInterceptSum > g.total/2+g.total/8 {
+		duration = t.tick / 2
+	}
+	return g.end(idx, idx0, duration, deltaTick, in)
+}
+
+func (g *teo612Gov) end(idx, idx0 int, duration, deltaTick int64, in *selInput) (int, bool) {
+	t := g.t
+	if (!t.polling[idx] && duration >= t.tick) || in.tickStopped {
+		return idx, true
+	}
+	if idx > idx0 && t.tr[idx] > deltaTick {
+		idx = g.shallower(idx, deltaTick)
+	}
+	return idx, false
+}
+
+func (g *teo612Gov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {
+	g.lastIdx = idx
+	g.lastRes = residencyNs
+	if pollTimedOut || (tickWakeup && g.sleepLength > g.t.tick) {
+		g.timeSpan = g.sleepLength
+	} else {
+		g.timeSpan = max(residencyNs, 0)
+	}
+}
