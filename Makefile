@@ -6,7 +6,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/idletrace
 
-.PHONY: build generate check-generated test test-short test-kernels demo bench fuzz vet clean deps-generate
+.PHONY: build generate check-generated test test-short test-kernels test-lab demo bench fuzz vet clean deps-generate
 
 build: ## static binary in bin/idletrace (needs only Go: BPF objects are committed)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/idletrace
@@ -37,9 +37,19 @@ test-short: ## tests that need neither root nor BPF (every test but RECORDER_TES
 # First the matrix's download and extract steps on their own, checked
 # (TestKernelFetch: from nothing when the kernel cache is empty, which the
 # matrix then reuses), then the matrix.
-test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12 under QEMU; writes testdata/kernel-matrix.* and the README requirements (CI=true: checks them)
+# The lab rows CI runs: menu on real servers' tables under Debian's kernels
+# (no kernel to build). `make test-lab` runs every row, teo on the lab
+# kernel included (a cold build takes about 9 minutes).
+LAB_CI_ROWS = 6.12/*/menu 6.1/*/menu
+
+test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12 under QEMU; writes testdata/kernel-matrix.* and the README requirements (CI=true: checks them); then the lab's menu rows
 	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags kernelfetch -run '^TestKernelFetch$$' ./scripts/matrixreport
 	scripts/kernel-matrix.sh
+	IDLETRACE_LAB_FIDELITY='$(LAB_CI_ROWS)' PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags lab -timeout 40m -v -run '^TestLabFidelity$$' ./lab/labtest
+
+test-lab: build ## every lab row (root): menu, ladder, teo on icx, spr, gnr, epyc and seed 000's table; builds the lab kernel when it is not cached
+	scripts/lab-kernel.sh >/dev/null
+	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags lab -timeout 60m -v -run '^TestLabFidelity$$' ./lab/labtest
 
 demo: build ## record a few seconds here (or use the bundled trace) and show stats and a what-if
 	@scripts/demo.sh $(BIN)
