@@ -39,7 +39,7 @@ test-short: ## tests that need neither root nor BPF (every test but RECORDER_TES
 # matrix then reuses), then the matrix.
 # The lab rows CI runs: menu on real servers' tables under Debian's kernels
 # (no kernel to build). Not 6.1 with seed 000's five states: its VM stopped
-# making progress in 3 of 5 runs (to be found, issue 9). `make test-lab` runs
+# making progress in 2 of 4 runs (to be found, issue 9). `make test-lab` runs
 # every row, teo on the lab kernel included (a cold build takes about 9
 # minutes).
 LAB_CI_ROWS = 6.12/*/menu 6.1/icx/menu
