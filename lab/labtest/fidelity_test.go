@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
@@ -164,64 +165,17 @@ func runLabCase(t *testing.T, root, in string, c labCase) labRow {
 	if r.Meta.CPUIdleGovernor != c.governor || r.Meta.CPUIdleDriver != "idle_emu" {
 		t.Fatalf("the trace says driver %q, governor %q", r.Meta.CPUIdleDriver, r.Meta.CPUIdleGovernor)
 	}
-	if r.End == nil || r.End.Snapshot == nil || r.Meta.Start == nil {
-		t.Fatal("the trace lacks its start or end snapshot")
-	}
-	prof, err := model.Recorded(r.Meta)
+	o, err := fidelity.Replay(r, c.governor, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pols []model.Policy
-	for _, spec := range []string{c.governor, "recorded"} {
-		p, err := model.ParsePolicy(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pols = append(pols, p)
-	}
-	rp, err := model.NewReplay(prof, r.Meta, pols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Only the periods inside each CPU's snapshot window: the kernel's
-	// counter deltas cover exactly those.
-	window := map[uint32][2]uint64{}
-	for i, cpu := range r.Meta.RecordedCPUs {
-		window[uint32(cpu)] = [2]uint64{r.Meta.Start.CPUTimeNs[i], r.End.Snapshot.CPUTimeNs[i]}
-	}
-	err = r.Scan(trace.Visitor{
-		Idle: func(p *trace.IdlePeriod) error {
-			if w, ok := window[p.CPU]; !ok || p.EntryNs < w[0] || p.ExitNs > w[1] {
-				return nil
-			}
-			return rp.Idle(p)
-		},
-		BlockIO: rp.BlockIO,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := rp.Finish()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var above, below uint64
-	for i, kc := range r.End.Snapshot.CPUIdle {
-		sc := r.Meta.Start.CPUIdle[i]
-		for j, ks := range kc.States {
-			above += ks.Above - sc.States[j].Above
-			below += ks.Below - sc.States[j].Below
-		}
-	}
+	res, above, below := []model.Result{o.Model, o.Recorded}, o.KernelAbove, o.KernelBelow
 	row := labRow{Case: c.name(), Kernel: r.Meta.KernelRelease, Periods: res[0].IdlePeriods,
 		KernelAbove: above, KernelBelow: below, ModelAbove: res[0].Above, ModelBelow: res[0].Below,
 		KernelShare: res[1].StateShare, ModelShare: res[0].StateShare, Pass: true}
 	fail := func(format string, a ...any) {
 		row.Pass = false
 		t.Errorf(format, a...)
-	}
-	if res[0].Agreement == nil {
-		t.Fatal("no agreement on the recorded profile")
 	}
 	row.Agreement = *res[0].Agreement
 	t.Logf("%s on %s: %d periods; agreement %.4f; above/below model %d/%d, recorded %d/%d, kernel %d/%d; share model %s, kernel %s",

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -88,52 +89,23 @@ func TestGovernorFidelity(t *testing.T) {
 			if tc.haltPollNs != "" && (r.Meta.HaltPoll == nil || strconv.FormatUint(r.Meta.HaltPoll.GuestHaltPollNs, 10) != tc.haltPollNs) {
 				t.Fatalf("the trace says haltpoll parameters %+v, want guest_halt_poll_ns %s", r.Meta.HaltPoll, tc.haltPollNs)
 			}
-			if r.End == nil || r.End.Snapshot == nil || r.Meta.Start == nil {
-				t.Fatal("the trace lacks its start or end snapshot")
-			}
-			prof, err := model.Recorded(r.Meta)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var pols []model.Policy
-			for _, spec := range []string{tc.governor, "recorded"} {
-				pol, err := model.ParsePolicy(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pols = append(pols, pol)
-			}
-			rp, err := model.NewReplay(prof, r.Meta, pols)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Only the periods the kernel's counter deltas cover.
-			window := snapshotWindows(r)
+			// Only the periods the kernel's counter deltas cover; haltpoll
+			// starts each CPU's window where the kernel's was.
+			var seed func(*model.Replay, map[uint32][2]uint64) error
 			if tc.governor == "haltpoll" {
-				// Start each CPU's window where the kernel's was.
-				for cpu, ns := range haltpollWindowsAt(t, r, window) {
-					rp.SetHaltpollWindow(cpu, ns)
+				seed = func(rp *model.Replay, window map[uint32][2]uint64) error {
+					for cpu, ns := range haltpollWindowsAt(t, r, window) {
+						rp.SetHaltpollWindow(cpu, ns)
+					}
+					return nil
 				}
 			}
-			err = r.Scan(trace.Visitor{
-				Idle: func(p *trace.IdlePeriod) error {
-					if w, ok := window[p.CPU]; !ok || p.EntryNs < w[0] || p.ExitNs > w[1] {
-						return nil
-					}
-					return rp.Idle(p)
-				},
-				BlockIO: rp.BlockIO,
-			})
+			o, err := fidelity.Replay(r, tc.governor, seed)
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := rp.Finish()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res[0].Agreement == nil {
-				t.Fatal("no agreement on the recorded profile")
-			}
+			prof, res := o.Profile, []model.Result{o.Model, o.Recorded}
+			above, below := o.KernelAbove, o.KernelBelow
 			t.Logf("%s: agreement %.4f over %d idle periods", tc.governor, *res[0].Agreement, res[0].IdlePeriods)
 			if *res[0].Agreement < tc.min {
 				t.Errorf("%s model agrees with the kernel on %.4f of its choices, want ≥ %.2f", tc.governor, *res[0].Agreement, tc.min)
@@ -141,14 +113,6 @@ func TestGovernorFidelity(t *testing.T) {
 
 			// The recorded policy, judged by the kernel's rules on the
 			// kernel's own residencies, must count what the kernel counted.
-			var above, below uint64
-			for i, kc := range r.End.Snapshot.CPUIdle {
-				sc := r.Meta.Start.CPUIdle[i]
-				for j, ks := range kc.States {
-					above += ks.Above - sc.States[j].Above
-					below += ks.Below - sc.States[j].Below
-				}
-			}
 			t.Logf("recorded policy above/below %d/%d, kernel %d/%d", res[1].Above, res[1].Below, above, below)
 			if res[1].Above != above || res[1].Below != below {
 				t.Errorf("the recorded policy counts above/below %d/%d, the kernel %d/%d", res[1].Above, res[1].Below, above, below)

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/record"
@@ -176,17 +177,6 @@ func startRecording(t *testing.T, path string) (finish func() (*record.Summary, 
 	}
 }
 
-// snapshotWindows gives each recorded CPU's span between the start and end
-// snapshots (each CPU's counters were read at its own time): the periods
-// inside it are the ones the kernel's counter deltas cover.
-func snapshotWindows(r *trace.Reader) map[uint32][2]uint64 {
-	window := map[uint32][2]uint64{}
-	for i, c := range r.Meta.RecordedCPUs {
-		window[uint32(c)] = [2]uint64{r.Meta.Start.CPUTimeNs[i], r.End.Snapshot.CPUTimeNs[i]}
-	}
-	return window
-}
-
 // TestKernelReferee checks the recorder against the kernel's own counters.
 func TestKernelReferee(t *testing.T) {
 	testenv.RequireRecorder(t)
@@ -218,7 +208,7 @@ func TestKernelReferee(t *testing.T) {
 	t.Logf("%d events raised by the kernel without running the programs (accounted below)", undelivered)
 
 	start, end := r.Meta.Start, r.End.Snapshot
-	window := snapshotWindows(r)
+	window := fidelity.SnapshotWindows(r)
 
 	type key struct{ cpu, state uint32 }
 	type counts struct {
