@@ -94,12 +94,14 @@ func (g *teoGov) update() {
 	g.total += teoPulse
 }
 
-func (g *teoGov) stateOK(i int, tickStopped bool) bool {
-	return !tickStopped || g.t.tr[i] >= g.t.tick
+// teoStateOK is teo_state_ok() (unchanged from 6.12 to 6.18): with the tick
+// stopped, only states whose residency reaches the tick.
+func (t *table) teoStateOK(i int, tickStopped bool) bool {
+	return !tickStopped || t.tr[i] >= t.tick
 }
 
-func (g *teoGov) shallower(idx int, duration int64) int {
-	t := g.t
+// teoShallower is teo_find_shallower_state() (unchanged from 6.12 to 6.18).
+func (t *table) teoShallower(idx int, duration int64) int {
 	for i := idx - 1; i >= 0; i-- {
 		if t.disabled[i] {
 			continue
@@ -110,6 +112,20 @@ func (g *teoGov) shallower(idx int, duration int64) int {
 		}
 	}
 	return idx
+}
+
+// teoEnd is the end of teo_select() (unchanged from 6.12 to 6.18): the tick
+// is stopped unless a non-polling state shorter than it was chosen with the
+// tick running, and then a state deeper than the next tick is replaced by a
+// shallower one.
+func (t *table) teoEnd(idx, idx0 int, duration, deltaTick int64, in *selInput) (int, bool) {
+	if (!t.polling[idx] && duration >= t.tick) || in.tickStopped {
+		return idx, true
+	}
+	if idx > idx0 && t.tr[idx] > deltaTick {
+		idx = t.teoShallower(idx, deltaTick)
+	}
+	return idx, false
 }
 
 func (g *teoGov) selectState(in *selInput) (int, bool) {
@@ -149,7 +165,7 @@ func (g *teoGov) selectState(in *selInput) (int, bool) {
 	var duration int64
 	if idx == idx0 {
 		duration = t.tr[idx]
-		return g.end(idx, idx0, duration, deltaTick, in)
+		return t.teoEnd(idx, idx0, duration, deltaTick, in)
 	}
 	if 2*idxInterceptSum > g.total-idxHitSum {
 		firstSuitable := idx
@@ -157,7 +173,7 @@ func (g *teoGov) selectState(in *selInput) (int, bool) {
 		for i := idx - 1; i >= 0; i-- {
 			interceptSum += g.intercepts[i]
 			if 2*interceptSum > idxInterceptSum {
-				if g.stateOK(i, in.tickStopped) && !t.disabled[i] {
+				if t.teoStateOK(i, in.tickStopped) && !t.disabled[i] {
 					idx = i
 					break
 				}
@@ -167,7 +183,7 @@ func (g *teoGov) selectState(in *selInput) (int, bool) {
 			if t.disabled[i] {
 				continue
 			}
-			if g.stateOK(i, in.tickStopped) {
+			if t.teoStateOK(i, in.tickStopped) {
 				firstSuitable = i
 				continue
 			}
@@ -190,25 +206,14 @@ func (g *teoGov) selectState(in *selInput) (int, bool) {
 		return idx, false
 	}
 	if t.tr[idx] > duration {
-		if i := g.shallower(idx, duration); g.shallowerAlways || g.stateOK(i, in.tickStopped) {
+		if i := t.teoShallower(idx, duration); g.shallowerAlways || t.teoStateOK(i, in.tickStopped) {
 			idx = i
 		}
 	}
 	if t.tr[idx] < t.tick && g.tickIntercepts > g.total/2+g.total/8 {
 		duration = t.tick / 2
 	}
-	return g.end(idx, idx0, duration, deltaTick, in)
-}
-
-func (g *teoGov) end(idx, idx0 int, duration, deltaTick int64, in *selInput) (int, bool) {
-	t := g.t
-	if (!t.polling[idx] && duration >= t.tick) || in.tickStopped {
-		return idx, true
-	}
-	if idx > idx0 && t.tr[idx] > deltaTick {
-		idx = g.shallower(idx, deltaTick)
-	}
-	return idx, false
+	return t.teoEnd(idx, idx0, duration, deltaTick, in)
 }
 
 func (g *teoGov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {

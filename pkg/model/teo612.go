@@ -142,24 +142,6 @@ func (g *teo612Gov) update() {
 	g.total += teoPulse
 }
 
-func (g *teo612Gov) stateOK(i int, tickStopped bool) bool {
-	return !tickStopped || g.t.tr[i] >= g.t.tick
-}
-
-func (g *teo612Gov) shallower(idx int, duration int64) int {
-	t := g.t
-	for i := idx - 1; i >= 0; i-- {
-		if t.disabled[i] {
-			continue
-		}
-		idx = i
-		if t.tr[i] <= duration {
-			break
-		}
-	}
-	return idx
-}
-
 func (g *teo612Gov) selectState(in *selInput) (int, bool) {
 	t := g.t
 	if g.lastIdx >= 0 {
@@ -195,7 +177,7 @@ func (g *teo612Gov) selectState(in *selInput) (int, bool) {
 		return 0, false
 	}
 	if idx == idx0 {
-		return g.end(idx, idx0, t.tr[idx], deltaTick, in)
+		return t.teoEnd(idx, idx0, t.tr[idx], deltaTick, in)
 	}
 	tickInterceptSum := interceptSum + g.intercepts[t.n-1]
 	prevInterceptIdx := idx
@@ -205,7 +187,7 @@ func (g *teo612Gov) selectState(in *selInput) (int, bool) {
 		for i := idx - 1; i >= 0; i-- {
 			interceptSum += g.intercepts[i]
 			if 2*interceptSum > idxInterceptSum {
-				if g.stateOK(i, in.tickStopped) && !t.disabled[i] {
+				if t.teoStateOK(i, in.tickStopped) && !t.disabled[i] {
 					idx = i
 				} else {
 					idx = firstSuitable
@@ -215,7 +197,7 @@ func (g *teo612Gov) selectState(in *selInput) (int, bool) {
 			if t.disabled[i] {
 				continue
 			}
-			if !g.stateOK(i, in.tickStopped) {
+			if !t.teoStateOK(i, in.tickStopped) {
 				if firstSuitable != idx {
 					continue
 				}
@@ -242,25 +224,14 @@ func (g *teo612Gov) selectState(in *selInput) (int, bool) {
 	deltaTick = in.deltaTick
 	g.sleepLength = duration
 	if t.tr[idx] > duration {
-		if i := g.shallower(idx, duration); g.shallowerAlways || g.stateOK(i, in.tickStopped) {
+		if i := t.teoShallower(idx, duration); g.shallowerAlways || t.teoStateOK(i, in.tickStopped) {
 			idx = i
 		}
 	}
 	if t.tr[idx] < t.tick && tickInterceptSum > g.total/2+g.total/8 {
 		duration = t.tick / 2
 	}
-	return g.end(idx, idx0, duration, deltaTick, in)
-}
-
-func (g *teo612Gov) end(idx, idx0 int, duration, deltaTick int64, in *selInput) (int, bool) {
-	t := g.t
-	if (!t.polling[idx] && duration >= t.tick) || in.tickStopped {
-		return idx, true
-	}
-	if idx > idx0 && t.tr[idx] > deltaTick {
-		idx = g.shallower(idx, deltaTick)
-	}
-	return idx, false
+	return t.teoEnd(idx, idx0, duration, deltaTick, in)
 }
 
 func (g *teo612Gov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {
