@@ -80,19 +80,7 @@ func wanted(c labCase) bool {
 // set, for the matrix's report.
 func TestLabFidelity(t *testing.T) {
 	root := repoRoot(t)
-	in := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(in, "pingpong"), "./lab/pingpong")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building pingpong: %v\n%s", err, out)
-	}
-	script, err := os.ReadFile(filepath.Join(root, "lab/workloads/fidelity.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(in, "fidelity.sh"), script, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	in := labInput(t, root, "lab/workloads/fidelity.sh")
 	var rows []labRow
 	for _, c := range labCases {
 		if !wanted(c) {

@@ -48,6 +48,26 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
+// labInput makes a --in directory for scripts/lab.sh: lab/pingpong built
+// for the VM and the workload script (a path in the repository).
+func labInput(t *testing.T, root, script string) string {
+	t.Helper()
+	in := t.TempDir()
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(in, "pingpong"), "./lab/pingpong")
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building pingpong: %v\n%s", err, b)
+	}
+	data, err := os.ReadFile(filepath.Join(root, script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, filepath.Base(script)), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
 func env(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -72,20 +92,7 @@ func TestLabExitLatency(t *testing.T) {
 	kernel := env("IDLETRACE_LAB_TEST_KERNEL", "6.12")
 	for _, profile := range strings.Fields(env("IDLETRACE_LAB_TEST_PROFILES", "spr icx")) {
 		t.Run(kernel+"/"+profile, func(t *testing.T) {
-			in, out := t.TempDir(), t.TempDir()
-			build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(in, "pingpong"), "./lab/pingpong")
-			build.Dir = root
-			build.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if b, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("building pingpong: %v\n%s", err, b)
-			}
-			script, err := os.ReadFile(filepath.Join(root, "lab/labtest/measure.sh"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(in, "measure.sh"), script, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			in, out := labInput(t, root, "lab/labtest/measure.sh"), t.TempDir()
 			cmd := exec.Command(filepath.Join(root, "scripts/lab.sh"), "--kernel", kernel, "--profile", profile,
 				"--in", in, "--out", out, "--", "sh", "measure.sh")
 			cmd.Env = append(os.Environ(), "IDLETRACE_LAB_NULL_LATENCY_NS=1000000")
