@@ -75,6 +75,7 @@ enum wake_cause _wake_cause = WAKE_UNKNOWN;
 enum idle_flags _idle_flags = IDLE_TICK_STOPPED_KNOWN;
 enum record_type _record_type = RECORD_IDLE;
 enum kernel_flags _kernel_flags = KERNEL_KNOWN;
+enum loop_flags _loop_flags = LOOP_ENTRY_KNOWN;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -116,7 +117,12 @@ struct cpu_state {
 	 * exit. period_seq counts the periods begun, so that a waker that
 	 * looked before the target began another one does not stamp it. */
 	__u8 accepting;
-	__u8 pad3[9];
+	__u8 loop_flags;    /* the open period's enum loop_flags */
+	__u8 switches_known; /* idle_switches holds the count at the last entry */
+	__u8 pad3[7];
+	/* The idle task's context switches at the last entry: a change means
+	 * it was switched out in between, so the idle loop was left. */
+	__u64 idle_switches;
 	__u32 nr_iowait;
 	__u32 period_seq;
 	__u64 usage_at_entry;
@@ -414,6 +420,13 @@ static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_
 	__s64 now = BPF_CORE_READ(ts, idle_entrytime);
 	if (now <= 0)
 		return;
+	/* Whether the tick could stop here (enum loop_flags): a timer_expires
+	 * from before the entry time is stale and says nothing. */
+	__s64 expires = BPF_CORE_READ(ts, timer_expires);
+	if (!nohz || expires == 0)
+		st->loop_flags |= LOOP_TICK_STOPPABLE_KNOWN;
+	else if (expires >= now)
+		st->loop_flags |= LOOP_TICK_STOPPABLE_KNOWN | LOOP_TICK_STOPPABLE;
 	struct hrtimer_cpu_base *cb = BPF_CORE_READ(ts, sched_timer.base, cpu_base);
 	int hres = cb && BPF_CORE_READ_BITFIELD_PROBED(cb, hres_active);
 	/* The device's own next event where its per-CPU pointer is known;
@@ -427,7 +440,6 @@ static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_
 	st->flags |= IDLE_NEXT_EVENT_KNOWN;
 
 	__s64 sleep = next_event;
-	__s64 expires = BPF_CORE_READ(ts, timer_expires);
 	if (expires >= now && nohz) {
 		__s64 other = hres ? next_hrtimer_without(cb, (__u64)&ts->sched_timer) : KTIME_MAX;
 		sleep = expires < other ? expires : other;
@@ -436,6 +448,21 @@ static __always_inline void read_sleep_length(struct cpu_state *st, struct tick_
 		st->next_timer_ns = sleep - now;
 		st->flags |= IDLE_NEXT_TIMER_KNOWN;
 	}
+}
+
+/* LOOP_ENTRY: the idle task (current at the cpu_idle entry) counts its
+ * switches away in nivcsw (its state is always TASK_RUNNING). */
+static __always_inline void read_loop_entry(struct cpu_state *st)
+{
+	struct task_struct *idle = (struct task_struct *)bpf_get_current_task();
+	__u64 n = BPF_CORE_READ(idle, nivcsw) + BPF_CORE_READ(idle, nvcsw);
+	if (st->switches_known) {
+		st->loop_flags |= LOOP_ENTRY_KNOWN;
+		if (n != st->idle_switches)
+			st->loop_flags |= LOOP_ENTRY;
+	}
+	st->idle_switches = n;
+	st->switches_known = 1;
 }
 
 static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
@@ -468,10 +495,14 @@ static __always_inline void on_idle_entry(__u32 cpu, __u32 state)
 	st->next_event_ns = 0;
 	st->flags = 0;
 	st->kflags = 0;
+	st->loop_flags = 0;
+	read_loop_entry(st);
 	struct tick_sched *ts = (struct tick_sched *)st->tick_sched;
 	if (ts) {
 		read_sleep_length(st, ts, cpu, read_tick_state(st, ts));
 	}
+	if (st->flags & IDLE_TICK_STOPPED) /* it did stop */
+		st->loop_flags |= LOOP_TICK_STOPPABLE_KNOWN | LOOP_TICK_STOPPABLE;
 	/* The governor saw the tick state before this entry's decision: the
 	 * same as after it, unless the decision itself stopped the tick. */
 	if (have_tick_stop && (st->flags & IDLE_TICK_STOPPED_KNOWN)) {
@@ -532,6 +563,7 @@ static __always_inline void on_idle_exit(__u32 cpu, __u64 now)
 	r->kernel_flags = st->kflags;
 	r->aborts_before = (st->kflags & KERNEL_ABORTS_COUNTED) ? st->aborts : 0;
 	r->nr_iowait = st->nr_iowait;
+	r->loop_flags = st->loop_flags;
 	/* What the governor's reflect, right after this exit, gets from
 	 * tick_nohz_idle_got_tick(): the tick ran in the idle loop since the
 	 * last reflect. A tick that wakes a state entered with interrupts off

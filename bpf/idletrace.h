@@ -61,6 +61,23 @@ enum kernel_flags {
 	KERNEL_ABORTS_COUNTED = 1 << 6, /* aborts_before holds the count */
 };
 
+/* Where the period sits in the idle loop (idle_record.loop_flags): what the
+ * tick's state at the governor's next decision depends on. */
+enum loop_flags {
+	/* The first period since the CPU entered the idle loop (do_idle): the
+	 * idle task was switched out since the previous period's entry, and
+	 * leaving the loop (tick_nohz_idle_exit) restarted a stopped tick.
+	 * Otherwise an earlier period of the same loop came just before. */
+	LOOP_ENTRY_KNOWN = 1 << 0,
+	LOOP_ENTRY = 1 << 1,
+	/* The kernel would have stopped the tick at this entry had the
+	 * governor asked: tick_nohz_next_event() found no timer-wheel timer
+	 * within a tick and nothing needing it (timer_expires != 0), or the
+	 * tick was stopped. Not stoppable: timer_expires 0, or no NOHZ. */
+	LOOP_TICK_STOPPABLE_KNOWN = 1 << 2,
+	LOOP_TICK_STOPPABLE = 1 << 3,
+};
+
 /* One idle period: cpu_idle entry and exit paired in the kernel. */
 struct idle_record {
 	__u8 type; /* RECORD_IDLE */
@@ -90,7 +107,8 @@ struct idle_record {
 	 * governor's interval pointer (each of its selections pushes one
 	 * interval, so pushes - 1 selections came to nothing). */
 	__u8 aborts_before;
-	__u8 pad1[3];
+	__u8 loop_flags; /* enum loop_flags */
+	__u8 pad1[2];
 };
 
 /* One block request, issue and final completion paired in the kernel. */

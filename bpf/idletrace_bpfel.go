@@ -51,7 +51,10 @@ type IdletraceCpuState struct {
 	MenuPtr        uint8
 	Aborts         uint8
 	Accepting      uint8
-	Pad3           [9]uint8
+	LoopFlags      uint8
+	SwitchesKnown  uint8
+	Pad3           [7]uint8
+	IdleSwitches   uint64
 	NrIowait       uint32
 	PeriodSeq      uint32
 	UsageAtEntry   uint64
@@ -76,7 +79,8 @@ type IdletraceCpuState struct {
 		NextEventNs       int64
 		NrIowait          uint32
 		AbortsBefore      uint8
-		Pad1              [3]uint8
+		LoopFlags         uint8
+		Pad1              [2]uint8
 	}
 }
 
@@ -121,7 +125,8 @@ type IdletraceIdleRecord struct {
 	NextEventNs       int64
 	NrIowait          uint32
 	AbortsBefore      uint8
-	Pad1              [3]uint8
+	LoopFlags         uint8
+	Pad1              [2]uint8
 }
 
 type IdletraceIoKey struct {
@@ -153,6 +158,15 @@ const (
 	IdletraceKernelFlagsKERNEL_IOWAIT_KNOWN   IdletraceKernelFlags = 16
 	IdletraceKernelFlagsKERNEL_ABORTED_BEFORE IdletraceKernelFlags = 32
 	IdletraceKernelFlagsKERNEL_ABORTS_COUNTED IdletraceKernelFlags = 64
+)
+
+type IdletraceLoopFlags uint32
+
+const (
+	IdletraceLoopFlagsLOOP_ENTRY_KNOWN          IdletraceLoopFlags = 1
+	IdletraceLoopFlagsLOOP_ENTRY                IdletraceLoopFlags = 2
+	IdletraceLoopFlagsLOOP_TICK_STOPPABLE_KNOWN IdletraceLoopFlags = 4
+	IdletraceLoopFlagsLOOP_TICK_STOPPABLE       IdletraceLoopFlags = 8
 )
 
 type IdletraceLossCounters struct {
@@ -242,6 +256,7 @@ const (
 	IdletraceVarIdleFlags                    = "_idle_flags"
 	IdletraceVarIdleRecord                   = "_idle_record"
 	IdletraceVarKernelFlags                  = "_kernel_flags"
+	IdletraceVarLoopFlags                    = "_loop_flags"
 	IdletraceVarLossCounters                 = "_loss_counters"
 	IdletraceVarRecordType                   = "_record_type"
 	IdletraceVarWakeCause                    = "_wake_cause"
@@ -362,6 +377,7 @@ type IdletraceVariableSpecs struct {
 	IdleFlags          *ebpf.VariableSpec `ebpf:"_idle_flags"`
 	IdleRecord         *ebpf.VariableSpec `ebpf:"_idle_record"`
 	KernelFlags        *ebpf.VariableSpec `ebpf:"_kernel_flags"`
+	LoopFlags          *ebpf.VariableSpec `ebpf:"_loop_flags"`
 	LossCounters       *ebpf.VariableSpec `ebpf:"_loss_counters"`
 	RecordType         *ebpf.VariableSpec `ebpf:"_record_type"`
 	WakeCause          *ebpf.VariableSpec `ebpf:"_wake_cause"`
@@ -427,6 +443,7 @@ type IdletraceVariables struct {
 	IdleFlags          *ebpf.Variable `ebpf:"_idle_flags"`
 	IdleRecord         *ebpf.Variable `ebpf:"_idle_record"`
 	KernelFlags        *ebpf.Variable `ebpf:"_kernel_flags"`
+	LoopFlags          *ebpf.Variable `ebpf:"_loop_flags"`
 	LossCounters       *ebpf.Variable `ebpf:"_loss_counters"`
 	RecordType         *ebpf.Variable `ebpf:"_record_type"`
 	WakeCause          *ebpf.Variable `ebpf:"_wake_cause"`

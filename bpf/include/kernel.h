@@ -140,6 +140,8 @@ struct thread_info {
 
 struct task_struct {
 	struct thread_info thread_info;
+	unsigned long nvcsw;  /* context switches away, voluntary */
+	unsigned long nivcsw; /* and involuntary */
 };
 
 /* Kernels without THREAD_INFO_IN_TASK kept the CPU in task_struct. */

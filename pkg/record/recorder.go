@@ -792,6 +792,7 @@ func (r *recording) addIdle(p *bpf.IdletraceIdleRecord) {
 func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 	flags := bpf.IdletraceIdleFlags(p.Flags)
 	kflags := bpf.IdletraceKernelFlags(p.KernelFlags)
+	lflags := bpf.IdletraceLoopFlags(p.LoopFlags)
 	tri := func(known, yes bpf.IdletraceIdleFlags) trace.Tristate { return tristate(flags, known, yes) }
 	ktri := func(known, yes bpf.IdletraceKernelFlags) trace.Tristate { return tristate(kflags, known, yes) }
 	nrIOWait := int32(-1)
@@ -813,6 +814,8 @@ func IdlePeriodFrom(p *bpf.IdletraceIdleRecord) trace.IdlePeriod {
 		AbortsBefore:      abortsOf(p, kflags),
 		GotTick:           ktri(bpf.IdletraceKernelFlagsKERNEL_GOT_TICK_KNOWN, bpf.IdletraceKernelFlagsKERNEL_GOT_TICK),
 		PollTimedOut:      tri(bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT_KNOWN, bpf.IdletraceIdleFlagsIDLE_POLL_TIMEOUT),
+		IdleLoopEntry:     tristate(lflags, bpf.IdletraceLoopFlagsLOOP_ENTRY_KNOWN, bpf.IdletraceLoopFlagsLOOP_ENTRY),
+		TickStoppable:     tristate(lflags, bpf.IdletraceLoopFlagsLOOP_TICK_STOPPABLE_KNOWN, bpf.IdletraceLoopFlagsLOOP_TICK_STOPPABLE),
 	}
 }
 

@@ -218,6 +218,7 @@ func TestKernelReferee(t *testing.T) {
 	var periods, known, remote, remoteMeasured, remoteEarly, kernelRes uint64
 	var ioDone uint64
 	ioByOp := map[uint8]uint64{}
+	var loop loopFacts
 	statesOf := map[uint32][]model.State{}
 	for _, cs := range r.Meta.States {
 		for _, s := range cs.States {
@@ -243,6 +244,7 @@ func TestKernelReferee(t *testing.T) {
 					remoteEarly++
 				}
 			}
+			loop.add(p, statesOf[p.CPU])
 			k := key{p.CPU, p.State}
 			c := traced[k]
 			if c == nil {
@@ -278,6 +280,8 @@ func TestKernelReferee(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("idle-loop", func(t *testing.T) { loop.check(t, r.Meta) })
 
 	t.Run("cpuidle-counters", func(t *testing.T) {
 		if len(r.Meta.States) == 0 {
@@ -436,4 +440,64 @@ func reasonSuffix(why string) string {
 		return ""
 	}
 	return ": " + why
+}
+
+// loopFacts gathers what the kernel's own tick states say about the
+// recorder's idle-loop facts (IdleLoopEntry, TickStoppable).
+type loopFacts struct {
+	periods, loopKnown, stoppableKnown uint64
+	// stoppedBeforeNewLoop: the tick was already stopped at the governor's
+	// decision (so the loop went on) but the period claims a new loop.
+	stoppedBeforeNewLoop uint64
+	// asked: halted periods where the kernel asked to stop the tick on
+	// every entry (no cpuidle driver: default_idle_call; haltpoll when it
+	// halts); mismatch: of those, the tick's state after the decision
+	// differs from TickStoppable.
+	asked, mismatch uint64
+}
+
+func (f *loopFacts) add(p *trace.IdlePeriod, states []model.State) {
+	f.periods++
+	if p.IdleLoopEntry != trace.Unknown {
+		f.loopKnown++
+	}
+	if p.TickStoppedBefore == trace.Yes && p.IdleLoopEntry == trace.Yes {
+		f.stoppedBeforeNewLoop++
+	}
+	if p.TickStoppable == trace.Unknown || p.TickStopped == trace.Unknown {
+		return
+	}
+	f.stoppableKnown++
+	halted := len(states) == 0 || int(p.State) < len(states) && !states[p.State].Polling
+	if halted {
+		f.asked++
+		if p.TickStopped != p.TickStoppable {
+			f.mismatch++
+		}
+	}
+}
+
+func (f *loopFacts) check(t *testing.T, meta *trace.Metadata) {
+	t.Logf("%d periods: idle-loop entry known on %d, tick stoppable known on %d; %d halted periods asked to stop the tick, %d of them stopped it otherwise than stoppable says",
+		f.periods, f.loopKnown, f.stoppableKnown, f.asked, f.mismatch)
+	// The first period of each CPU has no previous entry to compare with.
+	if f.periods == 0 || f.loopKnown+uint64(meta.NumCPUs) < f.periods {
+		t.Errorf("idle-loop entry known on %d of %d periods", f.loopKnown, f.periods)
+	}
+	if f.stoppedBeforeNewLoop != 0 {
+		t.Errorf("%d periods found the tick stopped at the governor's decision yet claim to open an idle loop (leaving the loop restarts the tick)", f.stoppedBeforeNewLoop)
+	}
+	gov := meta.CPUIdleGovernor
+	if !(meta.CPUIdleDriver == "" || meta.CPUIdleDriver == "none" || gov == "haltpoll") {
+		t.Logf("governor %s: asks to stop the tick only when it wants to, so TickStoppable cannot be held to the tick's state here", gov)
+		return
+	}
+	// Without a driver, or under haltpoll halting, every entry asks to stop
+	// the tick: it stopped exactly where the kernel could stop it.
+	if f.asked == 0 {
+		t.Fatalf("no halted period with the tick's state and TickStoppable both known")
+	}
+	if f.mismatch*1000 > f.asked {
+		t.Errorf("%d of %d entries that asked to stop the tick stopped it otherwise than TickStoppable says", f.mismatch, f.asked)
+	}
 }

@@ -90,6 +90,7 @@ func (e *idleEncoder) add(p *IdlePeriod) {
 	c[9] = append(c[9], flags2)
 	c[12] = binary.AppendUvarint(c[12], zigzag(int64(p.NrIOWait)))
 	c[13] = binary.AppendUvarint(c[13], zigzag(int64(p.AbortsBefore)))
+	c[14] = append(c[14], triBits(p.IdleLoopEntry)|triBits(p.TickStoppable)<<2)
 	var kernel uint64
 	switch {
 	case p.KernelCounted:
@@ -262,6 +263,10 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 		if present > 12 {
 			nrIOWait = cols[12].i32()
 		}
+		var loop byte
+		if present > 14 {
+			loop = cols[14].byte()
+		}
 		var nextEvent int64
 		eventKnown := flags2&idleFlag2EventKnown != 0 && present > 11
 		if eventKnown {
@@ -296,6 +301,8 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 			KernelCounted:     kernel >= 2,
 			KernelResidencyNs: kernel - min(kernel, 2),
 			PollTimedOut:      triFromBits(flags >> 2 & 3),
+			IdleLoopEntry:     triFromBits(loop & 3),
+			TickStoppable:     triFromBits(loop >> 2 & 3),
 		}
 		if err := fn(p); err != nil {
 			return err

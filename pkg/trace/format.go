@@ -88,6 +88,8 @@ package trace
 //	           (unknown).
 //	13 aborts  varint(AbortsBefore), -1 unknown. Absent in older chunks
 //	           (unknown).
+//	14 loop    u8: bits 0-1 IdleLoopEntry, bits 2-3 TickStoppable (as
+//	           TickStopped). Absent in older chunks (unknown).
 //
 // After each record: lastExit[cpu] = ExitNs, prevExit = ExitNs. (Per-CPU deltas
 // turn timestamps into busy gaps, and timer expiries repeat or move by whole
@@ -197,11 +199,10 @@ const (
 
 // Column counts per record chunk type (format v1).
 const (
-	idleColumns = 14
+	idleColumns = 15
 	// idleMinColumns: idle chunks from before TickStoppedBefore,
-	// KernelResidencyNs, NextEventNs, NrIOWait and AbortsBefore existed have 9
-	// to 13 columns; they
-	// read as unknown.
+	// KernelResidencyNs, NextEventNs, NrIOWait, AbortsBefore and the loop
+	// byte existed have 9 to 14 columns; what they lack reads as unknown.
 	idleMinColumns  = 9
 	blockIOColumns  = 10
 	haltPollColumns = 5

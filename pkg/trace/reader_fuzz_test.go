@@ -113,7 +113,8 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cpu, state uint32, entry, exit, req uint64, next int64, irq int32, cause, bits uint8) {
 		in := []IdlePeriod{
 			{CPU: cpu, State: state, EntryNs: entry, ExitNs: exit, WakeRequestNs: req, NextTimerNs: next, WakeIRQ: irq,
-				WakeCause: WakeCause(cause), NextTimerKnown: bits&1 != 0, TickStopped: Tristate(bits >> 1 & 3), PollTimedOut: Tristate(bits >> 3 & 3)},
+				WakeCause: WakeCause(cause), NextTimerKnown: bits&1 != 0, TickStopped: Tristate(bits >> 1 & 3), PollTimedOut: Tristate(bits >> 3 & 3),
+				IdleLoopEntry: Tristate(bits >> 5 & 3), TickStoppable: Tristate(bits >> 6 & 3)},
 			{CPU: cpu, EntryNs: exit + 10, ExitNs: exit + 20, NextTimerNs: next - 1, WakeIRQ: -1},
 			{CPU: cpu ^ 1, EntryNs: entry ^ exit, ExitNs: req, NextTimerNs: next, WakeIRQ: irq},
 		}
@@ -124,6 +125,8 @@ func FuzzRoundTrip(f *testing.F) {
 			must(t, w.AddIdle(&in[i]))
 			in[i].TickStopped = triFromBits(triBits(in[i].TickStopped))
 			in[i].PollTimedOut = triFromBits(triBits(in[i].PollTimedOut))
+			in[i].IdleLoopEntry = triFromBits(triBits(in[i].IdleLoopEntry))
+			in[i].TickStoppable = triFromBits(triBits(in[i].TickStoppable))
 		}
 		must(t, w.Close(nil))
 		r, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))

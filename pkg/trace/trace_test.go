@@ -22,9 +22,9 @@ func TestRoundTrip(t *testing.T) {
 		{CPU: 0, State: 1, EntryNs: 100, ExitNs: 200, WakeIRQ: -1},
 		{CPU: math.MaxUint32, State: math.MaxUint32, EntryNs: math.MaxUint64, ExitNs: math.MaxUint64, WakeIRQ: math.MaxInt32,
 			WakeCause: 255, WakeRequestNs: math.MaxUint64, NextTimerNs: math.MaxInt64, NextTimerKnown: true,
-			TickStopped: Yes, PollTimedOut: Yes},
+			TickStopped: Yes, PollTimedOut: Yes, IdleLoopEntry: Yes, TickStoppable: No},
 		{CPU: 3, EntryNs: 5000, ExitNs: 10, WakeIRQ: math.MinInt32, WakeRequestNs: 1, // exit before entry
-			NextTimerNs: -12345, NextTimerKnown: true, TickStopped: No, PollTimedOut: No},
+			NextTimerNs: -12345, NextTimerKnown: true, TickStopped: No, PollTimedOut: No, IdleLoopEntry: No, TickStoppable: Yes},
 		{CPU: 3, EntryNs: 0, ExitNs: math.MaxUint64, WakeIRQ: -1, NextTimerNs: math.MinInt64},
 		{CPU: 70000, EntryNs: 1 << 40, ExitNs: 1<<40 + 7, WakeIRQ: -1, NextTimerNs: 9, NextTimerKnown: false},
 		{CPU: 70000, EntryNs: 1<<40 + 9, ExitNs: 1<<40 + 99, WakeIRQ: 11, WakeCause: WakeIRQ, NextTimerNs: -1},

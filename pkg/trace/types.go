@@ -144,6 +144,16 @@ type IdlePeriod struct {
 	// PollTimedOut: a polling state ended on its time limit (dev->poll_time_limit).
 	// Unknown for non-polling states and where the kernel's field is not readable.
 	PollTimedOut Tristate
+
+	// IdleLoopEntry: the first period since the CPU entered the idle loop
+	// (the idle task ran something else since the previous period's
+	// entry). Leaving the loop restarts a stopped tick, so a governor's
+	// stop_tick carries from one period to the next only when this is No.
+	IdleLoopEntry Tristate
+	// TickStoppable: the kernel would have stopped the tick at this entry
+	// had the governor asked (tick_nohz_next_event() found no timer-wheel
+	// timer within a tick and nothing else needing it), or it was stopped.
+	TickStoppable Tristate
 }
 
 // ResidencyNs is the time spent in the state as the cpuidle core measures it.
