@@ -49,9 +49,7 @@ var (
 // poll rule the kernel ran, for a row with cpuidle.lab_poll_rule: the trace
 // does not say, and the replay otherwise takes the recorded release's own
 // rule (6.12: min10us) for the kernel's limit, which decides whether a
-// recorded poll that ran past it was the kernel's own overshoot. The
-// method is proposed for pkg/model/replay.go (lab/README.md, "The
-// switches' rows"); until it is there the row says so and runs without it.
+// recorded poll that ran past it was the kernel's own overshoot.
 func (c labCase) tellPollRule(t *testing.T) func(*model.Replay, map[uint32][2]uint64) error {
 	for _, s := range c.switches {
 		// min10us is the lab kernel's (6.12's) own rule: nothing to tell.
@@ -63,11 +61,7 @@ func (c labCase) tellPollRule(t *testing.T) func(*model.Replay, map[uint32][2]ui
 			t.Fatal(err)
 		}
 		return func(rp *model.Replay, _ map[uint32][2]uint64) error {
-			if set, ok := any(rp).(interface{ SetKernelPollRule(model.PollRule) }); ok {
-				set.SetKernelPollRule(p.Poll)
-			} else {
-				t.Logf("the replay cannot be told that the kernel polled under %s (no model.Replay.SetKernelPollRule): it takes 6.12's rule", s.value)
-			}
+			rp.SetKernelPollRule(p.Poll)
 			return nil
 		}
 	}

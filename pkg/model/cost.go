@@ -188,7 +188,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 	b.WriteString("First-order model: the recorded idle periods are replayed unchanged — extra latency under one policy does not reshape later events. ")
 	b.WriteString("A wake-up pays the exit latency of the state the CPU is in when it arrives (nothing while polling); tick wake-ups and poll time-outs are not counted as wake-ups. ")
 	b.WriteString("A poll that outlasts its limit continues in the state the governor picks next; a recorded poll time-out or idle tick wake-up followed at once by another idle period is replayed as one idle period. ")
-	fmt.Fprintf(&b, "Ticks come every %d µs (HZ=%d) with the phase of the last recorded tick wake-up (or of the one that ends the period), never inside a recorded halted stay with the tick running (it would have ended it) or a recorded poll that saw none; a tick interrupts a poll without ending it; each recorded period starts with the tick state the kernel recorded. ", 1_000_000/hz, hz)
+	fmt.Fprintf(&b, "Ticks come every %d µs (HZ=%d) with the phase of the last recorded tick wake-up (or of the one that ends the period), never inside a recorded halted stay with the tick running (it would have ended it) or a recorded poll that saw none; a tick interrupts a poll without ending it. The tick keeps the state each policy's own decisions gave it while the CPU stays in the idle loop and runs again once it leaves the loop (where the trace cannot tell loops apart, a period starts with the tick state the kernel recorded); a request to stop it is refused where the kernel refused it (a timer-wheel timer within the tick). ", 1_000_000/hz, hz)
 	b.WriteString("At each recorded entry the governors get the sleep length and next clock event the kernel's governor was given (where the trace lacks them, the next tick boundary after the wake-up, or the exact exit for timer wake-ups) and, for menu before 6.13, the recorded iowait count; a re-selection within the period measures them from the same idle entry time, or from the last tick after one, as the kernel does. ")
 	b.WriteString("Agreement scores each recorded selection with the kernel's inputs and its own history of stays. ")
 	b.WriteString("IO completion latency is the recorded one minus the recorded state's exit latency plus the policy's, for completions that woke an idle CPU (within 200 µs of an interrupt wake-up on the completing CPU). ")
@@ -212,7 +212,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 		case p.Governor == GovOracle:
 			b.WriteString("Oracle knows each idle period's real length: a lower bound, not a governor. ")
 		case p.Governor == GovTEO:
-			b.WriteString("teo follows its 6.18.y logic; kernel= only says whether the 6.18.3 fix to its shallower-state check applies. ")
+			b.WriteString("teo follows the logic of the kernel release it models (kernel=, else the recorded one): the form of 6.13 and before or that of 6.14–6.18, with or without the fix to its shallower-state check that 6.12.64 and 6.18.3 took. ")
 		case p.BlkQoSLimitNs >= 0:
 			b.WriteString("blkqos limits the CPU that issued block IO from the issue until the timeout; an expiring limit does not wake the CPU. ")
 		}

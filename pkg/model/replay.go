@@ -45,6 +45,9 @@ type Replay struct {
 	agreement bool
 	// kernelPollNs is the poll limit the recorded kernel used.
 	kernelPollNs int64
+	// minPollTimeoutNs is the shortest recorded poll time-out so far
+	// (0: none yet); see pollFloorNs.
+	minPollTimeoutNs int64
 	recTab       *table // the recorded table, for IO latency subtraction
 	blk          []*blkWindow
 	prepassed    bool
@@ -78,8 +81,13 @@ const (
 )
 
 const (
-	chainGapPollNs = 50_000  // poll timeout → next entry within this: same idle episode
-	chainGapTickNs = 20_000  // tick wake → next entry within this: the tick found nothing to do
+	// Where the trace cannot tell idle loops apart: a poll time-out or a
+	// tick wake-up re-entered within these is taken to have found nothing
+	// to do (same idle episode). Where it can, re-entry in the same loop
+	// within one tick says so, however slow the interrupt was (under
+	// emulation 20–100 µs).
+	chainGapPollNs = 50_000
+	chainGapTickNs = 20_000
 	pollSnapNs     = 20_000  // a policy poll deadline this close before a recorded poll timeout is that timeout
 	tickSnapNs     = 100_000 // a synthetic tick this close before a recorded tick wake is that tick
 	ioWakeWindowNs = 200_000 // completion within this after an interrupt wake-up on its CPU: it caused it
@@ -129,7 +137,16 @@ type periodInfo struct {
 	aborts      int
 	tickStopped bool
 	chain       bool
-	prevExit    int64
+	// loop: the period opens an idle loop (Yes: the CPU ran a task since
+	// the previous one, and leaving the loop restarted a stopped tick) or
+	// continues one (No); from the recorder, else from the recorded tick
+	// states where they tell.
+	loop trace.Tristate
+	// stoppable: the kernel would have stopped the tick at e had the
+	// governor asked (No: a timer-wheel timer due within the tick, or
+	// nothing may stop it); Unknown is taken as stoppable.
+	stoppable trace.Tristate
+	prevExit  int64
 }
 
 type cpuShared struct {
@@ -142,6 +159,7 @@ type cpuShared struct {
 	prevIdleEntry                    int64
 	prevNextTimerNs, prevNextEventNs int64
 	prevSleepKnown                   bool
+	prevTickStopped                  bool // the kernel's tick after the previous period's decision
 	tickRef                          int64
 	nbCache                          int64 // a tick boundary on the grid of tickRef (nextBoundary)
 	nbValid                          bool
@@ -305,6 +323,26 @@ func (r *Replay) baseLatency(cpu int) int64 {
 	return lat
 }
 
+// SetKernelPollRule says which rule set the recorded kernel's poll limit
+// where it was not its release's own (the lab kernel's
+// cpuidle.lab_poll_rule switch). Call it before the first period.
+func (r *Replay) SetKernelPollRule(rule PollRule) {
+	r.kernelPollNs = genericPollLimit(r.recTab, rule, 0)
+}
+
+// pollFloorNs is the shortest poll the kernel can time out
+// (drivers/cpuidle/poll_state.c v6.12: poll_idle() reads the clock once
+// every POLL_IDLE_RELAX_COUNT cpu_relax() loops, which takes microseconds
+// on servers and tens of them under emulation): the recording's shortest
+// time-out where even that lies clearly above the kernel's limit (the
+// limit fell inside one check interval), else 0.
+func (r *Replay) pollFloorNs() int64 {
+	if r.minPollTimeoutNs > r.kernelPollNs+pollSnapNs {
+		return r.minPollTimeoutNs
+	}
+	return 0
+}
+
 // Idle replays one recorded idle period.
 func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	if r.finished {
@@ -341,7 +379,26 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	} else {
 		pi.tickStopped = p.TickStopped == trace.Yes
 	}
+	pi.loop, pi.stoppable = p.IdleLoopEntry, p.TickStoppable
+	if pi.loop == trace.Unknown && c.seen {
+		// A stopped tick survives only inside a loop; one stopped before
+		// and running now was restarted by leaving it.
+		switch {
+		case p.TickStoppedBefore == trace.Yes:
+			pi.loop = trace.No
+		case p.TickStoppedBefore == trace.No && c.prevTickStopped:
+			pi.loop = trace.Yes
+		}
+	}
+	c.prevTickStopped = p.TickStopped == trace.Yes
+	if r.meta.NoHZ == "off" {
+		pi.stoppable = trace.No
+	}
 	d := pi.x - pi.e
+	if pi.kind == endPoll && p.PollTimedOut == trace.Yes && pi.rec >= 0 && pi.rec < r.recTab.n && r.recTab.polling[pi.rec] &&
+		(r.minPollTimeoutNs == 0 || d < r.minPollTimeoutNs) {
+		r.minPollTimeoutNs = d
+	}
 	pi.gotTick = p.GotTick == trace.Yes
 	pi.pollRanOn = p.PollTimedOut != trace.Unknown && r.kernelPollNs > 0 && d > r.kernelPollNs
 	pi.pollTOKernel = p.KernelKnown && p.PollTimedOut != trace.Unknown
@@ -362,16 +419,21 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	} else if p.KernelCounted {
 		pi.residency = int64(min(res, uint64(maxSleepNs)))
 	}
-	if c.seen {
+	// A task ran in between: the wake-up was a genuine one.
+	if c.seen && pi.loop != trace.Yes {
 		gap := pi.e - c.prevExit
+		pollGap, tickGap := int64(chainGapPollNs), int64(chainGapTickNs)
+		if pi.loop == trace.No {
+			pollGap, tickGap = r.tick, r.tick
+		}
 		switch c.prevKind {
 		case endPoll:
-			pi.chain = gap <= chainGapPollNs
+			pi.chain = gap <= pollGap
 			if pi.chain {
 				r.stats.ChainedPollEnds++
 			}
 		case endTick:
-			pi.chain = gap <= chainGapTickNs
+			pi.chain = gap <= tickGap
 			if pi.chain {
 				r.stats.ChainedTickEnds++
 			}
@@ -626,10 +688,14 @@ type cpuSim struct {
 	hold         bool
 	needSelect   bool
 	tickStopped  bool
+	selected     bool // the policy has made a selection on this CPU
 	state        int
 	epStart      int64
 	segStart     int64
 	holdAt       int64
+	// holdWakeEl: the recorded exit latency in the wake-up that ended the
+	// held period (wakeEl), noWake for a poll time-out.
+	holdWakeEl int64
 	pollDeadline int64
 	nextTick     int64
 	latAtStart   int64
@@ -944,14 +1010,14 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 				ps.selectAt(c, cs, pi, cs.holdAt, pi.e)
 			}
 		} else {
-			ps.endEpisode(cs, cs.holdAt, false, false)
+			ps.endEpisode(cs, cs.holdAt, false, false, cs.holdWakeEl)
 		}
 	}
 	if !cs.open {
 		cs.open = true
 		cs.needSelect = false
 		cs.epStart = pi.e
-		cs.tickStopped = pi.tickStopped
+		cs.tickStopped = ps.r.tickAtEpisode(cs, pi)
 		ps.selectAt(c, cs, pi, pi.e, pi.e)
 	} else if next, _ := cs.nextEvent(ps.tab); next < pi.e {
 		ps.advance(c, cs, pi, pi.e, endGenuine)
@@ -977,20 +1043,26 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	switch pi.kind {
 	case endGenuine:
 		lat := t.paidLatency(cs.state)
-		ps.endEpisode(cs, pi.x, true, pi.gotTick)
+		ps.endEpisode(cs, pi.x, true, pi.gotTick, ps.r.wakeEl(pi))
 		return lat
 	case endTick:
-		if !cs.tickStopped && cs.segOpen {
-			ps.endSegment(cs, pi.x, true, false)
+		// The tick ends a halted stay, not a poll (poll_idle() leaves on
+		// need_resched or its time limit only; the tick just sets
+		// got_idle_tick, which the poll's end reflects).
+		if !cs.tickStopped && cs.segOpen && !t.polling[cs.state] {
+			ps.endSegment(cs, pi.x, true, false, ps.r.wakeEl(pi))
 			cs.needSelect = true
 		}
 	case endPoll:
 		if cs.segOpen && t.polling[cs.state] && cs.pollDeadline <= pi.x+pollSnapNs {
-			ps.endSegment(cs, pi.x, pi.gotTick, true)
+			ps.endSegment(cs, pi.x, pi.gotTick, true, noWake)
 			cs.needSelect = true
 		}
 	}
-	cs.hold, cs.holdAt = true, pi.x
+	cs.hold, cs.holdAt, cs.holdWakeEl = true, pi.x, noWake
+	if pi.kind == endTick {
+		cs.holdWakeEl = ps.r.wakeEl(pi)
+	}
 	return 0
 }
 
@@ -1015,7 +1087,11 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, pi *periodInfo, until int64,
 		if tickSeen { // tick_nohz_irq_exit() restarts the idle time
 			cs.idleEntry = cs.nextTick
 		}
-		ps.endSegment(cs, next, tickSeen, !isTick)
+		wake := int64(noWake)
+		if isTick {
+			wake = 0 // the policy's own tick: nothing of it is in the recording
+		}
+		ps.endSegment(cs, next, tickSeen, !isTick, wake)
 		ps.selectAt(c, cs, pi, next, next)
 	}
 }
@@ -1119,9 +1195,10 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t
 		ps.obsBuf = [8]int64{obsSelect, int64(c.id), t, in.latReq, in.sleepLen, in.deltaTick, int64(b2int(in.tickStopped)<<1 | b2int(stop)), int64(idx)}
 		ps.obs(&ps.obsBuf)
 	}
-	if stop {
+	if stop && !cs.tickStopped && canStopTick(pi, t, nb) {
 		cs.tickStopped = true
 	}
+	cs.selected = true
 	cs.nextTick = nb
 	cs.state = idx
 	cs.segStart = segStart
@@ -1135,7 +1212,7 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t
 		if lim <= 0 || lim == noLimit {
 			cs.pollDeadline = noLimit
 		} else {
-			cs.pollDeadline = t + lim
+			cs.pollDeadline = t + max(lim, ps.r.pollFloorNs())
 			// A poll the kernel itself let run past its limit ends where
 			// the recorded one ended, under a limit no shorter.
 			if atEntry && pi.pollRanOn && lim >= ps.r.kernelPollNs && pi.rec >= 0 && pi.rec < tab.n && tab.polling[pi.rec] {
@@ -1145,32 +1222,86 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t
 	}
 }
 
-func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool) {
+// tickAtEpisode is the tick's state when a policy's episode opens at a
+// recorded period (kernel/sched/idle.c do_idle, kernel/time/tick-sched.c,
+// v6.12): inside one idle loop the tick stays as the policy's own last
+// decision left it, and leaving the loop (tick_nohz_idle_exit) restarts it.
+// Where the trace cannot tell loops apart, and under nohz_full (where the
+// exit may keep it stopped), the kernel's recorded state is taken.
+func (r *Replay) tickAtEpisode(cs *cpuSim, pi *periodInfo) bool {
+	switch {
+	case !cs.selected || r.meta.NoHZ == "full":
+		return pi.tickStopped
+	case pi.loop == trace.Yes:
+		return false
+	case pi.loop == trace.No:
+		return cs.tickStopped
+	}
+	return pi.tickStopped
+}
+
+// canStopTick says whether a governor's stop_tick at t stops a running tick
+// (tick_nohz_idle_stop_tick, kernel/time/tick-sched.c v6.12): not when
+// tick_nohz_next_event() finds a timer-wheel timer within the tick, RCU or
+// irq_work needing it, or no NOHZ. The recorder read that for the
+// recorded entry; a later selection in the period stops it too where the
+// next timer lies beyond the next tick nb.
+func canStopTick(pi *periodInfo, t, nb int64) bool {
+	if pi.stoppable != trace.No {
+		return true
+	}
+	return t > pi.e && pi.nextTimer > nb
+}
+
+// noWake: a stay that ends without an interrupt (a poll's time limit).
+const noWake = -1
+
+// wakeEl is the exit latency of the recorded state that the wake-up ending
+// the recorded period paid inside it, as the kernel measures a stay
+// (cpuidle_enter_state's clock reads bracket the exit).
+func (r *Replay) wakeEl(pi *periodInfo) int64 {
+	if pi.rec < 0 || pi.rec >= r.recTab.n {
+		return 0
+	}
+	return r.recTab.el[pi.rec]
+}
+
+// endSegment closes the open stay at t. The time it adds is t minus its
+// start, on the recorded timeline; the stay the governor and the
+// above/below rules see is what the kernel would measure: an interrupt
+// arriving at t−wakeEl (the recorded state's exit latency, in the
+// recording) reaches the policy's state s, which takes its own exit
+// latency to leave. wakeEl noWake: no interrupt ended it.
+func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool, wakeEl int64) {
 	d := max(t-cs.segStart, 0)
 	s := cs.state
 	row := &ps.tab.rows[s]
 	ps.timeNs[s] += d
 	ps.energy += row.power*float64(d) + row.overhead
-	a, b := row.classify(d)
+	res := d
+	if wakeEl != noWake {
+		res = max(d+ps.tab.el[s]-wakeEl, 0)
+	}
+	a, b := row.classify(res)
 	ps.count(a, b)
 	if ps.obs != nil {
-		ps.obsBuf = [8]int64{obsEnd, int64(s), d, int64(b2int(tickWake)<<1 | b2int(pollTO))}
+		ps.obsBuf = [8]int64{obsEnd, int64(s), res, int64(b2int(tickWake)<<1 | b2int(pollTO))}
 		ps.obs(&ps.obsBuf)
 	}
 	if ps.gk == gkMenu {
-		cs.menu.reflect(s, d, tickWake, pollTO)
+		cs.menu.reflect(s, res, tickWake, pollTO)
 	} else {
-		cs.gov.reflect(s, d, tickWake, pollTO)
+		cs.gov.reflect(s, res, tickWake, pollTO)
 	}
 	cs.segOpen = false
 }
 
-func (ps *polSim) endEpisode(cs *cpuSim, t int64, counted, gotTick bool) {
+func (ps *polSim) endEpisode(cs *cpuSim, t int64, counted, gotTick bool, wakeEl int64) {
 	if cs.segOpen {
 		if counted {
 			ps.wakeCount[cs.state]++
 		}
-		ps.endSegment(cs, t, gotTick, false)
+		ps.endSegment(cs, t, gotTick, false, wakeEl)
 	}
 	cs.open = false
 	cs.hold = false
@@ -1192,7 +1323,7 @@ func (ps *polSim) flush(c *cpuShared) {
 		}
 	default:
 		if cs.open {
-			ps.endEpisode(cs, cs.holdAt, false, false)
+			ps.endEpisode(cs, cs.holdAt, false, false, cs.holdWakeEl)
 		}
 	}
 	cs.hold = false

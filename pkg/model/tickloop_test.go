@@ -1,0 +1,223 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// TestTickFollowsTheReplayedGovernor (issue 9 item 5, model review A1): a
+// trace recorded under a governor that stops the tick on every entry
+// (haltpoll halting, ladder) carries "tick already stopped" on every period
+// after an idle loop's first. menu replayed on it keeps the tick for its
+// short predictions, so where the CPU stays in the loop the tick is still
+// running at the next entry, and where it left the loop the tick was
+// restarted: the recorded stopped tick must not reach menu either way.
+// Only a trace that cannot tell loops apart falls back to the recorded
+// state.
+func TestTickFollowsTheReplayedGovernor(t *testing.T) {
+	prof, err := Builtin("icx", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.12.117"}
+	build := func(loop func(i int) trace.Tristate) *synth {
+		s := &synth{}
+		now := int64(1_000_000)
+		for i := 0; i < 600; i++ {
+			d := int64(70_000) // 70 µs: menu's prediction, far under C6's 600 µs
+			before := trace.Yes
+			if i%4 == 0 {
+				before = trace.No // each loop's first period
+			}
+			s.periods = append(s.periods, trace.IdlePeriod{
+				CPU: 0, State: 3, EntryNs: uint64(now), ExitNs: uint64(now + d),
+				WakeCause: trace.WakeIRQ, WakeIRQ: 30,
+				NextTimerNs: 20_000_000, NextTimerKnown: true, // no timer for 20 ms
+				TickStopped: trace.Yes, TickStoppedBefore: before, PollTimedOut: trace.Unknown,
+				IdleLoopEntry: loop(i), TickStoppable: trace.Yes,
+			})
+			now += d + 30_000
+		}
+		return s
+	}
+	recorded := func(i int) trace.Tristate { return trace.TristateOf(i%4 == 0) }
+	unknown := func(int) trace.Tristate { return trace.Unknown }
+	tests := []struct {
+		name         string
+		loop         func(int) trace.Tristate
+		maxC6, minC6 float64
+	}{
+		// Loops recorded: menu's own tick (running) at every entry.
+		{"loops recorded", recorded, 0.05, 0},
+		// Unknown, but the recorded states tell (stopped before: same
+		// loop), so the rule still applies.
+		{"loops from the recorded tick states", unknown, 0.05, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, _ := runReplay(t, prof, meta, []string{"menu"}, build(tc.loop))
+			if c6 := res[0].StateShare["C6"]; c6 > tc.maxC6 || c6 < tc.minC6 {
+				t.Fatalf("menu's C6 share %.3f, want %.2f..%.2f (it inherited the recorded stopped tick)", c6, tc.minC6, tc.maxC6)
+			}
+		})
+	}
+}
+
+// TestTickStopRefused (model review A2): ladder asks to stop the tick on
+// every entry, but the kernel keeps it where a timer-wheel timer is due
+// within the tick (TickStoppable No). Recorded so, each idle stretch is
+// cut into one period per tick, re-entered at once in the same loop; ladder
+// selects again at each of them, as in the kernel. Were the stop granted,
+// the model's tick would stay stopped and one stay would span the stretch.
+func TestTickStopRefused(t *testing.T) {
+	prof, err := Builtin("icx", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.12.117"}
+	const tick = 4_000_000
+	build := func(stoppable trace.Tristate) *synth {
+		s := &synth{}
+		for ep := 0; ep < 20; ep++ {
+			start := int64(ep*60+1)*tick + 10_000
+			for i := 0; i < 50; i++ {
+				e := start + int64(i)*tick
+				s.periods = append(s.periods, trace.IdlePeriod{
+					CPU: 0, State: 3, EntryNs: uint64(e), ExitNs: uint64(e + tick - 10_000 + 5_000*int64(b2int(i == 49))),
+					WakeCause: trace.WakeTick, WakeIRQ: -1,
+					NextTimerNs: 300_000_000, NextTimerKnown: true,
+					TickStopped: trace.No, TickStoppedBefore: trace.No, PollTimedOut: trace.Unknown,
+					IdleLoopEntry: trace.TristateOf(i == 0), TickStoppable: stoppable,
+				})
+			}
+		}
+		return s
+	}
+	granted, _ := runReplay(t, prof, meta, []string{"ladder"}, build(trace.Yes))
+	refused, _ := runReplay(t, prof, meta, []string{"ladder"}, build(trace.No))
+	if granted[0].Selections > 2*20 {
+		t.Errorf("stop granted: %d selections for 20 stretches, want about one each", granted[0].Selections)
+	}
+	if refused[0].Selections < 49*20 {
+		t.Errorf("stop refused: %d selections for 20 stretches of 50 ticks, want one per tick", refused[0].Selections)
+	}
+}
+
+// TestTickDoesNotEndAPoll (model review A3): poll_idle() leaves only on
+// need_resched or its time limit; a tick in between only sets
+// got_idle_tick. A recorded tick wake-up 30 µs into a halted stay, re-entered
+// in the same loop, must not cut a replayed poll there: the poll runs to its
+// 100 µs limit and reflects a time-out that saw the tick.
+func TestTickDoesNotEndAPoll(t *testing.T) {
+	prof, err := Builtin("icx", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.12.117"}
+	rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+maxcstate=0+poll=100us")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type end struct{ d, flags int64 }
+	var ends []end
+	rp.pols[0].obs = func(ev *[8]int64) {
+		if ev[0] == obsEnd {
+			ends = append(ends, end{ev[2], ev[3]})
+		}
+	}
+	const tick = 4_000_000
+	period := func(entry, exit uint64, cause trace.WakeCause, loop trace.Tristate) trace.IdlePeriod {
+		return trace.IdlePeriod{
+			CPU: 0, State: 2, EntryNs: entry, ExitNs: exit, WakeCause: cause, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1,
+			NextTimerNs: 50_000_000, NextTimerKnown: true,
+			TickStopped: trace.No, TickStoppedBefore: trace.No, GotTick: trace.No, PollTimedOut: trace.Unknown,
+			IdleLoopEntry: loop, TickStoppable: trace.Yes,
+		}
+	}
+	for _, p := range []trace.IdlePeriod{
+		period(tick-20_000, tick-10_000, trace.WakeIPIResched, trace.Yes), // sets the tick's phase... none yet
+		period(3*tick-30_000, 3*tick, trace.WakeTick, trace.Yes),
+		period(3*tick+5_000, 3*tick+400_000, trace.WakeIPIResched, trace.No),
+	} {
+		if err := rp.Idle(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rp.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	// ends[0] closes the first period; ends[1] is the poll that met the tick.
+	if len(ends) < 2 || ends[1].d != 100_000 || ends[1].flags != 3 {
+		t.Fatalf("stays %v: want the poll after the tick to end at its 100 µs limit, tick seen and timed out ({100000 3})", ends)
+	}
+}
+
+// TestPollFloor: poll_idle() looks at the clock only every
+// POLL_IDLE_RELAX_COUNT loops, so a limit shorter than that interval times
+// out at the first look. A recording whose shortest time-out lies well
+// above the kernel's limit shows the interval, and the replay's polls last
+// at least that long (the lab kernel polling under first-residency: 1 µs
+// on icx, time-outs at 42 µs under emulation).
+func TestPollFloor(t *testing.T) {
+	prof, err := Builtin("icx", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.12.117"}
+	for _, tc := range []struct {
+		name string
+		rule PollRule
+		want int64
+	}{
+		{"limit inside one clock check", PollFirstResidency, 42_000},
+		// Recorded under 250 µs, the 42 µs polls say nothing of the
+		// interval: the policy's 1 µs stands.
+		{"limit beyond it (the release's own 250 µs)", PollKernel, 1_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+qos=0+poll=first-residency")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.rule != PollKernel {
+				rp.SetKernelPollRule(tc.rule)
+			}
+			var polls []int64
+			rp.pols[0].obs = func(ev *[8]int64) {
+				if ev[0] == obsEnd && ev[1] == 0 && ev[3]&1 != 0 {
+					polls = append(polls, ev[2])
+				}
+			}
+			now := uint64(1_000_000)
+			for i := 0; i < 40; i++ {
+				to := trace.IdlePeriod{CPU: 0, State: 0, EntryNs: now, ExitNs: now + 42_000, WakeCause: trace.WakePollTimeout, WakeIRQ: -1,
+					NrIOWait: -1, AbortsBefore: -1, NextTimerNs: 1_000_000, NextTimerKnown: true,
+					TickStopped: trace.No, TickStoppedBefore: trace.No, GotTick: trace.No, PollTimedOut: trace.Yes,
+					IdleLoopEntry: trace.TristateOf(i%2 == 0), TickStoppable: trace.Yes}
+				wake := to
+				wake.State, wake.EntryNs, wake.ExitNs, wake.WakeCause, wake.PollTimedOut = 2, now+45_000, now+300_000, trace.WakeIPIResched, trace.Unknown
+				wake.IdleLoopEntry = trace.No
+				for _, p := range []*trace.IdlePeriod{&to, &wake} {
+					if err := rp.Idle(p); err != nil {
+						t.Fatal(err)
+					}
+				}
+				now += 1_000_000
+			}
+			if _, err := rp.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if len(polls) < 30 {
+				t.Fatalf("%d poll time-outs replayed", len(polls))
+			}
+			shortest := polls[0]
+			for _, d := range polls {
+				shortest = min(shortest, d)
+			}
+			if shortest != tc.want {
+				t.Errorf("the shortest replayed poll time-out lasts %d ns, want %d", shortest, tc.want)
+			}
+		})
+	}
+}
