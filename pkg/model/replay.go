@@ -696,6 +696,8 @@ type cpuSim struct {
 	// holdWakeEl: the recorded exit latency in the wake-up that ended the
 	// held period (wakeEl), noWake for a poll time-out.
 	holdWakeEl int64
+	// kernelRes is kernelStay for the stay being closed, -1 if none.
+	kernelRes int64
 	pollDeadline int64
 	nextTick     int64
 	latAtStart   int64
@@ -777,7 +779,7 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 }
 
 func (ps *polSim) newCPU() *cpuSim {
-	cs := &cpuSim{}
+	cs := &cpuSim{kernelRes: -1}
 	switch ps.kind {
 	case GovMenu:
 		cs.menu.init(ps.tab, &ps.mflags)
@@ -1043,6 +1045,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	switch pi.kind {
 	case endGenuine:
 		lat := t.paidLatency(cs.state)
+		cs.kernelRes = ps.r.kernelStay(cs, pi)
 		ps.endEpisode(cs, pi.x, true, pi.gotTick, ps.r.wakeEl(pi))
 		return lat
 	case endTick:
@@ -1050,6 +1053,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		// need_resched or its time limit only; the tick just sets
 		// got_idle_tick, which the poll's end reflects).
 		if !cs.tickStopped && cs.segOpen && !t.polling[cs.state] {
+			cs.kernelRes = ps.r.kernelStay(cs, pi)
 			ps.endSegment(cs, pi.x, true, false, ps.r.wakeEl(pi))
 			cs.needSelect = true
 		}
@@ -1253,6 +1257,18 @@ func canStopTick(pi *periodInfo, t, nb int64) bool {
 	return t > pi.e && pi.nextTimer > nb
 }
 
+// kernelStay is the kernel's own measure of the stay (the cpuidle core's
+// residency) when the policy's open stay is the recorded one: same state,
+// from the recorded entry; else -1. The kernel's clock reads sit a little
+// inside the recorded bounds, which a governor near a boundary (menu's
+// iowait-scaled latency limit) notices.
+func (r *Replay) kernelStay(cs *cpuSim, pi *periodInfo) int64 {
+	if cs.segOpen && cs.segStart == pi.e && cs.state == pi.rec && pi.residency >= 0 {
+		return pi.residency
+	}
+	return -1
+}
+
 // noWake: a stay that ends without an interrupt (a poll's time limit).
 const noWake = -1
 
@@ -1279,9 +1295,13 @@ func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool, wakeEl 
 	ps.timeNs[s] += d
 	ps.energy += row.power*float64(d) + row.overhead
 	res := d
-	if wakeEl != noWake {
+	switch {
+	case cs.kernelRes >= 0:
+		res = cs.kernelRes
+	case wakeEl != noWake:
 		res = max(d+ps.tab.el[s]-wakeEl, 0)
 	}
+	cs.kernelRes = -1
 	a, b := row.classify(res)
 	ps.count(a, b)
 	if ps.obs != nil {
