@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/pkg/model"
-	"github.com/idletrace/idletrace/pkg/trace"
 )
 
 // labCase is one lab row: a kernel's own governor choosing among a real
@@ -178,18 +176,10 @@ type labRow struct {
 }
 
 func runLabCase(t *testing.T, root, in string, c labCase) labRow {
-	out := t.TempDir()
-	profile := c.profile
-	if _, err := os.Stat(filepath.Join(root, "lab/profiles", profile+".json")); err == nil {
-		profile = filepath.Join(root, "lab/profiles", profile+".json")
-	}
-	// A VM under TCG now and then stops making progress (seen once in
-	// twenty runs, on 6.1): each run is cut at 3 minutes, and a run the
-	// lab could not finish (exit 125) is tried once more, saying so.
 	// The switches go on the kernel command line (set from boot, before
 	// the emulated driver registers) and are read back before recording.
 	script := "idletrace record -q -o /out/t.trace -- ./fidelity.sh >/dev/null"
-	env := append(os.Environ(), "IDLETRACE_LAB_TIMEOUT=180")
+	var env []string
 	if len(c.switches) > 0 {
 		var args, files []string
 		for _, s := range c.switches {
@@ -199,22 +189,10 @@ func runLabCase(t *testing.T, root, in string, c labCase) labRow {
 		script = "cat " + strings.Join(files, " ") + " >/out/switches && " + script
 		env = append(env, "IDLETRACE_LAB_APPEND="+strings.TrimSpace(os.Getenv("IDLETRACE_LAB_APPEND")+" "+strings.Join(args, " ")))
 	}
-	for try := 1; ; try++ {
-		cmd := exec.Command("bash", filepath.Join(root, "scripts/lab.sh"), "--kernel", c.kernel, "--profile", profile,
-			"--governor", c.governor, "--in", in, "--out", out, "--", "sh", "-c", script)
-		cmd.Dir = root
-		cmd.Env = env
-		b, err := cmd.CombinedOutput()
-		if err == nil {
-			break
-		}
-		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 125 && try == 1 {
-			t.Logf("scripts/lab.sh could not finish (%s); once more", strings.TrimSpace(lastLine(b)))
-			continue
-		}
-		t.Fatalf("scripts/lab.sh: %v\n%s", err, b)
-	}
-	if len(c.switches) > 0 {
+	r, out := labTrace(t, strings.ReplaceAll(c.name(), "/", "-"), func() string {
+		return runLab(t, root, in, c.kernel, c.profile, c.governor, script, env...)
+	})
+	if len(c.switches) > 0 && out != "" {
 		b, err := os.ReadFile(filepath.Join(out, "switches"))
 		if err != nil {
 			t.Fatal(err)
@@ -224,17 +202,6 @@ func runLabCase(t *testing.T, root, in string, c labCase) labRow {
 			if i >= len(got) || got[i] != s.value {
 				t.Fatalf("the kernel's switches read %q, want %s", got, s.arg())
 			}
-		}
-	}
-	path := filepath.Join(out, "t.trace")
-	r, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if keep := os.Getenv("IDLETRACE_LAB_KEEP_TRACES"); keep != "" {
-		if b, err := os.ReadFile(path); err == nil {
-			os.WriteFile(filepath.Join(keep, strings.ReplaceAll(c.name(), "/", "-")+".trace"), b, 0o644)
 		}
 	}
 	if r.Meta.CPUIdleGovernor != c.governor || r.Meta.CPUIdleDriver != "idle_emu" {

@@ -48,13 +48,13 @@ type Replay struct {
 	// minPollTimeoutNs is the shortest recorded poll time-out so far
 	// (0: none yet); see pollFloorNs.
 	minPollTimeoutNs int64
-	recTab       *table // the recorded table, for IO latency subtraction
-	blk          []*blkWindow
-	prepassed    bool
-	ioSeen       bool
-	finished     bool
-	stats        Stats
-	elScratch    []int64
+	recTab           *table // the recorded table, for IO latency subtraction
+	blk              []*blkWindow
+	prepassed        bool
+	ioSeen           bool
+	finished         bool
+	stats            Stats
+	elScratch        []int64
 }
 
 // Stats counts what the replay had to assume or could not use.
@@ -682,22 +682,22 @@ type cpuSim struct {
 	menu menuGov
 	// shadow is a second instance of the governor that agreement drives
 	// with the kernel's own inputs and history; nil until first used.
-	shadow       governor
-	open         bool
-	segOpen      bool
-	hold         bool
-	needSelect   bool
-	tickStopped  bool
-	selected     bool // the policy has made a selection on this CPU
-	state        int
-	epStart      int64
-	segStart     int64
-	holdAt       int64
+	shadow      governor
+	open        bool
+	segOpen     bool
+	hold        bool
+	needSelect  bool
+	tickStopped bool
+	selected    bool // the policy has made a selection on this CPU
+	state       int
+	epStart     int64
+	segStart    int64
+	holdAt      int64
 	// holdWakeEl: the recorded exit latency in the wake-up that ended the
 	// held period (wakeEl), noWake for a poll time-out.
 	holdWakeEl int64
 	// kernelRes is kernelStay for the stay being closed, -1 if none.
-	kernelRes int64
+	kernelRes    int64
 	pollDeadline int64
 	nextTick     int64
 	latAtStart   int64

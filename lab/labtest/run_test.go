@@ -1,0 +1,74 @@
+//go:build lab
+
+package labtest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// runLab runs script (sh -c) in a lab VM through scripts/lab.sh, with the
+// files of in in its working directory, and returns the directory that
+// holds what it wrote to /out. profile is a built-in name or one of
+// lab/profiles. A VM under TCG now and then stops making progress (seen
+// once in twenty runs, on 6.1): each run is cut at 3 minutes, and a run the
+// lab could not finish (exit 125) is tried once more, saying so.
+func runLab(t *testing.T, root, in, kernel, profile, governor, script string, env ...string) string {
+	t.Helper()
+	out := t.TempDir()
+	if _, err := os.Stat(filepath.Join(root, "lab/profiles", profile+".json")); err == nil {
+		profile = filepath.Join(root, "lab/profiles", profile+".json")
+	}
+	for try := 1; ; try++ {
+		cmd := exec.Command("bash", filepath.Join(root, "scripts/lab.sh"), "--kernel", kernel, "--profile", profile,
+			"--governor", governor, "--in", in, "--out", out, "--", "sh", "-c", script)
+		cmd.Dir = root
+		cmd.Env = append(append(os.Environ(), "IDLETRACE_LAB_TIMEOUT=180"), env...)
+		b, err := cmd.CombinedOutput()
+		if err == nil {
+			return out
+		}
+		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 125 && try == 1 {
+			t.Logf("scripts/lab.sh could not finish (%s); once more", strings.TrimSpace(lastLine(b)))
+			continue
+		}
+		t.Fatalf("scripts/lab.sh: %v\n%s", err, b)
+	}
+}
+
+// labTrace is the recording a lab row judges, named name (a file name
+// without .trace). record runs the lab and returns its --out directory,
+// which holds t.trace; IDLETRACE_LAB_KEEP_TRACES=DIR keeps a copy as
+// DIR/name.trace. IDLETRACE_LAB_REJUDGE=DIR judges such kept copies instead,
+// without a VM: the quick way to hold a changed model to earlier runs (a
+// row without a kept trace is skipped, saying so). out is the run's --out
+// directory, "" for a kept trace.
+func labTrace(t *testing.T, name string, record func() string) (r *trace.Reader, out string) {
+	t.Helper()
+	path := ""
+	if dir := os.Getenv("IDLETRACE_LAB_REJUDGE"); dir != "" {
+		path = filepath.Join(dir, name+".trace")
+		if _, err := os.Stat(path); err != nil {
+			t.Skipf("IDLETRACE_LAB_REJUDGE: no kept trace %s", path)
+		}
+	} else {
+		out = record()
+		path = filepath.Join(out, "t.trace")
+		if keep := os.Getenv("IDLETRACE_LAB_KEEP_TRACES"); keep != "" {
+			if b, err := os.ReadFile(path); err == nil {
+				os.WriteFile(filepath.Join(keep, name+".trace"), b, 0o644)
+			}
+		}
+	}
+	r, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, out
+}
