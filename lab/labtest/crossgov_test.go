@@ -128,7 +128,8 @@ func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
 			row := crossRow{Case: c.kernel + "/" + c.profile, Replayed: b, OnTraceOf: a, Periods: m.IdlePeriods,
 				Above: [2]float64{pct(m.Above, m.Selections), ownAbove}, Below: [2]float64{pct(m.Below, m.Selections), ownBelow},
 				Share: m.StateShare, OwnShare: own.Recorded.StateShare}
-			row.Worst, worst := math.Abs(row.Above[0]-row.Above[1]), "above"
+			worst := "above"
+			row.Worst = math.Abs(row.Above[0] - row.Above[1])
 			if d := math.Abs(row.Below[0] - row.Below[1]); d > row.Worst {
 				row.Worst, worst = d, "below"
 			}
