@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idletrace/idletrace/internal/fidelity"
@@ -82,33 +84,66 @@ func TestLabCrossGovernor(t *testing.T) {
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building timerload: %v\n%s", err, b)
 	}
+	startLabKernel(t, root)
+	var mu sync.Mutex
 	var rows []crossRow
+	t.Cleanup(func() {
+		path := os.Getenv("IDLETRACE_LAB_CROSS_RESULTS")
+		if path == "" {
+			return
+		}
+		slices.SortFunc(rows, func(a, b crossRow) int {
+			return strings.Compare(a.Case+a.Replayed+a.OnTraceOf, b.Case+b.Replayed+b.OnTraceOf)
+		})
+		data, _ := json.MarshalIndent(rows, "", "  ")
+		if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+			t.Error(err)
+		}
+	})
 	for _, c := range crossCases {
 		if !crossWanted(c) {
 			continue
 		}
 		t.Run(c.kernel+"/"+c.profile, func(t *testing.T) {
-			rows = append(rows, runCrossCase(t, root, in, c)...)
+			t.Parallel()
+			r := runCrossCase(t, root, in, c)
+			mu.Lock()
+			rows = append(rows, r...)
+			mu.Unlock()
 		})
-	}
-	if path := os.Getenv("IDLETRACE_LAB_CROSS_RESULTS"); path != "" {
-		data, _ := json.MarshalIndent(rows, "", "  ")
-		if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-			t.Error(err)
-		}
 	}
 }
 
 func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
+	// The recordings run in parallel (their group waits for them all).
+	var mu sync.Mutex
 	traces := map[string]*trace.Reader{}
-	for _, g := range c.governors {
-		r, _ := labTrace(t, fmt.Sprintf("cross-%s-%s-%s", c.kernel, c.profile, g), func() string {
-			return runLab(t, root, in, c.kernel, c.profile, g, "idletrace record -q -o /out/t.trace -- ./crossgov.sh >/dev/null")
-		})
-		if r.Meta.CPUIdleGovernor != g || r.Meta.CPUIdleDriver != "idle_emu" {
-			t.Fatalf("the %s recording says driver %q, governor %q", g, r.Meta.CPUIdleDriver, r.Meta.CPUIdleGovernor)
+	t.Run("record", func(t *testing.T) {
+		for _, g := range c.governors {
+			t.Run(g, func(t *testing.T) {
+				t.Parallel()
+				defer labRun(t, c.kernel)()
+				r, _ := labTrace(t, fmt.Sprintf("cross-%s-%s-%s", c.kernel, c.profile, g), func() string {
+					return runLab(t, root, in, c.kernel, c.profile, g, "idletrace record -q -o /out/t.trace -- ./crossgov.sh >/dev/null")
+				})
+				if r.Meta.CPUIdleGovernor != g || r.Meta.CPUIdleDriver != "idle_emu" {
+					r.Close()
+					t.Fatalf("the %s recording says driver %q, governor %q", g, r.Meta.CPUIdleDriver, r.Meta.CPUIdleGovernor)
+				}
+				mu.Lock()
+				traces[g] = r
+				mu.Unlock()
+			})
 		}
-		traces[g] = r
+	})
+	for _, r := range traces {
+		t.Cleanup(func() { r.Close() })
+	}
+	if len(traces) != len(c.governors) {
+		if os.Getenv("IDLETRACE_LAB_REJUDGE") != "" {
+			t.Skipf("IDLETRACE_LAB_REJUDGE: %d of %d recordings kept", len(traces), len(c.governors))
+		}
+		t.Fatalf("%d of %d recordings", len(traces), len(c.governors))
 	}
 	pct := func(n, of uint64) float64 { return 100 * float64(n) / float64(max(of, 1)) }
 	var rows []crossRow

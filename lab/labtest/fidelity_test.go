@@ -8,7 +8,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idletrace/idletrace/internal/fidelity"
@@ -142,21 +144,33 @@ func wanted(c labCase) bool {
 func TestLabFidelity(t *testing.T) {
 	root := repoRoot(t)
 	in := labInput(t, root, "lab/workloads/fidelity.sh")
+	startLabKernel(t, root)
+	var mu sync.Mutex
 	var rows []labRow
+	// The rows run in parallel; the parent's cleanups run once all are done.
+	t.Cleanup(func() {
+		path := os.Getenv("IDLETRACE_LAB_RESULTS")
+		if path == "" {
+			return
+		}
+		slices.SortFunc(rows, func(a, b labRow) int { return strings.Compare(a.Case, b.Case) })
+		data, _ := json.MarshalIndent(rows, "", "  ")
+		if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+			t.Error(err)
+		}
+	})
 	for _, c := range labCases {
 		if !wanted(c) {
 			continue
 		}
 		t.Run(c.name(), func(t *testing.T) {
+			t.Parallel()
+			defer labRun(t, c.kernel)()
 			row := runLabCase(t, root, in, c)
+			mu.Lock()
 			rows = append(rows, row)
+			mu.Unlock()
 		})
-	}
-	if path := os.Getenv("IDLETRACE_LAB_RESULTS"); path != "" {
-		data, _ := json.MarshalIndent(rows, "", "  ")
-		if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-			t.Error(err)
-		}
 	}
 }
 
@@ -192,6 +206,7 @@ func runLabCase(t *testing.T, root, in string, c labCase) labRow {
 	r, out := labTrace(t, strings.ReplaceAll(c.name(), "/", "-"), func() string {
 		return runLab(t, root, in, c.kernel, c.profile, c.governor, script, env...)
 	})
+	defer r.Close()
 	if len(c.switches) > 0 && out != "" {
 		b, err := os.ReadFile(filepath.Join(out, "switches"))
 		if err != nil {

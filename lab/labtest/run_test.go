@@ -3,10 +3,13 @@
 package labtest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -47,7 +50,7 @@ func runLab(t *testing.T, root, in, kernel, profile, governor, script string, en
 // DIR/name.trace. IDLETRACE_LAB_REJUDGE=DIR judges such kept copies instead,
 // without a VM: the quick way to hold a changed model to earlier runs (a
 // row without a kept trace is skipped, saying so). out is the run's --out
-// directory, "" for a kept trace.
+// directory, "" for a kept trace. The caller closes r.
 func labTrace(t *testing.T, name string, record func() string) (r *trace.Reader, out string) {
 	t.Helper()
 	path := ""
@@ -69,6 +72,74 @@ func labTrace(t *testing.T, name string, record func() string) (r *trace.Reader,
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
 	return r, out
+}
+
+// The lab's runs go in parallel, IDLETRACE_LAB_JOBS at a time (default 2:
+// each VM's single-threaded TCG keeps one CPU busy, and the models are held
+// to the kernel's choices, not to timings, so VMs sharing the machine
+// change nothing they judge).
+var (
+	labSlots     chan struct{}
+	labSlotsOnce sync.Once
+)
+
+// labSlot waits for a free run slot; call the function it returns to free it.
+func labSlot(t *testing.T) func() {
+	labSlotsOnce.Do(func() {
+		n, err := strconv.Atoi(env("IDLETRACE_LAB_JOBS", "2"))
+		if err != nil || n < 1 {
+			n = 1
+		}
+		labSlots = make(chan struct{}, n)
+	})
+	labSlots <- struct{}{}
+	return func() { <-labSlots }
+}
+
+// The lab kernel is built (scripts/lab-kernel.sh: about 9 minutes on 2
+// CPUs when not cached) while the rows on Debian's kernels run.
+var (
+	labKernelOnce sync.Once
+	labKernelDone = make(chan struct{})
+	labKernelErr  error
+)
+
+// startLabKernel starts building the lab kernel unless it is cached or the
+// traces are rejudged; rows on it call waitLabKernel.
+func startLabKernel(t *testing.T, root string) {
+	labKernelOnce.Do(func() {
+		if os.Getenv("IDLETRACE_LAB_REJUDGE") != "" {
+			close(labKernelDone)
+			return
+		}
+		go func() {
+			defer close(labKernelDone)
+			cmd := exec.Command("bash", filepath.Join(root, "scripts/lab-kernel.sh"))
+			cmd.Dir = root
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if _, err := cmd.Output(); err != nil {
+				labKernelErr = fmt.Errorf("scripts/lab-kernel.sh: %v: %s", err, strings.TrimSpace(lastLine([]byte(stderr.String()))))
+			}
+		}()
+	})
+}
+
+func waitLabKernel(t *testing.T) {
+	t.Helper()
+	<-labKernelDone
+	if labKernelErr != nil {
+		t.Fatal(labKernelErr)
+	}
+}
+
+// labRun is one row's run on kernel: it waits for the lab kernel if the row
+// needs it, then for a run slot.
+func labRun(t *testing.T, kernel string) func() {
+	t.Helper()
+	if kernel == "lab" {
+		waitLabKernel(t)
+	}
+	return labSlot(t)
 }
