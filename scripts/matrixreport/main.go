@@ -1,9 +1,11 @@
 // Command matrixreport turns the results of scripts/kernel-matrix.sh (one
 // directory per kernel, written by scripts/kernel-matrix-steps.sh) into the
 // matrix table, testdata/kernel-matrix.{json,md} and the README's
-// requirements section; with -check it compares instead of writing.
+// requirements section; with -check it compares instead of writing. With
+// -lab-write or -lab-check it does the same for the lab's rows (lab.go).
 //
 //	go run ./scripts/matrixreport [-write|-check] -out testdata/kernel-matrix -readme README.md NAME=DIR...
+//	go run ./scripts/matrixreport [-lab-write|-lab-check] -lab-out testdata/lab-rows -readme README.md RESULTS.json...
 package main
 
 import (
@@ -64,7 +66,18 @@ func main() {
 	check := flag.Bool("check", false, "compare with the committed JSON and README instead of writing")
 	out := flag.String("out", "testdata/kernel-matrix", "path prefix of the .json and .md results")
 	readme := flag.String("readme", "README.md", "README whose requirements section is generated")
+	labWrite := flag.Bool("lab-write", false, "write the lab rows' JSON, Markdown and README section from the lab tests' results")
+	labCheck := flag.Bool("lab-check", false, "hold the lab tests' results to the committed lab rows instead of writing")
+	labOut := flag.String("lab-out", "testdata/lab-rows", "path prefix of the lab rows' .json and .md")
+	labBy := flag.String("lab-by", "`make test-lab`", "what ran the rows, in Markdown, for the README's line (-lab-write)")
 	flag.Parse()
+	if *labWrite || *labCheck {
+		// The lab's results are not a kernel matrix: one mode per run.
+		if *labWrite == *labCheck || *write || *check {
+			fail("give one of -lab-write and -lab-check, without -write or -check")
+		}
+		os.Exit(labMain(*labWrite, *labOut, *readme, *labBy, flag.Args()))
+	}
 	if *write == *check {
 		fail("give one of -write and -check")
 	}

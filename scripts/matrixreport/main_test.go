@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -191,5 +193,229 @@ func TestCompareRowsNewTest(t *testing.T) {
 	cur.Referee = map[string]string{"TestKernelReferee": "PASS"}
 	if d := CompareRows([]Row{old}, []Row{cur}); len(d) != 1 {
 		t.Errorf("a test that no longer runs: %q", d)
+	}
+}
+
+// TestReadmeMatchesLabRows: the README's lab-rows section is the one the
+// committed lab rows (testdata/lab-rows.json) give.
+func TestReadmeMatchesLabRows(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/lab-rows.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l LabRows
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := LabReadmeSection(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := LabSection(l); got != want {
+		t.Errorf("README.md's lab-rows section differs from what testdata/lab-rows.json gives; run matrixreport -lab-write.\nwant:\n%s", want)
+	}
+}
+
+func labFixture() LabRows {
+	return LabRows{
+		Date: "2026-12-02", ProducedBy: "`make test-lab`",
+		Fidelity: []LabRow{{
+			Case: "6.12/icx/menu", Kernel: "6.12.117+deb12-cloud-amd64", Periods: 10586, Agreement: 0.99933,
+			KernelAbove: 598, KernelBelow: 1676, ModelAbove: 578, ModelBelow: 1670,
+			KernelShare: map[string]float64{"POLL": 0.03, "C1": 0.10, "C6": 0.87},
+			ModelShare:  map[string]float64{"POLL": 0.031, "C1": 0.0984, "C6": 0.8706}, Pass: true,
+		}},
+		Cross: []CrossRow{{
+			Case: "lab/icx", Replayed: "menu", OnTraceOf: "teo", Periods: 3600,
+			Above: [2]float64{2.44, 1.71}, Below: [2]float64{10.81, 7.62}, Worst: 3.19, Pass: true,
+		}},
+	}
+}
+
+func TestLabTables(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(*LabRows)
+		lines []string // expected table rows
+	}{
+		{"pass", func(*LabRows) {}, []string{
+			"| 6.12.117+deb12-cloud-amd64 | icx | menu | 10586 | 0.9993 | 578/1670 vs 598/1676 | 0.16 points (C1) | PASS |",
+			"| lab/icx | menu | teo | 2.4 / 1.7 | 10.8 / 7.6 | 3.2 | PASS |",
+		}},
+		{"fail", func(l *LabRows) { l.Fidelity[0].Pass, l.Cross[0].Pass = false, false }, []string{
+			"| 6.12.117+deb12-cloud-amd64 | icx | menu | 10586 | 0.9993 | 578/1670 vs 598/1676 | 0.16 points (C1) | FAIL |",
+			"| lab/icx | menu | teo | 2.4 / 1.7 | 10.8 / 7.6 | 3.2 | FAIL |",
+		}},
+		// A what-if policy keeps its "+...=..." whole; a row without a
+		// release or shares says so rather than printing nothing.
+		{"what-if, no release, no shares", func(l *LabRows) {
+			l.Fidelity[0].Case, l.Fidelity[0].Kernel = "lab/seed000/menu+poll=tick16", ""
+			l.Fidelity[0].KernelShare, l.Fidelity[0].ModelShare = nil, nil
+		}, []string{"| lab | seed000 | menu+poll=tick16 | 10586 | 0.9993 | 578/1670 vs 598/1676 | 0.00 points (?) | PASS |"}},
+		// A state only the model used counts too.
+		{"model-only state", func(l *LabRows) { l.Fidelity[0].ModelShare["C1E"] = 0.05 }, []string{
+			"| 6.12.117+deb12-cloud-amd64 | icx | menu | 10586 | 0.9993 | 578/1670 vs 598/1676 | 5.00 points (C1E) | PASS |",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := labFixture()
+			tc.edit(&l)
+			got := LabTables(l)
+			for _, want := range tc.lines {
+				if !strings.Contains(got, want+"\n") {
+					t.Errorf("no line %q in\n%s", want, got)
+				}
+			}
+			sec := LabSection(l)
+			if !strings.HasPrefix(sec, labBegin+"\n") || !strings.HasSuffix(sec, "\n"+labEnd) || !strings.Contains(sec, got) ||
+				!strings.Contains(sec, "Produced by `make test-lab`, 2026-12-02") {
+				t.Errorf("section:\n%s", sec)
+			}
+			if md := labMarkdown(l); !strings.Contains(md, got) || !strings.HasPrefix(md, "# Lab rows, 2026-12-02\n") {
+				t.Errorf("markdown:\n%s", md)
+			}
+		})
+	}
+}
+
+func TestReplaceLabSection(t *testing.T) {
+	km := sectionBegin + "\nmatrix\n" + sectionEnd
+	sec := LabSection(labFixture())
+	for _, tc := range []struct {
+		name, readme, want string
+		err                bool
+	}{
+		{"replace", "# x\n\n" + km + "\n\n" + labBegin + "\nold\n" + labEnd + "\n\n## Layout\n",
+			"# x\n\n" + km + "\n\n" + sec + "\n\n## Layout\n", false},
+		// Wherever the section was moved to, it stays there.
+		{"replace elsewhere", "# x\n\n" + labBegin + "\nold\n" + labEnd + "\n\n" + km + "\n",
+			"# x\n\n" + sec + "\n\n" + km + "\n", false},
+		{"insert after the kernel matrix", "# x\n\n" + km + "\n\n## Layout\n",
+			"# x\n\n" + km + "\n\n" + sec + "\n\n## Layout\n", false},
+		{"nowhere to insert", "# x\n\n## Layout\n", "", true},
+		{"begin without end", "# x\n\n" + km + "\n\n" + labBegin + "\nold\n", "", true},
+		{"end without begin", "# x\n\n" + km + "\n\n" + labEnd + "\n", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReplaceLabSection(tc.readme, sec)
+			if (err != nil) != tc.err {
+				t.Fatalf("error %v, want one: %v", err, tc.err)
+			}
+			if tc.err {
+				return
+			}
+			if got != tc.want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tc.want)
+			}
+			// Writing again changes nothing, and the kernel matrix's
+			// section is still there for its own check.
+			if again, _ := ReplaceLabSection(got, sec); again != got {
+				t.Errorf("a second write changed the README:\n%s", again)
+			}
+			if s, err := Section(got); err != nil || s != km {
+				t.Errorf("kernel-matrix section: %q, %v", s, err)
+			}
+		})
+	}
+}
+
+func TestCheckLab(t *testing.T) {
+	committed := labFixture()
+	for _, tc := range []struct {
+		name    string
+		edit    func(*LabRows)
+		want    []string // the error lines' beginnings, in order
+		summary string   // part of the summary line
+	}{
+		// The numbers differ from the committed ones: only the verdicts count.
+		{"pass with other numbers", func(l *LabRows) {
+			l.Fidelity[0].Agreement, l.Fidelity[0].ModelAbove, l.Cross[0].Worst = 0.9871, 700, 4.9
+			l.Date = "2027-01-01"
+		}, nil, "2 of 2 in the README ran and passed; 0 failing, 0 missing, 0 not in the README"},
+		{"fidelity fails", func(l *LabRows) { l.Fidelity[0].Pass = false },
+			[]string{"fidelity 6.12/icx/menu: fails: agreement 0.9993"}, "1 of 2 in the README ran and passed; 1 failing, 0 missing, 0 not"},
+		{"cross fails", func(l *LabRows) { l.Cross[0].Pass = false },
+			[]string{"cross-governor lab/icx: menu on the teo recording: fails: worst 3.2 points"}, "1 of 2 in the README ran and passed; 1 failing, 0 missing"},
+		{"missing", func(l *LabRows) { l.Cross = nil },
+			[]string{"cross-governor lab/icx: menu on the teo recording: in the README, missing from this run"}, "1 of 2 in the README ran and passed; 0 failing, 1 missing, 0 not"},
+		{"extra", func(l *LabRows) {
+			l.Fidelity = append(l.Fidelity, LabRow{Case: "6.12/spr/menu", Pass: true})
+		}, []string{"fidelity 6.12/spr/menu: not in the README"}, "2 of 2 in the README ran and passed; 0 failing, 0 missing, 1 not in the README"},
+		{"extra and failing", func(l *LabRows) {
+			l.Cross = append(l.Cross, CrossRow{Case: "lab/icx", Replayed: "teo", OnTraceOf: "menu", Worst: 6})
+		}, []string{"cross-governor lab/icx: teo on the menu recording: not in the README (and fails: worst 6.0 points"}, "0 failing, 0 missing, 1 not in the README"},
+		// Another replayed policy on the same recording is another row.
+		{"same case, other pair", func(l *LabRows) { l.Cross[0].Replayed = "ladder" }, []string{
+			"cross-governor lab/icx: menu on the teo recording: in the README, missing",
+			"cross-governor lab/icx: ladder on the teo recording: not in the README",
+		}, "1 of 2 in the README ran and passed; 0 failing, 1 missing, 1 not in the README"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := labFixture()
+			tc.edit(&run)
+			errs, summary := CheckLab(committed, run)
+			if len(errs) != len(tc.want) {
+				t.Fatalf("errors %q, want %d", errs, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(errs[i], w) || strings.Contains(errs[i], "\n") {
+					t.Errorf("error %d: %q, want one line beginning %q", i, errs[i], w)
+				}
+			}
+			if !strings.HasPrefix(summary, "lab rows: ") || !strings.Contains(summary, tc.summary) {
+				t.Errorf("summary: %s", summary)
+			}
+		})
+	}
+}
+
+// TestReadLabResults: the files are told apart by their rows, in any order;
+// a later row of a name replaces an earlier one; a test that wrote no rows
+// wrote "null"; a file that is not there is an error.
+func TestReadLabResults(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fid := write("fid.json", `[{"case": "lab/icx/teo", "agreement": 0.99, "pass": true}, {"case": "6.1/icx/menu", "pass": true}]`)
+	fid2 := write("fid2.json", `[{"case": "6.1/icx/menu", "pass": false}]`)
+	cross := write("cross.json", `[{"case": "lab/icx", "replayed": "teo", "on_trace_of": "menu", "above_pct": [1, 2], "pass": true},
+		{"case": "lab/icx", "replayed": "menu", "on_trace_of": "teo", "pass": true}]`)
+	empty := write("empty.json", "null\n")
+	bad := write("bad.json", `[{"periods": 3}]`)
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		fid   []string // case:pass
+		cross []string // case replayed/on_trace_of
+		errs  int
+	}{
+		{"either order", []string{cross, fid}, []string{"6.1/icx/menu:true", "lab/icx/teo:true"}, []string{"lab/icx menu/teo", "lab/icx teo/menu"}, 0},
+		{"later replaces", []string{fid, fid2}, []string{"6.1/icx/menu:false", "lab/icx/teo:true"}, nil, 0},
+		{"no rows", []string{empty}, nil, nil, 0},
+		{"missing file", []string{fid, filepath.Join(dir, "absent.json")}, []string{"6.1/icx/menu:true", "lab/icx/teo:true"}, nil, 1},
+		{"not a row", []string{bad}, nil, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, errs := ReadLabResults(tc.paths)
+			var f, c []string
+			for _, r := range l.Fidelity {
+				f = append(f, r.Case+":"+strconv.FormatBool(r.Pass))
+			}
+			for _, r := range l.Cross {
+				c = append(c, r.Case+" "+r.Replayed+"/"+r.OnTraceOf)
+			}
+			if !slices.Equal(f, tc.fid) || !slices.Equal(c, tc.cross) || len(errs) != tc.errs {
+				t.Errorf("fidelity %q, cross %q, errors %v", f, c, errs)
+			}
+		})
 	}
 }
