@@ -3,7 +3,6 @@
 package labtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/idletrace/idletrace/internal/fidelity"
+	"github.com/idletrace/idletrace/internal/labrows"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -42,18 +42,7 @@ var crossCases = []crossCase{
 const crossBarPoints = 5.0
 
 // crossRow is one ordered pair's figures.
-type crossRow struct {
-	Case      string             `json:"case"` // kernel/profile
-	Replayed  string             `json:"replayed"`
-	OnTraceOf string             `json:"on_trace_of"`
-	Periods   uint64             `json:"periods"`
-	Above     [2]float64         `json:"above_pct"` // model, own recording
-	Below     [2]float64         `json:"below_pct"`
-	Share     map[string]float64 `json:"share_model"`
-	OwnShare  map[string]float64 `json:"share_own_recording"`
-	Worst     float64            `json:"worst_points"`
-	Pass      bool               `json:"pass"`
-}
+type crossRow = labrows.Cross
 
 func crossWanted(c crossCase) bool {
 	sel := os.Getenv("IDLETRACE_LAB_CROSS")
@@ -95,8 +84,7 @@ func TestLabCrossGovernor(t *testing.T) {
 		slices.SortFunc(rows, func(a, b crossRow) int {
 			return strings.Compare(a.Case+a.Replayed+a.OnTraceOf, b.Case+b.Replayed+b.OnTraceOf)
 		})
-		data, _ := json.MarshalIndent(rows, "", "  ")
-		if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		if err := labrows.Write(path, rows); err != nil {
 			t.Error(err)
 		}
 	})

@@ -3,7 +3,6 @@
 package labtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/idletrace/idletrace/internal/fidelity"
+	"github.com/idletrace/idletrace/internal/labrows"
 	"github.com/idletrace/idletrace/pkg/model"
 )
 
@@ -154,8 +154,7 @@ func TestLabFidelity(t *testing.T) {
 			return
 		}
 		slices.SortFunc(rows, func(a, b labRow) int { return strings.Compare(a.Case, b.Case) })
-		data, _ := json.MarshalIndent(rows, "", "  ")
-		if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		if err := labrows.Write(path, rows); err != nil {
 			t.Error(err)
 		}
 	})
@@ -175,19 +174,7 @@ func TestLabFidelity(t *testing.T) {
 }
 
 // labRow is one case's figures.
-type labRow struct {
-	Case        string             `json:"case"`
-	Kernel      string             `json:"kernel"`
-	Periods     uint64             `json:"periods"`
-	Agreement   float64            `json:"agreement"`
-	KernelAbove uint64             `json:"kernel_above"`
-	KernelBelow uint64             `json:"kernel_below"`
-	ModelAbove  uint64             `json:"model_above"`
-	ModelBelow  uint64             `json:"model_below"`
-	KernelShare map[string]float64 `json:"kernel_share"`
-	ModelShare  map[string]float64 `json:"model_share"`
-	Pass        bool               `json:"pass"`
-}
+type labRow = labrows.Fidelity
 
 func runLabCase(t *testing.T, root, in string, c labCase) labRow {
 	// The switches go on the kernel command line (set from boot, before

@@ -18,36 +18,15 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idletrace/idletrace/internal/labrows"
 )
 
-// LabRow is one TestLabFidelity case (lab/labtest's labRow).
-type LabRow struct {
-	Case        string             `json:"case"` // kernel/profile/policy
-	Kernel      string             `json:"kernel"`
-	Periods     uint64             `json:"periods"`
-	Agreement   float64            `json:"agreement"`
-	KernelAbove uint64             `json:"kernel_above"`
-	KernelBelow uint64             `json:"kernel_below"`
-	ModelAbove  uint64             `json:"model_above"`
-	ModelBelow  uint64             `json:"model_below"`
-	KernelShare map[string]float64 `json:"kernel_share"`
-	ModelShare  map[string]float64 `json:"model_share"`
-	Pass        bool               `json:"pass"`
-}
-
-// CrossRow is one TestLabCrossGovernor pair (lab/labtest's crossRow).
-type CrossRow struct {
-	Case      string             `json:"case"` // kernel/profile
-	Replayed  string             `json:"replayed"`
-	OnTraceOf string             `json:"on_trace_of"`
-	Periods   uint64             `json:"periods"`
-	Above     [2]float64         `json:"above_pct"` // model, own recording
-	Below     [2]float64         `json:"below_pct"`
-	Share     map[string]float64 `json:"share_model"`
-	OwnShare  map[string]float64 `json:"share_own_recording"`
-	Worst     float64            `json:"worst_points"`
-	Pass      bool               `json:"pass"`
-}
+// LabRow and CrossRow are the lab tests' rows.
+type (
+	LabRow   = labrows.Fidelity
+	CrossRow = labrows.Cross
+)
 
 // LabRows is testdata/lab-rows.json.
 type LabRows struct {
@@ -63,14 +42,14 @@ const (
 )
 
 // Key names a row in the check's lines and matches it across runs.
-func (r LabRow) Key() string { return "fidelity " + r.Case }
+func fidelityKey(r LabRow) string { return "fidelity " + r.Case }
 
-func (r CrossRow) Key() string {
+func crossKey(r CrossRow) string {
 	return "cross-governor " + r.Case + ": " + r.Replayed + " on the " + r.OnTraceOf + " recording"
 }
 
 // parts splits a case into kernel, table and policy.
-func (r LabRow) parts() (kernel, table, policy string) {
+func caseParts(r LabRow) (kernel, table, policy string) {
 	p := strings.SplitN(r.Case, "/", 3)
 	for len(p) < 3 {
 		p = append(p, "?")
@@ -80,8 +59,8 @@ func (r LabRow) parts() (kernel, table, policy string) {
 
 // kernelCell is the release the row ran (the case's kernel when the result
 // has none), which tells Debian's 6.12 from the lab kernel.
-func (r LabRow) kernelCell() string {
-	k, _, _ := r.parts()
+func kernelCell(r LabRow) string {
+	k, _, _ := caseParts(r)
 	if r.Kernel == "" {
 		return k
 	}
@@ -122,9 +101,9 @@ func LabTables(l LabRows) string {
 	var b strings.Builder
 	b.WriteString("| kernel | table | policy | periods | agreement | above/below model vs kernel | largest share difference | pass |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range l.Fidelity {
-		_, table, policy := r.parts()
+		_, table, policy := caseParts(r)
 		s, d := largestShareDiff(r.ModelShare, r.KernelShare)
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.4f | %d/%d vs %d/%d | %.2f points (%s) | %s |\n", r.kernelCell(), table, policy,
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.4f | %d/%d vs %d/%d | %.2f points (%s) | %s |\n", kernelCell(r), table, policy,
 			r.Periods, r.Agreement, r.ModelAbove, r.ModelBelow, r.KernelAbove, r.KernelBelow, d, orQ(s), passCell(r.Pass))
 	}
 	b.WriteString("\n| case | replayed | on the recording of | above % model/own | below % model/own | worst points | pass |\n|---|---|---|---|---|---|---|\n")
@@ -233,14 +212,14 @@ func ReadLabResults(paths []string) (LabRows, []error) {
 					errs = append(errs, fmt.Errorf("%s: row %d: %w", p, i, err))
 					continue
 				}
-				cross[r.Key()] = r
+				cross[crossKey(r)] = r
 			} else {
 				var r LabRow
 				if err := json.Unmarshal(one, &r); err != nil || r.Case == "" {
 					errs = append(errs, fmt.Errorf("%s: row %d is neither a fidelity nor a cross-governor row", p, i))
 					continue
 				}
-				fid[r.Key()] = r
+				fid[fidelityKey(r)] = r
 			}
 		}
 	}
@@ -282,11 +261,11 @@ func labResults(l LabRows) []labResult {
 	var out []labResult
 	for _, r := range l.Fidelity {
 		s, d := largestShareDiff(r.ModelShare, r.KernelShare)
-		out = append(out, labResult{r.Key(), fmt.Sprintf("agreement %.4f, above/below model %d/%d vs kernel %d/%d of %d periods, largest share difference %.2f points (%s)",
+		out = append(out, labResult{fidelityKey(r), fmt.Sprintf("agreement %.4f, above/below model %d/%d vs kernel %d/%d of %d periods, largest share difference %.2f points (%s)",
 			r.Agreement, r.ModelAbove, r.ModelBelow, r.KernelAbove, r.KernelBelow, r.Periods, d, orQ(s)), r.Pass})
 	}
 	for _, r := range l.Cross {
-		out = append(out, labResult{r.Key(), fmt.Sprintf("worst %.1f points (above %.1f/%.1f %%, below %.1f/%.1f %%)",
+		out = append(out, labResult{crossKey(r), fmt.Sprintf("worst %.1f points (above %.1f/%.1f %%, below %.1f/%.1f %%)",
 			r.Worst, r.Above[0], r.Above[1], r.Below[0], r.Below[1]), r.Pass})
 	}
 	return out
