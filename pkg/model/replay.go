@@ -880,13 +880,6 @@ func (ps *polSim) latReq(c *cpuShared, t int64) int64 {
 
 func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
 	t := ps.tab
-	if pi.chain && cs.open {
-		gap := pi.e - pi.prevExit
-		if gap > 0 {
-			ps.timeNs[cs.state] += gap
-			ps.energy += t.power[cs.state] * float64(gap)
-		}
-	}
 	if pi.rec < 0 {
 		cs.open = false
 		return 0
@@ -1008,8 +1001,11 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		cs.hold = false
 		if pi.chain {
 			if cs.needSelect {
+				// The stay ended at the recorded tick or time-out: the
+				// CPU was busy until this entry (the kernel selected
+				// here and measures from here), not idle.
 				cs.needSelect = false
-				ps.selectAt(c, cs, pi, cs.holdAt, pi.e)
+				ps.selectAt(c, cs, pi, pi.e, pi.e)
 			}
 		} else {
 			ps.endEpisode(cs, cs.holdAt, false, false, cs.holdWakeEl)
