@@ -18,6 +18,10 @@ import (
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
+// This file sorts after fidelity_test.go on purpose: go test runs the
+// fidelity rows first, so that those on Debian's kernels run while the lab
+// kernel builds.
+
 // crossCase is one kernel and table on which the same workload is recorded
 // under each governor, and each governor's model replayed on every other
 // governor's recording is held to that governor's own recording (issue 9
