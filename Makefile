@@ -45,7 +45,7 @@ test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12 under QEMU, then t
 	scripts/lab-rows.sh
 
 test-lab: build ## every lab row (root), 6.1 with seed 000's table included; builds the lab kernel when it is not cached; writes nothing
-	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags lab -timeout 60m -v -run '^(TestLabFidelity|TestLabCrossGovernor)$$' ./lab/labtest
+	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags lab -timeout 60m -parallel 64 -v -run '^(TestLabFidelity|TestLabCrossGovernor)$$' ./lab/labtest
 
 demo: build ## record a few seconds here (or use the bundled trace) and show stats and a what-if
 	@scripts/demo.sh $(BIN)

@@ -24,7 +24,7 @@ export IDLETRACE_LAB_FIDELITY=${IDLETRACE_LAB_FIDELITY-"6.12/*/* 6.1/icx/menu la
 export IDLETRACE_LAB_CROSS=${IDLETRACE_LAB_CROSS-"6.12/icx lab/icx"}
 t0=$(date +%s)
 IDLETRACE_LAB_RESULTS=$tmp/fidelity.json IDLETRACE_LAB_CROSS_RESULTS=$tmp/cross.json \
-	go test -count=1 -tags lab -timeout 60m -v -run '^(TestLabFidelity|TestLabCrossGovernor)$' ./lab/labtest
+	go test -count=1 -tags lab -timeout 60m -parallel 64 -v -run '^(TestLabFidelity|TestLabCrossGovernor)$' ./lab/labtest
 rc=$?
 mode=-lab-write
 [ "${CI:-}" = true ] && mode=-lab-check

@@ -78,7 +78,9 @@ func labTrace(t *testing.T, name string, record func() string) (r *trace.Reader,
 // The lab's runs go in parallel, IDLETRACE_LAB_JOBS at a time (default 2:
 // each VM's single-threaded TCG keeps one CPU busy, and the models are held
 // to the kernel's choices, not to timings, so VMs sharing the machine
-// change nothing they judge).
+// change nothing they judge). Run go test with -parallel above the number
+// of rows, so that rows waiting for the lab kernel do not hold go test's
+// own slots while rows on Debian's kernels could run.
 var (
 	labSlots     chan struct{}
 	labSlotsOnce sync.Once
