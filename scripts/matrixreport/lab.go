@@ -70,23 +70,30 @@ func kernelCell(r LabRow) string {
 // largestShareDiff is the state whose share of idle time the model is
 // furthest from the kernel on, in points (the fidelity bar is 2).
 func largestShareDiff(model, kernel map[string]float64) (string, float64) {
-	var states []string
-	for s := range kernel {
-		states = append(states, s)
-	}
-	for s := range model {
-		if _, ok := kernel[s]; !ok {
-			states = append(states, s)
-		}
-	}
-	slices.Sort(states) // ties go to the first name: the cell does not change between renderings
 	worst, d := "", -1.0
-	for _, s := range states {
+	// Sorted: ties go to the first name, so the cell does not change
+	// between renderings.
+	for _, s := range stateNames(model, kernel) {
 		if v := 100 * math.Abs(model[s]-kernel[s]); v > d {
 			worst, d = s, v
 		}
 	}
 	return worst, max(d, 0)
+}
+
+// stateNames is the sorted union of the states two share maps name.
+func stateNames(a, b map[string]float64) []string {
+	var states []string
+	for s := range a {
+		states = append(states, s)
+	}
+	for s := range b {
+		if _, ok := a[s]; !ok {
+			states = append(states, s)
+		}
+	}
+	slices.Sort(states)
+	return states
 }
 
 func passCell(ok bool) string {
@@ -163,18 +170,8 @@ func labMarkdown(l LabRows) string {
 // shareCell: "POLL 3.2/3.3, C1 2.8/2.8", states in the reference's order of
 // name (the tables' states are named as the profiles name them).
 func shareCell(model, ref map[string]float64) string {
-	var states []string
-	for s := range ref {
-		states = append(states, s)
-	}
-	for s := range model {
-		if _, ok := ref[s]; !ok {
-			states = append(states, s)
-		}
-	}
-	slices.Sort(states)
 	var parts []string
-	for _, s := range states {
+	for _, s := range stateNames(model, ref) {
 		parts = append(parts, fmt.Sprintf("%s %.1f/%.1f", s, 100*model[s], 100*ref[s]))
 	}
 	if len(parts) == 0 {
