@@ -54,6 +54,12 @@ mkdir -p "$CACHE"
 WORK=$(mktemp -d /var/tmp/idletrace-labkernel.XXXXXX)
 trap 'safe_rm "$WORK"' EXIT
 
+# apt and the cache's downloads are shared with scripts/lab.sh runs, which
+# the lab's tests start while this builds: one at a time, under
+# $CACHE/.lab.lock (held for the download and the tools only).
+exec 8>"$CACHE/.lab.lock"
+flock 8
+
 # --- the source package (cached like the kernel packages) -------------------
 srcdeb=$(cached_debs "linux-source-${SERIES}_*.deb" | tail -1) || true # (no match: status 1)
 if [ $CACHED_ONLY = 0 ] && { [ -z "$srcdeb" ] || [ "${IDLETRACE_KERNEL_REFRESH:-}" = 1 ]; }; then
@@ -68,6 +74,7 @@ if [ $CACHED_ONLY = 0 ] && { [ -z "$srcdeb" ] || [ "${IDLETRACE_KERNEL_REFRESH:-
 	fi
 	srcdeb=$(cached_debs "${pkg}_*.deb" | tail -1) || true
 fi
+flock -u 8
 if [ -z "$srcdeb" ]; then
 	log "no linux-source-$SERIES package in $CACHE"
 	exit 1
@@ -119,6 +126,7 @@ if [ -f "$DIR/.done" ]; then # built while we waited
 fi
 
 # --- tools ------------------------------------------------------------------
+flock 8
 need=()
 for t in flex:flex bison:bison bc:bc pahole:dwarves gcc:gcc make:make patch:patch xz:xz-utils; do
 	command -v "${t%%:*}" >/dev/null || need+=("${t#*:}")
@@ -130,6 +138,7 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt_update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+flock -u 8
 
 # --- build --------------------------------------------------------------------
 part=$DIR.partial

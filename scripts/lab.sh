@@ -117,6 +117,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Runs share the cache and apt: one at a time installs tools, fetches and
+# extracts kernels and headers, and builds the module (parallel runs on a
+# cold cache removed each other's half-extracted headers). Once cached,
+# these steps only look things up.
+exec 9>"$CACHE/.lab.lock"
+flock 9
+
 # --- tools -------------------------------------------------------------------
 need=()
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
@@ -146,6 +153,7 @@ else
 	kbuild=$(headers_dir "$deb") || die "no headers for Debian kernel $KERNEL (see the lines above)"
 fi
 ko=$(emu_module "$kbuild") || die "cannot build lab/idle_emu for $kbuild (see the lines above)"
+flock -u 9
 
 # --- idletrace, the profile -----------------------------------------------------
 CGO_ENABLED=0 go build -trimpath -o "$WORK/idletrace" ./cmd/idletrace 2>"$WORK/go.log" ||
