@@ -21,17 +21,32 @@
  * the latency it owes in a per-CPU variable before HLT; probes registered on
  * the interrupt, IPI and timer entry tracepoints (irq:irq_handler_entry,
  * irq_vectors:*_entry), which run before the handler's own work, spin the
- * owed time when this CPU is leaving an emulated state. A stay that ends
- * without one of them (an NMI, a vector without a tracepoint) pays the rest
- * in the driver's enter callback before it returns. The spin is on
- * local_clock(), the clock the cpuidle core measures residency with, so the
- * kernel counts the exit latency inside the residency, as it does on
- * hardware (where MWAIT returns only after the core has woken up): menu's
- * "measured - exit latency" and the core's "below" rule expect that.
+ * owed time when this CPU is leaving an emulated state, once per stay (the
+ * first probe pays; an interrupt pending behind it finds nothing
+ * owed). A stay that ends without one of them (an NMI, a vector without a
+ * tracepoint) pays in the driver's enter callback before it returns. The
+ * spin is on CLOCK_MONOTONIC (ktime_get_mono_fast_ns), the clock the
+ * recorder's trace and the workloads measure wake-ups with; the cpuidle
+ * core's residency clock, local_clock(), runs at its rate on the tsc
+ * clocksource ("calibration"), so the kernel counts the exit latency inside
+ * the residency, as it does on hardware (where MWAIT returns only after the
+ * core has woken up): menu's "measured - exit latency" and the core's
+ * "below" rule expect that.
  *
- * Read-only parameters show what was done: "calibration" (a spin of 1 ms on
- * local_clock against ktime_get, measured at load) and "stats" (per state:
- * stays paid at an interrupt entry, in enter, and the total time spun).
+ * Under single-threaded QEMU TCG one host thread runs every vCPU in turn, so
+ * a spin would stop the other CPUs for its whole length: a CPU leaving C6
+ * for its tick would hold up the CPU that is waking a task or completing an
+ * IO, which hardware never does. A spin of at least yield_min_ns therefore
+ * executes PAUSE while another CPU is awake (running, or paying its own exit
+ * latency), which hands the host thread over (spin_yield).
+ *
+ * Read-only parameters show what was done: "calibration" (a 1 ms spin on
+ * CLOCK_MONOTONIC and on local_clock, and udelay(1000), measured at load),
+ * "stats" (per state: stays paid at an interrupt entry, in enter, the time
+ * spun, the spins more than 10 % over, the longest), "overrun" (per state,
+ * spins by how far they ran over) and "overran" (spins of any state that ran
+ * over by more than overrun_ns: the host, or another vCPU, held the CPU that
+ * was paying; lab/pingpong reads it around every sample).
  */
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -83,22 +98,35 @@ static int n_flags;
 module_param_array(flags, charp, &n_flags, 0444);
 MODULE_PARM_DESC(flags, "per halted state, '+'-separated: off, tlb");
 
-static bool spin_yield;
+static bool spin_yield = true;
 module_param(spin_yield, bool, 0644);
-MODULE_PARM_DESC(spin_yield, "cpu_relax() (PAUSE) in the exit-latency spin: under single-threaded QEMU TCG it hands the host thread to the other vCPUs, so that two CPUs leaving a state at once spin together rather than one after the other, but a busy vCPU then stretches the spin");
+MODULE_PARM_DESC(spin_yield, "cpu_relax() (PAUSE) in exit-latency spins of at least yield_min_ns: under single-threaded QEMU TCG it hands the host thread to the other vCPUs, so that a CPU paying its exit latency does not stop the others (default on)");
+
+static ulong yield_min_ns = 20000;
+module_param(yield_min_ns, ulong, 0644);
+MODULE_PARM_DESC(yield_min_ns, "with spin_yield, the shortest exit latency whose spin yields (ns, default 20000): a shorter one costs the other vCPUs less than a hand-over");
+
+static ulong overrun_ns = 10000;
+module_param(overrun_ns, ulong, 0644);
+MODULE_PARM_DESC(overrun_ns, "a spin that runs over its exit latency by more than this (ns, default 10000) counts in \"overran\"");
 
 static bool hold_irq = true;
 module_param(hold_irq, bool, 0444);
 MODULE_PARM_DESC(hold_irq, "pay exit latency at interrupt entry, before the handler (default); 0: after HLT, handler first");
 
+#define EMU_NOVER 16
+
 struct emu_cpu {
 	u64 owed_ns;		/* exit latency still to pay; 0 when not halted */
 	int state;		/* index being left */
+	int halted;		/* in HLT in an emulated state: no interrupt taken yet */
 	u64 paid_irq[EMU_MAX];	/* stays whose latency was paid at an interrupt entry */
 	u64 paid_enter[EMU_MAX];	/* ... in enter (no hooked interrupt ran) */
-	u64 spun_ns[EMU_MAX];	/* local_clock time spent spinning */
+	u64 spun_ns[EMU_MAX];	/* time spent spinning */
 	u64 late[EMU_MAX];	/* spins that ran over the owed time by more than 10 % */
+	u64 overran;		/* spins, any state, that ran over by more than overrun_ns */
 	u64 max_ns[EMU_MAX];	/* longest spin */
+	u64 over[EMU_MAX][EMU_NOVER];	/* spins by overrun: < 1 us, < 2 us, < 4 us, ... */
 };
 static DEFINE_PER_CPU(struct emu_cpu, emu_cpu);
 
@@ -108,19 +136,45 @@ static struct cpuidle_driver emu_driver = {
 };
 
 /*
- * Spin ns on local_clock(); returns the time actually spun. cpu_relax() only
- * with spin_yield: under single-threaded QEMU TCG, PAUSE ends the vCPU's turn
- * (helper_pause), and the spin then lasts as long as the other vCPUs run (a
- * 1 ms spin measured 1.78 ms while the other CPU was busy booting).
+ * The spin's clock: CLOCK_MONOTONIC, what the recorder (bpf_ktime_get_ns)
+ * and the workloads (clock_gettime) measure wake-ups with. NMI-safe, so
+ * usable in any probe. With the tsc clocksource local_clock(), the cpuidle
+ * core's residency clock, runs at the same rate ("calibration").
  */
-static u64 emu_spin(u64 ns)
+static inline u64 emu_clock(void)
 {
-	u64 t0 = local_clock(), t;
+	return ktime_get_mono_fast_ns();
+}
+
+/* Is any other online CPU doing something: not halted in an emulated state? */
+static bool emu_others_awake(void)
+{
+	int cpu, self = smp_processor_id();
+
+	for_each_online_cpu(cpu)
+		if (cpu != self && !READ_ONCE(per_cpu_ptr(&emu_cpu, cpu)->halted))
+			return true;
+	return false;
+}
+
+/*
+ * Spin ns; returns the time actually spun. With yield, cpu_relax() whenever
+ * another CPU is awake: under single-threaded QEMU TCG (one host thread runs
+ * every vCPU in turn) PAUSE ends this vCPU's turn (helper_pause), so that a
+ * CPU that is running, or paying its own exit latency, goes on while this
+ * one waits, as on hardware, instead of stopping for the whole spin. While
+ * the others are halted there is no one to hand over to (an interrupt for
+ * them from a device or timer takes the host thread anyway), and PAUSE would
+ * only cost a pass through QEMU's scheduler under its big lock.
+ */
+static u64 emu_spin(u64 ns, bool yield)
+{
+	u64 t0 = emu_clock(), t;
 
 	do {
-		if (READ_ONCE(spin_yield))
+		if (yield && emu_others_awake())
 			cpu_relax();
-		t = local_clock();
+		t = emu_clock();
 	} while (t - t0 < ns);
 	return t - t0;
 }
@@ -132,15 +186,19 @@ static void emu_pay(bool at_irq)
 	u64 spun;
 	int s = c->state;
 
+	WRITE_ONCE(c->halted, 0);
 	if (!owed)
 		return;
 	c->owed_ns = 0;
-	spun = emu_spin(owed);
+	spun = emu_spin(owed, READ_ONCE(spin_yield) && owed >= READ_ONCE(yield_min_ns));
 	c->spun_ns[s] += spun;
 	if (spun > owed + owed / 10)
 		c->late[s]++;
+	if (spun - owed > READ_ONCE(overrun_ns))
+		WRITE_ONCE(c->overran, c->overran + 1);
 	if (spun > c->max_ns[s])
 		c->max_ns[s] = spun;
+	c->over[s][min_t(int, EMU_NOVER - 1, fls64((spun - owed) / NSEC_PER_USEC))]++;
 	if (at_irq)
 		c->paid_irq[s]++;
 	else
@@ -158,8 +216,10 @@ static int emu_enter(struct cpuidle_device *dev, struct cpuidle_driver *drv,
 	c->owed_ns = hold_irq ? drv->states[index].exit_latency_ns : 0;
 	/* Interrupts are off here; STI's shadow covers HLT, so a wake-up
 	 * that is already pending ends the halt rather than being lost. */
+	WRITE_ONCE(c->halted, 1);
 	asm volatile("sti; hlt" ::: "memory");
 	raw_local_irq_disable();
+	WRITE_ONCE(c->halted, 0);
 	if (hold_irq) {
 		emu_pay(false);
 	} else {
@@ -258,16 +318,16 @@ static int emu_register_tps(void)
 
 /* --- read-only reports ------------------------------------------------- */
 
-static u64 calib_local_ns, calib_ktime_ns, calib_udelay_ns;
+static u64 calib_spin_ns, calib_local_ns, calib_udelay_ns;
 
 static int emu_get_calibration(char *buf, const struct kernel_param *kp)
 {
-	return sysfs_emit(buf, "spin_local_clock_ns=%llu ktime_get_ns=%llu udelay_1000us_ktime_ns=%llu\n",
-			  calib_local_ns, calib_ktime_ns, calib_udelay_ns);
+	return sysfs_emit(buf, "spin_1000us_ns=%llu local_clock_ns=%llu udelay_1000us_ns=%llu\n",
+			  calib_spin_ns, calib_local_ns, calib_udelay_ns);
 }
 static const struct kernel_param_ops calib_ops = { .get = emu_get_calibration };
 module_param_cb(calibration, &calib_ops, NULL, 0444);
-MODULE_PARM_DESC(calibration, "a 1 ms spin on local_clock measured with ktime_get, and udelay(1000) (read-only)");
+MODULE_PARM_DESC(calibration, "a 1 ms exit-latency spin as CLOCK_MONOTONIC and local_clock measured it (read side by side before and after: their rates), and udelay(1000) on CLOCK_MONOTONIC (read-only)");
 
 static int emu_get_stats(char *buf, const struct kernel_param *kp)
 {
@@ -296,20 +356,63 @@ static const struct kernel_param_ops stats_ops = { .get = emu_get_stats };
 module_param_cb(stats, &stats_ops, NULL, 0444);
 MODULE_PARM_DESC(stats, "per state: stays paid at interrupt entry, in enter, time spun (read-only)");
 
+static int emu_get_overrun(char *buf, const struct kernel_param *kp)
+{
+	int s, cpu, b, n = 0;
+
+	n += sysfs_emit_at(buf, n, "state");
+	for (b = 0; b < EMU_NOVER; b++)
+		n += sysfs_emit_at(buf, n, b < EMU_NOVER - 1 ? " <%dus" : " >=%dus",
+				   b < EMU_NOVER - 1 ? 1 << b : 1 << (b - 1));
+	n += sysfs_emit_at(buf, n, "\n");
+	for (s = 0; s < emu_driver.state_count; s++) {
+		n += sysfs_emit_at(buf, n, "%d", s);
+		for (b = 0; b < EMU_NOVER; b++) {
+			u64 t = 0;
+
+			for_each_possible_cpu(cpu)
+				t += READ_ONCE(per_cpu_ptr(&emu_cpu, cpu)->over[s][b]);
+			n += sysfs_emit_at(buf, n, " %llu", t);
+		}
+		n += sysfs_emit_at(buf, n, "\n");
+	}
+	return n;
+}
+static const struct kernel_param_ops overrun_ops = { .get = emu_get_overrun };
+module_param_cb(overrun, &overrun_ops, NULL, 0444);
+MODULE_PARM_DESC(overrun, "per state, spins by how far they ran over the exit latency: < 1 us, < 2 us, < 4 us, ... (read-only)");
+
+/* One number, cheap to read around every sample of a measurement. */
+static int emu_get_overran(char *buf, const struct kernel_param *kp)
+{
+	u64 t = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		t += READ_ONCE(per_cpu_ptr(&emu_cpu, cpu)->overran);
+	return sysfs_emit(buf, "%llu\n", t);
+}
+static const struct kernel_param_ops overran_ops = { .get = emu_get_overran };
+module_param_cb(overran, &overran_ops, NULL, 0444);
+MODULE_PARM_DESC(overran, "exit-latency spins, every CPU and state, that ran over by more than overrun_ns: the host (or under single-threaded TCG another vCPU) held this one (read-only)");
+
 static void emu_calibrate(void)
 {
 	unsigned long irqf;
-	u64 k0, k1, sp;
+	u64 l0, l1, k0, k1;
 
 	local_irq_save(irqf);
-	k0 = ktime_get_ns();
-	sp = emu_spin(1000 * NSEC_PER_USEC);
-	k1 = ktime_get_ns();
-	calib_local_ns = sp;
-	calib_ktime_ns = k1 - k0;
-	k0 = ktime_get_ns();
+	emu_spin(10 * NSEC_PER_USEC, false);	/* TCG translates on first use */
+	k0 = emu_clock();
+	l0 = local_clock();
+	emu_spin(1000 * NSEC_PER_USEC, false);
+	k1 = emu_clock();
+	l1 = local_clock();
+	calib_spin_ns = k1 - k0;
+	calib_local_ns = l1 - l0;
+	k0 = emu_clock();
 	udelay(1000);
-	calib_udelay_ns = ktime_get_ns() - k0;
+	calib_udelay_ns = emu_clock() - k0;
 	local_irq_restore(irqf);
 }
 
@@ -407,8 +510,8 @@ static int __init emu_init(void)
 	if (err)
 		return err;
 	emu_calibrate();
-	pr_info("idle_emu: calibration: 1000 us spin on local_clock = %llu ns local_clock, %llu ns ktime_get; udelay(1000) = %llu ns ktime_get\n",
-		calib_local_ns, calib_ktime_ns, calib_udelay_ns);
+	pr_info("idle_emu: calibration: 1000 us spin = %llu ns CLOCK_MONOTONIC, %llu ns local_clock; udelay(1000) = %llu ns\n",
+		calib_spin_ns, calib_local_ns, calib_udelay_ns);
 	if (hold_irq) {
 		err = emu_register_tps();
 		if (err)
