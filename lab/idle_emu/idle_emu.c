@@ -403,6 +403,7 @@ static void emu_calibrate(void)
 
 	local_irq_save(irqf);
 	emu_spin(10 * NSEC_PER_USEC, false);	/* TCG translates on first use */
+	local_clock();
 	k0 = emu_clock();
 	l0 = local_clock();
 	emu_spin(1000 * NSEC_PER_USEC, false);
