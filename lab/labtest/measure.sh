@@ -1,71 +1,81 @@
 #!/bin/sh
 # Runs inside the lab VM (lab_test.go copies it into --in with pingpong):
-# for each halted state of the emulated driver, enables only that state on
-# every CPU, then measures task wake-ups (pingpong across CPUs 0 and 1) and IO
-# completions (fio, O_DIRECT 4 KiB reads at queue depth 1 on /data, pinned to
-# CPU 1), and writes one line per state to /out/results.txt:
-#   state=I name=N yield=Y latency_ns=L usage=U above=A rtt_p50_ns=.. rtt_mean_ns=.. clat_p50_ns=.. clat_mean_ns=.. paid=P spun_ns=S
-# usage/above: the state's cpuidle counters over the phase (every CPU), paid
-# and spun_ns: idle_emu's own account of the stays it held back and how long.
-ROUNDS=${ROUNDS:-2000}
-YIELDS=${YIELDS:-0} # idle_emu spin_yield values to measure each state with
-FIO_RUNTIME=${FIO_RUNTIME:-4}
+# measures, for every halted state of the emulated driver, task wake-ups (a
+# pipe ping-pong between CPUs 0 and 1: each message's write to the woken
+# reader's return) and IO completions (4 KiB O_DIRECT reads at queue depth 1
+# of lab.sh's fixed-latency null disk on CPU 1: each read's system call),
+# with lab/pingpong -states: the states take turns of TURN samples, each
+# enabled alone on every CPU, until each has ROUNDS round trips (two
+# wake-ups each) and READS reads, so that the host's load, which drifts over
+# a run, weighs on every state alike. pingpong marks clean the samples during
+# which the CPUs woke only for them (no tick, no other wake-up, no
+# exit-latency spin that the host held up; see lab/pingpong). Every sample is
+# kept: /out/pingpong.txt ("STATE RTT TO_CHILD TO_PARENT CLEAN") and
+# /out/io.txt ("STATE LATENCY CLEAN"), ns. One line per state in
+# /out/results.txt, each sample set as its count, lower quartile and median:
+#   state=I name=N yield=Y latency_ns=L usage=U above=A
+#   wake_n= wake_p25_ns= wake_p50_ns= clean_wake_n= clean_wake_p25_ns= clean_wake_p50_ns=
+#   io_n= io_p25_ns= io_p50_ns= clean_io_n= clean_io_p25_ns= clean_io_p50_ns=
+#   rtt_p50_ns= paid=P spun_ns=S late=K
+# usage/above: the state's cpuidle counters over the run (every CPU); paid,
+# spun_ns and late: idle_emu's own account of the stays it held back, how
+# long, and how many ran more than 10 % over.
+ROUNDS=${ROUNDS:-4000}
+READS=${READS:-4000}
+TURN=${TURN:-25}
+YIELD=${YIELD:-} # idle_emu's spin_yield, when set
 set -e
 cd "$(dirname "$0")"
 sysc=/sys/devices/system/cpu
+emup=/sys/module/idle_emu/parameters
 n=$(ls -d $sysc/cpu0/cpuidle/state* | wc -l)
 
-only() {
-	for d in $sysc/cpu[0-9]*/cpuidle/state*; do
-		if [ "${d##*state}" = "$1" ]; then echo 0 >"$d/disable"; else echo 1 >"$d/disable"; fi
-	done
-}
-sum() { # sum FILE over every CPU for state $1
+sum() { # sum STATE FILE over every CPU
 	t=0
 	for f in $sysc/cpu[0-9]*/cpuidle/state$1/$2; do t=$((t + $(cat "$f"))); done
 	echo $t
 }
 emu() { # emu STATE COLUMN: idle_emu's stats (2 latency_ns 3 paid_at_irq 4 paid_in_enter 5 spun_ns 6 late 7 max_ns)
-	awk -v s="$1" -v c="$2" '$1 == s { print $c }' /sys/module/idle_emu/parameters/stats
+	awk -v s="$1" -v c="$2" '$1 == s { print $c }' $emup/stats
 }
-json_ns() { # json_ns FILE KEY: the first "KEY" : number in fio's JSON
-	sed -n "s/^ *\"$2\" : \([0-9.]*\).*/\1/p" "$1" | head -1 | cut -d. -f1
+counters() { # counters STATE: usage above paid spun late
+	echo "$(sum $1 usage) $(sum $1 above) $(($(emu $1 3) + $(emu $1 4))) $(emu $1 5) $(emu $1 6)"
+}
+quart() { # quart: count, lower quartile and median of the numbers on stdin (one a line)
+	sort -n | awk 'function q(p,  x, i) { x = 1 + p * (NR - 1); i = int(x); return v[i] + (x - i) * (v[i + 1] - v[i]) }
+		{ v[NR] = $1 } END { if (NR == 0) { print "0 0 0"; exit }
+		v[NR + 1] = v[NR]; printf "%d %.0f %.0f\n", NR, q(0.25), q(0.5) }'
 }
 
-# IO on lab.sh's fixed-latency null disk when there is one (every completion
-# then finds its CPU idle), else on a file in /data.
-if [ -e /dev/lab-null ]; then
-	iofile=/dev/lab-null
-else
-	iofile=/data/f
-	fio --name=layout --filename=/data/f --size=64M --rw=write --bs=1M --direct=1 >/dev/null
-fi
-: >/out/results.txt
-for y in $YIELDS; do
-echo "$y" >/sys/module/idle_emu/parameters/spin_yield
+[ -e /dev/lab-null ] || { echo "measure.sh: no /dev/lab-null (IDLETRACE_LAB_NULL_LATENCY_NS)" >&2; exit 1; }
+[ -z "$YIELD" ] || echo "$YIELD" >$emup/spin_yield
+y=$(cat $emup/spin_yield)
+states=
 i=0
 while [ $i -lt "$n" ]; do
-	if [ "$(cat $sysc/cpu0/cpuidle/state$i/name)" = POLL ]; then
-		i=$((i + 1))
-		continue
+	if [ "$(cat $sysc/cpu0/cpuidle/state$i/name)" != POLL ]; then
+		states="$states${states:+,}$i"
+		eval "c0_$i='$(counters $i)'"
 	fi
-	only $i
-	name=$(cat $sysc/cpu0/cpuidle/state$i/name)
-	lat=$(emu $i 2)
-	u0=$(sum $i usage) a0=$(sum $i above) p0=$(($(emu $i 3) + $(emu $i 4))) s0=$(emu $i 5)
-	pp=$(./pingpong -n "$ROUNDS" -cpus 0,1)
-	fio --name=clat --filename=$iofile --size=64M --rw=randread --bs=4k --direct=1 \
-		--ioengine=psync --iodepth=1 --cpus_allowed=1 --time_based --runtime="$FIO_RUNTIME" \
-		--output-format=json --output=/out/fio-$i-$y.json >/dev/null
-	u1=$(sum $i usage) a1=$(sum $i above) p1=$(($(emu $i 3) + $(emu $i 4))) s1=$(emu $i 5)
-	clat50=$(sed -n '/"clat_ns"/,/}/p' /out/fio-$i-$y.json | sed -n 's/^ *"50.000000" : \([0-9]*\).*/\1/p' | head -1)
-	clatmean=$(sed -n '/"clat_ns"/,/"percentile"/p' /out/fio-$i-$y.json | sed -n 's/^ *"mean" : \([0-9]*\).*/\1/p' | head -1)
-	rtt50=$(echo "$pp" | sed -n 's/.*rtt_p50_ns=\([0-9]*\).*/\1/p')
-	rttmean=$(echo "$pp" | sed -n 's/.*rtt_mean_ns=\([0-9]*\).*/\1/p')
-	echo "state=$i name=$name yield=$y latency_ns=$lat usage=$((u1 - u0)) above=$((a1 - a0)) rtt_p50_ns=$rtt50 rtt_mean_ns=$rttmean clat_p50_ns=$clat50 clat_mean_ns=$clatmean paid=$((p1 - p0)) spun_ns=$((s1 - s0))" | tee -a /out/results.txt
 	i=$((i + 1))
 done
+./pingpong -n "$ROUNDS" -cpus 0,1 -states "$states" -turn "$TURN" -o /out/pingpong.txt >&2
+./pingpong -io /dev/lab-null -io-cpu 1 -n "$READS" -states "$states" -turn "$TURN" -o /out/io.txt >&2
+
+: >/out/results.txt
+for i in $(echo "$states" | tr , ' '); do
+	eval "set -- \$c0_$i $(counters $i)"
+	u=$(($6 - $1)) a=$(($7 - $2)) p=$(($8 - $3)) s=$(($9 - $4)) l=$((${10} - $5))
+	set -- $(awk -v s=$i '$1 == s { print $3; print $4 }' /out/pingpong.txt | quart) \
+		$(awk -v s=$i '$1 == s && $5 == 1 { print $3; print $4 }' /out/pingpong.txt | quart) \
+		$(awk -v s=$i '$1 == s { print $2 }' /out/io.txt | quart) \
+		$(awk -v s=$i '$1 == s && $3 == 1 { print $2 }' /out/io.txt | quart) \
+		$(awk -v s=$i '$1 == s { print $2 }' /out/pingpong.txt | quart)
+	echo "state=$i name=$(cat $sysc/cpu0/cpuidle/state$i/name) yield=$y latency_ns=$(emu $i 2) usage=$u above=$a" \
+		"wake_n=$1 wake_p25_ns=$2 wake_p50_ns=$3 clean_wake_n=$4 clean_wake_p25_ns=$5 clean_wake_p50_ns=$6" \
+		"io_n=$7 io_p25_ns=$8 io_p50_ns=$9 clean_io_n=${10} clean_io_p25_ns=${11} clean_io_p50_ns=${12}" \
+		"rtt_p50_ns=${15} paid=$p spun_ns=$s late=$l" | tee -a /out/results.txt
 done
-cat /sys/module/idle_emu/parameters/stats /sys/module/idle_emu/parameters/calibration >/out/emu.txt
+cat $emup/stats $emup/overrun $emup/calibration >/out/emu.txt
 cat /proc/interrupts >/out/interrupts.txt
-cat /sys/module/idle_emu/parameters/stats >&2
+cat $emup/stats $emup/overrun >&2
