@@ -113,6 +113,9 @@ func LabTables(l LabRows) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.4f | %d/%d vs %d/%d | %.2f points (%s) | %s |\n", kernelCell(r), table, policy,
 			r.Periods, r.Agreement, r.ModelAbove, r.ModelBelow, r.KernelAbove, r.KernelBelow, d, orQ(s), passCell(r.Pass))
 	}
+	if len(l.Cross) == 0 {
+		return b.String()
+	}
 	b.WriteString("\n| case | replayed | on the recording of | above % model/own | below % model/own | worst points | pass |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range l.Cross {
 		fmt.Fprintf(&b, "| %s | %s | %s | %.1f / %.1f | %.1f / %.1f | %.1f | %s |\n", r.Case, r.Replayed, r.OnTraceOf,
@@ -135,9 +138,12 @@ func LabSection(l LabRows) string {
 	var b strings.Builder
 	b.WriteString(labBegin + "\n\n")
 	b.WriteString("Lab rows (`lab/labtest`): the kernel's own governor choosing among an emulated server's states, " +
-		"the same policy's model replayed on the recording and held to the kernel's choices (`TestLabFidelity`), " +
-		"and each governor's model replayed on every governor's recording of one timer-driven workload, " +
-		"held to that governor's own recording (`TestLabCrossGovernor`).\n\n")
+		"the same policy's model replayed on the recording and held to the kernel's choices (`TestLabFidelity`)")
+	if len(l.Cross) > 0 {
+		b.WriteString(", and each governor's model replayed on every governor's recording of one timer-driven workload, " +
+			"held to that governor's own recording (`TestLabCrossGovernor`)")
+	}
+	b.WriteString(".\n\n")
 	b.WriteString(LabTables(l))
 	b.WriteString("\n" + producedLine(l, "; details in `testdata/lab-rows.md`"))
 	b.WriteString("\n" + labEnd)
