@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -488,5 +490,27 @@ func TestHelp(t *testing.T) {
 				t.Errorf("idletrace %s %s: exit %d, usage printed %d times:\n%s%s", c, h, r.code, strings.Count(r.stdout+r.stderr, usage), r.stdout, r.stderr)
 			}
 		}
+	}
+}
+
+// TestWhatifSharesAtMost100: above/below are shares of each policy's
+// selections, which is what the cpuidle core counts them against: with
+// idle periods as the base, haltpoll+qos=0us (a poll re-selected on every
+// time-out) printed "Below 205287 (101.2 %)" (issue 11 item 10).
+func TestWhatifSharesAtMost100(t *testing.T) {
+	r := runBin(t, "whatif", bundledTrace, "--policy", "haltpoll+qos=0us", "--policy", "menu")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	pct := regexp.MustCompile(`\(([0-9.]+) %\)`)
+	n := 0
+	for _, m := range pct.FindAllStringSubmatch(r.stdout, -1) {
+		n++
+		if v, _ := strconv.ParseFloat(m[1], 64); v > 100 {
+			t.Errorf("a share of %s %% in:\n%s", m[1], r.stdout)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("%d shares in the report, want above and below for both policies:\n%s", n, r.stdout)
 	}
 }

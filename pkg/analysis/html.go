@@ -71,7 +71,7 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 	} else {
 		costHeader, costRows, shareHeader, shareRows := whatifTables(rep)
 		htmlTable(w, costHeader, costRows)
-		fmt.Fprintf(w, "<p class=\"caption\">Above/below: too deep/too shallow choices by the cpuidle core's rules (share of idle periods). Energy: idle energy relative to the first policy. Agreement: share of the recorded selections made the same way.</p>\n")
+		fmt.Fprintf(w, "<p class=\"caption\">Above/below: too deep/too shallow choices by the cpuidle core's rules (share of the policy's selections). Energy: idle energy relative to the first policy. Agreement: share of the recorded selections made the same way.</p>\n")
 		fmt.Fprintf(w, "<h3>Share of idle time per state</h3>\n")
 		htmlTable(w, shareHeader, shareRows)
 	}

@@ -224,7 +224,7 @@ func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, 
 			wake = []string{FormatUs(r.WakeLatencyNs.P50), FormatUs(r.WakeLatencyNs.P99), FormatUs(r.WakeLatencyNs.Max)}
 		}
 		row := append([]string{r.Policy, pollLimit(r)}, wake...)
-		row = append(row, io, countPct(r.Above, r.IdlePeriods), countPct(r.Below, r.IdlePeriods), energy(r.EnergyRel), agreement(r.Agreement))
+		row = append(row, io, countPct(r.Above, r.Selections), countPct(r.Below, r.Selections), energy(r.EnergyRel), agreement(r.Agreement))
 		costRows = append(costRows, row)
 		share := []string{r.Policy}
 		for _, st := range states {
@@ -283,7 +283,7 @@ func renderWhatifDoc(d *doc, rep *WhatifReport) error {
 			return err
 		}
 		d.para("Wake latency: exit latency paid per wake-up. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
-			"with their share of idle periods. Energy: idle energy relative to the first policy. " +
+			"with their share of the policy's selections (the core counts them per stay; a policy may select more than once a period). Energy: idle energy relative to the first policy. " +
 			"Agreement: share of the recorded selections this policy makes the same way (defined on the recorded profile only: " +
 			"the kernel chose among the recorded machine's states).")
 		d.heading("Share of idle time per state")
