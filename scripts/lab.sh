@@ -43,9 +43,32 @@
 set -euo pipefail
 
 die() { echo "lab.sh: $*" >&2; exit 125; }
+synopsis="usage: scripts/lab.sh [--kernel 6.1|6.12|lab] [--profile NAME|FILE] [--governor NAME] [--cpus N] [--in DIR] [--out DIR] -- COMMAND [ARG...]"
 usage() {
-	echo "usage: scripts/lab.sh [--kernel 6.1|6.12|lab] [--profile NAME|FILE] [--governor NAME] [--cpus N] [--in DIR] [--out DIR] -- COMMAND [ARG...]" >&2
+	echo "$synopsis" >&2
 	exit 2
+}
+help() {
+	cat <<HELP
+$synopsis
+
+Boots a VM whose CPUs idle through lab/idle_emu with a real machine's
+C-state table, selects the kernel's governor, and runs COMMAND as root
+there (idletrace and fio on PATH, --in's files in its directory, a scratch
+disk at /data; what it writes to /out comes back in --out).
+
+  --kernel    6.1, 6.12 (Debian's) or lab (6.12 with teo and the lab's
+              switches, built once by scripts/lab-kernel.sh)   default 6.12
+  --profile   a built-in profile (idletrace profiles) or a profile file
+                                                                default spr
+  --governor  menu, ladder, or teo (lab kernel only)            default menu
+  --cpus      vCPUs                                             default 2
+  --in DIR, --out DIR
+
+Exit status: COMMAND's; 2 usage; 125 the lab could not run it. Details and
+environment variables: lab/README.md.
+HELP
+	exit 0
 }
 
 KERNEL=6.12 PROFILE=spr GOVERNOR=menu CPUS=2 IN= OUT=
@@ -76,8 +99,8 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	--) shift; break ;;
-	-h | --help) usage ;;
-	*) usage ;;
+	-h | --help) help ;;
+	*) echo "lab.sh: unknown option $1" >&2; usage ;;
 	esac
 done
 [ $# -ge 1 ] || usage
@@ -152,6 +175,12 @@ else
 	config=$(ls "$kdir"/boot/config-* | head -1)
 	kbuild=$(headers_dir "$deb") || die "no headers for Debian kernel $KERNEL (see the lines above)"
 fi
+# The governor must be built in, and haltpoll registers only under KVM,
+# which the lab does not use (TCG): said before booting.
+have=$(sed -n 's/^CONFIG_CPU_IDLE_GOV_\([A-Z0-9_]*\)=y$/\1/p' "$config" | tr 'A-Z' 'a-z' | grep -vx haltpoll | tr '\n' ' ')
+case " $have" in *" $GOVERNOR "*) ;; *)
+	die "governor $GOVERNOR is not in kernel $KERNEL (it has: ${have% }; haltpoll registers only under KVM, and the lab runs TCG)" ;;
+esac
 ko=$(emu_module "$kbuild") || die "cannot build lab/idle_emu for $kbuild (see the lines above)"
 flock -u 9
 
@@ -231,7 +260,7 @@ cur=$(cat /sys/devices/system/cpu/cpuidle/current_governor)
 if [ "$cur" != "$gov" ]; then
 	echo "$gov" >/sys/devices/system/cpu/cpuidle/current_governor 2>/dev/null
 	cur=$(cat /sys/devices/system/cpu/cpuidle/current_governor)
-	[ "$cur" = "$gov" ] || fail "governor $gov is not in kernel $(uname -r) (it has: $(cat /sys/devices/system/cpu/cpuidle/available_governors))"
+	[ "$cur" = "$gov" ] || fail "governor $gov is not in kernel $(uname -r) (it has: $(echo $(cat /sys/devices/system/cpu/cpuidle/available_governors)))"
 fi
 echo "LAB-READY kernel=$(uname -r) driver=$(cat /sys/devices/system/cpu/cpuidle/current_driver) governor=$cur states=$(cat /sys/devices/system/cpu/cpu0/cpuidle/state*/name | tr '\n' ' ')"
 echo "LAB-CALIBRATION $(cat /sys/module/idle_emu/parameters/calibration)"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -41,7 +42,7 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 func runWhatif(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("whatif", stderr)
 	profileName := fs.String("profile", "recorded", "state table to replay on: recorded, measured, a built-in name (idletrace profiles) or a JSON file")
-	policies := fs.StringArray("policy", nil, "GOVERNOR[+MODIFIER]... (repeatable; default: recorded and oracle)")
+	policies := fs.StringArray("policy", nil, "GOVERNOR[+MODIFIER]... (repeatable; default: recorded and oracle, or on another machine's profile the recorded governor and oracle)")
 	format := fs.String("format", "text", "output format: text, markdown, json or html")
 	out := fs.StringP("output", "o", "", "write the report to this file instead of stdout")
 	force := fs.Bool("force", false, "overwrite an existing --output file")
@@ -65,17 +66,20 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	specs := *policies
-	if len(specs) == 0 {
-		specs = model.DefaultPolicySpecs()
-	}
-	pols := make([]model.Policy, 0, len(specs))
-	for _, spec := range specs {
-		p, err := model.ParsePolicy(spec)
-		if err != nil {
-			return &usageError{err.Error()}
+	parse := func(specs []string) ([]model.Policy, error) {
+		pols := make([]model.Policy, 0, len(specs))
+		for _, spec := range specs {
+			p, err := model.ParsePolicy(spec)
+			if err != nil {
+				return nil, &usageError{err.Error()}
+			}
+			pols = append(pols, p)
 		}
-		pols = append(pols, p)
+		return pols, nil
+	}
+	pols, err := parse(*policies) // usage errors before the trace is read
+	if err != nil {
+		return err
 	}
 
 	r, err := openTrace(path, stderr)
@@ -83,6 +87,11 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer r.Close()
+	if len(pols) == 0 {
+		if pols, err = parse(model.DefaultPolicySpecs(*profileName, r.Meta.CPUIdleGovernor)); err != nil {
+			return err
+		}
+	}
 	meta := r.Meta
 	if *hz > 0 {
 		m := *meta
@@ -116,8 +125,21 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if err := r.Scan(trace.Visitor{Idle: replay.Idle, BlockIO: replay.BlockIO}); err != nil {
+	// Periods outside the window the kernel's counters cover (stats
+	// compares that window only) are replayed too; the report says how many.
+	window := fidelity.SnapshotWindows(r)
+	var outside uint64
+	idle := func(p *trace.IdlePeriod) error {
+		if w, ok := window[p.CPU]; len(window) > 0 && (!ok || p.EntryNs < w[0] || p.ExitNs > w[1]) {
+			outside++
+		}
+		return replay.Idle(p)
+	}
+	if err := r.Scan(trace.Visitor{Idle: idle, BlockIO: replay.BlockIO}); err != nil {
 		return err
+	}
+	if outside > 0 {
+		notes = append(notes, fmt.Sprintf("%d of the idle periods replayed lie outside the window the kernel's counters cover (stats compares that window only), so recorded's above/below can exceed what stats shows for the kernel", outside))
 	}
 	results, err := replay.Finish()
 	if err != nil {

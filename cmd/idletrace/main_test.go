@@ -514,3 +514,35 @@ func TestWhatifSharesAtMost100(t *testing.T) {
 		t.Fatalf("%d shares in the report, want above and below for both policies:\n%s", n, r.stdout)
 	}
 }
+
+// TestWhatifDefaultPoliciesFitTheProfile: with no --policy, whatif on
+// another machine's profile replays the recorded governor and the oracle
+// ("recorded" only means something on the recorded table; it failed with
+// "recorded needs the recorded profile", issue 11 item 6).
+func TestWhatifDefaultPoliciesFitTheProfile(t *testing.T) {
+	for _, tc := range []struct {
+		profile string
+		want    []string
+	}{
+		{"recorded", []string{"recorded", "oracle"}},
+		{"icx", []string{"menu", "oracle"}}, // the bundled trace's governor
+	} {
+		r := runBin(t, "whatif", bundledTrace, "--profile", tc.profile, "--format", "json")
+		if r.code != 0 {
+			t.Fatalf("--profile %s: exit %d: %s", tc.profile, r.code, r.stderr)
+		}
+		var rep struct {
+			Results []struct{ Policy string } `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, res := range rep.Results {
+			got = append(got, res.Policy)
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("--profile %s: policies %v, want %v", tc.profile, got, tc.want)
+		}
+	}
+}

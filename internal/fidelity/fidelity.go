@@ -25,8 +25,13 @@ type Outcome struct {
 
 // SnapshotWindows gives each recorded CPU's span between the start and end
 // snapshots: its counters were read at those instants.
+// Empty where the trace lacks either snapshot (a recording cut short).
 func SnapshotWindows(r *trace.Reader) map[uint32][2]uint64 {
 	window := map[uint32][2]uint64{}
+	if r.Meta == nil || r.Meta.Start == nil || r.End == nil || r.End.Snapshot == nil ||
+		len(r.Meta.Start.CPUTimeNs) < len(r.Meta.RecordedCPUs) || len(r.End.Snapshot.CPUTimeNs) < len(r.Meta.RecordedCPUs) {
+		return window
+	}
 	for i, c := range r.Meta.RecordedCPUs {
 		window[uint32(c)] = [2]uint64{r.Meta.Start.CPUTimeNs[i], r.End.Snapshot.CPUTimeNs[i]}
 	}

@@ -238,5 +238,19 @@ func dedupeSentences(s string) string {
 }
 
 // DefaultPolicySpecs is the policy list when none is given: the kernel's
-// actual choices (recorded) and the oracle bound.
-func DefaultPolicySpecs() []string { return []string{"recorded", "oracle"} }
+// actual choices (recorded) and the oracle bound; on another machine's
+// profile, where the recorded choices mean nothing, the recorded governor
+// (menu if the trace's is not one the replay models) and the oracle.
+func DefaultPolicySpecs(profile, recordedGovernor string) []string {
+	switch profile {
+	case "", "recorded", "measured":
+		return []string{"recorded", "oracle"}
+	}
+	gov := string(GovMenu)
+	for _, g := range []Governor{GovMenu, GovTEO, GovLadder, GovHaltpoll} {
+		if string(g) == recordedGovernor {
+			gov = recordedGovernor
+		}
+	}
+	return []string{gov, string(GovOracle)}
+}
