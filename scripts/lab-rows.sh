@@ -9,21 +9,21 @@
 # (about 9 minutes on 2 CPUs) while the rows on Debian's kernels run; rows
 # run IDLETRACE_LAB_JOBS (default 2) at a time.
 #
-# Environment: IDLETRACE_LAB_FIDELITY chooses the fidelity rows (see
-# lab/labtest; the default, every row, is what CI holds);
-# IDLETRACE_LAB_CROSS, when set, adds those cross-governor cases. CI holds
-# none of them yet: replayed on another governor's recording, the models
-# land within 5 points on time shares and mostly on above, but 5–16 points
-# off on below in some pairs and runs (lab/README.md). `make test-lab`
-# runs everything.
+# Environment: IDLETRACE_LAB_FIDELITY and IDLETRACE_LAB_CROSS choose the
+# fidelity rows and the cross-governor cases (see lab/labtest; the defaults,
+# every fidelity row and the three cross cases, are what CI holds; an empty
+# IDLETRACE_LAB_CROSS runs none). The cross cases run with POLL disabled
+# (IDLETRACE_LAB_CROSS_POLL=1 keeps it: under TCG it makes the polling
+# governors' recordings differ; lab/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export IDLETRACE_LAB_FIDELITY=${IDLETRACE_LAB_FIDELITY-} # empty: every row
+export IDLETRACE_LAB_CROSS=${IDLETRACE_LAB_CROSS-"6.12/icx lab/icx lab/seed000"}
 tests='^TestLabFidelity$'
-[ -n "${IDLETRACE_LAB_CROSS:-}" ] && tests='^(TestLabFidelity|TestLabCrossGovernor)$'
+[ -n "$IDLETRACE_LAB_CROSS" ] && tests='^(TestLabFidelity|TestLabCrossGovernor)$'
 echo '[]' >"$tmp/cross.json"
 t0=$(date +%s)
 IDLETRACE_LAB_RESULTS=$tmp/fidelity.json IDLETRACE_LAB_CROSS_RESULTS=$tmp/cross.json \
