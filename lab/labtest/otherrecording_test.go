@@ -32,9 +32,8 @@ type crossCase struct {
 	governors       []string
 }
 
-// crossCases: ladder and menu on Debian's 6.12 (CI runs it: no kernel to
-// build), the three on the lab kernel. IDLETRACE_LAB_CROSS narrows them:
-// "kernel/profile" entries, "*" for either part.
+// crossCases: ladder and menu on Debian's 6.12, the three on the lab
+// kernel; IDLETRACE_LAB_CROSS narrows them (crossWanted).
 var crossCases = []crossCase{
 	{"6.12", "icx", []string{"ladder", "menu"}},
 	{"lab", "icx", []string{"ladder", "menu", "teo"}},
@@ -48,18 +47,32 @@ const crossBarPoints = 5.0
 // crossRow is one ordered pair's figures.
 type crossRow = labrows.Cross
 
-func crossWanted(c crossCase) bool {
+// crossWanted narrows a case to IDLETRACE_LAB_CROSS: "kernel/profile"
+// entries, "*" for either part, each optionally ":gov,gov" for a subset of
+// the case's governors (at least two). ok is false when the case is not
+// wanted.
+func crossWanted(c crossCase) (govs []string, ok bool) {
 	sel := os.Getenv("IDLETRACE_LAB_CROSS")
 	if sel == "" {
-		return true
+		return c.governors, true
 	}
 	for _, s := range strings.Fields(sel) {
-		k, p, ok := strings.Cut(s, "/")
-		if ok && (k == "*" || k == c.kernel) && (p == "*" || p == c.profile) {
-			return true
+		s, only, _ := strings.Cut(s, ":")
+		k, p, cut := strings.Cut(s, "/")
+		if !cut || !(k == "*" || k == c.kernel) || !(p == "*" || p == c.profile) {
+			continue
 		}
+		if only == "" {
+			return c.governors, true
+		}
+		for _, g := range c.governors {
+			if slices.Contains(strings.Split(only, ","), g) {
+				govs = append(govs, g)
+			}
+		}
+		return govs, len(govs) >= 2
 	}
-	return false
+	return nil, false
 }
 
 // TestLabCrossGovernor records lab/workloads/crossgov.sh under each of a
@@ -93,9 +106,11 @@ func TestLabCrossGovernor(t *testing.T) {
 		}
 	})
 	for _, c := range crossCases {
-		if !crossWanted(c) {
+		govs, ok := crossWanted(c)
+		if !ok {
 			continue
 		}
+		c.governors = govs
 		t.Run(c.kernel+"/"+c.profile, func(t *testing.T) {
 			t.Parallel()
 			r := runCrossCase(t, root, in, c)
