@@ -109,6 +109,9 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else if prof, err = model.LoadProfile(*profileName, meta); err != nil {
+		if _, serr := os.Stat(*profileName); serr != nil {
+			return &usageError{err.Error()} // neither a profile's name nor a file
+		}
 		return err
 	}
 	if *hz > 0 {
@@ -116,6 +119,10 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	}
 
 	replay, err := model.NewReplay(prof, meta, pols)
+	var pe *model.PolicyError
+	if errors.As(err, &pe) {
+		return &usageError{err.Error()}
+	}
 	if err != nil {
 		return err
 	}

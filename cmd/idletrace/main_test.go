@@ -110,8 +110,12 @@ func TestBadInput(t *testing.T) {
 		{"bad format", []string{"stats", bundledTrace, "--format", "xml"}, 2, "--format"},
 		{"bad policy", []string{"whatif", bundledTrace, "--policy", "menu+margin=x"}, 2, "margin"},
 		{"unknown governor", []string{"whatif", bundledTrace, "--policy", "schedutil"}, 2, "schedutil"},
+		// Mistakes in how it was invoked, not in the input (issue 11 item 8).
+		{"disable a state the profile lacks", []string{"whatif", bundledTrace, "--profile", "icx", "--policy", "menu+disable=C9"}, 2, `no state "C9"`},
+		{"recorded on another profile", []string{"whatif", bundledTrace, "--profile", "icx", "--policy", "recorded"}, 2, "recorded needs the recorded profile"},
+		{"offline CPU", []string{"record", "--cpus", "4095", "-d", "1s", "-o", filepath.Join(t.TempDir(), "x.trace")}, 2, "CPU 4095 is not online"},
 		{"bad profile file", []string{"whatif", bundledTrace, "--profile", badProfile}, 1, "exit_latency_us"},
-		{"unknown profile", []string{"whatif", bundledTrace, "--profile", "nosuchcpu"}, 1, "nosuchcpu"},
+		{"unknown profile", []string{"whatif", bundledTrace, "--profile", "nosuchcpu"}, 2, "nosuchcpu"},
 		{"bad duration", []string{"record", "-d", "soon"}, 2, "duration"},
 		{"bad cpus", []string{"record", "--cpus", "3-1"}, 2, "--cpus"},
 		{"record stray arg", []string{"record", "foo"}, 2, "foo"},

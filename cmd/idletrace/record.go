@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -52,6 +53,13 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if *cpus != "" {
 		if opts.CPUs, err = record.ParseCPUList(*cpus); err != nil {
 			return usagef("--cpus: %v", err)
+		}
+		if online, err := record.OnlineCPUs(); err == nil {
+			for _, c := range opts.CPUs {
+				if !slices.Contains(online, c) {
+					return usagef("--cpus: CPU %d is not online (online: %v)", c, online)
+				}
+			}
 		}
 	}
 	if !*force {

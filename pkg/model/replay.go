@@ -343,6 +343,14 @@ func (r *Replay) pollFloorNs() int64 {
 	return 0
 }
 
+// PolicyError is a policy that does not fit the profile it is replayed on:
+// a mistake in how the replay was asked for, not in the trace.
+type PolicyError struct{ msg string }
+
+func (e *PolicyError) Error() string { return e.msg }
+
+func policyErrorf(format string, a ...any) error { return &PolicyError{fmt.Sprintf(format, a...)} }
+
 // Idle replays one recorded idle period.
 func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	if r.finished {
@@ -720,7 +728,7 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 		ps.gk = gkOracle
 	}
 	if pol.Governor == GovRecorded && !onRecorded {
-		return nil, fmt.Errorf("policy %q: recorded needs the recorded profile (--profile recorded), not %s", pol.Spec, prof.Name)
+		return nil, policyErrorf("policy %q: recorded needs the recorded profile (--profile recorded), not %s", pol.Spec, prof.Name)
 	}
 	var dis []int
 	for _, name := range pol.Disable {
@@ -730,7 +738,7 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 			for _, s := range prof.States {
 				names = append(names, s.Name)
 			}
-			return nil, fmt.Errorf("policy %q: disable: no state %q in profile %s (states: %s)", pol.Spec, name, prof.Name, strings.Join(names, ", "))
+			return nil, policyErrorf("policy %q: disable: no state %q in profile %s (states: %s)", pol.Spec, name, prof.Name, strings.Join(names, ", "))
 		}
 		dis = append(dis, i)
 	}
@@ -770,7 +778,7 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 		ps.teoVer = v
 	case GovHaltpoll:
 		if n < 2 {
-			return nil, fmt.Errorf("policy %q: haltpoll needs a polling state and a halt state; profile %s has %d state(s)", pol.Spec, prof.Name, n)
+			return nil, policyErrorf("policy %q: haltpoll needs a polling state and a halt state; profile %s has %d state(s)", pol.Spec, prof.Name, n)
 		}
 		ps.dynPoll = true
 		ps.hp = haltpollParamsFrom(r.meta.HaltPoll, v, genericPollLimit(ps.tab, kernelPollRule(v), 0))

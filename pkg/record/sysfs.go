@@ -54,7 +54,9 @@ func possibleCPUs() ([]int, error) {
 	return ParseCPUList(s)
 }
 
-// onlineCPUs parses /sys/devices/system/cpu/online.
+// OnlineCPUs parses /sys/devices/system/cpu/online.
+func OnlineCPUs() ([]int, error) { return onlineCPUs() }
+
 func onlineCPUs() ([]int, error) {
 	s, err := readTrim(sysPath("sys/devices/system/cpu/online"))
 	if err != nil {
