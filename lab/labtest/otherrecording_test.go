@@ -173,9 +173,6 @@ func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
 		t.Cleanup(func() { r.Close() })
 	}
 	if len(traces) != len(c.governors) {
-		if os.Getenv("IDLETRACE_LAB_REJUDGE") != "" {
-			t.Skipf("IDLETRACE_LAB_REJUDGE: %d of %d recordings kept", len(traces), len(c.governors))
-		}
 		t.Fatalf("%d of %d recordings", len(traces), len(c.governors))
 	}
 	pct := func(n, of uint64) float64 { return 100 * float64(n) / float64(max(of, 1)) }

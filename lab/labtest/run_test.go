@@ -49,7 +49,7 @@ func runLab(t *testing.T, root, in, kernel, profile, governor, script string, en
 // which holds t.trace; IDLETRACE_LAB_KEEP_TRACES=DIR keeps a copy as
 // DIR/name.trace. IDLETRACE_LAB_REJUDGE=DIR judges such kept copies instead,
 // without a VM: the quick way to hold a changed model to earlier runs (a
-// row without a kept trace is skipped, saying so). out is the run's --out
+// row without a kept trace fails, naming it). out is the run's --out
 // directory, "" for a kept trace. The caller closes r.
 func labTrace(t *testing.T, name string, record func() string) (r *trace.Reader, out string) {
 	t.Helper()
@@ -57,7 +57,7 @@ func labTrace(t *testing.T, name string, record func() string) (r *trace.Reader,
 	if dir := os.Getenv("IDLETRACE_LAB_REJUDGE"); dir != "" {
 		path = filepath.Join(dir, name+".trace")
 		if _, err := os.Stat(path); err != nil {
-			t.Skipf("IDLETRACE_LAB_REJUDGE: no kept trace %s", path)
+			t.Fatalf("IDLETRACE_LAB_REJUDGE: no kept trace %s (keep them with IDLETRACE_LAB_KEEP_TRACES, or narrow the rows)", path)
 		}
 	} else {
 		out = record()
