@@ -41,8 +41,10 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 
 func runWhatif(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("whatif", stderr)
+	usage := fs.Usage
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+model.PolicyHelp()) }
 	profileName := fs.String("profile", "recorded", "state table to replay on: recorded, measured, a built-in name (idletrace profiles) or a JSON file")
-	policies := fs.StringArray("policy", nil, "GOVERNOR[+MODIFIER]... (repeatable; default: recorded and oracle, or on another machine's profile the recorded governor and oracle)")
+	policies := fs.StringArray("policy", nil, "GOVERNOR[+MODIFIER]... (repeatable; see Policies below; default: recorded and oracle, or on another machine's profile the recorded governor and oracle)")
 	format := fs.String("format", "text", "output format: text, markdown, json or html")
 	out := fs.StringP("output", "o", "", "write the report to this file instead of stdout")
 	force := fs.Bool("force", false, "overwrite an existing --output file")

@@ -23,9 +23,32 @@ const (
 	GovOracle   Governor = "oracle"
 )
 
+// GovernorInfo is one governor as whatif --help lists it.
+type GovernorInfo struct {
+	Name    Governor
+	Meaning string // one line
+}
+
+// governorTable is the governors ParsePolicy knows, in a stable order.
+var governorTable = []GovernorInfo{
+	{GovRecorded, "the kernel's actual choices, as recorded (recorded profile only; takes no modifiers)"},
+	{GovMenu, "the menu governor: predicts the idle time from the next timer and recent stays"},
+	{GovTEO, "the timer events oriented governor: the next timer, corrected by recent early wake-ups"},
+	{GovLadder, "the ladder governor: steps one state deeper or shallower at a time"},
+	{GovHaltpoll, "the haltpoll governor of KVM guests: polls for a window it grows and shrinks, then halts"},
+	{GovOracle, "the best state for each period knowing its real length: a lower bound, not a governor"},
+}
+
+// GovernorTable lists the governors with their meanings.
+func GovernorTable() []GovernorInfo { return append([]GovernorInfo(nil), governorTable...) }
+
 // Governors lists the governor models in a stable order.
 func Governors() []Governor {
-	return []Governor{GovRecorded, GovMenu, GovTEO, GovLadder, GovHaltpoll, GovOracle}
+	g := make([]Governor, len(governorTable))
+	for i, gi := range governorTable {
+		g[i] = gi.Name
+	}
+	return g
 }
 
 // PollRule says how long a polling state may spin before the cpuidle core
@@ -167,16 +190,200 @@ type Policy struct {
 // String is the spec as given.
 func (p Policy) String() string { return p.Spec }
 
-// ParsePolicy parses GOVERNOR[+MODIFIER]... (see DESIGN.md, "Policies").
-// Errors are one line naming the bad part:
+// Modifier is one policy modifier. ParsePolicy takes only the modifiers of
+// modifierTable and whatif --help lists them from it, so the two cannot
+// drift.
+type Modifier struct {
+	Name    string // before the '='
+	Value   string // what may follow the '='
+	Meaning string // one line
+	Example string // a whole policy spec that parses
+	// refuse says why the modifier does not apply to a governor; "" when
+	// it does. nil: it applies to every governor but recorded.
+	refuse func(Governor) string
+	// set parses the value into p; its error names the value.
+	set func(p *Policy, val string) error
+}
+
+// AppliesTo lists the governors the modifier applies to.
+func (m Modifier) AppliesTo() []Governor {
+	var gs []Governor
+	for _, g := range Governors() {
+		if g != GovRecorded && (m.refuse == nil || m.refuse(g) == "") {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+// Modifiers lists every policy modifier in the order whatif --help shows.
+func Modifiers() []Modifier { return append([]Modifier(nil), modifierTable...) }
+
+var modifierTable = []Modifier{
+	{
+		Name: "poll", Value: "first-residency|min10us|tick16|DURATION",
+		Meaning: "how long POLL may spin: the 5.5-5.10 rule, the 5.11+ rule, the 4.17-5.4 rule (TICK_NSEC/16), or a fixed time",
+		Example: "menu+poll=50us",
+		refuse: func(g Governor) string {
+			switch g {
+			case GovOracle:
+				return "oracle does not poll on a timer; it knows each period's length"
+			case GovHaltpoll:
+				return "haltpoll sets its own poll window (guest_halt_poll_* from the trace)"
+			}
+			return ""
+		},
+		set: func(p *Policy, val string) error {
+			switch strings.ToLower(val) {
+			case "first-residency":
+				p.Poll = PollFirstResidency
+			case "min10us":
+				p.Poll = PollMin10us
+			case "tick16":
+				p.Poll = PollTick16
+			default:
+				d, err := parseDuration(val)
+				if err != nil {
+					return fmt.Errorf("%q is not first-residency, min10us, tick16 or a duration (%v)", val, err)
+				}
+				if d == 0 {
+					return fmt.Errorf("a zero poll time would never poll; disable=POLL says that")
+				}
+				p.Poll, p.PollNs = PollFixed, d
+			}
+			return nil
+		},
+	},
+	{
+		Name: "margin", Value: "PCT",
+		Meaning: "with the tick stopped and a short prediction, menu uses min(prediction x (1+PCT/100), next timer) instead of the next timer",
+		Example: "menu+margin=25",
+		refuse: func(g Governor) string {
+			if g != GovMenu {
+				return "only applies to menu (it changes menu's stopped-tick rule)"
+			}
+			return ""
+		},
+		set: func(p *Policy, val string) error {
+			v, err := strconv.ParseFloat(strings.TrimSuffix(val, "%"), 64)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("%q is not a percentage", val)
+			}
+			if v < 0 || v > 10000 {
+				return fmt.Errorf("%q must be between 0 and 10000", val)
+			}
+			p.HasMargin, p.MarginPct = true, v
+			return nil
+		},
+	},
+	{
+		Name: "qos", Value: "DURATION",
+		Meaning: "a global latency limit, as written to /dev/cpu_dma_latency",
+		Example: "teo+qos=20us",
+		set: func(p *Policy, val string) error {
+			d, err := parseDuration(val)
+			if err != nil {
+				return fmt.Errorf("%q is not a duration (%v)", val, err)
+			}
+			p.QoSNs = d
+			return nil
+		},
+	},
+	{
+		Name: "blkqos", Value: "LIMIT/TIMEOUT",
+		Meaning: "a latency limit of LIMIT on a CPU for TIMEOUT after it issues block IO",
+		Example: "menu+blkqos=10us/3ms",
+		set: func(p *Policy, val string) error {
+			l, t, ok := strings.Cut(val, "/")
+			if !ok {
+				return fmt.Errorf("%q is not LIMIT/TIMEOUT (e.g. 10us/3ms)", val)
+			}
+			ld, err := parseDuration(l)
+			if err != nil {
+				return fmt.Errorf("limit %q is not a duration (%v)", l, err)
+			}
+			td, err := parseDuration(t)
+			if err != nil {
+				return fmt.Errorf("timeout %q is not a duration (%v)", t, err)
+			}
+			if td == 0 {
+				return fmt.Errorf("timeout must be > 0")
+			}
+			p.BlkQoSLimitNs, p.BlkQoSTimeoutNs = ld, td
+			return nil
+		},
+	},
+	{
+		Name: "maxcstate", Value: "N",
+		Meaning: "disable the states deeper than index N (intel_idle.max_cstate, with POLL at index 0)",
+		Example: "ladder+maxcstate=1",
+		set: func(p *Policy, val string) error {
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 || n >= MaxStates {
+				return fmt.Errorf("%q is not a state index between 0 and %d", val, MaxStates-1)
+			}
+			p.MaxCState = n
+			return nil
+		},
+	},
+	{
+		Name: "disable", Value: "NAME[,NAME]...",
+		Meaning: "disable these states by name, as writing 1 to their sysfs disable files",
+		Example: "menu+disable=C6,C1E",
+		set: func(p *Policy, val string) error {
+			for _, name := range strings.Split(val, ",") {
+				name = strings.TrimSpace(name)
+				if name == "" {
+					return fmt.Errorf("empty state name in %q", val)
+				}
+				p.Disable = append(p.Disable, name)
+			}
+			return nil
+		},
+	},
+	{
+		Name: "kernel", Value: "VERSION",
+		Meaning: "the governor as that kernel release has it (default: the recorded kernel's, else the newest modelled, " + NewestVersion.String() + ")",
+		Example: "menu+kernel=6.12",
+		set: func(p *Policy, val string) error {
+			v, err := ParseVersion(val)
+			if err != nil {
+				return err
+			}
+			p.Kernel = &v
+			return nil
+		},
+	},
+}
+
+func lookupModifier(name string) (Modifier, bool) {
+	for _, m := range modifierTable {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Modifier{}, false
+}
+
+func modList() string {
+	s := make([]string, len(modifierTable))
+	for i, m := range modifierTable {
+		s[i] = m.Name
+	}
+	return strings.Join(s, ", ")
+}
+
+// ParsePolicy parses GOVERNOR[+MODIFIER]... (see DESIGN.md, "Policies";
+// the modifiers are modifierTable's). Errors are one-line *PolicyError
+// naming the bad part:
 // `policy "menu+margin=x": margin: "x" is not a percentage`.
 func ParsePolicy(spec string) (Policy, error) {
 	p := Policy{Spec: spec, QoSNs: -1, BlkQoSLimitNs: -1, MaxCState: -1}
 	fail := func(part, format string, a ...any) (Policy, error) {
 		if part == "" {
-			return Policy{}, fmt.Errorf("policy %q: %s", spec, fmt.Sprintf(format, a...))
+			return Policy{}, policyErrorf("policy %q: %s", spec, fmt.Sprintf(format, a...))
 		}
-		return Policy{}, fmt.Errorf("policy %q: %s: %s", spec, part, fmt.Sprintf(format, a...))
+		return Policy{}, policyErrorf("policy %q: %s: %s", spec, part, fmt.Sprintf(format, a...))
 	}
 	if strings.TrimSpace(spec) == "" {
 		return fail("", "empty; expected GOVERNOR[+MODIFIER]... with GOVERNOR one of %s", govList())
@@ -201,11 +408,12 @@ func ParsePolicy(spec string) (Policy, error) {
 		if key == "" {
 			return fail("", "empty modifier (two '+' in a row or a trailing '+')")
 		}
+		mod, ok := lookupModifier(key)
+		if !ok {
+			return fail("", "unknown modifier %q (known: %s)", key, modList())
+		}
 		if !hasVal || val == "" {
-			if isModifier(key) {
-				return fail(key, "needs a value (%s=...)", key)
-			}
-			return fail("", "unknown modifier %q (known: poll, margin, qos, blkqos, maxcstate, disable, kernel)", m)
+			return fail(key, "needs a value (%s=%s)", key, mod.Value)
 		}
 		if seen[key] {
 			return fail(key, "given twice")
@@ -214,99 +422,39 @@ func ParsePolicy(spec string) (Policy, error) {
 		if gov == GovRecorded {
 			return fail(key, "the recorded policy is the kernel's actual choices and takes no modifiers")
 		}
-		switch key {
-		case "poll":
-			switch gov {
-			case GovOracle:
-				return fail(key, "oracle does not poll on a timer; it knows each period's length")
-			case GovHaltpoll:
-				return fail(key, "haltpoll sets its own poll window (guest_halt_poll_* from the trace)")
+		if mod.refuse != nil {
+			if why := mod.refuse(gov); why != "" {
+				return fail(key, "%s", why)
 			}
-			switch strings.ToLower(val) {
-			case "first-residency":
-				p.Poll = PollFirstResidency
-			case "min10us":
-				p.Poll = PollMin10us
-			case "tick16":
-				p.Poll = PollTick16
-			default:
-				d, err := parseDuration(val)
-				if err != nil {
-					return fail(key, "%q is not first-residency, min10us, tick16 or a duration (%v)", val, err)
-				}
-				if d == 0 {
-					return fail(key, "a zero poll time would never poll; disable=POLL says that")
-				}
-				p.Poll, p.PollNs = PollFixed, d
-			}
-		case "margin":
-			if gov != GovMenu {
-				return fail(key, "only applies to menu (it changes menu's stopped-tick rule)")
-			}
-			v, err := strconv.ParseFloat(strings.TrimSuffix(val, "%"), 64)
-			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-				return fail(key, "%q is not a percentage", val)
-			}
-			if v < 0 || v > 10000 {
-				return fail(key, "%q must be between 0 and 10000", val)
-			}
-			p.HasMargin, p.MarginPct = true, v
-		case "qos":
-			d, err := parseDuration(val)
-			if err != nil {
-				return fail(key, "%q is not a duration (%v)", val, err)
-			}
-			p.QoSNs = d
-		case "blkqos":
-			l, t, ok := strings.Cut(val, "/")
-			if !ok {
-				return fail(key, "%q is not LIMIT/TIMEOUT (e.g. 10us/3ms)", val)
-			}
-			ld, err := parseDuration(l)
-			if err != nil {
-				return fail(key, "limit %q is not a duration (%v)", l, err)
-			}
-			td, err := parseDuration(t)
-			if err != nil {
-				return fail(key, "timeout %q is not a duration (%v)", t, err)
-			}
-			if td == 0 {
-				return fail(key, "timeout must be > 0")
-			}
-			p.BlkQoSLimitNs, p.BlkQoSTimeoutNs = ld, td
-		case "maxcstate":
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 || n >= MaxStates {
-				return fail(key, "%q is not a state index between 0 and %d", val, MaxStates-1)
-			}
-			p.MaxCState = n
-		case "disable":
-			for _, name := range strings.Split(val, ",") {
-				name = strings.TrimSpace(name)
-				if name == "" {
-					return fail(key, "empty state name in %q", val)
-				}
-				p.Disable = append(p.Disable, name)
-			}
-		case "kernel":
-			v, err := ParseVersion(val)
-			if err != nil {
-				return fail(key, "%v", err)
-			}
-			p.Kernel = &v
-		default:
-			return fail("", "unknown modifier %q (known: poll, margin, qos, blkqos, maxcstate, disable, kernel)", key)
+		}
+		if err := mod.set(&p, val); err != nil {
+			return fail(key, "%v", err)
 		}
 	}
 	return p, nil
 }
 
-func isModifier(k string) bool {
-	switch k {
-	case "poll", "margin", "qos", "blkqos", "maxcstate", "disable", "kernel":
-		return true
+// PolicyHelp is the policy syntax, the governors and every modifier with
+// its meaning and an example, as whatif --help prints it.
+func PolicyHelp() string {
+	var b strings.Builder
+	b.WriteString("Policies: --policy GOVERNOR[+MODIFIER]... (repeatable)\n\nGovernors:\n")
+	for _, g := range governorTable {
+		fmt.Fprintf(&b, "  %-10s %s\n", g.Name, g.Meaning)
 	}
-	return false
+	b.WriteString("\nModifiers (NAME=VALUE, joined to the governor with '+'; DURATION as 10us, 3ms, 200000ns or 0):\n")
+	for _, m := range modifierTable {
+		var gs []string
+		for _, g := range m.AppliesTo() {
+			gs = append(gs, string(g))
+		}
+		applies := "all but recorded"
+		if len(gs) < len(governorTable)-1 {
+			applies = strings.Join(gs, ", ")
+		}
+		fmt.Fprintf(&b, "  %s=%s  (%s)\n      %s\n      e.g. --policy %s\n", m.Name, m.Value, applies, m.Meaning, m.Example)
+	}
+	return b.String()
 }
 
 func govList() string {
