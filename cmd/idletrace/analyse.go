@@ -128,6 +128,9 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// IO figures cover the snapshot window, as stats' do, so that the two
+	// agree on a trace.
+	replay.SetIOWindow(trace.SnapshotWindow(meta, r.End))
 	if replay.NeedsIOPrepass() {
 		err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { replay.PrepareBlockIO(b); return nil }})
 		if err != nil {
@@ -153,6 +156,12 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	results, err := replay.Finish()
 	if err != nil {
 		return err
+	}
+	if st := replay.Stats(); st.IOCompletions > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d block IO completions woke an idle CPU (the rule is in the assumptions): the policies' exit latencies apply to those, the others keep their recorded latency", st.IOWokeIdle, st.IOCompletions))
+	}
+	if st := replay.Stats(); st.IOUncertain > 0 {
+		notes = append(notes, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: up to %d IO completions kept their recorded latency that may have woken an idle CPU", st.IOUncertain))
 	}
 	if st := replay.Stats(); st.DerivedNextTimer > 0 {
 		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))

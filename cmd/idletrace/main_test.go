@@ -550,3 +550,51 @@ func TestWhatifDefaultPoliciesFitTheProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestWhatifIOAgreesWithStats: on the bundled real trace, whatif's
+// io_woke_idle is stats' io.woke_idle_cpu, and the recorded policy's IO
+// latency is stats' (issue 10 item 1: the replay had applied exit latencies
+// to 9 % of the completions stats said woke an idle CPU).
+func TestWhatifIOAgreesWithStats(t *testing.T) {
+	st := runBin(t, "stats", bundledTrace, "--format", "json")
+	wi := runBin(t, "whatif", bundledTrace, "--policy", "recorded", "--policy", "menu+disable=POLL", "--format", "json")
+	if st.code != 0 || wi.code != 0 {
+		t.Fatalf("stats exit %d, whatif exit %d: %s%s", st.code, wi.code, st.stderr, wi.stderr)
+	}
+	type latency struct {
+		Count uint64  `json:"count"`
+		Mean  float64 `json:"mean"`
+		Max   uint64  `json:"max"`
+	}
+	var s struct {
+		IO struct {
+			Requests  uint64  `json:"requests"`
+			Woke      uint64  `json:"woke_idle_cpu"`
+			LatencyNs latency `json:"latency_ns"`
+		} `json:"io"`
+	}
+	var w struct {
+		Results []struct {
+			Policy    string   `json:"policy"`
+			Woke      *uint64  `json:"io_woke_idle"`
+			IOLatency *latency `json:"io_latency_ns"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(st.stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(wi.stdout), &w); err != nil {
+		t.Fatal(err)
+	}
+	if s.IO.Woke == 0 || s.IO.Woke >= s.IO.Requests {
+		t.Fatalf("stats: %d of %d completions woke an idle CPU: the bundled trace has both kinds", s.IO.Woke, s.IO.Requests)
+	}
+	for _, r := range w.Results {
+		if r.Woke == nil || *r.Woke != s.IO.Woke {
+			t.Errorf("%s: io_woke_idle %v, stats' woke_idle_cpu %d", r.Policy, r.Woke, s.IO.Woke)
+		}
+	}
+	if rec := w.Results[0].IOLatency; rec == nil || *rec != s.IO.LatencyNs {
+		t.Errorf("recorded's IO latency %+v, stats' %+v", rec, s.IO.LatencyNs)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/idletrace/idletrace/pkg/iowake"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
@@ -142,8 +143,8 @@ type IOStats struct {
 	// Requests).
 	Lost      uint64 `json:"lost"`
 	Unmatched uint64 `json:"unmatched"`
-	// WokeIdleCPU is the number of completions that woke an idle CPU (see
-	// IOWakeWindowNs), split by the wake cause of the idle period.
+	// WokeIdleCPU is the number of completions that woke an idle CPU (the
+	// rule in package iowake), split by the wake cause of the idle period.
 	WokeIdleCPU        uint64            `json:"woke_idle_cpu"`
 	WokeIdleCPUByCause map[string]uint64 `json:"woke_idle_cpu_by_cause"`
 	WokeWindowNs       uint64            `json:"woke_idle_cpu_window_ns"`
@@ -258,7 +259,8 @@ type StatsBuilder struct {
 	io        Histogram
 	ioErr     uint64
 	devs      map[uint32]*devAcc
-	iowake    ioWake
+	iowake    iowake.Matcher[struct{}, struct{}]
+	ioWoke    map[trace.WakeCause]uint64 // completions that woke an idle CPU, by the period's wake cause
 	losses    map[uint32]trace.Loss
 	outside   OutsideWindow
 	invalid   uint64
@@ -283,18 +285,16 @@ func NewStatsBuilder(meta *trace.Metadata, end *trace.End) *StatsBuilder {
 		wake:     map[string]*Histogram{},
 		devs:     map[uint32]*devAcc{},
 		losses:   map[uint32]trace.Loss{},
+		ioWoke:   map[trace.WakeCause]uint64{trace.WakeIRQ: 0, trace.WakeIPICall: 0},
 	}
+	b.iowake.Match = func(cause trace.WakeCause, _, _ struct{}) { b.ioWoke[cause]++ }
+	b.iowake.Miss = func(struct{}) {}
 	for _, cs := range meta.States {
 		tab, names := stateTable(cs.States)
 		b.tables[cs.CPU] = tab
 		b.names[cs.CPU] = names
 	}
-	if meta.Start != nil {
-		b.winStart = meta.Start.MonotonicNs
-	}
-	if end != nil && end.Snapshot != nil {
-		b.winEnd = end.Snapshot.MonotonicNs
-	}
+	b.winStart, b.winEnd = trace.SnapshotWindow(meta, end)
 	return b
 }
 
@@ -402,7 +402,7 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 		b.invalid++
 		return nil
 	}
-	b.iowake.period(p)
+	b.iowake.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, struct{}{})
 	// The kernel updates its counters at the exit, so a period belongs to
 	// the window its exit falls in.
 	if p.ExitNs <= a.winStart || p.ExitNs > a.winEnd {
@@ -487,7 +487,7 @@ func (b *StatsBuilder) AddBlockIO(io *trace.BlockIO) error {
 	if io.Error != 0 {
 		d.errors++
 	}
-	b.iowake.completion(io.CompleteCPU, io.CompleteNs)
+	b.iowake.Completion(io.CompleteCPU, io.CompleteNs, struct{}{})
 	return nil
 }
 
@@ -725,12 +725,13 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	s.IO.Requests = b.io.Count()
 	s.IO.LatencyNs = b.io.Summary()
 	s.IO.Errors = b.ioErr
-	s.IO.WokeIdleCPU = b.iowake.woke
-	s.IO.WokeIdleCPUByCause = map[string]uint64{
-		trace.WakeIRQ.String():     b.iowake.byCause[0],
-		trace.WakeIPICall.String(): b.iowake.byCause[1],
+	b.iowake.Flush()
+	s.IO.WokeIdleCPUByCause = map[string]uint64{}
+	for cause, n := range b.ioWoke {
+		s.IO.WokeIdleCPU += n
+		s.IO.WokeIdleCPUByCause[cause.String()] = n
 	}
-	s.IO.WokeWindowNs = IOWakeWindowNs
+	s.IO.WokeWindowNs = iowake.WindowNs
 	s.IO.Devices = b.deviceStats()
 	// The kernel also counts completions whose issue the recorder did not
 	// see (issued before it attached): the snapshots carry that count.
@@ -767,8 +768,8 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	if s.Loss.Lost() > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("counts are lower bounds: %s", s.Loss))
 	}
-	if b.iowake.uncertain > 0 {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: woke_idle_cpu may miss up to %d completions", b.iowake.uncertain))
+	if b.iowake.Uncertain > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: woke_idle_cpu may miss up to %d completions", b.iowake.Uncertain))
 	}
 	if b.invalid > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records had an impossible CPU or state number and were skipped", b.invalid))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idletrace/idletrace/pkg/iowake"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -421,8 +422,8 @@ func TestIOWokeIdleCPU(t *testing.T) {
 		if s.IO.Requests != uint64(len(ios)) || s.IO.LatencyNs.P50 != 80*us || s.IO.LatencyNs.Max != 80*us {
 			t.Errorf("%s: io %+v", name, s.IO)
 		}
-		if b.iowake.pending > 2 {
-			t.Errorf("%s: %d records still held after both streams ended", name, b.iowake.pending)
+		if b.iowake.Pending() > 2 {
+			t.Errorf("%s: %d records still held after both streams ended", name, b.iowake.Pending())
 		}
 	}
 }
@@ -493,7 +494,7 @@ func TestIOWokeChunked(t *testing.T) {
 					pi++
 				}
 			}
-			maxHeld = max(maxHeld, b.iowake.pending)
+			maxHeld = max(maxHeld, b.iowake.Pending())
 		}
 		s := b.Finish(nil)
 		if s.IO.WokeIdleCPU != want {
@@ -709,13 +710,13 @@ func BenchmarkStatsAddIdle(b *testing.B) {
 func TestIOWakeBound(t *testing.T) {
 	for _, lateIO := range []bool{false, true} {
 		b := NewStatsBuilder(driverMeta(), nil)
-		n := ioWakeMaxPending + 1000
+		n := iowake.MaxPending + 1000
 		for i := 0; i < n; i++ {
 			p := irqPeriod(uint32(i%2), uint64(1_000_000+i*100_000), 10*us)
 			b.AddIdle(&p)
 		}
-		if b.iowake.pending > ioWakeMaxPending {
-			t.Fatalf("holds %d records, bound %d", b.iowake.pending, ioWakeMaxPending)
+		if b.iowake.Pending() > iowake.MaxPending {
+			t.Fatalf("holds %d records, bound %d", b.iowake.Pending(), iowake.MaxPending)
 		}
 		if lateIO { // all IO at the end of the file, from the start of the recording
 			c := completion(0, 1_000_000+5*us)

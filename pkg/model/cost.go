@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"sort"
 	"strings"
+
+	"github.com/idletrace/idletrace/pkg/iowake"
 )
 
 // hist is a log-linear histogram of ns values: exact below 128, then 128
@@ -156,6 +158,8 @@ func (ps *polSim) result(r *Replay) Result {
 		s := ps.io.summary()
 		res.IOLatencyNs = &s
 		res.IOLatencyCDF = ps.io.cdf()
+		n := r.stats.IOWokeIdle
+		res.IOWokeIdle = &n
 	}
 	var total int64
 	for _, t := range ps.timeNs {
@@ -191,7 +195,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 	fmt.Fprintf(&b, "Ticks come every %d µs (HZ=%d) with the phase of the last recorded tick wake-up (or of the one that ends the period), never inside a recorded halted stay with the tick running (it would have ended it) or a recorded poll that saw none; a tick interrupts a poll without ending it. The tick keeps the state each policy's own decisions gave it while the CPU stays in the idle loop and runs again once it leaves the loop (where the trace cannot tell loops apart, a period starts with the tick state the kernel recorded); a request to stop it is refused where the kernel refused it (a timer-wheel timer within the tick). ", 1_000_000/hz, hz)
 	b.WriteString("At each recorded entry the governors get the sleep length and next clock event the kernel's governor was given (where the trace lacks them, the next tick boundary after the wake-up, or the exact exit for timer wake-ups) and, for menu before 6.13, the recorded iowait count; a re-selection within the period measures them from the same idle entry time, or from the last tick after one, as the kernel does. ")
 	b.WriteString("Agreement scores each recorded selection with the kernel's inputs and its own history of stays. ")
-	b.WriteString("IO completion latency is the recorded one minus the recorded state's exit latency plus the policy's, for completions that woke an idle CPU (within 200 µs of an interrupt wake-up on the completing CPU). ")
+	b.WriteString("IO completion latency is the recorded one minus the recorded state's exit latency plus the policy's, for completions that woke an idle CPU (" + iowake.Rule + "). ")
 	b.WriteString("Above/below follow cpuidle_enter_state's rules. ")
 	est := prof == nil
 	if prof != nil {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/idletrace/idletrace/pkg/iowake"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -55,6 +56,9 @@ type Replay struct {
 	finished         bool
 	stats            Stats
 	elScratch        []int64
+	ioMatch          iowake.Matcher[ioWakeCost, int64]
+	ioLo, ioHi       uint64 // completions counted (SetIOWindow)
+	costSlab         []int64
 }
 
 // Stats counts what the replay had to assume or could not use.
@@ -67,8 +71,8 @@ type Stats struct {
 	ClampedPeriods   uint64 // periods overlapping the previous one on their CPU, clamped
 	BadState         uint64 // periods whose state index is outside the profile (skipped by recorded)
 	IOCompletions    uint64 // completed block requests seen
-	IOWokeIdle       uint64 // of which woke an idle CPU (matched to an interrupt wake-up)
-	IOLateOrLost     uint64 // completions matched after their CPU's wake ring moved on (counted as not waking)
+	IOWokeIdle       uint64 // of which woke an idle CPU (package iowake's rule): the policies set their latency
+	IOUncertain      uint64 // of the others, completions the bounded matcher may have missed (see iowake.Matcher)
 }
 
 // episode end kinds of a recorded period
@@ -90,9 +94,6 @@ const (
 	chainGapTickNs = 20_000
 	pollSnapNs     = 20_000  // a policy poll deadline this close before a recorded poll timeout is that timeout
 	tickSnapNs     = 100_000 // a synthetic tick this close before a recorded tick wake is that tick
-	ioWakeWindowNs = 200_000 // completion within this after an interrupt wake-up on its CPU: it caused it
-	ioRingSize     = 1024
-	ioPendingMax   = 1 << 15
 	maxCPUs        = 1 << 16
 )
 
@@ -164,22 +165,6 @@ type cpuShared struct {
 	nbCache                          int64 // a tick boundary on the grid of tickRef (nextBoundary)
 	nbValid                          bool
 	baseLat                          int64
-	watermark                        int64
-	ring                             []wakeEntry
-	ringPol                          []int64
-	ringHead                         int
-	ringLen                          int
-	ringOverflow                     bool
-	pending                          []pendingIO
-}
-
-type wakeEntry struct {
-	exit  int64
-	recEl int64
-}
-
-type pendingIO struct {
-	t, lat int64
 }
 
 type blkWindow struct {
@@ -232,6 +217,8 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 		r.pols = append(r.pols, ps)
 	}
 	r.elScratch = make([]int64, len(r.pols))
+	r.ioHi = math.MaxUint64
+	r.ioMatch.Match, r.ioMatch.Miss = r.ioWoke, r.ioMissed
 	return r, nil
 }
 
@@ -500,35 +487,35 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	c.seen = true
 	c.prevExit = pi.x
 	c.prevKind = pi.kind
-	c.watermark = max(c.watermark, pi.x)
-	if pi.kind == endGenuine && (pi.cause == trace.WakeIRQ || pi.cause == trace.WakeIPICall || pi.cause == trace.WakeUnknown) {
-		recEl := int64(0)
+	var cost ioWakeCost
+	if iowake.Eligible(p.WakeCause) {
 		if pi.rec >= 0 && pi.rec < r.recTab.n {
-			recEl = r.recTab.paidLatency(pi.rec)
+			cost.recEl = r.recTab.paidLatency(pi.rec)
 		}
-		r.pushWake(c, wakeEntry{exit: pi.x, recEl: recEl}, r.elScratch)
+		cost.els = r.takeCosts()
+		copy(cost.els, els)
 	}
-	if len(c.pending) > 0 {
-		r.drainPending(c, false)
-	}
+	r.ioMatch.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, cost)
 	return nil
 }
 
-func (r *Replay) pushWake(c *cpuShared, w wakeEntry, els []int64) {
+// ioWakeCost is what an IO completion that woke an idle CPU pays: the
+// recorded state's exit latency, taken out, and each policy's, put in.
+type ioWakeCost struct {
+	recEl int64
+	els   []int64
+}
+
+// takeCosts carves one period's per-policy exit latencies from a slab, so
+// that the periods the IO matcher holds cost no allocation each.
+func (r *Replay) takeCosts() []int64 {
 	np := len(r.pols)
-	if c.ring == nil {
-		c.ring = make([]wakeEntry, ioRingSize)
-		c.ringPol = make([]int64, ioRingSize*np)
+	if len(r.costSlab) < np {
+		r.costSlab = make([]int64, 4096*max(np, 1))
 	}
-	i := (c.ringHead + c.ringLen) % ioRingSize
-	if c.ringLen == ioRingSize {
-		c.ringHead = (c.ringHead + 1) % ioRingSize
-		c.ringOverflow = true
-	} else {
-		c.ringLen++
-	}
-	c.ring[i] = w
-	copy(c.ringPol[i*np:(i+1)*np], els)
+	els := r.costSlab[:np:np]
+	r.costSlab = r.costSlab[np:]
+	return els
 }
 
 // BlockIO takes one block request in the main pass: its completion latency
@@ -543,64 +530,38 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 	if b.CompleteNs == 0 || b.CompleteCPU >= maxCPUs {
 		return nil
 	}
+	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi {
+		return nil // outside the window the report counts IO in (SetIOWindow)
+	}
 	r.ioSeen = true
 	r.stats.IOCompletions++
-	c := r.cpu(b.CompleteCPU)
-	io := pendingIO{t: int64(b.CompleteNs), lat: int64(b.LatencyNs())}
-	if c.watermark >= io.t {
-		r.matchIO(c, io)
-		return nil
-	}
-	if len(c.pending) >= ioPendingMax {
-		r.matchIO(c, c.pending[0])
-		c.pending = c.pending[1:]
-	}
-	c.pending = append(c.pending, io)
+	r.ioMatch.Completion(b.CompleteCPU, b.CompleteNs, int64(b.LatencyNs()))
 	return nil
 }
 
-func (r *Replay) drainPending(c *cpuShared, all bool) {
-	n := 0
-	for _, io := range c.pending {
-		if all || io.t <= c.watermark {
-			r.matchIO(c, io)
-			continue
-		}
-		c.pending[n] = io
-		n++
-	}
-	c.pending = c.pending[:n]
-}
+// SetIOWindow counts only block IO completed in (startNs, endNs] in the
+// IO figures, as stats does (the counters' window); blkqos still sees every
+// issue. Call it before the first record.
+func (r *Replay) SetIOWindow(startNs, endNs uint64) { r.ioLo, r.ioHi = startNs, endNs }
 
-// matchIO finds the interrupt wake-up on the completing CPU that the
-// completion followed and adjusts its latency per policy.
-func (r *Replay) matchIO(c *cpuShared, io pendingIO) {
-	np := len(r.pols)
-	found := -1
-	for k := c.ringLen - 1; k >= 0; k-- {
-		i := (c.ringHead + k) % ioRingSize
-		w := c.ring[i]
-		if w.exit > io.t {
-			continue
-		}
-		if io.t-w.exit <= ioWakeWindowNs {
-			found = i
-		}
-		break
-	}
-	if found < 0 && c.ringOverflow && c.ringLen > 0 && io.t < c.ring[c.ringHead].exit {
-		r.stats.IOLateOrLost++
-	}
-	if found >= 0 {
-		r.stats.IOWokeIdle++
-	}
+// ioWoke applies each policy's exit latency to a completion that woke an
+// idle CPU (the rule in package iowake).
+func (r *Replay) ioWoke(_ trace.WakeCause, cost ioWakeCost, latNs int64) {
+	r.stats.IOWokeIdle++
 	for k, ps := range r.pols {
-		lat := io.lat
-		if found >= 0 {
-			lat = lat - c.ring[found].recEl + c.ringPol[found*np+k]
-			lat = max(lat, 0)
+		lat := latNs
+		if cost.els != nil {
+			lat = max(lat-cost.recEl+cost.els[k], 0)
 		}
 		ps.io.add(uint64(lat))
+	}
+}
+
+// ioMissed counts a completion that did not wake an idle CPU: it keeps
+// its recorded latency under every policy.
+func (r *Replay) ioMissed(latNs int64) {
+	for _, ps := range r.pols {
+		ps.io.add(uint64(latNs))
 	}
 }
 
@@ -616,8 +577,8 @@ func (r *Replay) Finish() ([]Result, error) {
 			for _, ps := range r.pols {
 				ps.flush(c)
 			}
-			r.drainPending(c, true)
 		}
+		r.ioMatch.Flush()
 	}
 	out := make([]Result, len(r.pols))
 	var base float64

@@ -7,14 +7,18 @@ type Result struct {
 	IdlePeriods uint64 `json:"idle_periods"`
 	// PollLimitNs is the poll time limit the policy applies (null without a
 	// polling state or where it varies per CPU and time, as with haltpoll).
-	PollLimitNs   *uint64            `json:"poll_limit_ns"`
-	WakeLatencyNs LatencySummary     `json:"wake_latency_ns"`
-	IOLatencyNs   *LatencySummary    `json:"io_latency_ns"`
-	StateShare    map[string]float64 `json:"state_share"`
-	Above         uint64             `json:"above"`
-	Below         uint64             `json:"below"`
-	EnergyRel     float64            `json:"energy_rel"`
-	Agreement     *float64           `json:"agreement"`
+	PollLimitNs   *uint64         `json:"poll_limit_ns"`
+	WakeLatencyNs LatencySummary  `json:"wake_latency_ns"`
+	IOLatencyNs   *LatencySummary `json:"io_latency_ns"`
+	// IOWokeIdle is how many of the completions in IOLatencyNs woke an
+	// idle CPU (package iowake's rule, as stats' io.woke_idle_cpu): those
+	// whose latency the policy's exit latency set. Null without IO.
+	IOWokeIdle *uint64            `json:"io_woke_idle"`
+	StateShare map[string]float64 `json:"state_share"`
+	Above      uint64             `json:"above"`
+	Below      uint64             `json:"below"`
+	EnergyRel  float64            `json:"energy_rel"`
+	Agreement  *float64           `json:"agreement"`
 
 	// Beyond the contract: what a reader needs to judge the numbers.
 	Selections   uint64  `json:"selections"`   // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)

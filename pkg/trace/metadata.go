@@ -1,5 +1,7 @@
 package trace
 
+import "math"
+
 // Metadata is written as the first chunk of every trace file: what was
 // recorded, on which machine, with which idle configuration.
 type Metadata struct {
@@ -267,4 +269,20 @@ func subFloor(a, b uint64) uint64 {
 		return 0
 	}
 	return a - b
+}
+
+// SnapshotWindow is the span (startNs, endNs] of CLOCK_MONOTONIC between
+// the start and end snapshots: the kernel's block counters cover what
+// completed in it, so IO figures that are compared with them (stats, and
+// whatif's, which must agree with stats) count it only. A missing snapshot
+// leaves its side open.
+func SnapshotWindow(meta *Metadata, end *End) (startNs, endNs uint64) {
+	endNs = math.MaxUint64
+	if meta != nil && meta.Start != nil {
+		startNs = meta.Start.MonotonicNs
+	}
+	if end != nil && end.Snapshot != nil {
+		endNs = end.Snapshot.MonotonicNs
+	}
+	return startNs, endNs
 }
