@@ -44,7 +44,8 @@ import "github.com/idletrace/idletrace/pkg/trace"
 //     (Replay.SetHaltpollWindow), else 0.
 //
 // Parameters come from the trace (Metadata.HaltPoll), else the module's
-// compiled defaults (200000, 2, 2, 50000, allow shrink).
+// compiled defaults (200000, 2, 2, 50000, allow shrink); the policy's
+// guest_halt_poll_* modifiers override either (haltpollParams.with).
 
 type haltpollParams struct {
 	guestNs, grow, shrink, growStart uint64
@@ -60,6 +61,22 @@ func haltpollParamsFrom(h *trace.HaltPollParams, v Version, generic int64) haltp
 	}
 	p.shrinkToZero = v.AtLeast(6, 9)
 	p.generic = uint64(max(generic, 0))
+	return p
+}
+
+// with overrides the parameters the policy's guest_halt_poll_* modifiers
+// set, as writing the module's sysfs files would before the recording.
+func (p haltpollParams) with(o HaltPollOverrides) haltpollParams {
+	for _, f := range []struct{ dst, src *uint64 }{
+		{&p.guestNs, o.GuestHaltPollNs}, {&p.grow, o.Grow}, {&p.shrink, o.Shrink}, {&p.growStart, o.GrowStart},
+	} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	if o.AllowShrink != nil {
+		p.allowShrink = *o.AllowShrink
+	}
 	return p
 }
 

@@ -185,6 +185,17 @@ type Policy struct {
 	// Kernel selects the governor variant; nil: the recorded kernel's, else
 	// NewestVersion.
 	Kernel *Version
+	// HaltPoll overrides haltpoll's module parameters; a nil field keeps
+	// the trace's value, else the module's compiled default.
+	HaltPoll HaltPollOverrides
+}
+
+// HaltPollOverrides are haltpoll's module parameters as the guest_halt_poll_*
+// modifiers set them. In drivers/cpuidle/governors/haltpoll.c all four
+// numbers are unsigned int (the two times in ns) and allow_shrink is a bool.
+type HaltPollOverrides struct {
+	GuestHaltPollNs, Grow, Shrink, GrowStart *uint64
+	AllowShrink                              *bool
 }
 
 // String is the spec as given.
@@ -219,6 +230,13 @@ func (m Modifier) AppliesTo() []Governor {
 // Modifiers lists every policy modifier in the order whatif --help shows.
 func Modifiers() []Modifier { return append([]Modifier(nil), modifierTable...) }
 
+func onlyHaltpoll(g Governor) string {
+	if g != GovHaltpoll {
+		return "is one of haltpoll's module parameters (guest_halt_poll_*) and applies to the haltpoll governor only"
+	}
+	return ""
+}
+
 var modifierTable = []Modifier{
 	{
 		Name: "poll", Value: "first-residency|min10us|tick16|DURATION",
@@ -229,7 +247,7 @@ var modifierTable = []Modifier{
 			case GovOracle:
 				return "oracle does not poll on a timer; it knows each period's length"
 			case GovHaltpoll:
-				return "haltpoll sets its own poll window (guest_halt_poll_* from the trace)"
+				return "haltpoll sets its own poll window (use guest_halt_poll_ns= and the other guest_halt_poll_* modifiers)"
 			}
 			return ""
 		},
@@ -354,6 +372,88 @@ var modifierTable = []Modifier{
 			return nil
 		},
 	},
+	{
+		Name: "guest_halt_poll_ns", Value: "DURATION",
+		Meaning: "haltpoll's largest poll window; halts within it grow the window, longer ones shrink it (default: the trace's, else 200us; 0: no polling)",
+		Example: "haltpoll+guest_halt_poll_ns=400us",
+		refuse:  onlyHaltpoll,
+		set: func(p *Policy, val string) error {
+			return setHaltpollNs(&p.HaltPoll.GuestHaltPollNs, val)
+		},
+	},
+	{
+		Name: "guest_halt_poll_grow", Value: "N",
+		Meaning: "the factor haltpoll's window grows by (default: the trace's, else 2; 0: straight to grow_start)",
+		Example: "haltpoll+guest_halt_poll_grow=4",
+		refuse:  onlyHaltpoll,
+		set: func(p *Policy, val string) error {
+			return setHaltpollUint(&p.HaltPoll.Grow, val)
+		},
+	},
+	{
+		Name: "guest_halt_poll_shrink", Value: "N",
+		Meaning: "the divisor haltpoll's window shrinks by (default: the trace's, else 2; 0: straight to 0)",
+		Example: "haltpoll+guest_halt_poll_shrink=4",
+		refuse:  onlyHaltpoll,
+		set: func(p *Policy, val string) error {
+			return setHaltpollUint(&p.HaltPoll.Shrink, val)
+		},
+	},
+	{
+		Name: "guest_halt_poll_grow_start", Value: "DURATION",
+		Meaning: "the window a grow from 0 starts at; since 6.9 a shrink below it drops the window to 0 (default: the trace's, else 50us)",
+		Example: "haltpoll+guest_halt_poll_grow_start=20us",
+		refuse:  onlyHaltpoll,
+		set: func(p *Policy, val string) error {
+			return setHaltpollNs(&p.HaltPoll.GrowStart, val)
+		},
+	},
+	{
+		Name: "guest_halt_poll_allow_shrink", Value: "Y|N|1|0|true|false",
+		Meaning: "whether a halt longer than guest_halt_poll_ns shrinks haltpoll's window (default: the trace's, else Y)",
+		Example: "haltpoll+guest_halt_poll_allow_shrink=N",
+		refuse:  onlyHaltpoll,
+		set: func(p *Policy, val string) error {
+			var b bool
+			switch strings.ToLower(val) {
+			case "y", "1", "true":
+				b = true
+			case "n", "0", "false":
+			default:
+				return fmt.Errorf("%q is not Y, N, 1, 0, true or false", val)
+			}
+			p.HaltPoll.AllowShrink = &b
+			return nil
+		},
+	},
+}
+
+// setHaltpollNs parses one of haltpoll's times: an unsigned int of ns in
+// the kernel, given here as a duration.
+func setHaltpollNs(dst **uint64, val string) error {
+	if _, err := strconv.ParseUint(val, 10, 64); err == nil && val != "0" {
+		return fmt.Errorf("%q needs a unit: the module parameter is in ns, so %sns", val, val)
+	}
+	d, err := parseDuration(val)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (%v)", val, err)
+	}
+	if d > math.MaxUint32 {
+		return fmt.Errorf("%q is above %dns, the most the module parameter (an unsigned int) holds", val, uint64(math.MaxUint32))
+	}
+	v := uint64(d)
+	*dst = &v
+	return nil
+}
+
+// setHaltpollUint parses one of haltpoll's factors, an unsigned int.
+func setHaltpollUint(dst **uint64, val string) error {
+	v, err := strconv.ParseUint(val, 10, 32)
+	if err != nil {
+		return fmt.Errorf("%q is not an unsigned int (0 to %d)", val, uint64(math.MaxUint32))
+	}
+	*dst = &v
+	return nil
 }
 
 func lookupModifier(name string) (Modifier, bool) {

@@ -2,18 +2,90 @@ package model
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
 )
+
+func u64(v uint64) *uint64 { return &v }
+func boolp(v bool) *bool   { return &v }
+
+// haltpoll's module parameters as modifiers (issue 10 item 3): the kernel's
+// names and types (drivers/cpuidle/governors/haltpoll.c: unsigned int ns,
+// unsigned int factors, bool).
+func TestParseHaltpollModifiers(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		want HaltPollOverrides
+	}{
+		{"haltpoll", HaltPollOverrides{}},
+		{"haltpoll+guest_halt_poll_ns=200us", HaltPollOverrides{GuestHaltPollNs: u64(200_000)}},
+		{"haltpoll+guest_halt_poll_ns=0", HaltPollOverrides{GuestHaltPollNs: u64(0)}},
+		{"haltpoll+guest_halt_poll_ns=200000ns", HaltPollOverrides{GuestHaltPollNs: u64(200_000)}},
+		{"haltpoll+guest_halt_poll_ns=4294967295ns", HaltPollOverrides{GuestHaltPollNs: u64(4294967295)}},
+		{"haltpoll+GUEST_HALT_POLL_NS=1.5ms", HaltPollOverrides{GuestHaltPollNs: u64(1_500_000)}},
+		{"haltpoll+guest_halt_poll_grow=4", HaltPollOverrides{Grow: u64(4)}},
+		{"haltpoll+guest_halt_poll_grow=0", HaltPollOverrides{Grow: u64(0)}},
+		{"haltpoll+guest_halt_poll_shrink=4294967295", HaltPollOverrides{Shrink: u64(4294967295)}},
+		{"haltpoll+guest_halt_poll_grow_start=20us", HaltPollOverrides{GrowStart: u64(20_000)}},
+		{"haltpoll+guest_halt_poll_allow_shrink=N", HaltPollOverrides{AllowShrink: boolp(false)}},
+		{"haltpoll+guest_halt_poll_allow_shrink=y", HaltPollOverrides{AllowShrink: boolp(true)}},
+		{"haltpoll+guest_halt_poll_allow_shrink=1", HaltPollOverrides{AllowShrink: boolp(true)}},
+		{"haltpoll+guest_halt_poll_allow_shrink=0", HaltPollOverrides{AllowShrink: boolp(false)}},
+		{"haltpoll+guest_halt_poll_allow_shrink=true", HaltPollOverrides{AllowShrink: boolp(true)}},
+		{"haltpoll+guest_halt_poll_allow_shrink=False", HaltPollOverrides{AllowShrink: boolp(false)}},
+		{"haltpoll+guest_halt_poll_ns=400us+guest_halt_poll_grow=3+guest_halt_poll_shrink=0+guest_halt_poll_grow_start=10us+guest_halt_poll_allow_shrink=N+qos=20us",
+			HaltPollOverrides{GuestHaltPollNs: u64(400_000), Grow: u64(3), Shrink: u64(0), GrowStart: u64(10_000), AllowShrink: boolp(false)}},
+	} {
+		t.Run(tc.spec, func(t *testing.T) {
+			p := mustPolicy(t, tc.spec)
+			if !reflect.DeepEqual(p.HaltPoll, tc.want) {
+				t.Fatalf("overrides %s, want %s", fmtOverrides(p.HaltPoll), fmtOverrides(tc.want))
+			}
+		})
+	}
+}
+
+func fmtOverrides(o HaltPollOverrides) string {
+	var s []string
+	for _, f := range []struct {
+		n string
+		v *uint64
+	}{{"ns", o.GuestHaltPollNs}, {"grow", o.Grow}, {"shrink", o.Shrink}, {"grow_start", o.GrowStart}} {
+		if f.v != nil {
+			s = append(s, fmt.Sprintf("%s=%d", f.n, *f.v))
+		}
+	}
+	if o.AllowShrink != nil {
+		s = append(s, fmt.Sprintf("allow_shrink=%v", *o.AllowShrink))
+	}
+	return "{" + strings.Join(s, " ") + "}"
+}
 
 // Bad policies: a one-line *PolicyError naming the modifier and its value.
 func TestPolicyErrors(t *testing.T) {
 	for _, tc := range []struct{ spec, want string }{
+		{"menu+guest_halt_poll_ns=0", `policy "menu+guest_halt_poll_ns=0": guest_halt_poll_ns: is one of haltpoll's module parameters`},
+		{"teo+guest_halt_poll_allow_shrink=N", `policy "teo+guest_halt_poll_allow_shrink=N": guest_halt_poll_allow_shrink: is one of haltpoll's`},
+		{"oracle+guest_halt_poll_grow=2", `policy "oracle+guest_halt_poll_grow=2": guest_halt_poll_grow: is one of haltpoll's`},
+		{"recorded+guest_halt_poll_ns=0", `policy "recorded+guest_halt_poll_ns=0": guest_halt_poll_ns: the recorded policy`},
+		{"haltpoll+guest_halt_poll_ns=200000", `policy "haltpoll+guest_halt_poll_ns=200000": guest_halt_poll_ns: "200000" needs a unit: the module parameter is in ns, so 200000ns`},
+		{"haltpoll+guest_halt_poll_ns=5s", `policy "haltpoll+guest_halt_poll_ns=5s": guest_halt_poll_ns: "5s" is above 4294967295ns`},
+		{"haltpoll+guest_halt_poll_ns=-1us", `policy "haltpoll+guest_halt_poll_ns=-1us": guest_halt_poll_ns: "-1us" is not a duration (must not be negative)`},
+		{"haltpoll+guest_halt_poll_ns=soon", `policy "haltpoll+guest_halt_poll_ns=soon": guest_halt_poll_ns: "soon" is not a duration`},
+		{"haltpoll+guest_halt_poll_ns", `policy "haltpoll+guest_halt_poll_ns": guest_halt_poll_ns: needs a value (guest_halt_poll_ns=DURATION)`},
+		{"haltpoll+guest_halt_poll_grow_start=50000", `policy "haltpoll+guest_halt_poll_grow_start=50000": guest_halt_poll_grow_start: "50000" needs a unit`},
+		{"haltpoll+guest_halt_poll_grow=-1", `policy "haltpoll+guest_halt_poll_grow=-1": guest_halt_poll_grow: "-1" is not an unsigned int (0 to 4294967295)`},
+		{"haltpoll+guest_halt_poll_grow=4294967296", `policy "haltpoll+guest_halt_poll_grow=4294967296": guest_halt_poll_grow: "4294967296" is not an unsigned int`},
+		{"haltpoll+guest_halt_poll_shrink=1.5", `policy "haltpoll+guest_halt_poll_shrink=1.5": guest_halt_poll_shrink: "1.5" is not an unsigned int`},
+		{"haltpoll+guest_halt_poll_allow_shrink=maybe", `policy "haltpoll+guest_halt_poll_allow_shrink=maybe": guest_halt_poll_allow_shrink: "maybe" is not Y, N, 1, 0, true or false`},
+		{"haltpoll+guest_halt_poll_ns=0+guest_halt_poll_ns=1us", `policy "haltpoll+guest_halt_poll_ns=0+guest_halt_poll_ns=1us": guest_halt_poll_ns: given twice`},
+		{"haltpoll+poll=10us", `policy "haltpoll+poll=10us": poll: haltpoll sets its own poll window (use guest_halt_poll_ns=`},
+		{"haltpoll+poll_ns=10us", `policy "haltpoll+poll_ns=10us": unknown modifier "poll_ns" (known: poll, margin, qos, blkqos, maxcstate, disable, kernel, guest_halt_poll_ns,`},
 		{"haltpoll+halt_poll_ns=10us", `policy "haltpoll+halt_poll_ns=10us": unknown modifier "halt_poll_ns"`},
-		{"menu+frob=1", `policy "menu+frob=1": unknown modifier "frob" (known: poll, margin, qos, blkqos, maxcstate, disable, kernel)`},
-		{"menu+qos", `policy "menu+qos": qos: needs a value (qos=DURATION)`},
-		{"haltpoll+poll=10us", `policy "haltpoll+poll=10us": poll: haltpoll sets its own poll window`},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			_, err := ParsePolicy(tc.spec)
@@ -33,7 +105,7 @@ func TestPolicyErrors(t *testing.T) {
 // round-trips; every governor the help says it applies to takes it, and
 // the others refuse it.
 func TestModifierTable(t *testing.T) {
-	if len(Modifiers()) < 7 {
+	if len(Modifiers()) < 12 {
 		t.Fatalf("%d modifiers", len(Modifiers()))
 	}
 	seen := map[string]bool{}
@@ -87,7 +159,8 @@ func TestModifierTable(t *testing.T) {
 // Specs round-trip through String.
 func TestPolicySpecRoundTrip(t *testing.T) {
 	for _, spec := range []string{
-		"haltpoll+qos=5us",
+		"haltpoll+guest_halt_poll_ns=0", "haltpoll+guest_halt_poll_ns=200000ns+guest_halt_poll_allow_shrink=N",
+		"haltpoll+guest_halt_poll_grow=0+guest_halt_poll_shrink=0+guest_halt_poll_grow_start=1us+qos=5us",
 		"menu+margin=12.5%+kernel=6.12+disable=C6,C1E", "teo+blkqos=10us/3ms+maxcstate=2", "ladder+poll=50us",
 	} {
 		p := mustPolicy(t, spec)
@@ -95,5 +168,51 @@ func TestPolicySpecRoundTrip(t *testing.T) {
 		if p.String() != spec || !reflect.DeepEqual(p, q) {
 			t.Errorf("%q: String %q, reparsed %+v, want %+v", spec, p.String(), q, p)
 		}
+	}
+}
+
+// The modifiers override what the trace recorded: guest_halt_poll_ns=0
+// never polls (no latency limit of 0 here to force POLL), a larger window
+// polls more, and the modifier wins over the trace's own parameter.
+func TestHaltpollModifiersReplay(t *testing.T) {
+	s := genTrace(3, 2, 4000, 20_000)
+	prof := mustBuiltin(t, "haltpoll", 250)
+	recordedParams := func(ns uint64) *trace.Metadata {
+		return &trace.Metadata{KernelRelease: "6.18.44", HZ: 250,
+			HaltPoll: &trace.HaltPollParams{GuestHaltPollNs: ns, Grow: 2, Shrink: 2, GrowStart: 50_000, AllowShrink: true}}
+	}
+	pollShare := func(meta *trace.Metadata, spec string) float64 {
+		res, _ := runReplay(t, prof, meta, []string{spec}, s)
+		return res[0].StateShare["POLL"]
+	}
+	for _, tc := range []struct {
+		name  string
+		meta  *trace.Metadata
+		specs []string // by increasing POLL share
+		zero  bool     // the first never polls
+	}{
+		{"overrides the trace's 200us", recordedParams(200_000), []string{
+			"haltpoll+guest_halt_poll_ns=0", "haltpoll+guest_halt_poll_ns=50us", "haltpoll", "haltpoll+guest_halt_poll_ns=2ms"}, true},
+		{"overrides the trace's 0", recordedParams(0), []string{
+			"haltpoll", "haltpoll+guest_halt_poll_ns=200us", "haltpoll+guest_halt_poll_ns=2ms"}, true},
+		{"overrides the compiled defaults", &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}, []string{
+			"haltpoll+guest_halt_poll_ns=0", "haltpoll", "haltpoll+guest_halt_poll_ns=2ms+guest_halt_poll_grow_start=200us"}, true},
+		{"a window that never shrinks polls more", recordedParams(200_000), []string{
+			"haltpoll", "haltpoll+guest_halt_poll_allow_shrink=N"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := -1.0
+			for i, spec := range tc.specs {
+				got := pollShare(tc.meta, spec)
+				t.Logf("%s: POLL %.4f of idle time", spec, got)
+				if i == 0 && tc.zero && got != 0 {
+					t.Errorf("%s: POLL share %.4f, want 0", spec, got)
+				}
+				if got <= prev {
+					t.Errorf("%s: POLL share %.4f, not above the previous policy's %.4f", spec, got, prev)
+				}
+				prev = got
+			}
+		})
 	}
 }

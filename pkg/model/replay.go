@@ -742,7 +742,7 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 			return nil, policyErrorf("policy %q: haltpoll needs a polling state and a halt state; profile %s has %d state(s)", pol.Spec, prof.Name, n)
 		}
 		ps.dynPoll = true
-		ps.hp = haltpollParamsFrom(r.meta.HaltPoll, v, genericPollLimit(ps.tab, kernelPollRule(v), 0))
+		ps.hp = haltpollParamsFrom(r.meta.HaltPoll, v, genericPollLimit(ps.tab, kernelPollRule(v), 0)).with(pol.HaltPoll)
 	}
 	return ps, nil
 }
