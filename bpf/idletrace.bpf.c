@@ -70,6 +70,7 @@ volatile const __u64 pcpu_menu_devices = PCPU_NONE;
 struct idle_record _idle_record = {};
 struct block_io_record _block_io_record = {};
 struct haltpoll_record _haltpoll_record = {};
+struct io_task_record _io_task_record = {};
 struct loss_counters _loss_counters = {};
 enum wake_cause _wake_cause = WAKE_UNKNOWN;
 enum idle_flags _idle_flags = IDLE_TICK_STOPPED_KNOWN;
@@ -165,6 +166,9 @@ struct io_start {
 	__u32 remaining;
 	__u32 cmd_flags;
 	__u8 op;
+	__u32 tid;
+	__u32 tgid;
+	char comm[16];
 };
 
 /* Requests in flight, keyed by device and current start sector: the classic
@@ -176,6 +180,20 @@ struct {
 	__type(key, struct io_key);
 	__type(value, struct io_start);
 } io_inflight SEC(".maps");
+
+/* A task whose request completed, until it runs again (RECORD_IO_TASK).
+ * LRU: a task that exits before it runs must not hold its slot. */
+struct io_wait {
+	__u64 complete_ns;
+	__u64 woken_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct io_wait);
+} io_waiting SEC(".maps");
 
 static __always_inline struct loss_counters *loss_counters(void)
 {
@@ -803,6 +821,10 @@ static __always_inline void on_rq_issue(__u32 dev, __u64 sector, __u32 bytes, __
 		.cmd_flags = cmd_flags,
 		.op = op,
 	};
+	__u64 id = bpf_get_current_pid_tgid();
+	v.tid = (__u32)id;
+	v.tgid = id >> 32;
+	bpf_get_current_comm(v.comm, sizeof(v.comm));
 	/* One hash operation in the common case: an entry already there is an
 	 * earlier issue whose completion never reached us. */
 	long err = bpf_map_update_elem(&io_inflight, &key, &v, BPF_NOEXIST);
@@ -882,9 +904,54 @@ static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_byt
 	e->issue_cpu = v->issue_cpu;
 	e->complete_cpu = bpf_get_smp_processor_id();
 	e->error = error;
-	e->pad1 = 0;
+	e->tid = v->tid;
+	e->tgid = v->tgid;
+	__builtin_memcpy(e->comm, v->comm, sizeof(e->comm));
+	__u32 tid = v->tid;
+	struct io_wait w = {.complete_ns = e->complete_ns};
 	bpf_map_delete_elem(&io_inflight, &key);
 	bpf_ringbuf_submit(e, submit_flags());
+	if (tid)
+		bpf_map_update_elem(&io_waiting, &tid, &w, BPF_ANY);
+}
+
+/* sched_waking of a task whose request completed: the first wake-up
+ * after the completion is the one it waited for. */
+static __always_inline void on_task_waking(__u32 tid)
+{
+	if (!record_io)
+		return;
+	struct io_wait *w = bpf_map_lookup_elem(&io_waiting, &tid);
+	if (w && !w->woken_ns)
+		w->woken_ns = bpf_ktime_get_ns();
+}
+
+/* sched_switch to a task whose request completed: it runs again. */
+static __always_inline void on_task_run(__u32 tid)
+{
+	if (!record_io || !tid)
+		return;
+	struct io_wait *w = bpf_map_lookup_elem(&io_waiting, &tid);
+	if (!w)
+		return;
+	struct io_task_record *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (e) {
+		e->type = RECORD_IO_TASK;
+		e->pad0 = 0;
+		e->pad1 = 0;
+		e->tid = tid;
+		e->complete_ns = w->complete_ns;
+		e->woken_ns = w->woken_ns;
+		e->run_ns = bpf_ktime_get_ns();
+		e->run_cpu = bpf_get_smp_processor_id();
+		e->pad2 = 0;
+		bpf_ringbuf_submit(e, submit_flags());
+	} else {
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->other_lost++;
+	}
+	bpf_map_delete_elem(&io_waiting, &tid);
 }
 
 static __always_inline void on_haltpoll(_Bool grow, __u32 new_ns, __u32 old_ns)
@@ -1037,8 +1104,16 @@ int BPF_PROG(btf_sched_wake_idle_without_ipi, int cpu)
 SEC("tp_btf/sched_waking")
 int BPF_PROG(btf_sched_waking, struct task_struct *p)
 {
+	on_task_waking(p->pid);
 	if (waking_requests)
 		on_wake_request(task_cpu(p), 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(btf_sched_switch, _Bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	on_task_run(next->pid);
 	return 0;
 }
 
@@ -1168,8 +1243,16 @@ int tp_sched_wake_idle_without_ipi(struct trace_event_raw_sched_wake_idle_withou
 SEC("tracepoint/sched/sched_waking")
 int tp_sched_waking(struct trace_event_raw_sched_wakeup_template *ctx)
 {
+	on_task_waking(ctx->pid);
 	if (waking_requests)
 		on_wake_request(ctx->target_cpu, 0);
+	return 1;
+}
+
+SEC("tracepoint/sched/sched_switch")
+int tp_sched_switch(struct trace_event_raw_sched_switch *ctx)
+{
+	on_task_run(ctx->next_pid);
 	return 1;
 }
 

@@ -13,6 +13,7 @@ enum record_type {
 	RECORD_IDLE = 1,
 	RECORD_BLOCK_IO = 2,
 	RECORD_HALTPOLL = 3,
+	RECORD_IO_TASK = 4,
 };
 
 /* What ended an idle period. Stored in trace files (pkg/trace WakeCause):
@@ -125,7 +126,28 @@ struct block_io_record {
 	__u32 issue_cpu;
 	__u32 complete_cpu;
 	__s32 error;
-	__u32 pad1;
+	/* The task that issued the request (current at block_rq_issue: the
+	 * process for synchronous IO, a kworker where the block layer issued
+	 * it later). tid 0: unknown. */
+	__u32 tid;
+	__u32 tgid;
+	char comm[16];
+};
+
+/* The task that issued a request ran again after its completion
+ * (sched_switch to it): which completion (tid and complete_ns name it),
+ * when it was woken and where and when it ran. woken_ns 0: it was not
+ * woken after the completion (it had not waited for it). */
+struct io_task_record {
+	__u8 type; /* RECORD_IO_TASK */
+	__u8 pad0;
+	__u16 pad1;
+	__u32 tid;
+	__u64 complete_ns;
+	__u64 woken_ns;
+	__u64 run_ns;
+	__u32 run_cpu;
+	__u32 pad2;
 };
 
 /* power:guest_halt_poll_ns: haltpoll's poll window changed on cpu. */

@@ -27,7 +27,10 @@ type IdletraceBlockIoRecord struct {
 	IssueCpu    uint32
 	CompleteCpu uint32
 	Error       int32
-	Pad1        uint32
+	Tid         uint32
+	Tgid        uint32
+	Comm        [16]int8
+	_           [4]byte
 }
 
 type IdletraceCpuState struct {
@@ -145,7 +148,30 @@ type IdletraceIoStart struct {
 	Remaining   uint32
 	CmdFlags    uint32
 	Op          uint8
-	_           [7]byte
+	_           [3]byte
+	Tid         uint32
+	Tgid        uint32
+	Comm        [16]int8
+	_           [4]byte
+}
+
+type IdletraceIoTaskRecord struct {
+	_          structs.HostLayout
+	Type       uint8
+	Pad0       uint8
+	Pad1       uint16
+	Tid        uint32
+	CompleteNs uint64
+	WokenNs    uint64
+	RunNs      uint64
+	RunCpu     uint32
+	Pad2       uint32
+}
+
+type IdletraceIoWait struct {
+	_          structs.HostLayout
+	CompleteNs uint64
+	WokenNs    uint64
 }
 
 type IdletraceKernelFlags uint32
@@ -190,6 +216,7 @@ const (
 	IdletraceRecordTypeRECORD_IDLE     IdletraceRecordType = 1
 	IdletraceRecordTypeRECORD_BLOCK_IO IdletraceRecordType = 2
 	IdletraceRecordTypeRECORD_HALTPOLL IdletraceRecordType = 3
+	IdletraceRecordTypeRECORD_IO_TASK  IdletraceRecordType = 4
 )
 
 type IdletraceWakeCause uint32
@@ -213,6 +240,7 @@ const (
 	IdletraceMapCpuStates                    = "cpu_states"
 	IdletraceMapEvents                       = "events"
 	IdletraceMapIoInflight                   = "io_inflight"
+	IdletraceMapIoWaiting                    = "io_waiting"
 	IdletraceMapLoss                         = "loss"
 	IdletraceProgBtfBlockRqComplete          = "btf_block_rq_complete"
 	IdletraceProgBtfBlockRqIssue             = "btf_block_rq_issue"
@@ -228,6 +256,7 @@ const (
 	IdletraceProgBtfLocalTimerEntry          = "btf_local_timer_entry"
 	IdletraceProgBtfLocalTimerExit           = "btf_local_timer_exit"
 	IdletraceProgBtfRescheduleEntry          = "btf_reschedule_entry"
+	IdletraceProgBtfSchedSwitch              = "btf_sched_switch"
 	IdletraceProgBtfSchedWakeIdleWithoutIpi  = "btf_sched_wake_idle_without_ipi"
 	IdletraceProgBtfSchedWaking              = "btf_sched_waking"
 	IdletraceProgBtfTickStop                 = "btf_tick_stop"
@@ -248,6 +277,7 @@ const (
 	IdletraceProgTpLocalTimerEntry           = "tp_local_timer_entry"
 	IdletraceProgTpLocalTimerExit            = "tp_local_timer_exit"
 	IdletraceProgTpRescheduleEntry           = "tp_reschedule_entry"
+	IdletraceProgTpSchedSwitch               = "tp_sched_switch"
 	IdletraceProgTpSchedWakeIdleWithoutIpi   = "tp_sched_wake_idle_without_ipi"
 	IdletraceProgTpSchedWaking               = "tp_sched_waking"
 	IdletraceProgTpTickStop                  = "tp_tick_stop"
@@ -255,6 +285,7 @@ const (
 	IdletraceVarHaltpollRecord               = "_haltpoll_record"
 	IdletraceVarIdleFlags                    = "_idle_flags"
 	IdletraceVarIdleRecord                   = "_idle_record"
+	IdletraceVarIoTaskRecord                 = "_io_task_record"
 	IdletraceVarKernelFlags                  = "_kernel_flags"
 	IdletraceVarLoopFlags                    = "_loop_flags"
 	IdletraceVarLossCounters                 = "_loss_counters"
@@ -332,6 +363,7 @@ type IdletraceProgramSpecs struct {
 	BtfLocalTimerEntry          *ebpf.ProgramSpec `ebpf:"btf_local_timer_entry"`
 	BtfLocalTimerExit           *ebpf.ProgramSpec `ebpf:"btf_local_timer_exit"`
 	BtfRescheduleEntry          *ebpf.ProgramSpec `ebpf:"btf_reschedule_entry"`
+	BtfSchedSwitch              *ebpf.ProgramSpec `ebpf:"btf_sched_switch"`
 	BtfSchedWakeIdleWithoutIpi  *ebpf.ProgramSpec `ebpf:"btf_sched_wake_idle_without_ipi"`
 	BtfSchedWaking              *ebpf.ProgramSpec `ebpf:"btf_sched_waking"`
 	BtfTickStop                 *ebpf.ProgramSpec `ebpf:"btf_tick_stop"`
@@ -352,6 +384,7 @@ type IdletraceProgramSpecs struct {
 	TpLocalTimerEntry           *ebpf.ProgramSpec `ebpf:"tp_local_timer_entry"`
 	TpLocalTimerExit            *ebpf.ProgramSpec `ebpf:"tp_local_timer_exit"`
 	TpRescheduleEntry           *ebpf.ProgramSpec `ebpf:"tp_reschedule_entry"`
+	TpSchedSwitch               *ebpf.ProgramSpec `ebpf:"tp_sched_switch"`
 	TpSchedWakeIdleWithoutIpi   *ebpf.ProgramSpec `ebpf:"tp_sched_wake_idle_without_ipi"`
 	TpSchedWaking               *ebpf.ProgramSpec `ebpf:"tp_sched_waking"`
 	TpTickStop                  *ebpf.ProgramSpec `ebpf:"tp_tick_stop"`
@@ -365,6 +398,7 @@ type IdletraceMapSpecs struct {
 	CpuStates  *ebpf.MapSpec `ebpf:"cpu_states"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	IoInflight *ebpf.MapSpec `ebpf:"io_inflight"`
+	IoWaiting  *ebpf.MapSpec `ebpf:"io_waiting"`
 	Loss       *ebpf.MapSpec `ebpf:"loss"`
 }
 
@@ -376,6 +410,7 @@ type IdletraceVariableSpecs struct {
 	HaltpollRecord     *ebpf.VariableSpec `ebpf:"_haltpoll_record"`
 	IdleFlags          *ebpf.VariableSpec `ebpf:"_idle_flags"`
 	IdleRecord         *ebpf.VariableSpec `ebpf:"_idle_record"`
+	IoTaskRecord       *ebpf.VariableSpec `ebpf:"_io_task_record"`
 	KernelFlags        *ebpf.VariableSpec `ebpf:"_kernel_flags"`
 	LoopFlags          *ebpf.VariableSpec `ebpf:"_loop_flags"`
 	LossCounters       *ebpf.VariableSpec `ebpf:"_loss_counters"`
@@ -421,6 +456,7 @@ type IdletraceMaps struct {
 	CpuStates  *ebpf.Map `ebpf:"cpu_states"`
 	Events     *ebpf.Map `ebpf:"events"`
 	IoInflight *ebpf.Map `ebpf:"io_inflight"`
+	IoWaiting  *ebpf.Map `ebpf:"io_waiting"`
 	Loss       *ebpf.Map `ebpf:"loss"`
 }
 
@@ -430,6 +466,7 @@ func (m *IdletraceMaps) Close() error {
 		m.CpuStates,
 		m.Events,
 		m.IoInflight,
+		m.IoWaiting,
 		m.Loss,
 	)
 }
@@ -442,6 +479,7 @@ type IdletraceVariables struct {
 	HaltpollRecord     *ebpf.Variable `ebpf:"_haltpoll_record"`
 	IdleFlags          *ebpf.Variable `ebpf:"_idle_flags"`
 	IdleRecord         *ebpf.Variable `ebpf:"_idle_record"`
+	IoTaskRecord       *ebpf.Variable `ebpf:"_io_task_record"`
 	KernelFlags        *ebpf.Variable `ebpf:"_kernel_flags"`
 	LoopFlags          *ebpf.Variable `ebpf:"_loop_flags"`
 	LossCounters       *ebpf.Variable `ebpf:"_loss_counters"`
@@ -481,6 +519,7 @@ type IdletracePrograms struct {
 	BtfLocalTimerEntry          *ebpf.Program `ebpf:"btf_local_timer_entry"`
 	BtfLocalTimerExit           *ebpf.Program `ebpf:"btf_local_timer_exit"`
 	BtfRescheduleEntry          *ebpf.Program `ebpf:"btf_reschedule_entry"`
+	BtfSchedSwitch              *ebpf.Program `ebpf:"btf_sched_switch"`
 	BtfSchedWakeIdleWithoutIpi  *ebpf.Program `ebpf:"btf_sched_wake_idle_without_ipi"`
 	BtfSchedWaking              *ebpf.Program `ebpf:"btf_sched_waking"`
 	BtfTickStop                 *ebpf.Program `ebpf:"btf_tick_stop"`
@@ -501,6 +540,7 @@ type IdletracePrograms struct {
 	TpLocalTimerEntry           *ebpf.Program `ebpf:"tp_local_timer_entry"`
 	TpLocalTimerExit            *ebpf.Program `ebpf:"tp_local_timer_exit"`
 	TpRescheduleEntry           *ebpf.Program `ebpf:"tp_reschedule_entry"`
+	TpSchedSwitch               *ebpf.Program `ebpf:"tp_sched_switch"`
 	TpSchedWakeIdleWithoutIpi   *ebpf.Program `ebpf:"tp_sched_wake_idle_without_ipi"`
 	TpSchedWaking               *ebpf.Program `ebpf:"tp_sched_waking"`
 	TpTickStop                  *ebpf.Program `ebpf:"tp_tick_stop"`
@@ -522,6 +562,7 @@ func (p *IdletracePrograms) Close() error {
 		p.BtfLocalTimerEntry,
 		p.BtfLocalTimerExit,
 		p.BtfRescheduleEntry,
+		p.BtfSchedSwitch,
 		p.BtfSchedWakeIdleWithoutIpi,
 		p.BtfSchedWaking,
 		p.BtfTickStop,
@@ -542,6 +583,7 @@ func (p *IdletracePrograms) Close() error {
 		p.TpLocalTimerEntry,
 		p.TpLocalTimerExit,
 		p.TpRescheduleEntry,
+		p.TpSchedSwitch,
 		p.TpSchedWakeIdleWithoutIpi,
 		p.TpSchedWaking,
 		p.TpTickStop,

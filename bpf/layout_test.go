@@ -24,6 +24,7 @@ func TestRecordLayout(t *testing.T) {
 		{"idle_record", IdletraceIdleRecord{}},
 		{"block_io_record", IdletraceBlockIoRecord{}},
 		{"haltpoll_record", IdletraceHaltpollRecord{}},
+		{"io_task_record", IdletraceIoTaskRecord{}},
 		{"loss_counters", IdletraceLossCounters{}},
 		{"cpu_state", IdletraceCpuState{}},
 	}

@@ -140,6 +140,7 @@ struct thread_info {
 
 struct task_struct {
 	struct thread_info thread_info;
+	int pid;
 	unsigned long nvcsw;  /* context switches away, voluntary */
 	unsigned long nivcsw; /* and involuntary */
 };
@@ -208,7 +209,13 @@ struct trace_event_raw_sched_wake_idle_without_ipi {
 
 struct trace_event_raw_sched_wakeup_template {
 	struct trace_entry ent;
+	int pid;
 	int target_cpu;
+};
+
+struct trace_event_raw_sched_switch {
+	struct trace_entry ent;
+	int next_pid;
 };
 
 struct trace_event_raw_ipi_send_cpu {

@@ -42,6 +42,43 @@ func Eligible(c trace.WakeCause) bool { return c == trace.WakeIRQ || c == trace.
 // Rule is the rule in a sentence, for reports.
 const Rule = "a completion woke an idle CPU when that CPU's idle period, ended by a device interrupt or a function-call IPI, holds it or ended at most 50 µs before it"
 
+// TaskWakeWindowNs: a task woken this soon after its request completed was
+// woken by the completion (the wake-up runs in the completion path,
+// microseconds after block_rq_complete; a later one is other work).
+const TaskWakeWindowNs = 1_000_000
+
+// TaskLatencyNs is issue to the issuing task running again, for a request
+// the task waited for: woken by its completion (TaskWakeWindowNs), so
+// asleep until then. It is what a process doing synchronous IO sees.
+func TaskLatencyNs(b *trace.BlockIO) (uint64, bool) {
+	if b.TaskWokenNs < b.CompleteNs || b.TaskWokenNs > b.CompleteNs+TaskWakeWindowNs ||
+		b.TaskRunNs < b.TaskWokenNs || b.CompleteNs < b.IssueNs {
+		return 0, false
+	}
+	return b.TaskRunNs - b.IssueNs, true
+}
+
+// TaskRule is the rule that finds the idle period the waiting task's CPU
+// left to run it: a period on that CPU holding the wake-up (the CPU was
+// idle when the wake-up came) and ended by the ways a wake-up reaches an
+// idle CPU (a reschedule IPI, a function-call IPI for a queued wake-up, or
+// none on a polling CPU). Same CPU as the completion: that CPU is awake.
+var TaskRule = MatchRule{
+	Eligible: func(c trace.WakeCause) bool {
+		return c == trace.WakeIPIResched || c == trace.WakeIPICall || c == trace.WakeRemoteNoIPI
+	},
+}
+
+// CompletionRule is the rule above, for a Matcher.
+var CompletionRule = MatchRule{Eligible: Eligible, WindowNs: WindowNs}
+
+// MatchRule says which idle periods an event can have woken: ended by a
+// cause Eligible accepts, with EntryNs ≤ event ≤ ExitNs + WindowNs.
+type MatchRule struct {
+	Eligible func(trace.WakeCause) bool
+	WindowNs uint64
+}
+
 // Matcher pairs idle periods with block IO completions in one streaming
 // pass. S is what the caller keeps with an eligible period, C with a
 // completion. Every completion fed is reported exactly once, to Match or to
@@ -60,6 +97,7 @@ const Rule = "a completion woke an idle CPU when that CPU's idle period, ended b
 // at the very end) the oldest are released unmatched, and Uncertain counts
 // the completions whose answer that may have changed.
 type Matcher[S, C any] struct {
+	Rule  MatchRule // CompletionRule where left zero
 	Match func(cause trace.WakeCause, period S, completion C)
 	Miss  func(completion C)
 
@@ -80,7 +118,7 @@ type span[S any] struct {
 	payload     S
 }
 
-func (s *span[S]) holds(t uint64) bool { return t >= s.entry && t <= s.exit+WindowNs }
+func (s *span[S]) holds(t, window uint64) bool { return t >= s.entry && t <= s.exit+window }
 
 type completion[C any] struct {
 	t       uint64
@@ -96,6 +134,9 @@ type cpuQueues[S, C any] struct {
 }
 
 func (m *Matcher[S, C]) cpu(c uint32) *cpuQueues[S, C] {
+	if m.Rule.Eligible == nil {
+		m.Rule = CompletionRule
+	}
 	if c >= maxCPUs {
 		return nil
 	}
@@ -118,17 +159,17 @@ func (m *Matcher[S, C]) Period(cpu uint32, entryNs, exitNs uint64, cause trace.W
 	q.lastExit = max(q.lastExit, exitNs)
 	m.idleWM = max(m.idleWM, exitNs)
 	// Held periods whose window the IO stream has passed on every CPU.
-	for q.spans.len() > 0 && q.spans.front().exit+WindowNs+skewNs < m.ioWM {
+	for q.spans.len() > 0 && q.spans.front().exit+m.Rule.WindowNs+skewNs < m.ioWM {
 		q.spans.pop()
 		m.pending--
 	}
-	eligible := Eligible(cause)
+	eligible := m.Rule.Eligible(cause)
 	s := span[S]{entry: entryNs, exit: exitNs, cause: cause, payload: payload}
 	// Waiting completions, oldest first. One before this period, or inside
 	// it without being matched, can be held by no later period.
 	for q.comps.len() > 0 {
 		c := q.comps.front()
-		if eligible && s.holds(c.t) {
+		if eligible && s.holds(c.t, m.Rule.WindowNs) {
 			m.Match(s.cause, s.payload, c.payload)
 		} else if c.t > s.exit {
 			break // after this period: a later one may hold it, and those behind it too
@@ -138,7 +179,7 @@ func (m *Matcher[S, C]) Period(cpu uint32, entryNs, exitNs uint64, cause trace.W
 		q.comps.pop()
 		m.pending--
 	}
-	if !eligible || q.lastComplete > s.exit+WindowNs || s.exit+WindowNs+skewNs < m.ioWM {
+	if !eligible || q.lastComplete > s.exit+m.Rule.WindowNs || s.exit+m.Rule.WindowNs+skewNs < m.ioWM {
 		return // no later completion can match it
 	}
 	q.spans.push(s)
@@ -162,7 +203,7 @@ func (m *Matcher[S, C]) Completion(cpu uint32, completeNs uint64, payload C) {
 	}
 	for q.spans.len() > 0 {
 		s := q.spans.front()
-		if s.holds(t) {
+		if s.holds(t, m.Rule.WindowNs) {
 			m.Match(s.cause, s.payload, payload)
 			return
 		}
@@ -172,7 +213,7 @@ func (m *Matcher[S, C]) Completion(cpu uint32, completeNs uint64, payload C) {
 		q.spans.pop() // t is past this period's window, and later ones are later
 		m.pending--
 	}
-	if t <= q.droppedUpTo+WindowNs {
+	if t <= q.droppedUpTo+m.Rule.WindowNs {
 		m.Uncertain++ // a period that might have held it was released
 	}
 	if q.lastExit >= t || t+skewNs < m.idleWM {

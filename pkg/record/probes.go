@@ -43,6 +43,7 @@ const (
 	inputTickStopBefore = "the tick state the governor saw before its decision"
 	inputWakeRequests   = "remote wake requests"
 	inputHaltPoll       = "haltpoll poll-window changes"
+	inputTaskIO         = "when the task that issued block IO ran again"
 )
 
 var probes = []probe{
@@ -60,6 +61,7 @@ var probes = []probe{
 	{"timer", "tick_stop", "btf_tick_stop", "tp_tick_stop", inputTickStopBefore, false, 2},
 	{"sched", "sched_wake_idle_without_ipi", "btf_sched_wake_idle_without_ipi", "tp_sched_wake_idle_without_ipi", inputWakeRequests, false, 1},
 	{"sched", "sched_waking", "btf_sched_waking", "tp_sched_waking", inputWakeRequests, false, 1},
+	{"sched", "sched_switch", "btf_sched_switch", "tp_sched_switch", inputTaskIO, false, 3},
 	{"ipi", "ipi_send_cpu", "btf_ipi_send_cpu", "tp_ipi_send_cpu", inputWakeRequests, false, 3},
 	{"ipi", "ipi_send_cpumask", "btf_ipi_send_cpumask", "tp_ipi_send_cpumask", inputWakeRequests, false, 3},
 	{"power", "guest_halt_poll_ns", "btf_guest_halt_poll_ns", "tp_guest_halt_poll_ns", inputHaltPoll, false, 3},

@@ -192,7 +192,8 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if meta.HZ > 0 {
 		spin = 2*time.Second/time.Duration(meta.HZ) + 2*time.Millisecond
 	}
-	rec := &recording{opts: opts, coll: coll, rd: rd, file: f, start: time.Now()}
+	rec := &recording{opts: opts, coll: coll, rd: rd, file: f, start: time.Now(), comms: map[string]string{}}
+	rec.ioJoin = newIOTaskJoin(rec.writeBlockIO)
 	// The kernel's own count of the block tracepoints, to find the events
 	// it raised without running the programs. Not with classic
 	// tracepoints: their programs return 0, which drops the event for perf
@@ -257,6 +258,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	if loopErr == nil {
 		end.OpenPeriods = rec.flushPending()
+		loopErr = rec.ioJoin.flush()
 	}
 	end.Loss = rec.losses()
 	for _, l := range end.Loss {
@@ -313,6 +315,7 @@ func inputsOf(plan *attachPlan, perCPUBase, noIO bool) trace.Inputs {
 		TickWakeups:     tick && has("irq_vectors:local_timer_entry"),
 		PollTimeLimit:   has("irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "sched:sched_wake_idle_without_ipi"),
 		BlockIO:         !noIO && has("block:block_rq_issue", "block:block_rq_complete"),
+		TaskIO:          !noIO && has("block:block_rq_issue", "block:block_rq_complete", "sched:sched_waking", "sched:sched_switch"),
 		HaltPollTrace:   has("power:guest_halt_poll_ns"),
 	}
 }
@@ -533,6 +536,8 @@ type recording struct {
 	period                      trace.IdlePeriod
 	blockIO                     trace.BlockIO
 	halt                        trace.HaltPollChange
+	ioJoin                      *ioTaskJoin
+	comms                       map[string]string
 }
 
 func (r *recording) records() uint64 { return r.idle + r.io + r.haltpoll }
@@ -569,6 +574,9 @@ func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone
 		}
 		now := time.Now()
 		if now.Sub(lastFlush) >= flushInterval {
+			if err := r.ioJoin.tick(MonotonicNs()); err != nil {
+				return "write error", err
+			}
 			for _, l := range r.losses() {
 				r.w.AddLoss(l)
 			}
@@ -742,7 +750,32 @@ var (
 	idleRecordSize     = int(unsafe.Sizeof(bpf.IdletraceIdleRecord{}))
 	blockIORecordSize  = int(unsafe.Sizeof(bpf.IdletraceBlockIoRecord{}))
 	haltpollRecordSize = int(unsafe.Sizeof(bpf.IdletraceHaltpollRecord{}))
+	ioTaskRecordSize   = int(unsafe.Sizeof(bpf.IdletraceIoTaskRecord{}))
 )
+
+// comm returns a task name as a string, one allocation per distinct name
+// (the names repeat; a record must not allocate).
+func (r *recording) comm(c []int8) string {
+	n := 0
+	for n < len(c) && c[n] != 0 {
+		n++
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), n)
+	if s, ok := r.comms[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(r.comms) < 4096 {
+		r.comms[s] = s
+	}
+	return s
+}
+
+// writeBlockIO writes one joined block IO record.
+func (r *recording) writeBlockIO(b *trace.BlockIO) error {
+	r.io++
+	return r.w.AddBlockIO(b)
+}
 
 // decode turns one ring-buffer sample into a trace record. The layouts are
 // the generated ones (bpf/layout_test.go checks them against the object's
@@ -765,9 +798,15 @@ func (r *recording) decode(raw []byte) error {
 		r.blockIO = trace.BlockIO{
 			Dev: b.Dev, Sector: b.Sector, Bytes: b.Bytes, Op: b.Op, CmdFlags: b.CmdFlags,
 			IssueNs: b.IssueNs, CompleteNs: b.CompleteNs, IssueCPU: b.IssueCpu, CompleteCPU: b.CompleteCpu, Error: b.Error,
+			Tid: b.Tid, Tgid: b.Tgid, Comm: r.comm(b.Comm[:]),
 		}
-		r.w.AddBlockIO(&r.blockIO)
-		r.io++
+		return r.ioJoin.completion(&r.blockIO)
+	case uint8(bpf.IdletraceRecordTypeRECORD_IO_TASK):
+		if len(raw) < ioTaskRecordSize {
+			return fmt.Errorf("short IO task record (%d bytes)", len(raw))
+		}
+		t := (*bpf.IdletraceIoTaskRecord)(unsafe.Pointer(&raw[0]))
+		return r.ioJoin.taskRan(t.Tid, t.CompleteNs, t.WokenNs, t.RunNs, t.RunCpu)
 	case uint8(bpf.IdletraceRecordTypeRECORD_HALTPOLL):
 		if len(raw) < haltpollRecordSize {
 			return fmt.Errorf("short haltpoll record (%d bytes)", len(raw))

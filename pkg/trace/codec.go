@@ -133,6 +133,13 @@ func (e *blockIOEncoder) add(b *BlockIO) {
 	c[7] = binary.AppendUvarint(c[7], uint64(b.IssueCPU))
 	c[8] = binary.AppendUvarint(c[8], uint64(b.CompleteCPU))
 	c[9] = binary.AppendUvarint(c[9], zigzag(int64(b.Error)))
+	c[10] = binary.AppendUvarint(c[10], uint64(b.Tid))
+	c[11] = binary.AppendUvarint(c[11], uint64(b.Tgid))
+	c[12] = binary.AppendUvarint(c[12], uint64(len(b.Comm)))
+	c[12] = append(c[12], b.Comm...)
+	c[13] = appendOptionalDelta(c[13], b.TaskWokenNs, b.CompleteNs)
+	c[14] = appendOptionalDelta(c[14], b.TaskRunNs, b.CompleteNs)
+	c[15] = binary.AppendUvarint(c[15], uint64(b.TaskCPU))
 	e.nextSector = b.Sector + uint64(b.Bytes>>9) // sequential IO codes as 0
 	e.prevIssue = b.IssueNs
 	e.span.add(b.IssueNs, b.CompleteNs)
@@ -197,12 +204,34 @@ func (e *lossEncoder) add(l *Loss) {
 // decoder holds the reader's per-chunk scratch state; records handed to
 // callbacks live here and are overwritten by the next record.
 type decoder struct {
-	cols [idleColumns]colReader // the widest record type
-	cpus cpuTable
-	idle IdlePeriod
-	bio  BlockIO
-	hp   HaltPollChange
-	loss Loss
+	cols [maxColumns]colReader
+	// comms interns the task names of block IO records: a few distinct
+	// ones repeat, and a record must not allocate.
+	comms map[string]string
+	cpus  cpuTable
+	idle  IdlePeriod
+	bio   BlockIO
+	hp    HaltPollChange
+	loss  Loss
+}
+
+// comm returns b as a string, one allocation per distinct name (bounded,
+// since a hostile file could name every record differently).
+func (d *decoder) comm(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if s, ok := d.comms[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if d.comms == nil {
+		d.comms = map[string]string{}
+	}
+	if len(d.comms) < 4096 {
+		d.comms[s] = s
+	}
+	return s
 }
 
 func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) error {
@@ -314,7 +343,8 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 func (d *decoder) decodeBlockIO(raw []byte, n uint32, fn func(*BlockIO) error) error {
 	var bad bool
 	cols := d.cols[:blockIOColumns]
-	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
+	present, err := splitColumns(raw, cols, blockIOMinColumns, &bad)
+	if err != nil {
 		return err
 	}
 	var nextSector, prevIssue uint64
@@ -330,6 +360,16 @@ func (d *decoder) decodeBlockIO(raw []byte, n uint32, fn func(*BlockIO) error) e
 		issueCPU := cols[7].u32()
 		completeCPU := cols[8].u32()
 		errno := cols[9].i32()
+		var tid, tgid, taskCPU uint32
+		var comm string
+		var woken, run uint64
+		if present > 10 {
+			tid, tgid = cols[10].u32(), cols[11].u32()
+			comm = d.comm(cols[12].bytes(int(cols[12].u32())))
+			woken = cols[13].optionalDelta(complete)
+			run = cols[14].optionalDelta(complete)
+			taskCPU = cols[15].u32()
+		}
 		if bad {
 			return fmt.Errorf("%w: column overrun", errMalformed)
 		}
@@ -338,7 +378,7 @@ func (d *decoder) decodeBlockIO(raw []byte, n uint32, fn func(*BlockIO) error) e
 		*b = BlockIO{
 			Dev: dev, Sector: sector, Bytes: size, Op: op, CmdFlags: cmdFlags,
 			IssueNs: issue, CompleteNs: complete, IssueCPU: issueCPU, CompleteCPU: completeCPU,
-			Error: errno,
+			Error: errno, Tid: tid, Tgid: tgid, Comm: comm, TaskWokenNs: woken, TaskRunNs: run, TaskCPU: taskCPU,
 		}
 		if err := fn(b); err != nil {
 			return err

@@ -203,10 +203,14 @@ const (
 	// idleMinColumns: idle chunks from before TickStoppedBefore,
 	// KernelResidencyNs, NextEventNs, NrIOWait, AbortsBefore and the loop
 	// byte existed have 9 to 14 columns; what they lack reads as unknown.
-	idleMinColumns  = 9
-	blockIOColumns  = 10
-	haltPollColumns = 5
-	lossColumns     = 10
+	idleMinColumns = 9
+	blockIOColumns = 16
+	maxColumns     = max(idleColumns, blockIOColumns)
+	// blockIOMinColumns: block chunks from before the issuing task and its
+	// wake-up were recorded have 10 columns; the rest read as unknown.
+	blockIOMinColumns = 10
+	haltPollColumns   = 5
+	lossColumns       = 10
 	// lossMinColumns: loss chunks from before IOTableFull..IdleUnpaired
 	// existed have 5 columns; the rest read as 0.
 	lossMinColumns = 5
@@ -308,6 +312,15 @@ func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 // appendDelta appends varint(a - b) with the difference taken modulo 2^64.
 func appendDelta(col []byte, a, b uint64) []byte {
 	return binary.AppendUvarint(col, zigzag(int64(a-b)))
+}
+
+// appendOptionalDelta stores a time that may be absent (0) as 0, else as
+// its zigzag delta from b plus one.
+func appendOptionalDelta(col []byte, a, b uint64) []byte {
+	if a == 0 {
+		return append(col, 0)
+	}
+	return binary.AppendUvarint(col, zigzag(int64(a-b))+1)
 }
 
 // triBits maps a Tristate to its 2-bit code; out-of-range values are stored as Unknown.
@@ -418,6 +431,27 @@ func (c *colReader) i32() int32 {
 		return 0
 	}
 	return int32(v)
+}
+
+// optionalDelta reads what appendOptionalDelta wrote.
+func (c *colReader) optionalDelta(base uint64) uint64 {
+	v := c.uvarint()
+	if v == 0 {
+		return 0
+	}
+	return base + uint64(unzigzag(v-1))
+}
+
+// bytes returns the next n bytes (valid until the chunk is released).
+func (c *colReader) bytes(n int) []byte {
+	if n > len(c.b) {
+		*c.bad = true
+		c.b = nil
+		return nil
+	}
+	v := c.b[:n]
+	c.b = c.b[n:]
+	return v
 }
 
 func (c *colReader) byte() byte {

@@ -54,7 +54,10 @@ type Inputs struct {
 	TickWakeups     bool `json:"tick_wakeups"`
 	PollTimeLimit   bool `json:"poll_time_limit"`
 	BlockIO         bool `json:"block_io"`
-	HaltPollTrace   bool `json:"haltpoll_trace"`
+	// TaskIO: block IO records carry the issuing task and, where it
+	// waited, when it was woken and ran again (BlockIO.TaskRunNs).
+	TaskIO        bool `json:"task_io"`
+	HaltPollTrace bool `json:"haltpoll_trace"`
 }
 
 // End is written as the last data chunk when a recording finishes in order.

@@ -688,6 +688,8 @@ func fillFields(t *testing.T, p any) {
 			f.SetInt(int64(3 + i))
 		case reflect.Int32, reflect.Int64:
 			f.SetInt(int64(-1000 - 7919*i))
+		case reflect.String:
+			f.SetString(fmt.Sprintf("name%d", i))
 		default:
 			t.Fatalf("%s.%s: kind %s has no test value", v.Type().Name(), v.Type().Field(i).Name, f.Kind())
 		}
@@ -743,5 +745,27 @@ func TestLossChunkWithFewerColumns(t *testing.T) {
 	}
 	if err := d.decodeLoss(appendColumns(nil, e.cols[:4]), 1, func(*Loss) error { return nil }); !errors.Is(err, errMalformed) {
 		t.Fatalf("4 columns: %v, want malformed", err)
+	}
+}
+
+// Block IO chunks from before the issuing task was recorded (10 columns)
+// still read, with the task unknown.
+func TestBlockIOChunkWithFewerColumns(t *testing.T) {
+	var e blockIOEncoder
+	in := BlockIO{Dev: 8 << 20, Sector: 2048, Bytes: 4096, Op: OpRead, IssueNs: 1000, CompleteNs: 1500, CompleteCPU: 1,
+		Tid: 42, Tgid: 42, Comm: "fio", TaskWokenNs: 1510, TaskRunNs: 1600, TaskCPU: 0}
+	e.add(&in)
+	var d decoder
+	var got []BlockIO
+	must(t, d.decodeBlockIO(appendColumns(nil, e.cols[:blockIOMinColumns]), 1, func(b *BlockIO) error { got = append(got, *b); return nil }))
+	want := in
+	want.Tid, want.Tgid, want.Comm, want.TaskWokenNs, want.TaskRunNs = 0, 0, "", 0, 0
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	got = got[:0]
+	must(t, d.decodeBlockIO(appendColumns(nil, e.cols[:]), 1, func(b *BlockIO) error { got = append(got, *b); return nil }))
+	if len(got) != 1 || got[0] != in {
+		t.Fatalf("got %+v, want %+v", got, in)
 	}
 }

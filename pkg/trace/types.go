@@ -222,6 +222,16 @@ type BlockIO struct {
 	IssueCPU    uint32
 	CompleteCPU uint32
 	Error       int32 // blk_status_t at completion, 0 = ok
+	// The task current at issue (the process for synchronous IO, a
+	// kworker where the block layer issued later); Tid 0: not recorded.
+	Tid, Tgid uint32
+	Comm      string
+	// Where the issuing task waited for this completion: when it was
+	// woken (0: not woken after it, so it had not waited) and when and
+	// where it ran again (TaskRunNs 0: not seen).
+	TaskWokenNs uint64
+	TaskRunNs   uint64
+	TaskCPU     uint32
 }
 
 // LatencyNs is issue to completion.
