@@ -49,6 +49,7 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	out := fs.StringP("output", "o", "", "write the report to this file instead of stdout")
 	force := fs.Bool("force", false, "overwrite an existing --output file")
 	hz := fs.Int("hz", 0, "override the trace's HZ")
+	measured := fs.String("measured", "", "a trace recorded after applying the one --policy: compare the prediction with it")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -64,69 +65,91 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *out != "" {
-		if err := checkOutput(*out, path, *force); err != nil {
+		for _, in := range []string{path, *measured} {
+			if err := checkOutput(*out, in, *force); err != nil && in != "" {
+				return err
+			}
+		}
+	}
+	pols, err := parsePolicies(*policies) // usage errors before the trace is read
+	if err != nil {
+		return err
+	}
+	if *measured != "" {
+		if len(pols) != 1 {
+			return usagef("--measured compares one policy's prediction with a measurement: give exactly one --policy (got %d)", len(pols))
+		}
+		rep, err := compareTraces(path, *measured, pols[0], *profileName, *hz, stderr)
+		if err != nil {
 			return err
 		}
+		return writeReport(stdout, *out, *force, func(w io.Writer) error { return analysis.RenderComparison(w, rep, *format) })
 	}
-	parse := func(specs []string) ([]model.Policy, error) {
-		pols := make([]model.Policy, 0, len(specs))
-		for _, spec := range specs {
-			p, err := model.ParsePolicy(spec)
-			if err != nil {
-				return nil, &usageError{err.Error()}
-			}
-			pols = append(pols, p)
-		}
-		return pols, nil
-	}
-	pols, err := parse(*policies) // usage errors before the trace is read
+	rep, err := replayTrace(path, *profileName, *hz, pols, stderr)
 	if err != nil {
 		return err
 	}
+	return writeReport(stdout, *out, *force, func(w io.Writer) error { return analysis.RenderWhatif(w, rep, *format) })
+}
 
+func parsePolicies(specs []string) ([]model.Policy, error) {
+	pols := make([]model.Policy, 0, len(specs))
+	for _, spec := range specs {
+		p, err := model.ParsePolicy(spec)
+		if err != nil {
+			return nil, &usageError{err.Error()}
+		}
+		pols = append(pols, p)
+	}
+	return pols, nil
+}
+
+// replayTrace replays the trace at path through pols (none: the default
+// policies) on the named profile: what whatif reports.
+func replayTrace(path, profileName string, hz int, pols []model.Policy, stderr io.Writer) (*analysis.WhatifReport, error) {
 	r, err := openTrace(path, stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer r.Close()
 	if len(pols) == 0 {
-		if pols, err = parse(model.DefaultPolicySpecs(*profileName, r.Meta.CPUIdleGovernor)); err != nil {
-			return err
+		if pols, err = parsePolicies(model.DefaultPolicySpecs(profileName, r.Meta.CPUIdleGovernor)); err != nil {
+			return nil, err
 		}
 	}
 	meta := r.Meta
-	if *hz > 0 {
+	if hz > 0 {
 		m := *meta
-		m.HZ = *hz
+		m.HZ = hz
 		meta = &m
 	}
 	var prof *model.Profile
 	var notes []string
-	if *profileName == "measured" {
+	if profileName == "measured" {
 		s, err := analysis.StatsFromReader(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if prof, err = model.Measured(meta, s.WakeLatencyP50()); err != nil {
-			return err
+			return nil, err
 		}
-	} else if prof, err = model.LoadProfile(*profileName, meta); err != nil {
-		if _, serr := os.Stat(*profileName); serr != nil {
-			return &usageError{err.Error()} // neither a profile's name nor a file
+	} else if prof, err = model.LoadProfile(profileName, meta); err != nil {
+		if _, serr := os.Stat(profileName); serr != nil {
+			return nil, &usageError{err.Error()} // neither a profile's name nor a file
 		}
-		return err
+		return nil, err
 	}
-	if *hz > 0 {
-		prof.HZ = *hz
+	if hz > 0 {
+		prof.HZ = hz
 	}
 
 	replay, err := model.NewReplay(prof, meta, pols)
 	var pe *model.PolicyError
 	if errors.As(err, &pe) {
-		return &usageError{err.Error()}
+		return nil, &usageError{err.Error()}
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// IO figures cover the snapshot window, as stats' do, so that the two
 	// agree on a trace.
@@ -134,7 +157,7 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	if replay.NeedsIOPrepass() {
 		err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { replay.PrepareBlockIO(b); return nil }})
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Periods outside the window the kernel's counters cover (stats
@@ -148,14 +171,14 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 		return replay.Idle(p)
 	}
 	if err := r.Scan(trace.Visitor{Idle: idle, BlockIO: replay.BlockIO}); err != nil {
-		return err
+		return nil, err
 	}
 	if outside > 0 {
 		notes = append(notes, fmt.Sprintf("%d of the idle periods replayed lie outside the window the kernel's counters cover (stats compares that window only), so recorded's above/below can exceed what stats shows for the kernel", outside))
 	}
 	results, err := replay.Finish()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if st := replay.Stats(); st.IOCompletions > 0 {
 		notes = append(notes, fmt.Sprintf("%d of %d block IO completions woke an idle CPU (the rule is in the assumptions): the policies' exit latencies apply to those, the others keep their recorded latency", st.IOWokeIdle, st.IOCompletions))
@@ -166,24 +189,23 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	if st := replay.Stats(); st.DerivedNextTimer > 0 {
 		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
 	}
-	rep := &analysis.WhatifReport{Trace: path, Profile: prof, Results: results, Assumptions: model.Assumptions(prof, pols), Notes: notes}
+	return &analysis.WhatifReport{Trace: path, Profile: prof, Results: results, Assumptions: model.Assumptions(prof, pols), Notes: notes}, nil
+}
 
-	w := stdout
-	if *out != "" {
-		f, err := createOutput(*out, *force)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = f
+// writeReport writes a report to stdout, or to out when given.
+func writeReport(stdout io.Writer, out string, force bool, render func(io.Writer) error) error {
+	if out == "" {
+		return render(stdout)
 	}
-	if err := analysis.RenderWhatif(w, rep, *format); err != nil {
+	f, err := createOutput(out, force)
+	if err != nil {
 		return err
 	}
-	if f, ok := w.(*os.File); ok && *out != "" {
-		return f.Close()
+	defer f.Close()
+	if err := render(f); err != nil {
+		return err
 	}
-	return nil
+	return f.Close()
 }
 
 func runProfiles(args []string, stdout, stderr io.Writer) error {

@@ -35,7 +35,8 @@ func init() {
 		{"record", "[-o FILE] [-d DURATION] [--cpus LIST] [--no-io] [--force] [-- COMMAND [ARG...]]", "record idle periods and block IO into a trace file (needs root)", runRecord},
 		{"info", "FILE [--format text|json]", "show what a trace file holds and where it was recorded", runInfo},
 		{"stats", "FILE [--format text|markdown|json]", "per-CPU, per-state statistics checked against the kernel's counters", runStats},
-		{"whatif", "FILE [--profile NAME|PATH] [--policy SPEC]... [--format text|markdown|json|html] [-o OUT]", "replay the idle periods through other governors and policies", runWhatif},
+		{"whatif", "FILE [--profile NAME|PATH] [--policy SPEC]... [--measured AFTER] [--format text|markdown|json|html] [-o OUT]", "replay the idle periods through other governors and policies; with --measured, one policy's prediction beside what AFTER measured", runWhatif},
+		{"experiment", "--policy SPEC [-d DURATION] [-o DIR] [--format text|markdown|json|html] -- COMMAND [ARG...]", "record COMMAND, apply the policy's knobs to the running kernel, record it again, restore, compare (needs root)", runExperiment},
 		{"profiles", "[NAME] [--format text|json]", "list or show the built-in machine profiles", runProfiles},
 	}
 }
@@ -76,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idletrace %s: %s\n", c.name, msg)
 		return 1
 	}
-	fmt.Fprintf(stderr, "idletrace: unknown command %q (commands: record, info, stats, whatif, profiles)\n", args[0])
+	fmt.Fprintf(stderr, "idletrace: unknown command %q (commands: record, info, stats, whatif, experiment, profiles)\n", args[0])
 	return 2
 }
 

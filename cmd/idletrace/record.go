@@ -67,17 +67,24 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s already exists; use --force to overwrite it", *out)
 		}
 	}
-	tty := isTerminal(stderr)
-	if tty && !*quiet {
-		opts.Progress = func(p record.Progress) {
-			fmt.Fprintf(stderr, "\r\033[K%6.1fs  %9d idle periods (%6.0f/s)  %9d IO  ring buffer full %d  not delivered %d  %s",
-				p.Elapsed.Seconds(), p.IdlePeriods, p.IdlePeriodsPerSec, p.BlockIOs, p.RingBufferFull, p.NotDelivered, humanBytes(p.Bytes))
-		}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(command) == 0 && *dur == 0 && !*quiet {
 		fmt.Fprintln(stderr, "idletrace record: recording; stop with Ctrl-C")
+	}
+	return recordTrace(ctx, opts, *quiet, stderr)
+}
+
+// recordTrace records one trace as opts say, with a progress line on a
+// terminal unless quiet, and prints record's summary: record and
+// experiment record through it.
+func recordTrace(ctx context.Context, opts record.Options, quiet bool, stderr io.Writer) error {
+	tty := isTerminal(stderr)
+	if tty && !quiet {
+		opts.Progress = func(p record.Progress) {
+			fmt.Fprintf(stderr, "\r\033[K%6.1fs  %9d idle periods (%6.0f/s)  %9d IO  ring buffer full %d  not delivered %d  %s",
+				p.Elapsed.Seconds(), p.IdlePeriods, p.IdlePeriodsPerSec, p.BlockIOs, p.RingBufferFull, p.NotDelivered, humanBytes(p.Bytes))
+		}
 	}
 	sum, err := record.Record(ctx, opts)
 	if opts.Progress != nil {
@@ -85,14 +92,14 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	}
 	if sum != nil {
 		fmt.Fprintf(stderr, "idletrace record: %s in %.1fs (%s): %d idle periods, %d IO requests, %s\n",
-			*out, sum.Elapsed.Seconds(), sum.StopReason, sum.IdlePeriods, sum.BlockIOs, humanBytes(sum.FileBytes))
+			opts.Output, sum.Elapsed.Seconds(), sum.StopReason, sum.IdlePeriods, sum.BlockIOs, humanBytes(sum.FileBytes))
 		fmt.Fprintf(stderr, "idletrace record: %s\n", sum.Loss)
 	}
 	if err != nil {
 		return err
 	}
 	if sum.CommandExitCode != nil && *sum.CommandExitCode != 0 {
-		fmt.Fprintf(stderr, "idletrace record: %s exited with status %d\n", command[0], *sum.CommandExitCode)
+		fmt.Fprintf(stderr, "idletrace record: %s exited with status %d\n", opts.Command[0], *sum.CommandExitCode)
 	}
 	return nil
 }

@@ -112,26 +112,30 @@ func whatifJSON(rep *WhatifReport) *whatifJSONDoc {
 		}
 	}
 	for _, r := range rep.Results {
-		j := resultJSON{Result: r, EnergyRel: finitePtr(r.EnergyRel), EnergyJoules: finitePtr(r.EnergyJoules)}
-		if r.Agreement != nil {
-			j.Agreement = finitePtr(*r.Agreement)
-		}
-		j.WakeLatencyNs = safeSummary(r.WakeLatencyNs)
-		if r.IOLatencyNs != nil {
-			s := safeSummary(*r.IOLatencyNs)
-			j.IOLatencyNs = &s
-		}
-		share := make(map[string]float64, len(r.StateShare))
-		for k, v := range r.StateShare {
-			if !finite(v) {
-				v = 0
-			}
-			share[k] = v
-		}
-		j.StateShare = share
-		d.Results = append(d.Results, j)
+		d.Results = append(d.Results, resultToJSON(r))
 	}
 	return d
+}
+
+func resultToJSON(r model.Result) resultJSON {
+	j := resultJSON{Result: r, EnergyRel: finitePtr(r.EnergyRel), EnergyJoules: finitePtr(r.EnergyJoules)}
+	if r.Agreement != nil {
+		j.Agreement = finitePtr(*r.Agreement)
+	}
+	j.WakeLatencyNs = safeSummary(r.WakeLatencyNs)
+	if r.IOLatencyNs != nil {
+		s := safeSummary(*r.IOLatencyNs)
+		j.IOLatencyNs = &s
+	}
+	share := make(map[string]float64, len(r.StateShare))
+	for k, v := range r.StateShare {
+		if !finite(v) {
+			v = 0
+		}
+		share[k] = v
+	}
+	j.StateShare = share
+	return j
 }
 
 // stateOrder lists the state names to show: the profile's, shallow to deep,

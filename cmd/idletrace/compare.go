@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// compareTraces predicts pol from the trace before (on profileName) and
+// sets the prediction beside after's own recorded result: what
+// `whatif --measured` and `experiment` print.
+func compareTraces(before, after string, pol model.Policy, profileName string, hz int, stderr io.Writer) (*analysis.ComparisonReport, error) {
+	bmeta, err := traceMeta(before, stderr)
+	if err != nil {
+		return nil, err
+	}
+	ameta, err := traceMeta(after, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameStates(before, bmeta, after, ameta); err != nil {
+		return nil, err
+	}
+	recorded, _ := model.ParsePolicy(string(model.GovRecorded))
+
+	// BEFORE's own result and the prediction, in one replay where both
+	// are on the recorded profile.
+	var brep, prep *analysis.WhatifReport
+	if profileName == "recorded" && pol.Governor != model.GovRecorded {
+		if brep, err = replayTrace(before, profileName, hz, []model.Policy{recorded, pol}, stderr); err != nil {
+			return nil, err
+		}
+		prep = brep
+	} else {
+		if brep, err = replayTrace(before, "recorded", hz, []model.Policy{recorded}, stderr); err != nil {
+			return nil, err
+		}
+		if prep, err = replayTrace(before, profileName, hz, []model.Policy{pol}, stderr); err != nil {
+			return nil, err
+		}
+	}
+	arep, err := replayTrace(after, "recorded", hz, []model.Policy{recorded}, stderr)
+	if err != nil {
+		return nil, err
+	}
+	b, p, m := brep.Results[0], prep.Results[len(prep.Results)-1], arep.Results[0]
+	states := analysis.ComparisonStates(prep.Profile, b, p, m)
+	rep := &analysis.ComparisonReport{
+		Policy: pol.Spec, BeforeTrace: before, AfterTrace: after, Profile: prep.Profile,
+		Before: b, Predicted: p, Measured: m,
+		Figures:     analysis.ComparisonFigures(&b, &p, &m, states),
+		Assumptions: prep.Assumptions,
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("knobs as recorded: before %s; after %s", knobs(bmeta), knobs(ameta)))
+	for _, n := range prep.Notes {
+		rep.Notes = append(rep.Notes, "before ("+before+"): "+n)
+	}
+	for _, n := range arep.Notes {
+		rep.Notes = append(rep.Notes, "after ("+after+"): "+n)
+	}
+	return rep, nil
+}
+
+func traceMeta(path string, stderr io.Writer) (*trace.Metadata, error) {
+	r, err := openTrace(path, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Meta, nil
+}
+
+// sameStates: a measurement answers a prediction only on the same machine,
+// whose idle states (their names, shallow to deep) both traces record.
+func sameStates(before string, bmeta *trace.Metadata, after string, ameta *trace.Metadata) error {
+	names := func(meta *trace.Metadata) ([]string, error) {
+		p, err := model.Recorded(meta)
+		if err != nil {
+			return nil, err
+		}
+		var n []string
+		for _, s := range p.States {
+			n = append(n, s.Name)
+		}
+		return n, nil
+	}
+	bn, err := names(bmeta)
+	if err != nil {
+		return fmt.Errorf("%s: %v", before, err)
+	}
+	an, err := names(ameta)
+	if err != nil {
+		return fmt.Errorf("%s: %v", after, err)
+	}
+	if strings.Join(bn, "\x00") != strings.Join(an, "\x00") {
+		return fmt.Errorf("%s and %s describe different machines' idle states (%s against %s): a measurement answers a prediction only on the same machine",
+			before, after, strings.Join(bn, ", "), strings.Join(an, ", "))
+	}
+	return nil
+}
+
+// knobs says how a trace's machine was set: governor, disabled states,
+// haltpoll's window limit, the global latency limit.
+func knobs(meta *trace.Metadata) string {
+	parts := []string{"driver " + meta.CPUIdleDriver}
+	if meta.CPUIdleGovernor != "" {
+		parts = append(parts, "governor "+meta.CPUIdleGovernor)
+	}
+	var off []string
+	for _, cs := range meta.States {
+		for _, s := range cs.States {
+			if s.Disabled {
+				off = append(off, fmt.Sprintf("cpu%d %s", cs.CPU, s.Name))
+			}
+		}
+	}
+	if len(off) > 0 {
+		parts = append(parts, "disabled "+strings.Join(off, ", "))
+	}
+	if h := meta.HaltPoll; h != nil {
+		parts = append(parts, fmt.Sprintf("guest_halt_poll_ns %d", h.GuestHaltPollNs))
+	}
+	if q := meta.PMQoS.CPUDMALatencyUs; q >= 0 && q < 2000000000 {
+		parts = append(parts, fmt.Sprintf("cpu_dma_latency %d µs", q))
+	}
+	return strings.Join(parts, ", ")
+}

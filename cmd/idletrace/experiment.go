@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/record"
+	"github.com/idletrace/idletrace/pkg/tune"
+)
+
+func runExperiment(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("experiment", stderr)
+	usage := fs.Usage
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+model.PolicyHelp()) }
+	policies := fs.StringArray("policy", nil, "the one policy to apply (GOVERNOR[+MODIFIER]...; what the running kernel can change: governor, disable=, qos=, haltpoll's guest_halt_poll_*)")
+	profileName := fs.String("profile", "recorded", "state table to predict on: recorded, measured, a built-in name or a JSON file")
+	dur := fs.DurationP("duration", "d", 0, "stop each recording after this long (default: when COMMAND exits)")
+	dir := fs.StringP("output", "o", "idletrace-experiment", "directory for before.trace and after.trace")
+	format := fs.String("format", "text", "report format: text, markdown, json or html")
+	force := fs.Bool("force", false, "overwrite before.trace and after.trace in the directory")
+	quiet := fs.BoolP("quiet", "q", false, "no progress line")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	var command []string
+	if dash := fs.ArgsLenAtDash(); dash >= 0 {
+		command = pos[dash:]
+		pos = pos[:dash]
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q (the command to run goes after --)", pos[0])
+	}
+	if len(command) == 0 {
+		return usagef("missing COMMAND: give the workload to record before and after, after --")
+	}
+	if len(*policies) != 1 {
+		return usagef("give exactly one --policy to apply (got %d)", len(*policies))
+	}
+	if err := checkFormat(*format, "text", "markdown", "json", "html"); err != nil {
+		return err
+	}
+	if *dur < 0 || (*dur == 0 && fs.Changed("duration")) {
+		return usagef("--duration %v: must be positive (leave it out to record until COMMAND exits)", *dur)
+	}
+	pols, err := parsePolicies(*policies)
+	if err != nil {
+		return err
+	}
+	pol := pols[0]
+	plan, err := tune.PlanFor(pol, "/")
+	if tune.IsRefusal(err) {
+		return &usageError{err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	before, after := filepath.Join(*dir, "before.trace"), filepath.Join(*dir, "after.trace")
+	if !*force {
+		for _, p := range []string{before, after} {
+			if _, err := os.Stat(p); err == nil {
+				return fmt.Errorf("%s already exists; use --force to overwrite it", p)
+			}
+		}
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	say := func(s string) { fmt.Fprintln(stderr, "idletrace experiment:", s) }
+	if plan.Empty() {
+		say("the machine is already as " + pol.Spec + " asks: nothing to change between the two recordings")
+	}
+
+	// SIGINT and SIGTERM stop the recording under way and put the knobs
+	// back at once; the deferred Restore covers every other way out.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		applied *tune.Applied
+	)
+	restore := func() error {
+		mu.Lock()
+		a := applied
+		mu.Unlock()
+		return a.Restore()
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var interrupted error
+	go func() {
+		for s := range sigs {
+			mu.Lock()
+			interrupted = fmt.Errorf("stopped by %v", s)
+			mu.Unlock()
+			cancel()
+			if err := restore(); err != nil {
+				say(err.Error())
+			}
+		}
+	}()
+	defer func() {
+		if err := restore(); err != nil {
+			say(err.Error())
+		}
+	}()
+	stopped := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if interrupted != nil {
+			return fmt.Errorf("%v; the machine's idle knobs are as they were", interrupted)
+		}
+		return nil
+	}
+
+	opts := func(out string) record.Options {
+		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, ToolVersion: version,
+			Warn: func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) }}
+	}
+	say("recording " + before + " as the machine is")
+	if err := recordTrace(ctx, opts(before), *quiet, stderr); err != nil {
+		return err
+	}
+	if err := stopped(); err != nil {
+		return err
+	}
+	a, err := plan.Apply(say)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	applied = a
+	mu.Unlock()
+	if err := stopped(); err != nil { // a signal during Apply
+		return err
+	}
+	say("recording " + after + " under " + pol.Spec)
+	rerr := recordTrace(ctx, opts(after), *quiet, stderr)
+	if err := restore(); err != nil {
+		return errors.Join(rerr, err)
+	}
+	if rerr != nil {
+		return rerr
+	}
+	if err := stopped(); err != nil {
+		return err
+	}
+	rep, err := compareTraces(before, after, pol, *profileName, 0, stderr)
+	if err != nil {
+		return err
+	}
+	return analysis.RenderComparison(stdout, rep, *format)
+}

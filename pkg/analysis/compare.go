@@ -1,0 +1,354 @@
+package analysis
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/idletrace/idletrace/pkg/model"
+)
+
+// ComparisonReport is a policy's prediction beside what was then measured:
+// what `idletrace whatif BEFORE --policy SPEC --measured AFTER` and
+// `idletrace experiment` print.
+type ComparisonReport struct {
+	Policy      string
+	BeforeTrace string         // BEFORE, as named on the command line
+	AfterTrace  string         // AFTER
+	Profile     *model.Profile // the table the policy was predicted on
+	// Before is BEFORE's own recorded result, Predicted the policy
+	// replayed on BEFORE, Measured AFTER's own recorded result on AFTER's
+	// table.
+	Before, Predicted, Measured model.Result
+	// Figures are the rows of the comparison, from ComparisonFigures.
+	Figures     []FigureRow
+	Assumptions string
+	Notes       []string
+}
+
+// FigureRow is one figure before, predicted and measured, and the errors.
+type FigureRow struct {
+	Figure string // its JSON name: wake_latency_ns.p50, state_share.POLL, above_share
+	Label  string // for people: "Wake latency p50"
+	Unit   string // "ns" or "share" (a fraction of 1)
+	// Before, Predicted and Measured are nil where a result lacks the
+	// figure (no wake-ups, no IO).
+	Before, Predicted, Measured *float64
+	// ChangeError is the error on the change the policy makes:
+	// |(predicted − before) − (measured − before)| / |measured − before|;
+	// nil where a value is missing or the measured change is ~0
+	// (NoChangeMeasured).
+	ChangeError      *float64
+	NoChangeMeasured bool
+	// RelativeError is |predicted − measured| / measured; nil where a value
+	// is missing or measured is 0.
+	RelativeError *float64
+}
+
+// latencyFigures are the latency distributions compared, each by its mean,
+// p50 and p99. A latency figure is one line here.
+var latencyFigures = []struct {
+	key, label string
+	get        func(*model.Result) *model.LatencySummary
+}{
+	{"wake_latency_ns", "Wake latency", func(r *model.Result) *model.LatencySummary { return &r.WakeLatencyNs }},
+	{"io_latency_ns", "IO latency", func(r *model.Result) *model.LatencySummary { return r.IOLatencyNs }},
+}
+
+// Measured changes this small count as none (see noChange).
+const (
+	noChangeLatencyRel = 1e-3   // of the larger of before and measured
+	noChangeSharePts   = 0.0005 // of a share: 0.05 points
+)
+
+// ComparisonFigures compares before, predicted and measured figure by
+// figure: for each latency in latencyFigures its mean, p50 and p99; the
+// share of idle time in each of states; above and below as shares of each
+// result's selections.
+func ComparisonFigures(before, predicted, measured *model.Result, states []string) []FigureRow {
+	var rows []FigureRow
+	three := func(get func(*model.Result) *float64) [3]*float64 {
+		return [3]*float64{get(before), get(predicted), get(measured)}
+	}
+	add := func(figure, label, unit string, v [3]*float64) {
+		rows = append(rows, figureRow(figure, label, unit, v))
+	}
+	for _, lf := range latencyFigures {
+		stat := func(pick func(*model.LatencySummary) float64) func(*model.Result) *float64 {
+			return func(r *model.Result) *float64 {
+				s := lf.get(r)
+				if s == nil || s.Count == 0 {
+					return nil
+				}
+				v := pick(s)
+				return &v
+			}
+		}
+		add(lf.key+".mean", lf.label+" mean", "ns", three(stat(func(s *model.LatencySummary) float64 { return s.Mean })))
+		add(lf.key+".p50", lf.label+" p50", "ns", three(stat(func(s *model.LatencySummary) float64 { return float64(s.P50) })))
+		add(lf.key+".p99", lf.label+" p99", "ns", three(stat(func(s *model.LatencySummary) float64 { return float64(s.P99) })))
+	}
+	for _, st := range states {
+		add("state_share."+st, "Time in "+st, "share", three(func(r *model.Result) *float64 {
+			v := r.StateShare[st]
+			return &v
+		}))
+	}
+	ofSelections := func(n func(*model.Result) uint64) func(*model.Result) *float64 {
+		return func(r *model.Result) *float64 {
+			if r.Selections == 0 {
+				return nil
+			}
+			v := float64(n(r)) / float64(r.Selections)
+			return &v
+		}
+	}
+	add("above_share", "Above", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Above })))
+	add("below_share", "Below", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Below })))
+	return rows
+}
+
+func figureRow(figure, label, unit string, v [3]*float64) FigureRow {
+	row := FigureRow{Figure: figure, Label: label, Unit: unit}
+	for i, p := range v {
+		if p != nil && !finite(*p) {
+			v[i] = nil
+		}
+	}
+	row.Before, row.Predicted, row.Measured = v[0], v[1], v[2]
+	b, p, m := v[0], v[1], v[2]
+	if p != nil && m != nil && *m != 0 {
+		e := math.Abs(*p-*m) / math.Abs(*m)
+		row.RelativeError = &e
+	}
+	if b != nil && p != nil && m != nil {
+		if noChange(unit, *b, *m) {
+			row.NoChangeMeasured = true
+		} else {
+			e := math.Abs((*p-*b)-(*m-*b)) / math.Abs(*m-*b)
+			row.ChangeError = &e
+		}
+	}
+	return row
+}
+
+// noChange: a measured change within 0.1 % of the larger latency, or 0.05
+// points of a share, is taken as none: the error on it would divide by
+// noise.
+func noChange(unit string, before, measured float64) bool {
+	d := math.Abs(measured - before)
+	if unit == "share" {
+		return d <= noChangeSharePts
+	}
+	return d <= noChangeLatencyRel*math.Max(math.Abs(before), math.Abs(measured))
+}
+
+// ComparisonStates lists the state names to compare: the profile's, then
+// any other a result spent time in.
+func ComparisonStates(prof *model.Profile, results ...model.Result) []string {
+	return stateOrder(&WhatifReport{Profile: prof, Results: results})
+}
+
+// RenderComparison writes rep as text, markdown, json or html.
+func RenderComparison(w io.Writer, rep *ComparisonReport, format string) error {
+	switch format {
+	case FormatJSON:
+		return writeJSON(w, comparisonJSONDoc(rep))
+	case FormatText, "":
+		return renderComparisonDoc(newDoc(w, false), rep)
+	case FormatMarkdown, "md":
+		return renderComparisonDoc(newDoc(w, true), rep)
+	case FormatHTML:
+		return renderComparisonHTML(w, rep)
+	}
+	return &UnknownFormatError{Format: format, Valid: []string{FormatText, FormatMarkdown, FormatJSON, FormatHTML}}
+}
+
+// JSON: the whatif document of BEFORE (its results: before, then
+// predicted) with a comparison object; README.md documents its fields.
+
+type comparisonDocJSON struct {
+	*whatifJSONDoc
+	Comparison comparisonJSON `json:"comparison"`
+}
+
+type comparisonJSON struct {
+	Policy        string       `json:"policy"`
+	BeforeTrace   string       `json:"before_trace"`
+	AfterTrace    string       `json:"after_trace"`
+	Profile       string       `json:"profile"`
+	Before        resultJSON   `json:"before"`
+	Predicted     resultJSON   `json:"predicted"`
+	Measured      resultJSON   `json:"measured"`
+	Figures       []figureJSON `json:"figures"`
+	NoChangeRules string       `json:"no_change_rule"`
+}
+
+type figureJSON struct {
+	Figure           string   `json:"figure"`
+	Unit             string   `json:"unit"`
+	Before           *float64 `json:"before"`
+	Predicted        *float64 `json:"predicted"`
+	Measured         *float64 `json:"measured"`
+	PredictedChange  *float64 `json:"predicted_change"`
+	MeasuredChange   *float64 `json:"measured_change"`
+	ChangeError      *float64 `json:"change_error"`
+	NoChangeMeasured bool     `json:"no_change_measured"`
+	RelativeError    *float64 `json:"relative_error"`
+}
+
+const noChangeRule = "a measured change within 0.1 % of the larger of before and measured (latencies) or 0.05 points (shares) is no change: change_error is then null and no_change_measured true"
+
+func diff(a, b *float64) *float64 {
+	if a == nil || b == nil {
+		return nil
+	}
+	d := *a - *b
+	return &d
+}
+
+func comparisonJSONDoc(rep *ComparisonReport) *comparisonDocJSON {
+	name := ""
+	if rep.Profile != nil {
+		name = rep.Profile.Name
+	}
+	d := &comparisonDocJSON{
+		whatifJSONDoc: whatifJSON(&WhatifReport{Trace: rep.BeforeTrace, Profile: rep.Profile,
+			Results: []model.Result{rep.Before, rep.Predicted}, Assumptions: rep.Assumptions, Notes: rep.Notes}),
+		Comparison: comparisonJSON{Policy: rep.Policy, BeforeTrace: rep.BeforeTrace, AfterTrace: rep.AfterTrace, Profile: name,
+			Before: resultToJSON(rep.Before), Predicted: resultToJSON(rep.Predicted), Measured: resultToJSON(rep.Measured),
+			Figures: []figureJSON{}, NoChangeRules: noChangeRule},
+	}
+	for _, f := range rep.Figures {
+		d.Comparison.Figures = append(d.Comparison.Figures, figureJSON{Figure: f.Figure, Unit: f.Unit,
+			Before: f.Before, Predicted: f.Predicted, Measured: f.Measured,
+			PredictedChange: diff(f.Predicted, f.Before), MeasuredChange: diff(f.Measured, f.Before),
+			ChangeError: f.ChangeError, NoChangeMeasured: f.NoChangeMeasured, RelativeError: f.RelativeError})
+	}
+	return d
+}
+
+// Text, Markdown and HTML share one table.
+
+func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
+	header = []string{"Figure", "Before", "Predicted", "Measured", "Predicted change", "Measured change", "Error on change", "Error"}
+	val := func(unit string, v *float64) string {
+		switch {
+		case v == nil:
+			return dash
+		case unit == "share":
+			return FormatPct(*v)
+		}
+		return FormatUsF(*v)
+	}
+	change := func(unit string, v *float64) string {
+		switch {
+		case v == nil:
+			return dash
+		case unit == "share":
+			return fmt.Sprintf("%+.1f pts", *v*100)
+		case *v > 0:
+			return "+" + FormatUsF(*v)
+		}
+		return FormatUsF(*v)
+	}
+	for _, f := range rep.Figures {
+		label := f.Label
+		if f.Unit == "ns" {
+			label += " µs"
+		}
+		ce := dash
+		switch {
+		case f.NoChangeMeasured:
+			ce = "no change measured"
+		case f.ChangeError != nil:
+			ce = FormatPct(*f.ChangeError)
+		}
+		re := dash
+		if f.RelativeError != nil {
+			re = FormatPct(*f.RelativeError)
+		}
+		rows = append(rows, []string{label, val(f.Unit, f.Before), val(f.Unit, f.Predicted), val(f.Unit, f.Measured),
+			change(f.Unit, diff(f.Predicted, f.Before)), change(f.Unit, diff(f.Measured, f.Before)), ce, re})
+	}
+	return header, rows
+}
+
+func comparisonHead(rep *ComparisonReport) []string {
+	prof := "no profile"
+	if rep.Profile != nil {
+		prof = "profile " + rep.Profile.Name
+	}
+	return []string{
+		fmt.Sprintf("Policy %s, predicted from %s (%d idle periods) on %s.", rep.Policy, rep.BeforeTrace, rep.Predicted.IdlePeriods, prof),
+		fmt.Sprintf("Before: %s as recorded. Measured: %s as recorded, on its own table (%d idle periods).", rep.BeforeTrace, rep.AfterTrace, rep.Measured.IdlePeriods),
+	}
+}
+
+const comparisonCaption = "Error on change: |(predicted − before) − (measured − before)| / |measured − before|, how far the predicted change is from the measured one (\"no change measured\" where the measured change is within 0.1 % of a latency or 0.05 points of a share). " +
+	"Error: |predicted − measured| / measured. Wake latency: the exit latency a wake-up pays; IO latency: block issue to completion; above/below: shares of each result's selections."
+
+func renderComparisonDoc(d *doc, rep *ComparisonReport) error {
+	d.title("idletrace whatif: predicted against measured")
+	d.lines(comparisonHead(rep)...)
+	header, rows := comparisonTable(rep)
+	if err := d.table(header, rows, 0); err != nil {
+		return err
+	}
+	d.para(comparisonCaption)
+	d.bullets(rep.Notes)
+	if rep.Assumptions != "" {
+		if d.markdown {
+			d.gap()
+			fmt.Fprintf(d.w, "**Model assumptions.** %s\n", mdInline(rep.Assumptions))
+		} else {
+			d.para("Model assumptions. " + rep.Assumptions)
+		}
+	}
+	return d.flush()
+}
+
+func renderComparisonHTML(out io.Writer, rep *ComparisonReport) error {
+	w := bufio.NewWriter(out)
+	title := "idletrace whatif: " + rep.Policy + " predicted against measured"
+	fmt.Fprintf(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>\n%s</style>\n</head>\n<body>\n", esc(title), htmlStyle)
+	fmt.Fprintf(w, "<h1>idletrace whatif: predicted against measured</h1>\n")
+	for _, l := range comparisonHead(rep) {
+		fmt.Fprintf(w, "<p class=\"meta\">%s</p>\n", esc(l))
+	}
+	header, rows := comparisonTable(rep)
+	fmt.Fprintf(w, "<div class=\"wide\"><table>\n<tr>")
+	for i, h := range header {
+		if i == 0 {
+			fmt.Fprintf(w, "<th class=\"l\">%s</th>", esc(h))
+		} else {
+			fmt.Fprintf(w, "<th>%s</th>", esc(h))
+		}
+	}
+	fmt.Fprintf(w, "</tr>\n")
+	for _, r := range rows {
+		fmt.Fprintf(w, "<tr>")
+		for j, c := range r {
+			if j == 0 {
+				fmt.Fprintf(w, "<td class=\"l\">%s</td>", esc(c))
+			} else {
+				fmt.Fprintf(w, "<td>%s</td>", esc(c))
+			}
+		}
+		fmt.Fprintf(w, "</tr>\n")
+	}
+	fmt.Fprintf(w, "</table></div>\n<p class=\"caption\">%s</p>\n", esc(comparisonCaption))
+	if len(rep.Notes) > 0 {
+		fmt.Fprintf(w, "<h2>Notes</h2>\n<ul>\n")
+		for _, n := range rep.Notes {
+			fmt.Fprintf(w, "<li>%s</li>\n", esc(n))
+		}
+		fmt.Fprintf(w, "</ul>\n")
+	}
+	if rep.Assumptions != "" {
+		fmt.Fprintf(w, "<h2>Model assumptions</h2>\n<p>%s</p>\n", esc(rep.Assumptions))
+	}
+	fmt.Fprintf(w, "</body>\n</html>\n")
+	return w.Flush()
+}
