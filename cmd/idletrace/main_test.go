@@ -122,6 +122,13 @@ func TestBadInput(t *testing.T) {
 		{"record for 0 s", []string{"record", "-d", "0s"}, 2, "--duration 0s"},
 		{"report over its trace", []string{"whatif", traceCopy, "-o", traceCopy}, 2, "is the trace being read"},
 		{"report over a file", []string{"whatif", bundledTrace, "-o", existing}, 1, "--force"},
+		{"measured with two policies", []string{"whatif", bundledTrace, "--policy", "menu", "--policy", "teo", "--measured", bundledTrace}, 2, "exactly one --policy"},
+		{"measured without a policy", []string{"whatif", bundledTrace, "--measured", bundledTrace}, 2, "exactly one --policy"},
+		{"experiment unknown policy", []string{"experiment", "--policy", "schedutil", "--", "true"}, 2, "schedutil"},
+		{"experiment two policies", []string{"experiment", "--policy", "menu", "--policy", "ladder", "--", "true"}, 2, "exactly one --policy"},
+		{"experiment no command", []string{"experiment", "--policy", "menu"}, 2, "missing COMMAND"},
+		{"experiment boot parameter", []string{"experiment", "--policy", "menu+maxcstate=1", "--", "true"}, 2, "boot parameter"},
+		{"experiment model only", []string{"experiment", "--policy", "menu+blkqos=10us/3ms", "--", "true"}, 2, "blkqos="},
 	}
 	defer func() {
 		// Refused outputs leave their files as they were.

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idletrace/idletrace/internal/testenv"
+	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/trace"
+	"github.com/idletrace/idletrace/pkg/tune"
+)
+
+type comparisonOut struct {
+	Results    []struct{ Policy string } `json:"results"`
+	Comparison struct {
+		Policy      string `json:"policy"`
+		BeforeTrace string `json:"before_trace"`
+		AfterTrace  string `json:"after_trace"`
+		Figures     []struct {
+			Figure           string   `json:"figure"`
+			Unit             string   `json:"unit"`
+			Before           *float64 `json:"before"`
+			Predicted        *float64 `json:"predicted"`
+			Measured         *float64 `json:"measured"`
+			MeasuredChange   *float64 `json:"measured_change"`
+			ChangeError      *float64 `json:"change_error"`
+			NoChangeMeasured bool     `json:"no_change_measured"`
+			RelativeError    *float64 `json:"relative_error"`
+		} `json:"figures"`
+	} `json:"comparison"`
+}
+
+func decodeComparison(t *testing.T, out string) comparisonOut {
+	t.Helper()
+	var c comparisonOut
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatalf("comparison JSON: %v\n%s", err, out)
+	}
+	return c
+}
+
+// TestWhatifMeasuredAgainstItself: a trace measured against itself has
+// changed nothing, so every figure says "no change measured" instead of an
+// error on a change of 0, while the prediction of a policy that changes
+// the machine still differs from the measurement (the plain error).
+func TestWhatifMeasuredAgainstItself(t *testing.T) {
+	spec := "haltpoll+guest_halt_poll_ns=200us"
+	r := runBin(t, "whatif", bundledTrace, "--policy", spec, "--measured", bundledTrace, "--format", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	c := decodeComparison(t, r.stdout)
+	if c.Comparison.Policy != spec || c.Comparison.AfterTrace != bundledTrace {
+		t.Errorf("comparison names %q after %q", c.Comparison.Policy, c.Comparison.AfterTrace)
+	}
+	if len(c.Results) != 2 || c.Results[0].Policy != "recorded" || c.Results[1].Policy != spec {
+		t.Errorf("results %+v: want recorded (before) and the policy (predicted)", c.Results)
+	}
+	want := map[string]bool{"wake_latency_ns.mean": false, "wake_latency_ns.p50": false, "wake_latency_ns.p99": false,
+		"io_latency_ns.mean": false, "io_latency_ns.p50": false, "io_latency_ns.p99": false,
+		"state_share.POLL": false, "state_share.HLT": false, "above_share": false, "below_share": false}
+	for _, f := range c.Comparison.Figures {
+		want[f.Figure] = true
+		if f.Before == nil || f.Measured == nil || *f.Before != *f.Measured {
+			t.Errorf("%s: before %v, measured %v: the same trace", f.Figure, f.Before, f.Measured)
+			continue
+		}
+		if !f.NoChangeMeasured || f.ChangeError != nil {
+			t.Errorf("%s: no_change_measured %v, change_error %v", f.Figure, f.NoChangeMeasured, f.ChangeError)
+		}
+	}
+	for k, seen := range want {
+		if !seen {
+			t.Errorf("no figure %s", k)
+		}
+	}
+	// The prediction moved idle time into POLL; the measurement did not.
+	for _, f := range c.Comparison.Figures {
+		if f.Figure == "state_share.HLT" && (f.RelativeError == nil || *f.RelativeError < 0.1) {
+			t.Errorf("HLT share: predicted %v measured %v, relative error %v", *f.Predicted, *f.Measured, f.RelativeError)
+		}
+	}
+
+	for _, format := range []string{"text", "markdown", "html"} {
+		r := runBin(t, "whatif", bundledTrace, "--policy", spec, "--measured", bundledTrace, "--format", format)
+		if r.code != 0 || !strings.Contains(r.stdout, "no change measured") || !strings.Contains(r.stdout, "Wake latency p99") {
+			t.Errorf("%s: exit %d, report:\n%s\nstderr %s", format, r.code, r.stdout, r.stderr)
+		}
+	}
+	// recorded predicts no change at all.
+	r = runBin(t, "whatif", bundledTrace, "--policy", "recorded", "--measured", bundledTrace, "--format", "json")
+	for _, f := range decodeComparison(t, r.stdout).Comparison.Figures {
+		if f.Predicted == nil || *f.Predicted != *f.Before {
+			t.Errorf("recorded: %s predicted %v, before %v", f.Figure, f.Predicted, f.Before)
+		}
+	}
+}
+
+// TestWhatifMeasuredOtherMachine: a measurement on another machine's
+// states answers nothing: one line naming both tables.
+func TestWhatifMeasuredOtherMachine(t *testing.T) {
+	r, err := trace.Open(bundledTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := *r.Meta
+	r.Close()
+	meta.CPUIdleDriver = "intel_idle"
+	meta.States = nil
+	for cpu := 0; cpu < 2; cpu++ {
+		meta.States = append(meta.States, trace.CPUStates{CPU: cpu, States: []trace.StateInfo{
+			{Index: 0, Name: "POLL", Polling: true},
+			{Index: 1, Name: "C1", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
+			{Index: 2, Name: "C6", ExitLatencyNs: 170000, TargetResidencyNs: 600000},
+		}})
+	}
+	other := filepath.Join(t.TempDir(), "icx.trace")
+	f, err := os.Create(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewWriter(f, &meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(0); i < 10; i++ {
+		p := trace.IdlePeriod{CPU: uint32(i % 2), State: 1, EntryNs: 1e9 + i*1e6, ExitNs: 1e9 + i*1e6 + 5e5, WakeIRQ: -1}
+		if err := w.AddIdle(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	res := runBin(t, "whatif", bundledTrace, "--policy", "menu", "--measured", other)
+	if res.code != 1 || !strings.Contains(res.stderr, "different machines' idle states (POLL, HLT against POLL, C1, C6)") || strings.Count(res.stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", res.code, res.stderr)
+	}
+}
+
+// haltpollParam is the haltpoll governor's module parameter file.
+const haltpollParam = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
+
+// requireHaltpoll skips, naming what is missing, where the kernel has no
+// haltpoll cpuidle governor to experiment with, and sets the machine to
+// guest_halt_poll_ns=0 (how this project's machines boot) for the test,
+// putting back what it found.
+func requireHaltpoll(t *testing.T) {
+	t.Helper()
+	testenv.RequireRecorder(t)
+	drv, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/current_driver")
+	if d := strings.TrimSpace(string(drv)); d == "" || d == "none" {
+		t.Skip("the kernel has no cpuidle driver, so no haltpoll cpuidle governor runs")
+	}
+	avail, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/available_governors")
+	if !strings.Contains(" "+string(avail)+" ", " haltpoll ") {
+		t.Skipf("the kernel has no haltpoll cpuidle governor (available: %s)", strings.TrimSpace(string(avail)))
+	}
+	if _, err := os.Stat(haltpollParam); err != nil {
+		t.Skipf("the kernel has no haltpoll module parameters: %v", err)
+	}
+	pol, _ := model.ParsePolicy("haltpoll+guest_halt_poll_ns=0")
+	plan, err := tune.PlanFor(pol, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := plan.Apply(func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.Restore(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func readParam(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(haltpollParam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestExperimentHaltpoll: idletrace experiment with haltpoll's poll window
+// raised from 0 to 200 µs applies it for the after-recording only (each
+// trace's metadata records the parameter), puts it back, and measures the
+// POLL share rising, as predicted.
+func TestExperimentHaltpoll(t *testing.T) {
+	requireHaltpoll(t)
+	dir := t.TempDir()
+	r := runBin(t, "experiment", "--policy", "haltpoll+guest_halt_poll_ns=200us", "-o", dir, "-q", "--format", "json",
+		"--", "../../scripts/workload.sh", "3", dir)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	t.Log(r.stderr)
+	if got := readParam(t); got != "0" {
+		t.Errorf("guest_halt_poll_ns is %s after the experiment, want 0 restored", got)
+	}
+	for file, want := range map[string]uint64{"before.trace": 0, "after.trace": 200000} {
+		tr, err := trace.Open(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := tr.Meta.HaltPoll; h == nil || h.GuestHaltPollNs != want || tr.Meta.CPUIdleGovernor != "haltpoll" {
+			t.Errorf("%s recorded governor %s, haltpoll %+v; want guest_halt_poll_ns %d", file, tr.Meta.CPUIdleGovernor, h, want)
+		}
+		tr.Close()
+	}
+	c := decodeComparison(t, r.stdout)
+	found := false
+	for _, f := range c.Comparison.Figures {
+		if f.Figure != "state_share.POLL" {
+			continue
+		}
+		found = true
+		t.Logf("POLL share: before %.3f, predicted %.3f, measured %.3f", *f.Before, *f.Predicted, *f.Measured)
+		if *f.Measured < *f.Before+0.05 || *f.Predicted < *f.Before+0.05 {
+			t.Errorf("POLL share before %.3f, predicted %.3f, measured %.3f: want both above before by 5 points", *f.Before, *f.Predicted, *f.Measured)
+		}
+	}
+	if !found {
+		t.Error("no state_share.POLL figure")
+	}
+}
+
+// TestExperimentSignalRestores: SIGTERM during the after-recording stops it
+// and puts the parameter back at once.
+func TestExperimentSignalRestores(t *testing.T) {
+	requireHaltpoll(t)
+	dir := t.TempDir()
+	cmd := exec.Command(binPath, "experiment", "--policy", "haltpoll+guest_halt_poll_ns=200us", "-o", dir, "-q", "--", "sleep", "2")
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for readParam(t) != "200000" {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the parameter was never applied: %s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // into the after-recording
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Errorf("exit %v, want 1; stderr %s", err, errb.String())
+	}
+	if got := readParam(t); got != "0" {
+		t.Errorf("guest_halt_poll_ns is %s after SIGTERM, want 0", got)
+	}
+	if !strings.Contains(errb.String(), "restored guest_halt_poll_ns to 0") || !strings.Contains(errb.String(), "stopped by terminated") {
+		t.Errorf("stderr %s", errb.String())
+	}
+}
