@@ -145,10 +145,11 @@ type Summary struct {
 	Mean  float64 `json:"mean"`
 	P50   uint64  `json:"p50"`
 	P99   uint64  `json:"p99"`
+	P999  uint64  `json:"p999"`
 	Max   uint64  `json:"max"`
 }
 
-// Summary returns count, mean, p50, p99 and max.
+// Summary returns count, mean, p50, p99, p99.9 and max.
 func (h *Histogram) Summary() Summary {
-	return Summary{Count: h.n, Mean: h.Mean(), P50: h.Quantile(0.50), P99: h.Quantile(0.99), Max: h.max}
+	return Summary{Count: h.n, Mean: h.Mean(), P50: h.Quantile(0.50), P99: h.Quantile(0.99), P999: h.Quantile(0.999), Max: h.max}
 }

@@ -88,3 +88,69 @@ func TestWhatifIOAgreesWithStats(t *testing.T) {
 		t.Errorf("C6 disabled takes %.1f ns off the IO mean, want %.1f", got, wantCut)
 	}
 }
+
+// The latency a waiting process sees changes under a policy by the exit
+// latency of the CPU the completion woke and that of the CPU the process
+// was woken on (issue 10 item 2): with C6 (133 µs) replaced by C1 (2 µs)
+// on both, by 2 × 131 µs; where the process runs on the completing CPU,
+// by one. whatif's recorded task latency is stats'.
+func TestWhatifTaskIOLatency(t *testing.T) {
+	meta := driverMeta()
+	meta.Inputs.TaskIO = true
+	var ps []trace.IdlePeriod
+	var ios []trace.BlockIO
+	const n = 2000
+	for k := range n {
+		tm := uint64(1_000_000 + k*3_000*us)
+		d := uint64(800*us + (k%7)*100*us)
+		dev := period(0, 2, tm, d) // C6 on CPU 0, ended by the device interrupt
+		dev.WakeCause, dev.WakeIRQ = trace.WakeIRQ, 24
+		io := completion(0, dev.ExitNs-5*us) // the handler inside the stay (HLT)
+		io.IssueNs = tm - 100*us
+		io.Tid, io.Comm = 4242, "fio"
+		io.TaskWokenNs = io.CompleteNs + 3*us
+		if k%2 == 0 { // the process sleeps on CPU 1, idle in C6 until woken
+			task := period(1, 2, tm, d+20*us)
+			task.WakeCause = trace.WakeIPIResched
+			ps = append(ps, dev, task)
+			io.TaskCPU, io.TaskRunNs = 1, task.ExitNs+10*us
+		} else { // on CPU 0 itself
+			ps = append(ps, dev)
+			io.TaskCPU, io.TaskRunNs = 0, io.TaskWokenNs+10*us
+		}
+		ios = append(ios, io)
+	}
+	scan := scanOf(ps, ios)
+	st, err := ComputeStats(meta, nil, nil, scan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, _ := model.Recorded(meta)
+	var pols []model.Policy
+	for _, spec := range []string{"recorded", "oracle+disable=C6"} {
+		p, _ := model.ParsePolicy(spec)
+		pols = append(pols, p)
+	}
+	rp, err := model.NewReplay(prof, meta, pols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scan(trace.Visitor{Idle: rp.Idle, BlockIO: rp.BlockIO}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := rp.Finish()
+	stTask, rec, cheap := st.IO.TaskLatencyNs, res[0].TaskIOLatencyNs, res[1].TaskIOLatencyNs
+	if stTask == nil || stTask.Count != n || rec == nil || cheap == nil {
+		t.Fatalf("task latency: stats %+v, recorded %+v, C6 off %+v; want %d requests", stTask, rec, cheap, n)
+	}
+	if rec.Count != stTask.Count || rec.Mean != stTask.Mean || rec.Max != stTask.Max {
+		t.Errorf("recorded's task latency %+v, stats' %+v", rec, stTask)
+	}
+	if st := rp.Stats(); st.TaskIO != n || st.TaskWokeIdle != n/2 || st.IOWokeIdle != n {
+		t.Errorf("replay counted %d task waits, %d task CPUs woken, %d completions woke; want %d, %d, %d", st.TaskIO, st.TaskWokeIdle, st.IOWokeIdle, n, n/2, n)
+	}
+	want := float64(131*us) * 1.5 // half the requests pay two exit latencies, half one
+	if got := rec.Mean - cheap.Mean; math.Abs(got-want) > 1e-6*want {
+		t.Errorf("C6 disabled takes %.1f ns off the task latency mean, want %.1f", got, want)
+	}
+}

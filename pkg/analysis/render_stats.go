@@ -272,6 +272,10 @@ func renderStatsDoc(d *doc, s *Stats) error {
 				io.Requests, FormatUsF(io.LatencyNs.Mean), FormatUs(io.LatencyNs.P50), FormatUs(io.LatencyNs.P99), FormatUs(io.LatencyNs.Max)),
 			fmt.Sprintf("%d of them woke an idle CPU (%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
 				io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000))
+		if t := io.TaskLatencyNs; t != nil && t.Count > 0 {
+			ioLines = append(ioLines, fmt.Sprintf("%d requests had their task waiting; issue → that task running again: mean %s µs, p50 %s µs, p99 %s µs, p99.9 %s µs, max %s µs.",
+				t.Count, FormatUsF(t.Mean), FormatUs(t.P50), FormatUs(t.P99), FormatUs(t.P999), FormatUs(t.Max)))
+		}
 	}
 	if io.WithoutIssueInWindow != nil && io.UndeliveredInWindow != nil && *io.WithoutIssueInWindow+*io.UndeliveredInWindow > 0 {
 		ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d requests the trace lacks: %d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs).",

@@ -137,6 +137,11 @@ type IRQCount struct {
 type IOStats struct {
 	Requests  uint64         `json:"requests"`
 	LatencyNs LatencySummary `json:"latency_ns"`
+	// TaskLatencyNs is issue → the issuing task running again, over the
+	// requests a task waited for (iowake.TaskLatencyNs); TaskWaited counts
+	// them. Null where the trace does not record the task.
+	TaskLatencyNs *LatencySummary `json:"task_latency_ns"`
+	TaskWaited    uint64          `json:"task_waited"`
 	Errors    uint64         `json:"errors"`
 	// Lost is IO records the kernel side could not deliver; Unmatched is
 	// completions whose issue was not seen (counted by the recorder, not in
@@ -257,6 +262,7 @@ type StatsBuilder struct {
 	// wakeEarly counts remote wake-ups requested before the idle entry.
 	wakeEarly uint64
 	io        Histogram
+	taskIO    Histogram
 	ioErr     uint64
 	devs      map[uint32]*devAcc
 	iowake    iowake.Matcher[struct{}, struct{}]
@@ -471,6 +477,9 @@ func (b *StatsBuilder) AddBlockIO(io *trace.BlockIO) error {
 		return nil
 	}
 	b.io.Record(io.LatencyNs())
+	if lat, ok := iowake.TaskLatencyNs(io); ok {
+		b.taskIO.Record(lat)
+	}
 	if io.Error != 0 {
 		b.ioErr++
 	}
@@ -724,6 +733,10 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	// IO.
 	s.IO.Requests = b.io.Count()
 	s.IO.LatencyNs = b.io.Summary()
+	if m.Inputs.TaskIO || b.taskIO.Count() > 0 {
+		t := b.taskIO.Summary()
+		s.IO.TaskLatencyNs, s.IO.TaskWaited = &t, t.Count
+	}
 	s.IO.Errors = b.ioErr
 	b.iowake.Flush()
 	s.IO.WokeIdleCPUByCause = map[string]uint64{}

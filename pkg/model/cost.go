@@ -75,7 +75,7 @@ func (h *hist) summary() LatencySummary {
 	if h.n == 0 {
 		return LatencySummary{}
 	}
-	return LatencySummary{Count: h.n, Mean: h.sum / float64(h.n), P50: h.quantile(0.5), P99: h.quantile(0.99), Max: h.max}
+	return LatencySummary{Count: h.n, Mean: h.sum / float64(h.n), P50: h.quantile(0.5), P99: h.quantile(0.99), P999: h.quantile(0.999), Max: h.max}
 }
 
 func (h *hist) cdf() []CDFPoint {
@@ -140,7 +140,7 @@ func (ps *polSim) wakeSummary() (LatencySummary, []CDFPoint) {
 		}
 		cdf = append(cdf, CDFPoint{ValueNs: x.v, Fraction: float64(cum) / float64(total)})
 	}
-	return LatencySummary{Count: total, Mean: sum / float64(total), P50: q(0.5), P99: q(0.99), Max: vs[len(vs)-1].v}, cdf
+	return LatencySummary{Count: total, Mean: sum / float64(total), P50: q(0.5), P99: q(0.99), P999: q(0.999), Max: vs[len(vs)-1].v}, cdf
 }
 
 func (ps *polSim) result(r *Replay) Result {
@@ -160,6 +160,10 @@ func (ps *polSim) result(r *Replay) Result {
 		res.IOLatencyCDF = ps.io.cdf()
 		n := r.stats.IOWokeIdle
 		res.IOWokeIdle = &n
+		if r.taskSeen || r.meta.Inputs.TaskIO {
+			t := ps.taskIO.summary()
+			res.TaskIOLatencyNs = &t
+		}
 	}
 	var total int64
 	for _, t := range ps.timeNs {

@@ -56,7 +56,9 @@ type Replay struct {
 	finished         bool
 	stats            Stats
 	elScratch        []int64
-	ioMatch          iowake.Matcher[ioWakeCost, int64]
+	ioMatch          iowake.Matcher[ioWakeCost, *ioReq] // the completing CPU's wake-up
+	taskMatch        iowake.Matcher[ioWakeCost, *ioReq] // the waiting task's CPU's
+	taskSeen         bool
 	ioLo, ioHi       uint64 // completions counted (SetIOWindow)
 	costSlab         []int64
 }
@@ -73,6 +75,8 @@ type Stats struct {
 	IOCompletions    uint64 // completed block requests seen
 	IOWokeIdle       uint64 // of which woke an idle CPU (package iowake's rule): the policies set their latency
 	IOUncertain      uint64 // of the others, completions the bounded matcher may have missed (see iowake.Matcher)
+	TaskIO           uint64 // of the completions, those whose task waited for them (iowake.TaskLatencyNs)
+	TaskWokeIdle     uint64 // of which the waiting task's CPU was idle and woken for it
 }
 
 // episode end kinds of a recorded period
@@ -218,7 +222,7 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 	}
 	r.elScratch = make([]int64, len(r.pols))
 	r.ioHi = math.MaxUint64
-	r.ioMatch.Match, r.ioMatch.Miss = r.ioWoke, r.ioMissed
+	r.initIO()
 	return r, nil
 }
 
@@ -487,82 +491,8 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	c.seen = true
 	c.prevExit = pi.x
 	c.prevKind = pi.kind
-	var cost ioWakeCost
-	if iowake.Eligible(p.WakeCause) {
-		if pi.rec >= 0 && pi.rec < r.recTab.n {
-			cost.recEl = r.recTab.paidLatency(pi.rec)
-		}
-		cost.els = r.takeCosts()
-		copy(cost.els, els)
-	}
-	r.ioMatch.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, cost)
+	r.ioPeriod(p, &pi, els)
 	return nil
-}
-
-// ioWakeCost is what an IO completion that woke an idle CPU pays: the
-// recorded state's exit latency, taken out, and each policy's, put in.
-type ioWakeCost struct {
-	recEl int64
-	els   []int64
-}
-
-// takeCosts carves one period's per-policy exit latencies from a slab, so
-// that the periods the IO matcher holds cost no allocation each.
-func (r *Replay) takeCosts() []int64 {
-	np := len(r.pols)
-	if len(r.costSlab) < np {
-		r.costSlab = make([]int64, 4096*max(np, 1))
-	}
-	els := r.costSlab[:np:np]
-	r.costSlab = r.costSlab[np:]
-	return els
-}
-
-// BlockIO takes one block request in the main pass: its completion latency
-// under each policy, and (without a prepass) its issue for blkqos.
-func (r *Replay) BlockIO(b *trace.BlockIO) error {
-	if r.finished {
-		return fmt.Errorf("whatif: BlockIO after Finish")
-	}
-	if len(r.blk) > 0 && !r.prepassed {
-		r.addIssue(b)
-	}
-	if b.CompleteNs == 0 || b.CompleteCPU >= maxCPUs {
-		return nil
-	}
-	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi {
-		return nil // outside the window the report counts IO in (SetIOWindow)
-	}
-	r.ioSeen = true
-	r.stats.IOCompletions++
-	r.ioMatch.Completion(b.CompleteCPU, b.CompleteNs, int64(b.LatencyNs()))
-	return nil
-}
-
-// SetIOWindow counts only block IO completed in (startNs, endNs] in the
-// IO figures, as stats does (the counters' window); blkqos still sees every
-// issue. Call it before the first record.
-func (r *Replay) SetIOWindow(startNs, endNs uint64) { r.ioLo, r.ioHi = startNs, endNs }
-
-// ioWoke applies each policy's exit latency to a completion that woke an
-// idle CPU (the rule in package iowake).
-func (r *Replay) ioWoke(_ trace.WakeCause, cost ioWakeCost, latNs int64) {
-	r.stats.IOWokeIdle++
-	for k, ps := range r.pols {
-		lat := latNs
-		if cost.els != nil {
-			lat = max(lat-cost.recEl+cost.els[k], 0)
-		}
-		ps.io.add(uint64(lat))
-	}
-}
-
-// ioMissed counts a completion that did not wake an idle CPU: it keeps
-// its recorded latency under every policy.
-func (r *Replay) ioMissed(latNs int64) {
-	for _, ps := range r.pols {
-		ps.io.add(uint64(latNs))
-	}
 }
 
 // Stats returns the replay's counters so far.
@@ -579,6 +509,7 @@ func (r *Replay) Finish() ([]Result, error) {
 			}
 		}
 		r.ioMatch.Flush()
+		r.taskMatch.Flush()
 	}
 	out := make([]Result, len(r.pols))
 	var base float64
@@ -621,6 +552,7 @@ type polSim struct {
 	energy                            float64 // busy-core × ns
 	wakeCount                         []uint64
 	io                                hist
+	taskIO                            hist
 	agreeN, agreeHit                  uint64
 
 	// obs, when set (tests only), sees every decision: a selection, the end

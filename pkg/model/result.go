@@ -13,12 +13,17 @@ type Result struct {
 	// IOWokeIdle is how many of the completions in IOLatencyNs woke an
 	// idle CPU (package iowake's rule, as stats' io.woke_idle_cpu): those
 	// whose latency the policy's exit latency set. Null without IO.
-	IOWokeIdle *uint64            `json:"io_woke_idle"`
-	StateShare map[string]float64 `json:"state_share"`
-	Above      uint64             `json:"above"`
-	Below      uint64             `json:"below"`
-	EnergyRel  float64            `json:"energy_rel"`
-	Agreement  *float64           `json:"agreement"`
+	IOWokeIdle *uint64 `json:"io_woke_idle"`
+	// TaskIOLatencyNs is issue → the issuing task running again, over the
+	// requests a task waited for, with the exit latencies of the CPU the
+	// completion woke and of the CPU the task was woken on both set by the
+	// policy. Null where the trace does not record the task.
+	TaskIOLatencyNs *LatencySummary    `json:"task_io_latency_ns"`
+	StateShare      map[string]float64 `json:"state_share"`
+	Above           uint64             `json:"above"`
+	Below           uint64             `json:"below"`
+	EnergyRel       float64            `json:"energy_rel"`
+	Agreement       *float64           `json:"agreement"`
 
 	// Beyond the contract: what a reader needs to judge the numbers.
 	Selections   uint64  `json:"selections"`   // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)
@@ -35,6 +40,7 @@ type LatencySummary struct {
 	Mean  float64 `json:"mean"`
 	P50   uint64  `json:"p50"`
 	P99   uint64  `json:"p99"`
+	P999  uint64  `json:"p999"`
 	Max   uint64  `json:"max"`
 }
 

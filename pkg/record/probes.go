@@ -67,6 +67,11 @@ var probes = []probe{
 	{"power", "guest_halt_poll_ns", "btf_guest_halt_poll_ns", "tp_guest_halt_poll_ns", inputHaltPoll, false, 3},
 }
 
+// btfTrailingArgsOK: events whose later kernels appended arguments, which
+// a program reading only the first btfArgs serves as well (sched_switch
+// gained prev_state in 5.18).
+var btfTrailingArgsOK = map[string]bool{"sched_switch": true}
+
 func (p probe) name() string { return p.category + ":" + p.event }
 
 // fentryProg is one fentry program and the kernel function it attaches to.
@@ -197,7 +202,7 @@ func planAttach(kernel *btf.Spec, wanted func(probe) bool, classicOnly bool) (*a
 			plan.reason[p.name()] = "not requested"
 			continue
 		}
-		if tracingOK && btfPrototypeArgs(kernel, "btf_trace_"+p.event) == p.btfArgs {
+		if n := btfPrototypeArgs(kernel, "btf_trace_"+p.event); tracingOK && (n == p.btfArgs || n > p.btfArgs && btfTrailingArgsOK[p.event]) {
 			plan.method[p.name()] = AttachTPBTF
 			continue
 		}

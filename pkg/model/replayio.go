@@ -1,0 +1,158 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/idletrace/idletrace/pkg/iowake"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Block IO in the replay: a request's latency changes under a policy by
+// the exit latencies of the wake-ups it caused. The completion may have
+// woken its CPU (iowake.CompletionRule): that changes its IO latency and
+// its task's. The task that waited for it may have had to be woken on
+// another, idle CPU (iowake.TaskRule): that changes its task latency too.
+// Each matcher reports every request once; a request with a waiting task
+// is counted when both have answered.
+
+// ioWakeCost is what a wake-up of an idle CPU pays: the recorded state's
+// exit latency, taken out, and each policy's, put in.
+type ioWakeCost struct {
+	recEl int64
+	els   []int64
+}
+
+// ioReq is one block request waiting for its matchers' answers.
+type ioReq struct {
+	ioLatNs, taskLatNs int64
+	hasTask            bool
+	pending            int8    // matcher answers still to come for the task latency
+	deltas             []int64 // per policy, the exit-latency change so far
+}
+
+func (r *Replay) initIO() {
+	r.ioMatch.Rule, r.taskMatch.Rule = iowake.CompletionRule, iowake.TaskRule
+	r.ioMatch.Match, r.ioMatch.Miss = r.ioWoke, r.ioMissed
+	r.taskMatch.Match, r.taskMatch.Miss = r.taskWoke, r.taskDone
+}
+
+// ioPeriod feeds one recorded period, with what each policy paid at its
+// wake-up, to the matchers.
+func (r *Replay) ioPeriod(p *trace.IdlePeriod, pi *periodInfo, els []int64) {
+	var cost ioWakeCost
+	if iowake.CompletionRule.Eligible(p.WakeCause) || iowake.TaskRule.Eligible(p.WakeCause) {
+		if pi.rec >= 0 && pi.rec < r.recTab.n {
+			cost.recEl = r.recTab.paidLatency(pi.rec)
+		}
+		cost.els = r.takeCosts()
+		copy(cost.els, els)
+	}
+	r.ioMatch.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, cost)
+	r.taskMatch.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, cost)
+}
+
+// takeCosts carves one period's per-policy exit latencies from a slab, so
+// that the periods the matchers hold cost no allocation each.
+func (r *Replay) takeCosts() []int64 {
+	np := len(r.pols)
+	if len(r.costSlab) < np {
+		r.costSlab = make([]int64, 4096*max(np, 1))
+	}
+	els := r.costSlab[:np:np]
+	r.costSlab = r.costSlab[np:]
+	return els
+}
+
+// BlockIO takes one block request in the main pass: its completion and
+// task latency under each policy, and (without a prepass) its issue for
+// blkqos.
+func (r *Replay) BlockIO(b *trace.BlockIO) error {
+	if r.finished {
+		return fmt.Errorf("whatif: BlockIO after Finish")
+	}
+	if len(r.blk) > 0 && !r.prepassed {
+		r.addIssue(b)
+	}
+	if b.CompleteNs == 0 || b.CompleteCPU >= maxCPUs {
+		return nil
+	}
+	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi {
+		return nil // outside the window the report counts IO in (SetIOWindow)
+	}
+	r.ioSeen = true
+	r.stats.IOCompletions++
+	req := &ioReq{ioLatNs: int64(b.LatencyNs())}
+	otherCPU := false
+	if lat, ok := iowake.TaskLatencyNs(b); ok {
+		r.stats.TaskIO++
+		r.taskSeen = true
+		otherCPU = b.TaskCPU != b.CompleteCPU && b.TaskCPU < maxCPUs
+		req.taskLatNs, req.hasTask, req.pending = int64(lat), true, 1
+		req.deltas = make([]int64, len(r.pols))
+		if otherCPU {
+			req.pending = 2
+		}
+	}
+	r.ioMatch.Completion(b.CompleteCPU, b.CompleteNs, req)
+	if otherCPU {
+		r.taskMatch.Completion(b.TaskCPU, b.TaskWokenNs, req)
+	}
+	return nil
+}
+
+// SetIOWindow counts only block IO completed in (startNs, endNs] in the
+// IO figures, as stats does (the counters' window); blkqos still sees every
+// issue. Call it before the first record.
+func (r *Replay) SetIOWindow(startNs, endNs uint64) { r.ioLo, r.ioHi = startNs, endNs }
+
+// ioWoke applies each policy's exit latency to a completion that woke an
+// idle CPU.
+func (r *Replay) ioWoke(_ trace.WakeCause, cost ioWakeCost, req *ioReq) {
+	r.stats.IOWokeIdle++
+	for k, ps := range r.pols {
+		d := int64(0)
+		if cost.els != nil {
+			d = cost.els[k] - cost.recEl
+		}
+		ps.io.add(uint64(max(req.ioLatNs+d, 0)))
+		if req.hasTask {
+			req.deltas[k] += d
+		}
+	}
+	r.taskDone(req)
+}
+
+// ioMissed counts a completion that did not wake an idle CPU: it keeps
+// its recorded latency under every policy.
+func (r *Replay) ioMissed(req *ioReq) {
+	for _, ps := range r.pols {
+		ps.io.add(uint64(req.ioLatNs))
+	}
+	r.taskDone(req)
+}
+
+// taskWoke applies each policy's exit latency to the waiting task's CPU,
+// idle when the completion woke the task.
+func (r *Replay) taskWoke(_ trace.WakeCause, cost ioWakeCost, req *ioReq) {
+	r.stats.TaskWokeIdle++
+	if cost.els != nil {
+		for k := range r.pols {
+			req.deltas[k] += cost.els[k] - cost.recEl
+		}
+	}
+	r.taskDone(req)
+}
+
+// taskDone takes one matcher's answer for a request; after the last, its
+// task latency is counted under each policy.
+func (r *Replay) taskDone(req *ioReq) {
+	if !req.hasTask {
+		return
+	}
+	if req.pending--; req.pending > 0 {
+		return
+	}
+	for k, ps := range r.pols {
+		ps.taskIO.add(uint64(max(req.taskLatNs+req.deltas[k], 0)))
+	}
+}
