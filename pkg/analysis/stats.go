@@ -142,7 +142,7 @@ type IOStats struct {
 	// them. Null where the trace does not record the task.
 	TaskLatencyNs *LatencySummary `json:"task_latency_ns"`
 	TaskWaited    uint64          `json:"task_waited"`
-	Errors    uint64         `json:"errors"`
+	Errors        uint64          `json:"errors"`
 	// Lost is IO records the kernel side could not deliver; Unmatched is
 	// completions whose issue was not seen (counted by the recorder, not in
 	// Requests).
