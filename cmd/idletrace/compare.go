@@ -26,24 +26,31 @@ func compareTraces(before, after string, pol model.Policy, profileName string, h
 		return nil, err
 	}
 	recorded, _ := model.ParsePolicy(string(model.GovRecorded))
+	// BEFORE and AFTER as recorded, each on its own table: the recorded
+	// one, or with --profile measured each trace's own measured exit
+	// latencies, so that all three figures are in the same terms.
+	own := "recorded"
+	if profileName == "measured" {
+		own = "measured"
+	}
 
 	// BEFORE's own result and the prediction, in one replay where both
-	// are on the recorded profile.
+	// are on the same profile.
 	var brep, prep *analysis.WhatifReport
-	if profileName == "recorded" && pol.Governor != model.GovRecorded {
+	if profileName == own && pol.Governor != model.GovRecorded {
 		if brep, err = replayTrace(before, profileName, hz, []model.Policy{recorded, pol}, stderr); err != nil {
 			return nil, err
 		}
 		prep = brep
 	} else {
-		if brep, err = replayTrace(before, "recorded", hz, []model.Policy{recorded}, stderr); err != nil {
+		if brep, err = replayTrace(before, own, hz, []model.Policy{recorded}, stderr); err != nil {
 			return nil, err
 		}
 		if prep, err = replayTrace(before, profileName, hz, []model.Policy{pol}, stderr); err != nil {
 			return nil, err
 		}
 	}
-	arep, err := replayTrace(after, "recorded", hz, []model.Policy{recorded}, stderr)
+	arep, err := replayTrace(after, own, hz, []model.Policy{recorded}, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +63,9 @@ func compareTraces(before, after string, pol model.Policy, profileName string, h
 		Assumptions: prep.Assumptions,
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("knobs as recorded: before %s; after %s", knobs(bmeta), knobs(ameta)))
+	if own == "measured" {
+		rep.Notes = append(rep.Notes, "before and measured are each trace's recorded choices on its own measured profile (each state's exit latency replaced by the median wake-up latency measured in that trace), as the prediction is on BEFORE's")
+	}
 	for _, n := range prep.Notes {
 		rep.Notes = append(rep.Notes, "before ("+before+"): "+n)
 	}
