@@ -154,3 +154,47 @@ func TestWhatifTaskIOLatency(t *testing.T) {
 		t.Errorf("C6 disabled takes %.1f ns off the task latency mean, want %.1f", got, want)
 	}
 }
+
+// The same IO filter in both commands selects the same requests: counts,
+// latencies and wake-ups agree, and the devices' counts still cover all.
+func TestIOFilterAgrees(t *testing.T) {
+	meta := driverMeta()
+	var ps []trace.IdlePeriod
+	var ios []trace.BlockIO
+	for k := range 3000 {
+		p := irqPeriod(uint32(k%2), uint64(1_000_000+k*1_000*us), 500*us)
+		ps = append(ps, p)
+		io := completion(p.CPU, p.ExitNs-uint64(k%3)*10*us)
+		io.IssueNs = io.CompleteNs - uint64(100+k%50)*us
+		io.Tid, io.Tgid, io.Comm = 7, 7, []string{"fio", "dd", "fio"}[k%3]
+		ios = append(ios, io)
+	}
+	f, err := trace.ParseIOFilter("comm=fio", meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan := scanOf(ps, ios)
+	b := NewStatsBuilder(meta, nil)
+	b.SetIOFilter(f)
+	if err := scan(b.Visitor()); err != nil {
+		t.Fatal(err)
+	}
+	st := b.Finish(nil)
+	prof, _ := model.Recorded(meta)
+	pol, _ := model.ParsePolicy("recorded")
+	rp, err := model.NewReplay(prof, meta, []model.Policy{pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp.SetIOFilter(f)
+	if err := scan(trace.Visitor{Idle: rp.Idle, BlockIO: rp.BlockIO}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := rp.Finish()
+	if st.IO.Requests != 2000 || st.IO.Filter != "comm=fio" || st.IO.Devices[0].Requests != 3000 {
+		t.Fatalf("stats: %d requests under %q, device %d; want 2000 of 3000", st.IO.Requests, st.IO.Filter, st.IO.Devices[0].Requests)
+	}
+	if r := res[0]; r.IOLatencyNs.Count != st.IO.Requests || r.IOLatencyNs.Mean != st.IO.LatencyNs.Mean || *r.IOWokeIdle != st.IO.WokeIdleCPU || st.IO.WokeIdleCPU != 2000 {
+		t.Errorf("whatif %+v woke %d; stats %+v woke %d", r.IOLatencyNs, *r.IOWokeIdle, st.IO.LatencyNs, st.IO.WokeIdleCPU)
+	}
+}

@@ -264,6 +264,9 @@ func renderStatsDoc(d *doc, s *Stats) error {
 	d.heading("Block IO")
 	io := s.IO
 	var ioLines []string
+	if io.Filter != "" {
+		ioLines = append(ioLines, fmt.Sprintf("IO figures cover the requests the filter %q selects; the devices' counts cover all.", io.Filter))
+	}
 	if io.Requests == 0 {
 		ioLines = append(ioLines, "No block IO request completed in the window.")
 	} else {

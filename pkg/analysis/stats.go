@@ -142,6 +142,9 @@ type IOStats struct {
 	// them. Null where the trace does not record the task.
 	TaskLatencyNs *LatencySummary `json:"task_latency_ns"`
 	TaskWaited    uint64          `json:"task_waited"`
+	// Filter is the IO filter the figures above cover ("" for every
+	// request); Devices count every request.
+	Filter string `json:"filter"`
 	Errors        uint64          `json:"errors"`
 	// Lost is IO records the kernel side could not deliver; Unmatched is
 	// completions whose issue was not seen (counted by the recorder, not in
@@ -263,6 +266,7 @@ type StatsBuilder struct {
 	wakeEarly uint64
 	io        Histogram
 	taskIO    Histogram
+	ioFilter  trace.IOFilter
 	ioErr     uint64
 	devs      map[uint32]*devAcc
 	iowake    iowake.Matcher[struct{}, struct{}]
@@ -470,18 +474,17 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	return nil
 }
 
+// SetIOFilter makes the IO figures (latency, task latency, errors, woke
+// an idle CPU) cover the requests f selects; the per-device counts, which
+// are checked against the kernel's, still count every request. Call it
+// before the first record.
+func (b *StatsBuilder) SetIOFilter(f trace.IOFilter) { b.ioFilter = f }
+
 // AddBlockIO feeds one block IO request. It keeps no reference to io.
 func (b *StatsBuilder) AddBlockIO(io *trace.BlockIO) error {
 	if io.CompleteNs <= b.winStart || io.CompleteNs > b.winEnd {
 		b.outside.IORequests++
 		return nil
-	}
-	b.io.Record(io.LatencyNs())
-	if lat, ok := iowake.TaskLatencyNs(io); ok {
-		b.taskIO.Record(lat)
-	}
-	if io.Error != 0 {
-		b.ioErr++
 	}
 	d := b.devs[io.Dev]
 	if d == nil {
@@ -495,6 +498,16 @@ func (b *StatsBuilder) AddBlockIO(io *trace.BlockIO) error {
 	d.requests++
 	if io.Error != 0 {
 		d.errors++
+	}
+	if !b.ioFilter.Match(io) {
+		return nil
+	}
+	b.io.Record(io.LatencyNs())
+	if lat, ok := iowake.TaskLatencyNs(io); ok {
+		b.taskIO.Record(lat)
+	}
+	if io.Error != 0 {
+		b.ioErr++
 	}
 	b.iowake.Completion(io.CompleteCPU, io.CompleteNs, struct{}{})
 	return nil
@@ -533,10 +546,18 @@ func ComputeStats(meta *trace.Metadata, end *trace.End, losses []trace.Loss, sca
 // StatsFromReader computes Stats over an open trace, with the reader's own
 // warnings (damaged chunks, a recording cut short) first.
 func StatsFromReader(r *trace.Reader) (*Stats, error) {
-	s, err := ComputeStats(r.Meta, r.End, nil, r.Scan) // loss records come with the scan
-	if err != nil {
+	return FilteredStatsFromReader(r, trace.IOFilter{})
+}
+
+// FilteredStatsFromReader is StatsFromReader with the IO figures limited to
+// the requests f selects (StatsBuilder.SetIOFilter).
+func FilteredStatsFromReader(r *trace.Reader, f trace.IOFilter) (*Stats, error) {
+	b := NewStatsBuilder(r.Meta, r.End)
+	b.SetIOFilter(f)
+	if err := r.Scan(b.Visitor()); err != nil { // loss records come with the scan
 		return nil, err
 	}
+	s := b.Finish(nil)
 	s.Warnings = append(append([]string{}, r.Warnings()...), s.Warnings...)
 	return s, nil
 }
@@ -733,6 +754,7 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	// IO.
 	s.IO.Requests = b.io.Count()
 	s.IO.LatencyNs = b.io.Summary()
+	s.IO.Filter = b.ioFilter.Spec
 	if m.Inputs.TaskIO || b.taskIO.Count() > 0 {
 		t := b.taskIO.Summary()
 		s.IO.TaskLatencyNs, s.IO.TaskWaited = &t, t.Count

@@ -60,6 +60,7 @@ type Replay struct {
 	taskMatch        iowake.Matcher[ioWakeCost, *ioReq] // the waiting task's CPU's
 	taskSeen         bool
 	ioLo, ioHi       uint64 // completions counted (SetIOWindow)
+	ioFilter         trace.IOFilter
 	costSlab         []int64
 }
 

@@ -76,8 +76,8 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 	if b.CompleteNs == 0 || b.CompleteCPU >= maxCPUs {
 		return nil
 	}
-	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi {
-		return nil // outside the window the report counts IO in (SetIOWindow)
+	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi || !r.ioFilter.Match(b) {
+		return nil // outside the window the report counts IO in (SetIOWindow), or filtered out
 	}
 	r.ioSeen = true
 	r.stats.IOCompletions++
@@ -99,6 +99,10 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 	}
 	return nil
 }
+
+// SetIOFilter counts only the requests f selects in the IO figures, as
+// stats does with the same filter. Call it before the first record.
+func (r *Replay) SetIOFilter(f trace.IOFilter) { r.ioFilter = f }
 
 // SetIOWindow counts only block IO completed in (startNs, endNs] in the
 // IO figures, as stats does (the counters' window); blkqos still sees every
