@@ -145,7 +145,7 @@ type IOStats struct {
 	// Filter is the IO filter the figures above cover ("" for every
 	// request); Devices count every request.
 	Filter string `json:"filter"`
-	Errors        uint64          `json:"errors"`
+	Errors uint64 `json:"errors"`
 	// Lost is IO records the kernel side could not deliver; Unmatched is
 	// completions whose issue was not seen (counted by the recorder, not in
 	// Requests).
