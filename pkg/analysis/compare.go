@@ -53,6 +53,7 @@ var latencyFigures = []struct {
 	get        func(*model.Result) *model.LatencySummary
 }{
 	{"wake_latency_ns", "Wake latency", func(r *model.Result) *model.LatencySummary { return &r.WakeLatencyNs }},
+	{"task_io_latency_ns", "Task IO latency", func(r *model.Result) *model.LatencySummary { return r.TaskIOLatencyNs }},
 	{"io_latency_ns", "IO latency", func(r *model.Result) *model.LatencySummary { return r.IOLatencyNs }},
 }
 
@@ -287,7 +288,7 @@ func comparisonHead(rep *ComparisonReport) []string {
 }
 
 const comparisonCaption = "Error on change: |(predicted − before) − (measured − before)| / |measured − before|, how far the predicted change is from the measured one (\"no change measured\" where the measured change is within 0.1 % of a latency or 0.05 points of a share). " +
-	"Error: |predicted − measured| / measured. Wake latency: the exit latency a wake-up pays; IO latency: block issue to completion; above/below: shares of each result's selections."
+	"Error: |predicted − measured| / measured. Wake latency: the exit latency a wake-up pays; task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections."
 
 func renderComparisonDoc(d *doc, rep *ComparisonReport) error {
 	d.title("idletrace whatif: predicted against measured")
