@@ -16,6 +16,7 @@ import (
 func runStats(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("stats", stderr)
 	format := fs.String("format", "text", "output format: text, markdown or json")
+	ioFilter := fs.String("io", "", "IO figures cover only these requests: "+trace.IOFilterHelp)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -32,7 +33,11 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer r.Close()
-	s, err := analysis.StatsFromReader(r)
+	f, err := ioFilterFor(*ioFilter, r.Meta)
+	if err != nil {
+		return err
+	}
+	s, err := analysis.FilteredStatsFromReader(r, f)
 	if err != nil {
 		return err
 	}
@@ -50,6 +55,7 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	force := fs.Bool("force", false, "overwrite an existing --output file")
 	hz := fs.Int("hz", 0, "override the trace's HZ")
 	measured := fs.String("measured", "", "a trace recorded after applying the one --policy: compare the prediction with it")
+	ioFilter := fs.String("io", "", "IO figures cover only these requests: "+trace.IOFilterHelp)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -79,13 +85,13 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 		if len(pols) != 1 {
 			return usagef("--measured compares one policy's prediction with a measurement: give exactly one --policy (got %d)", len(pols))
 		}
-		rep, err := compareTraces(path, *measured, pols[0], *profileName, *hz, stderr)
+		rep, err := compareTraces(path, *measured, pols[0], replayOptions{*profileName, *hz, *ioFilter}, stderr)
 		if err != nil {
 			return err
 		}
 		return writeReport(stdout, *out, *force, func(w io.Writer) error { return analysis.RenderComparison(w, rep, *format) })
 	}
-	rep, err := replayTrace(path, *profileName, *hz, pols, stderr)
+	rep, err := replayTrace(path, replayOptions{*profileName, *hz, *ioFilter}, pols, stderr)
 	if err != nil {
 		return err
 	}
@@ -106,12 +112,38 @@ func parsePolicies(specs []string) ([]model.Policy, error) {
 
 // replayTrace replays the trace at path through pols (none: the default
 // policies) on the named profile: what whatif reports.
-func replayTrace(path, profileName string, hz int, pols []model.Policy, stderr io.Writer) (*analysis.WhatifReport, error) {
+// replayOptions are how whatif replays a trace: on which profile, at which
+// HZ (0: the trace's), with which IO filter.
+type replayOptions struct {
+	profile  string
+	hz       int
+	ioFilter string
+}
+
+// ioFilterFor parses an --io filter against a trace's devices. A bad
+// filter is a usage error; one that needs what the trace lacks is not.
+func ioFilterFor(spec string, meta *trace.Metadata) (trace.IOFilter, error) {
+	f, err := trace.ParseIOFilter(spec, meta)
+	if err != nil {
+		return f, &usageError{"--io: " + err.Error()}
+	}
+	if f.NeedsTask() && !meta.Inputs.TaskIO {
+		return f, fmt.Errorf("--io %s: the trace does not record which process issued its block IO (recorded by an idletrace before task IO, or without the sched tracepoints)", spec)
+	}
+	return f, nil
+}
+
+func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Writer) (*analysis.WhatifReport, error) {
+	profileName, hz := o.profile, o.hz
 	r, err := openTrace(path, stderr)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
+	ioFilter, err := ioFilterFor(o.ioFilter, r.Meta)
+	if err != nil {
+		return nil, err
+	}
 	if len(pols) == 0 {
 		if pols, err = parsePolicies(model.DefaultPolicySpecs(profileName, r.Meta.CPUIdleGovernor)); err != nil {
 			return nil, err
@@ -154,6 +186,7 @@ func replayTrace(path, profileName string, hz int, pols []model.Policy, stderr i
 	// IO figures cover the snapshot window, as stats' do, so that the two
 	// agree on a trace.
 	replay.SetIOWindow(trace.SnapshotWindow(meta, r.End))
+	replay.SetIOFilter(ioFilter)
 	if replay.NeedsIOPrepass() {
 		err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { replay.PrepareBlockIO(b); return nil }})
 		if err != nil {

@@ -13,7 +13,8 @@ import (
 // compareTraces predicts pol from the trace before (on profileName) and
 // sets the prediction beside after's own recorded result: what
 // `whatif --measured` and `experiment` print.
-func compareTraces(before, after string, pol model.Policy, profileName string, hz int, stderr io.Writer) (*analysis.ComparisonReport, error) {
+func compareTraces(before, after string, pol model.Policy, o replayOptions, stderr io.Writer) (*analysis.ComparisonReport, error) {
+	profileName := o.profile
 	bmeta, err := traceMeta(before, stderr)
 	if err != nil {
 		return nil, err
@@ -29,28 +30,29 @@ func compareTraces(before, after string, pol model.Policy, profileName string, h
 	// BEFORE and AFTER as recorded, each on its own table: the recorded
 	// one, or with --profile measured each trace's own measured exit
 	// latencies, so that all three figures are in the same terms.
-	own := "recorded"
+	own := o
+	own.profile = "recorded"
 	if profileName == "measured" {
-		own = "measured"
+		own.profile = "measured"
 	}
 
 	// BEFORE's own result and the prediction, in one replay where both
 	// are on the same profile.
 	var brep, prep *analysis.WhatifReport
-	if profileName == own && pol.Governor != model.GovRecorded {
-		if brep, err = replayTrace(before, profileName, hz, []model.Policy{recorded, pol}, stderr); err != nil {
+	if profileName == own.profile && pol.Governor != model.GovRecorded {
+		if brep, err = replayTrace(before, o, []model.Policy{recorded, pol}, stderr); err != nil {
 			return nil, err
 		}
 		prep = brep
 	} else {
-		if brep, err = replayTrace(before, own, hz, []model.Policy{recorded}, stderr); err != nil {
+		if brep, err = replayTrace(before, own, []model.Policy{recorded}, stderr); err != nil {
 			return nil, err
 		}
-		if prep, err = replayTrace(before, profileName, hz, []model.Policy{pol}, stderr); err != nil {
+		if prep, err = replayTrace(before, o, []model.Policy{pol}, stderr); err != nil {
 			return nil, err
 		}
 	}
-	arep, err := replayTrace(after, own, hz, []model.Policy{recorded}, stderr)
+	arep, err := replayTrace(after, own, []model.Policy{recorded}, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +65,7 @@ func compareTraces(before, after string, pol model.Policy, profileName string, h
 		Assumptions: prep.Assumptions,
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("knobs as recorded: before %s; after %s", knobs(bmeta), knobs(ameta)))
-	if own == "measured" {
+	if own.profile == "measured" {
 		rep.Notes = append(rep.Notes, "before and measured are each trace's recorded choices on its own measured profile (each state's exit latency replaced by the median wake-up latency measured in that trace), as the prediction is on BEFORE's")
 	}
 	for _, n := range prep.Notes {

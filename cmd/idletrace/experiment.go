@@ -14,6 +14,7 @@ import (
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/record"
+	"github.com/idletrace/idletrace/pkg/trace"
 	"github.com/idletrace/idletrace/pkg/tune"
 )
 
@@ -23,6 +24,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+model.PolicyHelp()) }
 	policies := fs.StringArray("policy", nil, "the one policy to apply (GOVERNOR[+MODIFIER]...; what the running kernel can change: governor, disable=, qos=, haltpoll's guest_halt_poll_*)")
 	profileName := fs.String("profile", "recorded", "state table to predict on: recorded, measured, a built-in name or a JSON file")
+	ioFilter := fs.String("io", "", "IO figures cover only these requests: "+trace.IOFilterHelp)
 	dur := fs.DurationP("duration", "d", 0, "stop each recording after this long (default: when COMMAND exits)")
 	dir := fs.StringP("output", "o", "idletrace-experiment", "directory for before.trace and after.trace")
 	format := fs.String("format", "text", "report format: text, markdown, json or html")
@@ -155,7 +157,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if err := stopped(); err != nil {
 		return err
 	}
-	rep, err := compareTraces(before, after, pol, *profileName, 0, stderr)
+	rep, err := compareTraces(before, after, pol, replayOptions{profile: *profileName, ioFilter: *ioFilter}, stderr)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/internal/testenv"
+	"github.com/idletrace/idletrace/pkg/iowake"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/record"
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -69,14 +71,26 @@ type fioResult struct {
 	Jobs []struct {
 		Read struct {
 			TotalIOs uint64 `json:"total_ios"`
+			ClatNs   struct {
+				Percentile map[string]uint64 `json:"percentile"`
+			} `json:"clat_ns"`
 		} `json:"read"`
 	} `json:"jobs"`
+}
+
+// readerView is what the reading workload saw itself: its reads, their
+// latency as the process measured it (around each pread, or fio's clat)
+// and the task name its requests were issued under.
+type readerView struct {
+	reads    uint64
+	p50, p99 uint64
+	comm     string
 }
 
 // recordWorkload records while fio does 4 KiB O_DIRECT random reads on a file
 // and perf bench sched pipe ping-pongs between CPUs 0 and 1. Both workloads
 // start after the start snapshot and end before the end snapshot.
-func recordWorkload(t *testing.T) (path string, fioIOs uint64, disk string, dev uint32) {
+func recordWorkload(t *testing.T) (path string, view readerView, disk string, dev uint32) {
 	t.Helper()
 	if inMatrixVM() { // the kernel-matrix VM has neither fio nor perf
 		return recordVMWorkload(t)
@@ -113,7 +127,8 @@ func recordWorkload(t *testing.T) (path string, fioIOs uint64, disk string, dev 
 		}
 	}
 	t.Logf("recorded %d idle periods, %d IO requests; %s; fio did %d reads", sum.IdlePeriods, sum.BlockIOs, sum.Loss, fr.Jobs[0].Read.TotalIOs)
-	return path, fr.Jobs[0].Read.TotalIOs, disk, dev
+	pct := fr.Jobs[0].Read.ClatNs.Percentile
+	return path, readerView{reads: fr.Jobs[0].Read.TotalIOs, p50: pct["50.000000"], p99: pct["99.000000"], comm: "fio"}, disk, dev
 }
 
 // recordWhile records into dir/referee.trace while the workloads run side
@@ -180,7 +195,8 @@ func startRecording(t *testing.T, path string) (finish func() (*record.Summary, 
 // TestKernelReferee checks the recorder against the kernel's own counters.
 func TestKernelReferee(t *testing.T) {
 	testenv.RequireRecorder(t)
-	path, fioIOs, disk, dev := recordWorkload(t)
+	path, reader, disk, dev := recordWorkload(t)
+	fioIOs := reader.reads
 	if keep := os.Getenv("IDLETRACE_REFEREE_TRACE"); keep != "" {
 		keepCopy(t, path, keep) // the matrix keeps it with its results
 	}
@@ -218,6 +234,7 @@ func TestKernelReferee(t *testing.T) {
 	var periods, known, remote, remoteMeasured, remoteEarly, kernelRes uint64
 	var ioDone uint64
 	ioByOp := map[uint8]uint64{}
+	var readerTaskLat []uint64 // the reader's requests it waited for
 	var loop loopFacts
 	statesOf := map[uint32][]model.State{}
 	for _, cs := range r.Meta.States {
@@ -273,6 +290,9 @@ func TestKernelReferee(t *testing.T) {
 			if b.Dev == dev && b.CompleteNs > start.MonotonicNs && b.CompleteNs <= end.MonotonicNs {
 				ioDone++
 				ioByOp[b.Op]++
+				if lat, ok := iowake.TaskLatencyNs(b); ok && b.Comm == reader.comm {
+					readerTaskLat = append(readerTaskLat, lat)
+				}
 			}
 			return nil
 		},
@@ -282,6 +302,32 @@ func TestKernelReferee(t *testing.T) {
 	}
 
 	t.Run("idle-loop", func(t *testing.T) { loop.check(t, r.Meta) })
+
+	// Task IO latency, issue → the reader running again, is a part of
+	// what the reader measured around each read (the syscall's way in and
+	// out adds to it); the device's time and the wake-ups are most of it.
+	t.Run("task-io-latency", func(t *testing.T) {
+		if !r.Meta.Inputs.TaskIO {
+			t.Skipf("this kernel lacks the sched_waking or sched_switch tracepoint (%v)", r.Meta.Probes)
+		}
+		n := uint64(len(readerTaskLat))
+		if n < reader.reads*95/100 || n > reader.reads {
+			t.Fatalf("%d of the %q reader's %d reads carry its task latency", n, reader.comm, reader.reads)
+		}
+		slices.Sort(readerTaskLat)
+		p50, p99 := readerTaskLat[n/2], readerTaskLat[n*99/100]
+		t.Logf("%q: %d reads; issue → task running: p50 %.1f µs, p99 %.1f µs; the reader's own view: p50 %.1f µs, p99 %.1f µs",
+			reader.comm, n, float64(p50)/1e3, float64(p99)/1e3, float64(reader.p50)/1e3, float64(reader.p99)/1e3)
+		for _, c := range []struct {
+			name       string
+			ours, view uint64
+		}{{"p50", p50, reader.p50}, {"p99", p99, reader.p99}} {
+			// fio's percentiles are bins (≤ 1 % wide); 2 µs of clock reads.
+			if float64(c.ours) > float64(c.view)*1.02+2000 || float64(c.ours) < float64(c.view)*0.5 {
+				t.Errorf("%s: task latency %d ns against the reader's own %d ns: it must be a large part of it, and no more", c.name, c.ours, c.view)
+			}
+		}
+	})
 
 	t.Run("cpuidle-counters", func(t *testing.T) {
 		if len(r.Meta.States) == 0 {

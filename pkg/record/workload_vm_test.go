@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +44,7 @@ func inMatrixVM() bool {
 // recordVMWorkload is recordWorkload with the Go workload: it records while
 // the workload runs (started after the start snapshot, finished before the
 // end snapshot) and returns the number of O_DIRECT reads it completed.
-func recordVMWorkload(t *testing.T) (path string, reads uint64, disk string, dev uint32) {
+func recordVMWorkload(t *testing.T) (path string, view readerView, disk string, dev uint32) {
 	t.Helper()
 	if runtime.NumCPU() < 2 {
 		t.Fatalf("the referee workload needs CPUs 0 and 1; this VM has %d CPU", runtime.NumCPU())
@@ -54,7 +56,7 @@ func recordVMWorkload(t *testing.T) (path string, reads uint64, disk string, dev
 	}
 	var rounds uint64
 	path, disk, dev, sum := recordWhile(t, dir, data, func() (err error) {
-		if reads, err = directRandomReads(data, vmDataBytes, vmWorkloadFor); err != nil {
+		if view, err = directRandomReads(data, vmDataBytes, vmWorkloadFor); err != nil {
 			return fmt.Errorf("O_DIRECT reads: %v", err)
 		}
 		return nil
@@ -64,9 +66,9 @@ func recordVMWorkload(t *testing.T) (path string, reads uint64, disk string, dev
 		}
 		return nil
 	})
-	t.Logf("VM workload: %d O_DIRECT 4 KiB reads, %d pipe round trips between CPUs 0 and 1", reads, rounds)
+	t.Logf("VM workload: %d O_DIRECT 4 KiB reads, %d pipe round trips between CPUs 0 and 1", view.reads, rounds)
 	t.Logf("recorded %d idle periods, %d IO requests; %s", sum.IdlePeriods, sum.BlockIOs, sum.Loss)
-	return path, reads, disk, dev
+	return path, view, disk, dev
 }
 
 // keepCopy copies a test's trace to dst (the matrix VM's results disk); a
@@ -104,31 +106,45 @@ func writeDataFile(path string, size int) error {
 // directRandomReads reads random 4 KiB blocks of path with O_DIRECT, one at a
 // time, for the given time; the buffer is page-aligned (mmap), as O_DIRECT
 // requires.
-func directRandomReads(path string, size int, d time.Duration) (uint64, error) {
+func directRandomReads(path string, size int, d time.Duration) (view readerView, err error) {
+	// One OS thread, so that the reads are issued by the task named below.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	comm, err := os.ReadFile("/proc/thread-self/comm")
+	if err != nil {
+		return view, err
+	}
+	view.comm = strings.TrimSpace(string(comm))
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0, fmt.Errorf("open %s with O_DIRECT: %w", path, err)
+		return view, fmt.Errorf("open %s with O_DIRECT: %w", path, err)
 	}
 	defer unix.Close(fd)
 	buf, err := unix.Mmap(-1, 0, vmBlockBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return 0, err
+		return view, err
 	}
 	defer unix.Munmap(buf)
 	blocks := size / vmBlockBytes
-	var n uint64
+	var lats []uint64
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
 		off := int64(rand.IntN(blocks)) * vmBlockBytes
+		t0 := time.Now()
 		got, err := unix.Pread(fd, buf, off)
+		lats = append(lats, uint64(time.Since(t0)))
 		if err != nil {
-			return n, fmt.Errorf("pread at %d: %w", off, err)
+			return view, fmt.Errorf("pread at %d: %w", off, err)
 		}
 		if got != vmBlockBytes {
-			return n, fmt.Errorf("pread at %d: %d bytes", off, got)
+			return view, fmt.Errorf("pread at %d: %d bytes", off, got)
 		}
-		n++
 	}
-	return n, nil
+	slices.Sort(lats)
+	view.reads = uint64(len(lats))
+	if len(lats) > 0 {
+		view.p50, view.p99 = lats[len(lats)/2], lats[len(lats)*99/100]
+	}
+	return view, nil
 }
 
 // pipePingPong runs two OS threads pinned to CPUs a and b that pass one byte
