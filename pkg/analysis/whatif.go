@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -215,6 +216,15 @@ func agreement(a *float64) string {
 // policy costs, then where its idle time goes.
 func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, shareHeader []string, shareRows [][]string) {
 	costHeader = []string{"Policy", "Poll limit µs", "Wake p50 µs", "Wake p99 µs", "Wake max µs", "IO p99 µs", "Above", "Below", "Energy", "Agreement"}
+	// Task IO (what a process waiting for its IO sees) where the trace
+	// has it, beside the device's.
+	taskIO := false
+	for _, r := range rep.Results {
+		taskIO = taskIO || r.TaskIOLatencyNs != nil && r.TaskIOLatencyNs.Count > 0
+	}
+	if taskIO {
+		costHeader = slices.Insert(costHeader, 6, "Task IO p99 µs")
+	}
 	states := shownStates(rep)
 	shareHeader = append([]string{"Policy"}, states...)
 	for i := range rep.Results {
@@ -228,7 +238,15 @@ func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, 
 			wake = []string{FormatUs(r.WakeLatencyNs.P50), FormatUs(r.WakeLatencyNs.P99), FormatUs(r.WakeLatencyNs.Max)}
 		}
 		row := append([]string{r.Policy, pollLimit(r)}, wake...)
-		row = append(row, io, countPct(r.Above, r.Selections), countPct(r.Below, r.Selections), energy(r.EnergyRel), agreement(r.Agreement))
+		row = append(row, io)
+		if taskIO {
+			task := dash
+			if t := r.TaskIOLatencyNs; t != nil && t.Count > 0 {
+				task = FormatUs(t.P99)
+			}
+			row = append(row, task)
+		}
+		row = append(row, countPct(r.Above, r.Selections), countPct(r.Below, r.Selections), energy(r.EnergyRel), agreement(r.Agreement))
 		costRows = append(costRows, row)
 		share := []string{r.Policy}
 		for _, st := range states {
