@@ -23,13 +23,19 @@ import (
 // lab could not finish (exit 125) is tried once more, saying so.
 func runLab(t *testing.T, root, in, kernel, profile, governor, script string, env ...string) string {
 	t.Helper()
+	return runLabCPUs(t, root, in, kernel, profile, governor, 2, script, env...)
+}
+
+// runLabCPUs is runLab with a VM of cpus vCPUs.
+func runLabCPUs(t *testing.T, root, in, kernel, profile, governor string, cpus int, script string, env ...string) string {
+	t.Helper()
 	out := t.TempDir()
 	if _, err := os.Stat(filepath.Join(root, "lab/profiles", profile+".json")); err == nil {
 		profile = filepath.Join(root, "lab/profiles", profile+".json")
 	}
 	for try := 1; ; try++ {
 		cmd := exec.Command("bash", filepath.Join(root, "scripts/lab.sh"), "--kernel", kernel, "--profile", profile,
-			"--governor", governor, "--in", in, "--out", out, "--", "sh", "-c", script)
+			"--governor", governor, "--cpus", strconv.Itoa(cpus), "--in", in, "--out", out, "--", "sh", "-c", script)
 		cmd.Dir = root
 		cmd.Env = append(append(os.Environ(), "IDLETRACE_LAB_TIMEOUT=180"), env...)
 		b, err := cmd.CombinedOutput()
