@@ -83,7 +83,9 @@ func (r *stateRow) classify(d int64) (above, below bool) {
 // defines target residency: overhead(0) = 0, overhead(s) = overhead(s−1) +
 // max(0, power(s−1) − power(s))·tr(s). The overheads belong to the
 // hardware, so disabled states still count in the chain.
-func newTable(p *Profile, disable []int, maxCState int) *table {
+// newTable lays out a profile's states with the policy's disable= and
+// enable= (indices) and maxcstate= (<0: none) applied.
+func newTable(p *Profile, disable, enable []int, maxCState int) *table {
 	n := len(p.States)
 	t := &table{n: n, name: make([]string, n), el: make([]int64, n), tr: make([]int64, n), polling: make([]bool, n),
 		disabled: make([]bool, n), power: make([]float64, n), overhead: make([]float64, n), tick: p.TickNs()}
@@ -97,6 +99,9 @@ func newTable(p *Profile, disable []int, maxCState int) *table {
 	}
 	for _, i := range disable {
 		t.disabled[i] = true
+	}
+	for _, i := range enable {
+		t.disabled[i] = maxCState >= 0 && i > maxCState
 	}
 	for i := 1; i < n; i++ {
 		t.overhead[i] = t.overhead[i-1]

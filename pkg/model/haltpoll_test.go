@@ -46,7 +46,7 @@ func TestHaltpollAdjust(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newHaltpoll(newTable(mustBuiltin(t, "haltpoll", 250), nil, -1), haltpollParamsFrom(tc.p, tc.v, 250_000))
+			g := newHaltpoll(newTable(mustBuiltin(t, "haltpoll", 250), nil, nil, -1), haltpollParamsFrom(tc.p, tc.v, 250_000))
 			g.limit = tc.start
 			for i, s := range tc.steps {
 				g.reflect(1, s.block, false, false)
@@ -78,7 +78,7 @@ func TestHaltpollSelect(t *testing.T) {
 		{"nor is a disabled POLL", noLimit, 50_000, 1, false, []int{0}, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tab := newTable(mustBuiltin(t, "haltpoll", 250), tc.disabled, -1)
+			tab := newTable(mustBuiltin(t, "haltpoll", 250), tc.disabled, nil, -1)
 			g := newHaltpoll(tab, haltpollParamsFrom(nil, NewestVersion, 250_000))
 			g.limit, g.last, g.pollTO = tc.window, tc.last, tc.pollTO
 			idx, stop := g.selectState(&selInput{latReq: tc.latReq})
@@ -93,7 +93,7 @@ func TestHaltpollSelect(t *testing.T) {
 // cpuidle_poll_time's limit, TICK_NSEC/16, without a tracepoint; haltpoll
 // then shrinks from there.
 func TestHaltpollPollCachesGenericLimit(t *testing.T) {
-	tab := newTable(mustBuiltin(t, "haltpoll", 250), nil, -1)
+	tab := newTable(mustBuiltin(t, "haltpoll", 250), nil, nil, -1)
 	g := newHaltpoll(tab, haltpollParamsFrom(nil, NewestVersion, genericPollLimit(tab, kernelPollRule(NewestVersion), 0)))
 	if idx, _ := g.selectState(&selInput{latReq: 0}); idx != 0 {
 		t.Fatalf("latency 0: select %d, want POLL", idx)

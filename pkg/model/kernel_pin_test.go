@@ -19,7 +19,7 @@ func TestMenuPollOverrideResidencyThreshold6183(t *testing.T) {
 		{Name: "C1", ExitLatencyNs: 2_000, TargetResidencyNs: 20_000},
 		{Name: "C6", ExitLatencyNs: 100_000, TargetResidencyNs: 600_000},
 	})
-	pinMenu(t, newTable(prof, nil, -1), [8]uint32{16, 16, 16, 16, 16, 16, 16, 16},
+	pinMenu(t, newTable(prof, nil, nil, -1), [8]uint32{16, 16, 16, 16, 16, 16, 16, 16},
 		selInput{latReq: noLimit, sleepLen: 10_000_000, deltaTick: 3_000_000}, []versionWant{
 			{Version{6, 18, -1}, 1}, // mainline v6.18: override to C1 (el 2 µs ≤ predicted 16 µs)
 			{Version{6, 18, 2}, 1},
@@ -55,7 +55,7 @@ func pinMenu(t *testing.T, tab *table, iv [8]uint32, in selInput, cases []versio
 // typical interval ≤ 15 µs, menu queries the next timer and the
 // stopped-tick override uses it instead of KTIME_MAX.
 func TestMenuStoppedTickTimerQuery61814(t *testing.T) {
-	pinMenu(t, newTable(seedIntel(250), nil, -1), [8]uint32{5, 5, 5, 5, 5, 5, 5, 5},
+	pinMenu(t, newTable(seedIntel(250), nil, nil, -1), [8]uint32{5, 5, 5, 5, 5, 5, 5, 5},
 		selInput{latReq: noLimit, sleepLen: 200_000, deltaTick: 200_000, tickStopped: true}, []versionWant{
 			{Version{6, 18, -1}, 4}, // no query: next timer KTIME_MAX, deepest state
 			{Version{6, 18, 13}, 4},
@@ -70,7 +70,7 @@ func TestMenuStoppedTickTimerQuery61814(t *testing.T) {
 // residency exceeds the sleep length, the shallower state found is used
 // even if the tick is stopped and its residency is below a tick.
 func TestTEOShallowerStateWithStoppedTick6183(t *testing.T) {
-	tab := newTable(seedIntel(250), nil, -1)
+	tab := newTable(seedIntel(250), nil, nil, -1)
 	for _, tc := range []versionWant{
 		{Version{6, 18, -1}, 4}, // teo_state_ok rejects C3 (100 µs < tick): stays in C6
 		{Version{6, 18, 2}, 4},

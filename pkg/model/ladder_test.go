@@ -10,7 +10,7 @@ func icxTable() *table {
 		{Name: "C1", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
 		{Name: "C1E", ExitLatencyNs: 4000, TargetResidencyNs: 4000},
 		{Name: "C6", ExitLatencyNs: 170000, TargetResidencyNs: 600000},
-	}), nil, -1)
+	}), nil, nil, -1)
 }
 
 type ladderStep struct {

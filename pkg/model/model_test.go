@@ -71,7 +71,7 @@ func TestSeed000PollLimits(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := genericPollLimit(newTable(tc.prof, nil, -1), tc.rule, 123_000)
+			got := genericPollLimit(newTable(tc.prof, nil, nil, -1), tc.rule, 123_000)
 			if got != tc.want {
 				t.Fatalf("poll limit = %d ns, want %d", got, tc.want)
 			}
@@ -300,7 +300,7 @@ func TestClassifyMiss(t *testing.T) {
 
 // Menu's typical-interval detector (get_typical_interval, 6.15+ two-sided).
 func TestMenuTypicalInterval(t *testing.T) {
-	tab := newTable(seedIntel(250), nil, -1)
+	tab := newTable(seedIntel(250), nil, nil, -1)
 	f := menuFlagsFor(Version{6, 18, 44})
 	tests := []struct {
 		name string
@@ -342,7 +342,7 @@ func TestMenuTypicalInterval(t *testing.T) {
 
 // Known menu decisions on the seed Intel table at HZ=250.
 func TestMenuDecisions(t *testing.T) {
-	tab := newTable(seedIntel(250), nil, -1)
+	tab := newTable(seedIntel(250), nil, nil, -1)
 	f := menuFlagsFor(Version{6, 18, 44})
 	// Steady 100us idles with a far timer: the detector predicts 100us → C1E
 	// (tr 20 ≤ 100 < C3's 100? C3 tr 100 ≤ 100 → C3), tick kept (prediction < tick).
@@ -383,7 +383,7 @@ func TestMenuDecisions(t *testing.T) {
 func TestMenuMarginNeverDeeper(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	for _, prof := range []*Profile{seedIntel(250), seedIntel(1000), mustBuiltin(t, "spr", 250), mustBuiltin(t, "gnr", 1000)} {
-		tab := newTable(prof, nil, -1)
+		tab := newTable(prof, nil, nil, -1)
 		plainF := menuFlagsFor(Version{6, 18, 44})
 		marginF := plainF
 		marginF.margin, marginF.marginPct = true, 25
@@ -419,7 +419,7 @@ func mustBuiltin(t testing.TB, name string, hz int) *Profile {
 }
 
 func TestLadderPromotionAfterFour(t *testing.T) {
-	tab := newTable(seedIntel(250), nil, -1)
+	tab := newTable(seedIntel(250), nil, nil, -1)
 	g := newLadder(tab)
 	in := &selInput{latReq: noLimit}
 	// Starts at C1 (state 0 is POLL). Long stays promote after 4.
@@ -447,7 +447,7 @@ func TestLadderPromotionAfterFour(t *testing.T) {
 }
 
 func TestHaltpollGrowShrink(t *testing.T) {
-	tab := newTable(mustBuiltin(t, "haltpoll", 250), nil, -1)
+	tab := newTable(mustBuiltin(t, "haltpoll", 250), nil, nil, -1)
 	g := newHaltpoll(tab, haltpollParams{guestNs: 200000, grow: 2, shrink: 2, growStart: 50000, allowShrink: true, shrinkToZero: true})
 	in := &selInput{latReq: noLimit}
 	if idx, _ := g.selectState(in); idx != 1 {
@@ -489,7 +489,7 @@ func TestHaltpollGrowShrink(t *testing.T) {
 }
 
 func TestTEOBasics(t *testing.T) {
-	tab := newTable(seedIntel(250), nil, -1)
+	tab := newTable(seedIntel(250), nil, nil, -1)
 	g := newTEO(tab)
 	// Timer-driven 2ms sleeps: hits in C6's bin; teo picks C6.
 	var idx int

@@ -182,6 +182,8 @@ type Policy struct {
 	// semantics with POLL at index 0); <0: none.
 	MaxCState int
 	Disable   []string
+	// Enable turns states on that the recorded table had disabled.
+	Enable []string
 	// Kernel selects the governor variant; nil: the recorded kernel's, else
 	// NewestVersion.
 	Kernel *Version
@@ -355,6 +357,21 @@ var modifierTable = []Modifier{
 					return fmt.Errorf("empty state name in %q", val)
 				}
 				p.Disable = append(p.Disable, name)
+			}
+			return nil
+		},
+	},
+	{
+		Name: "enable", Value: "NAME[,NAME]...",
+		Meaning: "enable these states by name, as writing 0 to their sysfs disable files (undoes a disable the trace recorded)",
+		Example: "menu+enable=C6",
+		set: func(p *Policy, val string) error {
+			for _, name := range strings.Split(val, ",") {
+				name = strings.TrimSpace(name)
+				if name == "" {
+					return fmt.Errorf("empty state name in %q", val)
+				}
+				p.Enable = append(p.Enable, name)
 			}
 			return nil
 		},

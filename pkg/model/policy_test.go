@@ -84,7 +84,7 @@ func TestPolicyErrors(t *testing.T) {
 		{"haltpoll+guest_halt_poll_allow_shrink=maybe", `policy "haltpoll+guest_halt_poll_allow_shrink=maybe": guest_halt_poll_allow_shrink: "maybe" is not Y, N, 1, 0, true or false`},
 		{"haltpoll+guest_halt_poll_ns=0+guest_halt_poll_ns=1us", `policy "haltpoll+guest_halt_poll_ns=0+guest_halt_poll_ns=1us": guest_halt_poll_ns: given twice`},
 		{"haltpoll+poll=10us", `policy "haltpoll+poll=10us": poll: haltpoll sets its own poll window (use guest_halt_poll_ns=`},
-		{"haltpoll+poll_ns=10us", `policy "haltpoll+poll_ns=10us": unknown modifier "poll_ns" (known: poll, margin, qos, blkqos, maxcstate, disable, kernel, guest_halt_poll_ns,`},
+		{"haltpoll+poll_ns=10us", `policy "haltpoll+poll_ns=10us": unknown modifier "poll_ns" (known: poll, margin, qos, blkqos, maxcstate, disable, enable, kernel, guest_halt_poll_ns,`},
 		{"haltpoll+halt_poll_ns=10us", `policy "haltpoll+halt_poll_ns=10us": unknown modifier "halt_poll_ns"`},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
@@ -214,5 +214,29 @@ func TestHaltpollModifiersReplay(t *testing.T) {
 				prev = got
 			}
 		})
+	}
+}
+
+// enable= turns on a state the recorded table had disabled (the reverse
+// experiment: from C6 off, predict C6 on); naming a state both ways, or one
+// the profile lacks, is a policy error.
+func TestEnableUndoesARecordedDisable(t *testing.T) {
+	prof := mustBuiltin(t, "icx", 250)
+	prof.States[prof.StateIndex("C6")].Disabled = true
+	meta := &trace.Metadata{HZ: 250}
+	s := genTrace(7, 2, 4000, 0)
+	off, _ := runReplay(t, prof, meta, []string{"menu"}, s)
+	on, _ := runReplay(t, prof, meta, []string{"menu+enable=C6"}, s)
+	if off[0].StateShare["C6"] != 0 || on[0].StateShare["C6"] == 0 {
+		t.Errorf("C6 share: %v with C6 disabled, %v with it enabled", off[0].StateShare["C6"], on[0].StateShare["C6"])
+	}
+	for spec, want := range map[string]string{
+		"menu+enable=C6+disable=C6": "C6 is both disabled and enabled",
+		"menu+enable=C9":            `enable: no state "C9"`,
+	} {
+		pol := mustPolicy(t, spec)
+		if _, err := NewReplay(prof, meta, []Policy{pol}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", spec, err, want)
+		}
 	}
 }

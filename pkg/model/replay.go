@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -204,9 +205,9 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 	onRecorded := (prof.Name == "recorded" || prof.Name == "measured") && len(prof.States) == len(recProf.States)
 	r.agreement = onRecorded
 	if onRecorded {
-		r.recTab = newTable(prof, nil, -1)
+		r.recTab = newTable(prof, nil, nil, -1)
 	} else {
-		r.recTab = newTable(recProf, nil, -1)
+		r.recTab = newTable(recProf, nil, nil, -1)
 	}
 	kv := NewestVersion
 	if v, ok := RecordedVersion(meta); ok {
@@ -624,19 +625,35 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 	if pol.Governor == GovRecorded && !onRecorded {
 		return nil, policyErrorf("policy %q: recorded needs the recorded profile (--profile recorded), not %s", pol.Spec, prof.Name)
 	}
-	var dis []int
-	for _, name := range pol.Disable {
-		i := prof.StateIndex(name)
-		if i < 0 {
-			var names []string
-			for _, s := range prof.States {
-				names = append(names, s.Name)
+	stateIndices := func(what string, names []string) ([]int, error) {
+		var idx []int
+		for _, name := range names {
+			i := prof.StateIndex(name)
+			if i < 0 {
+				var all []string
+				for _, s := range prof.States {
+					all = append(all, s.Name)
+				}
+				return nil, policyErrorf("policy %q: %s: no state %q in profile %s (states: %s)", pol.Spec, what, name, prof.Name, strings.Join(all, ", "))
 			}
-			return nil, policyErrorf("policy %q: disable: no state %q in profile %s (states: %s)", pol.Spec, name, prof.Name, strings.Join(names, ", "))
+			idx = append(idx, i)
 		}
-		dis = append(dis, i)
+		return idx, nil
 	}
-	ps.tab = newTable(prof, dis, pol.MaxCState)
+	dis, err := stateIndices("disable", pol.Disable)
+	if err != nil {
+		return nil, err
+	}
+	en, err := stateIndices("enable", pol.Enable)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range en {
+		if slices.Contains(dis, i) {
+			return nil, policyErrorf("policy %q: %s is both disabled and enabled", pol.Spec, prof.States[i].Name)
+		}
+	}
+	ps.tab = newTable(prof, dis, en, pol.MaxCState)
 	n := ps.tab.n
 	ps.timeNs = make([]int64, n)
 	ps.wakeCount = make([]uint64, n)

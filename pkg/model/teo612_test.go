@@ -35,7 +35,7 @@ func TestTEO612Form(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab := newTable(prof, nil, -1)
+	tab := newTable(prof, nil, nil, -1)
 	sel := func(sleep, dt int64) selInput {
 		return selInput{latReq: noLimit, sleepLen: sleep, deltaTick: dt}
 	}
@@ -130,7 +130,7 @@ func TestTEO612ShallowerStoppedTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab := newTable(prof, nil, -1)
+	tab := newTable(prof, nil, nil, -1)
 	for _, tc := range []struct {
 		v    Version
 		want int
@@ -161,7 +161,7 @@ func TestTEO612Update(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab := newTable(prof, nil, -1)
+	tab := newTable(prof, nil, nil, -1)
 	type want struct {
 		hits, intercepts [4]uint32
 		tickHits, total  uint32

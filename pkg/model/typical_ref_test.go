@@ -84,7 +84,7 @@ func refTypical(iv [menuIntervals]uint32, f menuFlags) uint32 {
 }
 
 func TestTypicalMatchesReference(t *testing.T) {
-	tab := newTable(seedIntel(250), nil, -1)
+	tab := newTable(seedIntel(250), nil, nil, -1)
 	rng := rand.New(rand.NewPCG(11, 12))
 	sample := func() uint32 {
 		switch rng.IntN(12) {
@@ -160,7 +160,7 @@ func TestTableRowsMatchDefinitions(t *testing.T) {
 			}
 			st[i] = State{Name: string(rune('A' + i)), ExitLatencyNs: el, TargetResidencyNs: tr, Disabled: rng.IntN(4) == 0, Power: 1}
 		}
-		tab := newTable(&Profile{Name: "r", HZ: 250, States: st}, nil, -1)
+		tab := newTable(&Profile{Name: "r", HZ: 250, States: st}, nil, nil, -1)
 		for k := 0; k < 20; k++ {
 			d := int64(rng.IntN(1_200_000))
 			s := rng.IntN(n)

@@ -147,42 +147,23 @@ func PlanFor(pol model.Policy, root string) (*Plan, error) {
 		}
 	}
 
-	// disable= by state name, on every CPU that has the state.
-	if len(pol.Disable) > 0 {
+	// disable= and enable= by state name, on every CPU that has the state.
+	for _, m := range []struct {
+		key   string
+		names []string
+		value string
+	}{{"disable", pol.Disable, "1"}, {"enable", pol.Enable, "0"}} {
+		if len(m.names) == 0 {
+			continue
+		}
 		if noDriver {
-			return nil, refusef("policy %q: disable= needs a cpuidle driver; the running kernel has none, so it has no states to disable", pol.Spec)
+			return nil, refusef("policy %q: %s= needs a cpuidle driver; the running kernel has none, so it has no states to %s", pol.Spec, m.key, m.key)
 		}
-		dirs, _ := filepath.Glob(filepath.Join(root, "sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*"))
-		sort.Slice(dirs, func(i, j int) bool { return stateDirLess(dirs[i], dirs[j]) })
-		var names []string
-		for _, want := range pol.Disable {
-			found := false
-			for _, d := range dirs {
-				name, err := readTrim(filepath.Join(d, "name"))
-				if err != nil {
-					continue
-				}
-				if !containsFold(names, name) {
-					names = append(names, name)
-				}
-				if !strings.EqualFold(name, want) {
-					continue
-				}
-				found = true
-				path := filepath.Join(d, "disable")
-				cur, err := readTrim(path)
-				if err != nil {
-					return nil, refusef("policy %q: %v", pol.Spec, err)
-				}
-				if cur != "1" {
-					cpu := filepath.Base(filepath.Dir(filepath.Dir(d)))
-					pl.Writes = append(pl.Writes, Write{Path: path, What: fmt.Sprintf("%s state %s disable", cpu, name), New: "1", Old: cur})
-				}
-			}
-			if !found {
-				return nil, refusef("policy %q: disable=: the running kernel has no state %q (states: %s)", pol.Spec, want, strings.Join(names, ", "))
-			}
+		writes, err := stateWrites(pol, root, m.key, m.names, m.value)
+		if err != nil {
+			return nil, err
 		}
+		pl.Writes = append(pl.Writes, writes...)
 	}
 
 	// haltpoll's module parameters.
@@ -323,4 +304,42 @@ func (a *Applied) Restore() error {
 	}
 	a.done = nil
 	return errors.Join(errs...)
+}
+
+// stateWrites plans writing value to the sysfs disable file of each named
+// state on every CPU that has it (key names the modifier in errors).
+func stateWrites(pol model.Policy, root, key string, want []string, value string) ([]Write, error) {
+	dirs, _ := filepath.Glob(filepath.Join(root, "sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*"))
+	sort.Slice(dirs, func(i, j int) bool { return stateDirLess(dirs[i], dirs[j]) })
+	var writes []Write
+	var names []string
+	for _, w := range want {
+		found := false
+		for _, d := range dirs {
+			name, err := readTrim(filepath.Join(d, "name"))
+			if err != nil {
+				continue
+			}
+			if !containsFold(names, name) {
+				names = append(names, name)
+			}
+			if !strings.EqualFold(name, w) {
+				continue
+			}
+			found = true
+			path := filepath.Join(d, "disable")
+			cur, err := readTrim(path)
+			if err != nil {
+				return nil, refusef("policy %q: %v", pol.Spec, err)
+			}
+			if cur != value {
+				cpu := filepath.Base(filepath.Dir(filepath.Dir(d)))
+				writes = append(writes, Write{Path: path, What: fmt.Sprintf("%s state %s disable", cpu, name), New: value, Old: cur})
+			}
+		}
+		if !found {
+			return nil, refusef("policy %q: %s=: the running kernel has no state %q (states: %s)", pol.Spec, key, w, strings.Join(names, ", "))
+		}
+	}
+	return writes, nil
 }

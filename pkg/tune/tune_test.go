@@ -225,3 +225,37 @@ func TestApplyFailureRestores(t *testing.T) {
 		t.Errorf("cpu0 POLL disable left at %q after a failed Apply", got)
 	}
 }
+
+// TestEnable: enable= writes 0 to the disable files of a state the machine
+// had turned off, and Restore turns it off again.
+func TestEnable(t *testing.T) {
+	root := fixture(t, "haltpoll", "POLL", "haltpoll idle")
+	files := []string{"sys/devices/system/cpu/cpu0/cpuidle/state1/disable", "sys/devices/system/cpu/cpu1/cpuidle/state1/disable"}
+	for _, f := range files {
+		os.WriteFile(filepath.Join(root, f), []byte("1\n"), 0o644)
+	}
+	pl, err := PlanFor(mustPolicy(t, "haltpoll+enable=haltpoll idle"), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := pl.Apply(func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if got := read(t, root, f); got != "0" {
+			t.Errorf("applied: %s = %q, want 0", f, got)
+		}
+	}
+	if err := a.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if got := read(t, root, f); got != "1" {
+			t.Errorf("restored: %s = %q, want 1", f, got)
+		}
+	}
+	if _, err := PlanFor(mustPolicy(t, "menu+enable=C6"), root); err == nil || !strings.Contains(err.Error(), `enable=: the running kernel has no state "C6"`) {
+		t.Errorf("enable of a missing state: %v", err)
+	}
+}
