@@ -48,7 +48,7 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 		if brep, err = replayTrace(before, own, []model.Policy{recorded}, stderr); err != nil {
 			return nil, err
 		}
-		if prep, err = replayTrace(before, o, []model.Policy{pol}, stderr); err != nil {
+		if prep, err = replayTrace(before, o, append(predictionReference(pol, bmeta), pol), stderr); err != nil {
 			return nil, err
 		}
 	}
@@ -75,6 +75,26 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 		rep.Notes = append(rep.Notes, "after ("+after+"): "+n)
 	}
 	return rep, nil
+}
+
+// predictionReference is the policy a prediction on another profile than
+// the recorded one is replayed beside, so that its changes (and why it
+// changed little) are against something: the bare governor for a policy
+// with modifiers, else the trace's own governor where the replay models it
+// and it differs; none otherwise.
+func predictionReference(pol model.Policy, meta *trace.Metadata) []model.Policy {
+	spec := string(pol.Governor)
+	if pol.Spec == spec {
+		spec = meta.CPUIdleGovernor
+		if spec == string(pol.Governor) {
+			return nil
+		}
+	}
+	ref, err := model.ParsePolicy(spec)
+	if err != nil || ref.Governor == model.GovRecorded {
+		return nil
+	}
+	return []model.Policy{ref}
 }
 
 func traceMeta(path string, stderr io.Writer) (*trace.Metadata, error) {

@@ -608,3 +608,92 @@ func TestWhatifIOAgreesWithStats(t *testing.T) {
 		t.Errorf("recorded's IO latency %+v, stats' %+v", rec, s.IO.LatencyNs)
 	}
 }
+
+// TestWhatifChanges: on the bundled trace, every result says what it
+// changed against the first policy (issue 10 item 4), in JSON and in the
+// text report, and blkqos says why it changed little.
+func TestWhatifChanges(t *testing.T) {
+	specs := []string{"menu", "menu+disable=C6", "menu+blkqos=10us/3ms", "haltpoll", "haltpoll+disable=C6"}
+	args := []string{"whatif", bundledTrace, "--profile", "icx"}
+	for _, s := range specs {
+		args = append(args, "--policy", s)
+	}
+	wi := runBin(t, append(args, "--format", "json")...)
+	if wi.code != 0 {
+		t.Fatalf("whatif exit %d: %s", wi.code, wi.stderr)
+	}
+	var w struct {
+		Results []struct {
+			Policy     string  `json:"policy"`
+			IOWokeIdle *uint64 `json:"io_woke_idle"`
+			Changes    *struct {
+				Against        string  `json:"against"`
+				Reference      bool    `json:"reference"`
+				WakeUpsChanged uint64  `json:"wake_ups_changed"`
+				WakeUps        uint64  `json:"wake_ups"`
+				IOChanged      uint64  `json:"io_changed"`
+				IOWokeIdle     uint64  `json:"io_woke_idle"`
+				TaskIOChanged  *uint64 `json:"task_io_changed"`
+				CPUs           []struct {
+					CPU            *int    `json:"cpu"`
+					WakeUpsChanged *uint64 `json:"wake_ups_changed"`
+				} `json:"cpus"`
+				Reason *string `json:"reason"`
+			} `json:"changes"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(wi.stdout), &w); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Results) != len(specs) {
+		t.Fatalf("%d results for %d policies", len(w.Results), len(specs))
+	}
+	for i, r := range w.Results {
+		c := r.Changes
+		if c == nil {
+			t.Errorf("%s: no changes", r.Policy)
+			continue
+		}
+		if c.Against != "menu" || c.Reference != (i == 0) || c.TaskIOChanged == nil || c.CPUs == nil {
+			t.Errorf("%s: changes %+v", r.Policy, *c)
+		}
+		if c.WakeUps == 0 || c.WakeUpsChanged > c.WakeUps || r.IOWokeIdle == nil || c.IOWokeIdle != *r.IOWokeIdle || c.IOChanged > c.IOWokeIdle {
+			t.Errorf("%s: changed %d of %d wake-ups, %d of %d IO completions (result's io_woke_idle %v)",
+				r.Policy, c.WakeUpsChanged, c.WakeUps, c.IOChanged, c.IOWokeIdle, r.IOWokeIdle)
+		}
+		var sum uint64
+		for _, cc := range c.CPUs {
+			if cc.CPU == nil || cc.WakeUpsChanged == nil {
+				t.Fatalf("%s: cpus entry without cpu or wake_ups_changed", r.Policy)
+			}
+			sum += *cc.WakeUpsChanged
+		}
+		if sum != c.WakeUpsChanged {
+			t.Errorf("%s: per-CPU wake-ups changed sum to %d, total %d", r.Policy, sum, c.WakeUpsChanged)
+		}
+	}
+	if c := w.Results[1].Changes; c.WakeUpsChanged == 0 || c.Reason != nil {
+		t.Errorf("menu+disable=C6 changed %d wake-ups, reason %v: C6 is where menu woke from 170 µs", c.WakeUpsChanged, c.Reason)
+	}
+	if r := w.Results[2].Changes.Reason; r == nil || !strings.Contains(*r, "completions woke CPU 1, IO was issued mostly on CPU 0") {
+		t.Errorf("blkqos reason %v", r)
+	}
+	if r := w.Results[4].Changes.Reason; r == nil || !strings.HasPrefix(*r, "haltpoll ignores disable=") {
+		t.Errorf("haltpoll+disable=C6 reason %v", r)
+	}
+
+	txt := runBin(t, args...)
+	if txt.code != 0 {
+		t.Fatalf("whatif exit %d: %s", txt.code, txt.stderr)
+	}
+	for _, want := range []string{"  - menu: the reference.", "  - menu+disable=C6: changed ", "limited "} {
+		if !strings.Contains(txt.stdout, want) {
+			t.Errorf("text report lacks %q", want)
+		}
+	}
+	for _, l := range strings.Split(txt.stdout, "\n") {
+		if strings.HasPrefix(l, "  ") && !strings.ContainsAny(l, "│┌└├") && len([]rune(l)) > 100 {
+			t.Errorf("line of %d columns: %q", len([]rune(l)), l)
+		}
+	}
+}

@@ -297,6 +297,9 @@ func renderComparisonDoc(d *doc, rep *ComparisonReport) error {
 	if err := d.table(header, rows, 0); err != nil {
 		return err
 	}
+	if l := comparisonChangeLine(rep); l != "" {
+		d.para(l)
+	}
 	d.para(comparisonCaption)
 	d.bullets(rep.Notes)
 	if rep.Assumptions != "" {
@@ -339,7 +342,11 @@ func renderComparisonHTML(out io.Writer, rep *ComparisonReport) error {
 		}
 		fmt.Fprintf(w, "</tr>\n")
 	}
-	fmt.Fprintf(w, "</table></div>\n<p class=\"caption\">%s</p>\n", esc(comparisonCaption))
+	fmt.Fprintf(w, "</table></div>\n")
+	if l := comparisonChangeLine(rep); l != "" {
+		fmt.Fprintf(w, "<p>%s</p>\n", esc(l))
+	}
+	fmt.Fprintf(w, "<p class=\"caption\">%s</p>\n", esc(comparisonCaption))
 	if len(rep.Notes) > 0 {
 		fmt.Fprintf(w, "<h2>Notes</h2>\n<ul>\n")
 		for _, n := range rep.Notes {
@@ -352,4 +359,16 @@ func renderComparisonHTML(out io.Writer, rep *ComparisonReport) error {
 	}
 	fmt.Fprintf(w, "</body>\n</html>\n")
 	return w.Flush()
+}
+
+// comparisonChangeLine says what the prediction changed against the
+// reference it was replayed beside (the recorded choices, or the bare
+// governor on another profile), and why it changed little: "" when it was
+// replayed alone.
+func comparisonChangeLine(rep *ComparisonReport) string {
+	c := rep.Predicted.Changes
+	if c == nil || c.Reference && c.Reason == nil {
+		return ""
+	}
+	return "Prediction: " + changeLine(&rep.Predicted, !c.Reference)
 }

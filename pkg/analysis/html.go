@@ -71,6 +71,13 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 	} else {
 		costHeader, costRows, shareHeader, shareRows := whatifTables(rep)
 		htmlTable(w, costHeader, costRows)
+		if cl := changeLines(rep.Results); len(cl) > 0 {
+			fmt.Fprintf(w, "<ul class=\"changes\">\n")
+			for _, l := range cl {
+				fmt.Fprintf(w, "<li>%s</li>\n", esc(l))
+			}
+			fmt.Fprintf(w, "</ul>\n<p class=\"caption\">%s</p>\n", esc(changesCaption))
+		}
 		fmt.Fprintf(w, "<p class=\"caption\">Above/below: too deep/too shallow choices by the cpuidle core's rules (share of the policy's selections). Energy: idle energy relative to the first policy. Agreement: share of the recorded selections made the same way.</p>\n")
 		fmt.Fprintf(w, "<h3>Share of idle time per state</h3>\n")
 		htmlTable(w, shareHeader, shareRows)

@@ -304,6 +304,10 @@ func renderWhatifDoc(d *doc, rep *WhatifReport) error {
 		if err := d.table(costHeader, costRows, 0); err != nil {
 			return err
 		}
+		if cl := changeLines(rep.Results); len(cl) > 0 {
+			d.bullets(cl)
+			d.para(changesCaption)
+		}
 		d.para("Wake latency: exit latency paid per wake-up. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
 			"with their share of the policy's selections (the core counts them per stay; a policy may select more than once a period). Energy: idle energy relative to the first policy. " +
 			"Agreement: share of the recorded selections this policy makes the same way (defined on the recorded profile only: " +

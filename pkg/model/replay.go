@@ -63,6 +63,11 @@ type Replay struct {
 	ioLo, ioHi       uint64 // completions counted (SetIOWindow)
 	ioFilter         trace.IOFilter
 	costSlab         []int64
+	// For Changes: the wake-ups the workload sees, the requests whose task
+	// latency was counted, and per CPU the counted IO's issues and the
+	// completions that woke an idle CPU.
+	wakeUps, taskCounted  uint64
+	ioIssueCPU, ioWokeCPU []uint64
 }
 
 // Stats counts what the replay had to assume or could not use.
@@ -490,6 +495,16 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		}
 		els[k] = el
 	}
+	if pi.kind == endGenuine {
+		r.wakeUps++
+		for k := 1; k < len(els); k++ {
+			if els[k] != els[0] {
+				ch := &r.pols[k].chg
+				ch.wake++
+				ch.cpuWake = bump(ch.cpuWake, c.id)
+			}
+		}
+	}
 	c.seen = true
 	c.prevExit = pi.x
 	c.prevKind = pi.kind
@@ -529,6 +544,9 @@ func (r *Replay) Finish() ([]Result, error) {
 			out[k].EnergyRel = 1
 		}
 	}
+	for k := range out {
+		out[k].Changes = r.changes(k, out)
+	}
 	return out, nil
 }
 
@@ -556,6 +574,7 @@ type polSim struct {
 	io                                hist
 	taskIO                            hist
 	agreeN, agreeHit                  uint64
+	chg                               chgCount // against policy 0
 
 	// obs, when set (tests only), sees every decision: a selection, the end
 	// of a stay, an oracle choice (see obsSelect etc.); obsBuf carries it.

@@ -20,6 +20,10 @@ import (
 type ioWakeCost struct {
 	recEl int64
 	els   []int64
+	cpu   uint32
+	// limited: bit k set when policy k's blkqos limit was in force on the
+	// CPU at the period's entry (policies 0-63).
+	limited uint64
 }
 
 // ioReq is one block request waiting for its matchers' answers.
@@ -46,6 +50,15 @@ func (r *Replay) ioPeriod(p *trace.IdlePeriod, pi *periodInfo, els []int64) {
 		}
 		cost.els = r.takeCosts()
 		copy(cost.els, els)
+		cost.cpu = p.CPU
+		if len(r.blk) > 0 {
+			c := r.cpus[p.CPU]
+			for k, ps := range r.pols[:min(len(r.pols), 64)] {
+				if ps.blk != nil && ps.blkLimit < min(c.baseLat, ps.qos) && ps.blk.active(c.id, pi.e) {
+					cost.limited |= 1 << k
+				}
+			}
+		}
 	}
 	r.ioMatch.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, cost)
 	r.taskMatch.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, cost)
@@ -81,6 +94,9 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 	}
 	r.ioSeen = true
 	r.stats.IOCompletions++
+	if b.IssueNs != 0 && b.IssueCPU < maxCPUs {
+		r.ioIssueCPU = bump(r.ioIssueCPU, int(b.IssueCPU))
+	}
 	req := &ioReq{ioLatNs: int64(b.LatencyNs())}
 	otherCPU := false
 	if lat, ok := iowake.TaskLatencyNs(b); ok {
@@ -113,10 +129,18 @@ func (r *Replay) SetIOWindow(startNs, endNs uint64) { r.ioLo, r.ioHi = startNs, 
 // idle CPU.
 func (r *Replay) ioWoke(_ trace.WakeCause, cost ioWakeCost, req *ioReq) {
 	r.stats.IOWokeIdle++
+	r.ioWokeCPU = bump(r.ioWokeCPU, int(cost.cpu))
 	for k, ps := range r.pols {
 		d := int64(0)
 		if cost.els != nil {
 			d = cost.els[k] - cost.recEl
+			if k > 0 && cost.els[k] != cost.els[0] {
+				ps.chg.io++
+				ps.chg.cpuIO = bump(ps.chg.cpuIO, int(cost.cpu))
+			}
+		}
+		if k < 64 && cost.limited&(1<<k) != 0 {
+			ps.chg.ioLimited++
 		}
 		ps.io.add(uint64(max(req.ioLatNs+d, 0)))
 		if req.hasTask {
@@ -156,7 +180,11 @@ func (r *Replay) taskDone(req *ioReq) {
 	if req.pending--; req.pending > 0 {
 		return
 	}
+	r.taskCounted++
 	for k, ps := range r.pols {
 		ps.taskIO.add(uint64(max(req.taskLatNs+req.deltas[k], 0)))
+		if k > 0 && req.deltas[k] != req.deltas[0] {
+			ps.chg.task++
+		}
 	}
 }

@@ -24,6 +24,9 @@ type Result struct {
 	Below           uint64             `json:"below"`
 	EnergyRel       float64            `json:"energy_rel"`
 	Agreement       *float64           `json:"agreement"`
+	// Changes is what the policy changed against the first policy of the
+	// replay, and why it changed little (see Changes).
+	Changes *Changes `json:"changes"`
 
 	// Beyond the contract: what a reader needs to judge the numbers.
 	Selections   uint64  `json:"selections"`   // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)
