@@ -30,6 +30,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	format := fs.String("format", "text", "report format: text, markdown, json or html")
 	force := fs.Bool("force", false, "overwrite before.trace and after.trace in the directory")
 	quiet := fs.BoolP("quiet", "q", false, "no progress line")
+	cpus := fs.String("cpus", "", "record idle periods of these CPUs only (e.g. 0-3,8), in both recordings")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -53,6 +54,10 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	}
 	if *dur < 0 || (*dur == 0 && fs.Changed("duration")) {
 		return usagef("--duration %v: must be positive (leave it out to record until COMMAND exits)", *dur)
+	}
+	cpuSet, err := cpuList(*cpus)
+	if err != nil {
+		return err
 	}
 	pols, err := parsePolicies(*policies)
 	if err != nil {
@@ -126,7 +131,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	}
 
 	opts := func(out string) record.Options {
-		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, ToolVersion: version,
+		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, ToolVersion: version, CPUs: cpuSet,
 			Warn: func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) }}
 	}
 	say("recording " + before + " as the machine is")

@@ -50,17 +50,8 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		ClassicTracepoints: *classic,
 		Warn:               func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) },
 	}
-	if *cpus != "" {
-		if opts.CPUs, err = record.ParseCPUList(*cpus); err != nil {
-			return usagef("--cpus: %v", err)
-		}
-		if online, err := record.OnlineCPUs(); err == nil {
-			for _, c := range opts.CPUs {
-				if !slices.Contains(online, c) {
-					return usagef("--cpus: CPU %d is not online (online: %v)", c, online)
-				}
-			}
-		}
+	if opts.CPUs, err = cpuList(*cpus); err != nil {
+		return err
 	}
 	if !*force {
 		if _, err := os.Stat(*out); err == nil {
@@ -123,4 +114,24 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// cpuList parses --cpus ("" for all), naming an offline CPU as a usage
+// error before anything is loaded.
+func cpuList(spec string) ([]int, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	cpus, err := record.ParseCPUList(spec)
+	if err != nil {
+		return nil, usagef("--cpus: %v", err)
+	}
+	if online, err := record.OnlineCPUs(); err == nil {
+		for _, c := range cpus {
+			if !slices.Contains(online, c) {
+				return nil, usagef("--cpus: CPU %d is not online (online: %v)", c, online)
+			}
+		}
+	}
+	return cpus, nil
 }
