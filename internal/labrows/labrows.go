@@ -39,6 +39,22 @@ type Cross struct {
 	Pass      bool               `json:"pass"`
 }
 
+// Experiment is one figure of a TestLabExperiment case: a policy applied in
+// a lab VM, predicted from the recording before it and measured in the one
+// after. Judged figures carry their bar (change, points or relative).
+type Experiment struct {
+	Case          string   `json:"case"`
+	Figure        string   `json:"figure"`
+	Bar           string   `json:"bar,omitempty"`
+	Before        *float64 `json:"before"`
+	Predicted     *float64 `json:"predicted"`
+	Measured      *float64 `json:"measured"`
+	ChangeError   *float64 `json:"change_error"`
+	RelativeError *float64 `json:"relative_error"`
+	Judged        bool     `json:"judged"`
+	Pass          bool     `json:"pass"`
+}
+
 // Write writes rows as indented JSON to path.
 func Write(path string, rows any) error {
 	data, err := json.MarshalIndent(rows, "", "  ")
