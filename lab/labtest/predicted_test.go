@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/idletrace/idletrace/internal/labrows"
+	"github.com/idletrace/idletrace/pkg/analysis"
 )
 
 // This file sorts after the rows' files on purpose: its experiments measure
@@ -77,17 +78,7 @@ const expCPUs = 3
 // lab.sh's null disk with 1 ms reads (lab/workloads/experiment.sh).
 var expEnv = []string{"IDLETRACE_LAB_TCG=multi", "IDLETRACE_LAB_NULL_LATENCY_NS=1000000"}
 
-type expFigure struct {
-	Figure           string   `json:"figure"`
-	Before           *float64 `json:"before"`
-	Predicted        *float64 `json:"predicted"`
-	Measured         *float64 `json:"measured"`
-	PredictedChange  *float64 `json:"predicted_change"`
-	MeasuredChange   *float64 `json:"measured_change"`
-	ChangeError      *float64 `json:"change_error"`
-	NoChangeMeasured bool     `json:"no_change_measured"`
-	RelativeError    *float64 `json:"relative_error"`
-}
+type expFigure = analysis.ComparisonFigureJSON
 
 // TestLabExperiment runs each experiment on the lab kernel's icx table with
 // POLL disabled (as the cross-governor cases, for the same reason: under

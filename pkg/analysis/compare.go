@@ -175,18 +175,20 @@ type comparisonDocJSON struct {
 }
 
 type comparisonJSON struct {
-	Policy        string       `json:"policy"`
-	BeforeTrace   string       `json:"before_trace"`
-	AfterTrace    string       `json:"after_trace"`
-	Profile       string       `json:"profile"`
-	Before        resultJSON   `json:"before"`
-	Predicted     resultJSON   `json:"predicted"`
-	Measured      resultJSON   `json:"measured"`
-	Figures       []figureJSON `json:"figures"`
-	NoChangeRules string       `json:"no_change_rule"`
+	Policy        string                 `json:"policy"`
+	BeforeTrace   string                 `json:"before_trace"`
+	AfterTrace    string                 `json:"after_trace"`
+	Profile       string                 `json:"profile"`
+	Before        resultJSON             `json:"before"`
+	Predicted     resultJSON             `json:"predicted"`
+	Measured      resultJSON             `json:"measured"`
+	Figures       []ComparisonFigureJSON `json:"figures"`
+	NoChangeRules string                 `json:"no_change_rule"`
 }
 
-type figureJSON struct {
+// ComparisonFigureJSON is one figure of the comparison as JSON holds it
+// (README.md: the comparison's fields).
+type ComparisonFigureJSON struct {
 	Figure           string   `json:"figure"`
 	Unit             string   `json:"unit"`
 	Before           *float64 `json:"before"`
@@ -219,10 +221,10 @@ func comparisonJSONDoc(rep *ComparisonReport) *comparisonDocJSON {
 			Results: []model.Result{rep.Before, rep.Predicted}, Assumptions: rep.Assumptions, Notes: rep.Notes}),
 		Comparison: comparisonJSON{Policy: rep.Policy, BeforeTrace: rep.BeforeTrace, AfterTrace: rep.AfterTrace, Profile: name,
 			Before: resultToJSON(rep.Before), Predicted: resultToJSON(rep.Predicted), Measured: resultToJSON(rep.Measured),
-			Figures: []figureJSON{}, NoChangeRules: noChangeRule},
+			Figures: []ComparisonFigureJSON{}, NoChangeRules: noChangeRule},
 	}
 	for _, f := range rep.Figures {
-		d.Comparison.Figures = append(d.Comparison.Figures, figureJSON{Figure: f.Figure, Unit: f.Unit,
+		d.Comparison.Figures = append(d.Comparison.Figures, ComparisonFigureJSON{Figure: f.Figure, Unit: f.Unit,
 			Before: f.Before, Predicted: f.Predicted, Measured: f.Measured,
 			PredictedChange: diff(f.Predicted, f.Before), MeasuredChange: diff(f.Measured, f.Before),
 			ChangeError: f.ChangeError, NoChangeMeasured: f.NoChangeMeasured, RelativeError: f.RelativeError})

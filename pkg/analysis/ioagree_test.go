@@ -45,29 +45,7 @@ func TestWhatifIOAgreesWithStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof, err := model.Recorded(meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pols []model.Policy
-	for _, spec := range []string{"recorded", "oracle+disable=C6"} {
-		p, err := model.ParsePolicy(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pols = append(pols, p)
-	}
-	rp, err := model.NewReplay(prof, meta, pols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := scan(trace.Visitor{Idle: rp.Idle, BlockIO: rp.BlockIO}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := rp.Finish()
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _ := replayOn(t, meta, scan, trace.IOFilter{}, "recorded", "oracle+disable=C6")
 
 	woke := st.IO.WokeIdleCPU
 	if woke < 15_000 || woke >= st.IO.Requests {
@@ -125,20 +103,7 @@ func TestWhatifTaskIOLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof, _ := model.Recorded(meta)
-	var pols []model.Policy
-	for _, spec := range []string{"recorded", "oracle+disable=C6"} {
-		p, _ := model.ParsePolicy(spec)
-		pols = append(pols, p)
-	}
-	rp, err := model.NewReplay(prof, meta, pols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := scan(trace.Visitor{Idle: rp.Idle, BlockIO: rp.BlockIO}); err != nil {
-		t.Fatal(err)
-	}
-	res, _ := rp.Finish()
+	res, rp := replayOn(t, meta, scan, trace.IOFilter{}, "recorded", "oracle+disable=C6")
 	stTask, rec, cheap := st.IO.TaskLatencyNs, res[0].TaskIOLatencyNs, res[1].TaskIOLatencyNs
 	if stTask == nil || stTask.Count != n || rec == nil || cheap == nil {
 		t.Fatalf("task latency: stats %+v, recorded %+v, C6 off %+v; want %d requests", stTask, rec, cheap, n)
@@ -180,9 +145,32 @@ func TestIOFilterAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := b.Finish(nil)
-	prof, _ := model.Recorded(meta)
-	pol, _ := model.ParsePolicy("recorded")
-	rp, err := model.NewReplay(prof, meta, []model.Policy{pol})
+	res, _ := replayOn(t, meta, scan, f, "recorded")
+	if st.IO.Requests != 2000 || st.IO.Filter != "comm=fio" || st.IO.Devices[0].Requests != 3000 {
+		t.Fatalf("stats: %d requests under %q, device %d; want 2000 of 3000", st.IO.Requests, st.IO.Filter, st.IO.Devices[0].Requests)
+	}
+	if r := res[0]; r.IOLatencyNs.Count != st.IO.Requests || r.IOLatencyNs.Mean != st.IO.LatencyNs.Mean || *r.IOWokeIdle != st.IO.WokeIdleCPU || st.IO.WokeIdleCPU != 2000 {
+		t.Errorf("whatif %+v woke %d; stats %+v woke %d", r.IOLatencyNs, *r.IOWokeIdle, st.IO.LatencyNs, st.IO.WokeIdleCPU)
+	}
+}
+
+// replayOn replays scan's records on the trace's recorded profile under
+// specs, with the IO filter f, as whatif does.
+func replayOn(t *testing.T, meta *trace.Metadata, scan scanFunc, f trace.IOFilter, specs ...string) ([]model.Result, *model.Replay) {
+	t.Helper()
+	prof, err := model.Recorded(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pols []model.Policy
+	for _, spec := range specs {
+		p, err := model.ParsePolicy(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pols = append(pols, p)
+	}
+	rp, err := model.NewReplay(prof, meta, pols)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,11 +178,9 @@ func TestIOFilterAgrees(t *testing.T) {
 	if err := scan(trace.Visitor{Idle: rp.Idle, BlockIO: rp.BlockIO}); err != nil {
 		t.Fatal(err)
 	}
-	res, _ := rp.Finish()
-	if st.IO.Requests != 2000 || st.IO.Filter != "comm=fio" || st.IO.Devices[0].Requests != 3000 {
-		t.Fatalf("stats: %d requests under %q, device %d; want 2000 of 3000", st.IO.Requests, st.IO.Filter, st.IO.Devices[0].Requests)
+	res, err := rp.Finish()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r := res[0]; r.IOLatencyNs.Count != st.IO.Requests || r.IOLatencyNs.Mean != st.IO.LatencyNs.Mean || *r.IOWokeIdle != st.IO.WokeIdleCPU || st.IO.WokeIdleCPU != 2000 {
-		t.Errorf("whatif %+v woke %d; stats %+v woke %d", r.IOLatencyNs, *r.IOWokeIdle, st.IO.LatencyNs, st.IO.WokeIdleCPU)
-	}
+	return res, rp
 }
