@@ -316,15 +316,20 @@ func TestKernelReferee(t *testing.T) {
 		}
 		slices.Sort(readerTaskLat)
 		p50, p99 := readerTaskLat[n/2], readerTaskLat[n*99/100]
-		t.Logf("%q: %d reads; issue → task running: p50 %.1f µs, p99 %.1f µs; the reader's own view: p50 %.1f µs, p99 %.1f µs",
-			reader.comm, n, float64(p50)/1e3, float64(p99)/1e3, float64(reader.p50)/1e3, float64(reader.p99)/1e3)
+		t.Logf("%q: %d of its %d reads waited; issue → task running: p50 %.1f µs, p99 %.1f µs; the reader's own view: p50 %.1f µs, p99 %.1f µs",
+			reader.comm, n, reader.reads, float64(p50)/1e3, float64(p99)/1e3, float64(reader.p50)/1e3, float64(reader.p99)/1e3)
+		// Never more than the reader's own view (fio's percentiles are
+		// bins ≤ 1 % wide; 2 µs of clock reads); at the median most of it
+		// (the device and the wake-ups). Not so at p99: a reader
+		// preempted between its clock read and the issue waits in its
+		// own view only.
 		for _, c := range []struct {
 			name       string
 			ours, view uint64
-		}{{"p50", p50, reader.p50}, {"p99", p99, reader.p99}} {
-			// fio's percentiles are bins (≤ 1 % wide); 2 µs of clock reads.
-			if float64(c.ours) > float64(c.view)*1.02+2000 || float64(c.ours) < float64(c.view)*0.5 {
-				t.Errorf("%s: task latency %d ns against the reader's own %d ns: it must be a large part of it, and no more", c.name, c.ours, c.view)
+			least      float64
+		}{{"p50", p50, reader.p50, 0.5}, {"p99", p99, reader.p99, 0}} {
+			if float64(c.ours) > float64(c.view)*1.02+2000 || float64(c.ours) < float64(c.view)*c.least {
+				t.Errorf("%s: task latency %d ns against the reader's own %d ns: it must be part of it (at least %.0f %%), and no more", c.name, c.ours, c.view, 100*c.least)
 			}
 		}
 	})
