@@ -14,7 +14,7 @@ import (
 )
 
 // Stats is what `idletrace stats` reports. JSON names follow the contract in
-// DESIGN.md ("stats --format json"); fields beyond it are extras.
+// docs/DESIGN.md ("stats --format json"); fields beyond it are extras.
 type Stats struct {
 	KernelRelease   string `json:"kernel_release"`
 	CPUIdleDriver   string `json:"cpuidle_driver"`

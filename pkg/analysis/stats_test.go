@@ -541,7 +541,7 @@ func TestBlockCounters(t *testing.T) {
 	}
 }
 
-// TestStatsJSONContract checks every key the contract (DESIGN.md and
+// TestStatsJSONContract checks every key the contract (docs/DESIGN.md and
 // ../shared/checks/contract.sh) requires, for both kinds of machine.
 func TestStatsJSONContract(t *testing.T) {
 	for name, meta := range map[string]*trace.Metadata{"driver": driverMeta(), "none": noDriverMeta()} {

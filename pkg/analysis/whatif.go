@@ -41,7 +41,7 @@ func RenderWhatif(w io.Writer, rep *WhatifReport, format string) error {
 	return &UnknownFormatError{Format: format, Valid: []string{FormatText, FormatMarkdown, FormatJSON, FormatHTML}}
 }
 
-// JSON shapes. Profile and results follow the contract in DESIGN.md;
+// JSON shapes. Profile and results follow the contract in docs/DESIGN.md;
 // non-finite numbers (which encoding/json refuses) become null or 0.
 
 type whatifJSONDoc struct {

@@ -490,7 +490,7 @@ func modList() string {
 	return strings.Join(s, ", ")
 }
 
-// ParsePolicy parses GOVERNOR[+MODIFIER]... (see DESIGN.md, "Policies";
+// ParsePolicy parses GOVERNOR[+MODIFIER]... (see docs/DESIGN.md, "Policies";
 // the modifiers are modifierTable's). Errors are one-line *PolicyError
 // naming the bad part:
 // `policy "menu+margin=x": margin: "x" is not a percentage`.

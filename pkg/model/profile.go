@@ -316,7 +316,7 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// fileState is one state of a profile file. Times come in µs (DESIGN.md's
+// fileState is one state of a profile file. Times come in µs (docs/DESIGN.md's
 // form) or in ns (what `idletrace profiles --format json` writes), so that
 // a profile printed by idletrace reads back as the same profile.
 type fileState struct {
@@ -353,7 +353,7 @@ type fileProfile struct {
 	States []json.RawMessage `json:"states"`
 }
 
-// ParseProfile decodes and validates a JSON profile (DESIGN.md format).
+// ParseProfile decodes and validates a JSON profile (docs/DESIGN.md format).
 // label names the file in errors; traceHZ is used when the file has no hz.
 // Every error names the field: `profile x.json: states[2].exit_latency_us: must be >= 0`.
 func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {

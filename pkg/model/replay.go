@@ -13,7 +13,7 @@ import (
 
 // Replay runs recorded idle periods through a set of policies on one
 // profile and accumulates what each would have cost (see cost.go and
-// DESIGN.md "Cost model").
+// docs/DESIGN.md "Cost model").
 //
 // Wiring (two passes over the file when a policy uses blkqos, one
 // otherwise):

@@ -1,7 +1,7 @@
 package model
 
 // Result is what one policy would have cost over a trace. Field meanings and
-// JSON names are the contract in DESIGN.md ("whatif --format json").
+// JSON names are the contract in docs/DESIGN.md ("whatif --format json").
 type Result struct {
 	Policy      string `json:"policy"`
 	IdlePeriods uint64 `json:"idle_periods"`
