@@ -172,7 +172,7 @@ const haltpollParam = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
 // putting back what it found.
 func requireHaltpoll(t *testing.T) {
 	t.Helper()
-	testenv.ChangeMachine(t)
+	testenv.OwnMachine(t)
 	drv, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/current_driver")
 	if d := strings.TrimSpace(string(drv)); d == "" || d == "none" {
 		t.Skip("the kernel has no cpuidle driver, so no haltpoll cpuidle governor runs")

@@ -11,7 +11,7 @@ import (
 
 // RequireRecorder: tests that record need root; without it they fail rather
 // than pass unchecked (make test-short names them to leave them out). It
-// also holds the machine shared for the test (see ChangeMachine): a
+// also holds the machine shared for the test (see OwnMachine): a
 // recording must not see a test in another package change the kernel's
 // idle knobs under it (go test runs packages in parallel).
 func RequireRecorder(t testing.TB) {
@@ -22,12 +22,14 @@ func RequireRecorder(t testing.TB) {
 	lockMachine(t, false)
 }
 
-// ChangeMachine is for tests that change the running kernel's idle knobs
-// (governor, states' disable, haltpoll's parameters, /dev/cpu_dma_latency):
-// it holds the machine exclusively for the test, so that no other test
-// process records or changes knobs meanwhile, and each finds the knobs as
-// the machine booted. It needs root, as RequireRecorder.
-func ChangeMachine(t testing.TB) {
+// OwnMachine holds the machine exclusively for the test: for tests that
+// change the running kernel's idle knobs (governor, states' disable,
+// haltpoll's parameters, /dev/cpu_dma_latency), so that no other test
+// process records or changes knobs meanwhile and each finds the knobs as
+// the machine booted; and for the referee, whose exact counts of a disk's
+// requests another test's recording and IO would blur at the window's
+// edges. It needs root, as RequireRecorder.
+func OwnMachine(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("changing the kernel's idle knobs needs root: run make test as root, or make test-short")

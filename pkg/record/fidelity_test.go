@@ -24,7 +24,7 @@ const (
 // recorded state table and checks that the model picks the state the kernel
 // entered (issue 3, item 6).
 func TestGovernorFidelity(t *testing.T) {
-	testenv.ChangeMachine(t) // it switches the governor and haltpoll's window
+	testenv.OwnMachine(t) // it switches the governor and haltpoll's window
 	driver, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/current_driver")
 	if d := strings.TrimSpace(string(driver)); d == "" || d == "none" {
 		t.Skip("this kernel has no cpuidle driver (current_driver=none): no governor runs, so there are no choices to compare with; make test-kernels runs this test in VMs with acpi_idle")

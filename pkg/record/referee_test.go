@@ -194,7 +194,7 @@ func startRecording(t *testing.T, path string) (finish func() (*record.Summary, 
 
 // TestKernelReferee checks the recorder against the kernel's own counters.
 func TestKernelReferee(t *testing.T) {
-	testenv.RequireRecorder(t)
+	testenv.OwnMachine(t)
 	path, reader, disk, dev := recordWorkload(t)
 	fioIOs := reader.reads
 	if keep := os.Getenv("IDLETRACE_REFEREE_TRACE"); keep != "" {

@@ -13,7 +13,7 @@ import (
 // machine's kernel, reads them back while in force, and finds everything
 // as it was after Restore.
 func TestRunningKernel(t *testing.T) {
-	testenv.ChangeMachine(t)
+	testenv.OwnMachine(t)
 	drv, _ := readTrim("/sys/devices/system/cpu/cpuidle/current_driver")
 	if drv == "" || drv == "none" {
 		t.Skip("the kernel has no cpuidle driver: no governor or state to change")
