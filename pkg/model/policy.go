@@ -350,31 +350,13 @@ var modifierTable = []Modifier{
 		Name: "disable", Value: "NAME[,NAME]...",
 		Meaning: "disable these states by name, as writing 1 to their sysfs disable files",
 		Example: "menu+disable=C6,C1E",
-		set: func(p *Policy, val string) error {
-			for _, name := range strings.Split(val, ",") {
-				name = strings.TrimSpace(name)
-				if name == "" {
-					return fmt.Errorf("empty state name in %q", val)
-				}
-				p.Disable = append(p.Disable, name)
-			}
-			return nil
-		},
+		set:     func(p *Policy, val string) error { return appendStateNames(&p.Disable, val) },
 	},
 	{
 		Name: "enable", Value: "NAME[,NAME]...",
 		Meaning: "enable these states by name, as writing 0 to their sysfs disable files (undoes a disable the trace recorded)",
 		Example: "menu+enable=C6",
-		set: func(p *Policy, val string) error {
-			for _, name := range strings.Split(val, ",") {
-				name = strings.TrimSpace(name)
-				if name == "" {
-					return fmt.Errorf("empty state name in %q", val)
-				}
-				p.Enable = append(p.Enable, name)
-			}
-			return nil
-		},
+		set:     func(p *Policy, val string) error { return appendStateNames(&p.Enable, val) },
 	},
 	{
 		Name: "kernel", Value: "VERSION",
@@ -447,6 +429,18 @@ var modifierTable = []Modifier{
 
 // setHaltpollNs parses one of haltpoll's times: an unsigned int of ns in
 // the kernel, given here as a duration.
+// appendStateNames appends the comma-separated state names of val.
+func appendStateNames(dst *[]string, val string) error {
+	for _, name := range strings.Split(val, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return fmt.Errorf("empty state name in %q", val)
+		}
+		*dst = append(*dst, name)
+	}
+	return nil
+}
+
 func setHaltpollNs(dst **uint64, val string) error {
 	if _, err := strconv.ParseUint(val, 10, 64); err == nil && val != "0" {
 		return fmt.Errorf("%q needs a unit: the module parameter is in ns, so %sns", val, val)
