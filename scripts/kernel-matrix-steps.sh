@@ -40,8 +40,11 @@ if [ -e /sys/kernel/btf/vmlinux ]; then say "btf=yes"; else say "btf=no"; fi
 # 1. The recorder's kernel tests (the referee: traced idle periods and block
 #    IO against the kernel's own counters).
 (cd "$data" && TMPDIR="$data/tmp" IDLETRACE_REFEREE_TRACE="$res/referee.trace" "$bin/record.test" -test.v -test.count=1 -test.timeout=10m) >"$res/referee.log" 2>&1
-say "referee_rc=$?"
+rc=$?
+say "referee_rc=$rc"
 show "$res/referee.log" referee:
+# What failed, for the console (the caller keeps only the marked lines).
+[ $rc = 0 ] || grep -E '_test\.go:[0-9]+: .*(want|must|never|carry|against|differ)' "$res/referee.log" | sed 's/^ */referee: FAIL-DETAIL /'
 
 # 2. idletrace record for 3 s with block IO on the disk: one-block O_DIRECT
 #    reads of a file on it, from a shell loop.

@@ -310,8 +310,12 @@ func TestKernelReferee(t *testing.T) {
 		if !r.Meta.Inputs.TaskIO {
 			t.Skipf("this kernel lacks the sched_waking or sched_switch tracepoint (%v)", r.Meta.Probes)
 		}
+		// A read whose completion came before the reader had gone to
+		// sleep has no wake-up to measure (try_to_wake_up found it still
+		// running, and sched_waking does not fire): 0.1–4 % of fio's reads
+		// here, by how busy the machine was.
 		n := uint64(len(readerTaskLat))
-		if n < reader.reads*95/100 || n > reader.reads {
+		if n < reader.reads*90/100 || n > reader.reads {
 			t.Fatalf("%d of the %q reader's %d reads carry its task latency", n, reader.comm, reader.reads)
 		}
 		slices.Sort(readerTaskLat)
