@@ -41,6 +41,9 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if s.Empty() {
+		return fmt.Errorf("%s holds no idle period and no block IO request: nothing to count (how did its recording end? idletrace info %s)", path, path)
+	}
 	return analysis.RenderStats(stdout, s, *format)
 }
 

@@ -121,6 +121,7 @@ func TestBadInput(t *testing.T) {
 		{"record stray arg", []string{"record", "foo"}, 2, "foo"},
 		{"record for 0 s", []string{"record", "-d", "0s"}, 2, "--duration 0s"},
 		{"bad IO filter", []string{"stats", bundledTrace, "--io", "colour=red"}, 2, `unknown key "colour"`},
+		{"stats on a trace with no records", []string{"stats", emptyTrace(t)}, 1, "holds no idle period and no block IO request"},
 		{"IO filter on a device the trace lacks", []string{"whatif", bundledTrace, "--io", "dev=sdz"}, 2, `no device "sdz"`},
 		{"IO filter by process on a trace without it", []string{"whatif", bundledTrace, "--io", "comm=fio"}, 1, "does not record which process"},
 		{"report over its trace", []string{"whatif", traceCopy, "-o", traceCopy}, 2, "is the trace being read"},
@@ -696,4 +697,26 @@ func TestWhatifChanges(t *testing.T) {
 			t.Errorf("line of %d columns: %q", len([]rune(l)), l)
 		}
 	}
+}
+
+// emptyTrace writes a finished trace that holds no record: what a recording
+// stopped before anything happened leaves.
+func emptyTrace(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "empty.trace")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewWriter(f, &trace.Metadata{FormatVersion: trace.FormatVersion, KernelRelease: "6.18.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(&trace.End{StopReason: "signal"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

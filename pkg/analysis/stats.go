@@ -562,6 +562,17 @@ func FilteredStatsFromReader(r *trace.Reader, f trace.IOFilter) (*Stats, error) 
 	return s, nil
 }
 
+// Empty says whether the trace held nothing to count: no idle period and
+// no block IO request, inside the window or outside it.
+func (s *Stats) Empty() bool {
+	for _, c := range s.CPUs {
+		if c.Periods > 0 {
+			return false
+		}
+	}
+	return s.IO.Requests == 0 && s.OutsideWindow.IdlePeriods == 0 && s.OutsideWindow.IORequests == 0
+}
+
 // WakeLatencyP50 returns the median measured wake latency per state name,
 // as model.Measured takes it.
 func (s *Stats) WakeLatencyP50() map[string]uint64 {

@@ -329,6 +329,9 @@ var modifierTable = []Modifier{
 			if td == 0 {
 				return fmt.Errorf("timeout must be > 0")
 			}
+			if ld > td {
+				return fmt.Errorf("the limit %s is longer than its timeout %s: LIMIT/TIMEOUT is the latency limit, then how long it holds after an issue (e.g. %s/%s)", l, t, t, l)
+			}
 			p.BlkQoSLimitNs, p.BlkQoSTimeoutNs = ld, td
 			return nil
 		},

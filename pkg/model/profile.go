@@ -434,6 +434,18 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 		}
 		st := State{Name: fs.Name, Desc: fs.Desc, ExitLatencyNs: usToNs(*fs.ExitLatencyUs),
 			TargetResidencyNs: usToNs(*fs.TargetResidencyUs), Polling: fs.Polling, Disabled: fs.Disabled}
+		// The governors walk the table from shallow to deep and stop at
+		// the first state too slow or too long: a table out of order
+		// would be read wrong, silently.
+		if i > 0 {
+			prev := p.States[i-1]
+			if st.ExitLatencyNs < prev.ExitLatencyNs {
+				return nil, bad(field+".exit_latency_us", "%g µs is below states[%d] (%s)'s %g µs: states go from the shallowest to the deepest", *fs.ExitLatencyUs, i-1, prev.Name, float64(prev.ExitLatencyNs)/1000)
+			}
+			if st.TargetResidencyNs < prev.TargetResidencyNs {
+				return nil, bad(field+".target_residency_us", "%g µs is below states[%d] (%s)'s %g µs: states go from the shallowest to the deepest", *fs.TargetResidencyUs, i-1, prev.Name, float64(prev.TargetResidencyNs)/1000)
+			}
+		}
 		if fs.Power != nil && !fs.PowerEstimated {
 			if math.IsNaN(*fs.Power) || *fs.Power < 0 || *fs.Power > 2 {
 				return nil, bad(field+".power", "must be between 0 and 2 (1.0 = a busy core)")
