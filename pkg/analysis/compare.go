@@ -324,27 +324,7 @@ func renderComparisonHTML(out io.Writer, rep *ComparisonReport) error {
 		fmt.Fprintf(w, "<p class=\"meta\">%s</p>\n", esc(l))
 	}
 	header, rows := comparisonTable(rep)
-	fmt.Fprintf(w, "<div class=\"wide\"><table>\n<tr>")
-	for i, h := range header {
-		if i == 0 {
-			fmt.Fprintf(w, "<th class=\"l\">%s</th>", esc(h))
-		} else {
-			fmt.Fprintf(w, "<th>%s</th>", esc(h))
-		}
-	}
-	fmt.Fprintf(w, "</tr>\n")
-	for _, r := range rows {
-		fmt.Fprintf(w, "<tr>")
-		for j, c := range r {
-			if j == 0 {
-				fmt.Fprintf(w, "<td class=\"l\">%s</td>", esc(c))
-			} else {
-				fmt.Fprintf(w, "<td>%s</td>", esc(c))
-			}
-		}
-		fmt.Fprintf(w, "</tr>\n")
-	}
-	fmt.Fprintf(w, "</table></div>\n")
+	htmlTable(w, header, rows, false)
 	if l := comparisonChangeLine(rep); l != "" {
 		fmt.Fprintf(w, "<p>%s</p>\n", esc(l))
 	}

@@ -70,7 +70,7 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 		fmt.Fprintf(w, "<p>No policy was replayed.</p>\n")
 	} else {
 		costHeader, costRows, shareHeader, shareRows := whatifTables(rep)
-		htmlTable(w, costHeader, costRows)
+		htmlTable(w, costHeader, costRows, true)
 		if cl := changeLines(rep.Results); len(cl) > 0 {
 			fmt.Fprintf(w, "<ul class=\"changes\">\n")
 			for _, l := range cl {
@@ -80,7 +80,7 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 		}
 		fmt.Fprintf(w, "<p class=\"caption\">Above/below: too deep/too shallow choices by the cpuidle core's rules (share of the policy's selections). Energy: idle energy relative to the first policy. Agreement: share of the recorded selections made the same way.</p>\n")
 		fmt.Fprintf(w, "<h3>Share of idle time per state</h3>\n")
-		htmlTable(w, shareHeader, shareRows)
+		htmlTable(w, shareHeader, shareRows, true)
 	}
 
 	// Plots.
@@ -329,8 +329,8 @@ func textOn(fill string) string {
 }
 
 // htmlTable writes a results table whose first column names the policy in
-// its plot colour.
-func htmlTable(w io.Writer, header []string, rows [][]string) {
+// its plot colour (swatches) or is a plain label.
+func htmlTable(w io.Writer, header []string, rows [][]string, swatches bool) {
 	fmt.Fprintf(w, "<div class=\"wide\"><table>\n<tr>")
 	for i, h := range header {
 		if i == 0 {
@@ -343,9 +343,12 @@ func htmlTable(w io.Writer, header []string, rows [][]string) {
 	for i, r := range rows {
 		fmt.Fprintf(w, "<tr>")
 		for j, c := range r {
-			if j == 0 {
+			switch {
+			case j == 0 && swatches:
 				fmt.Fprintf(w, "<td class=\"l\"><span style=\"color:%s\">■</span> %s</td>", color(policyColors, i), esc(c))
-			} else {
+			case j == 0:
+				fmt.Fprintf(w, "<td class=\"l\">%s</td>", esc(c))
+			default:
 				fmt.Fprintf(w, "<td>%s</td>", esc(c))
 			}
 		}
