@@ -192,7 +192,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if meta.HZ > 0 {
 		spin = 2*time.Second/time.Duration(meta.HZ) + 2*time.Millisecond
 	}
-	rec := &recording{opts: opts, coll: coll, rd: rd, file: f, start: time.Now(), comms: map[string]string{}}
+	rec := &recording{opts: opts, coll: coll, rd: rd, file: f, start: time.Now()}
 	rec.ioJoin = newIOTaskJoin(rec.writeBlockIO)
 	// The kernel's own count of the block tracepoints, to find the events
 	// it raised without running the programs. Not with classic
@@ -537,7 +537,7 @@ type recording struct {
 	blockIO                     trace.BlockIO
 	halt                        trace.HaltPollChange
 	ioJoin                      *ioTaskJoin
-	comms                       map[string]string
+	comms                       trace.TaskNames
 }
 
 func (r *recording) records() uint64 { return r.idle + r.io + r.haltpoll }
@@ -753,22 +753,13 @@ var (
 	ioTaskRecordSize   = int(unsafe.Sizeof(bpf.IdletraceIoTaskRecord{}))
 )
 
-// comm returns a task name as a string, one allocation per distinct name
-// (the names repeat; a record must not allocate).
+// comm returns a kernel task name (NUL-padded) as a string.
 func (r *recording) comm(c []int8) string {
 	n := 0
 	for n < len(c) && c[n] != 0 {
 		n++
 	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), n)
-	if s, ok := r.comms[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	if len(r.comms) < 4096 {
-		r.comms[s] = s
-	}
-	return s
+	return r.comms.Name(unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), n))
 }
 
 // writeBlockIO writes one joined block IO record.

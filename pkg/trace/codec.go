@@ -204,34 +204,13 @@ func (e *lossEncoder) add(l *Loss) {
 // decoder holds the reader's per-chunk scratch state; records handed to
 // callbacks live here and are overwritten by the next record.
 type decoder struct {
-	cols [maxColumns]colReader
-	// comms interns the task names of block IO records: a few distinct
-	// ones repeat, and a record must not allocate.
-	comms map[string]string
+	cols  [maxColumns]colReader
+	comms TaskNames
 	cpus  cpuTable
 	idle  IdlePeriod
 	bio   BlockIO
 	hp    HaltPollChange
 	loss  Loss
-}
-
-// comm returns b as a string, one allocation per distinct name (bounded,
-// since a hostile file could name every record differently).
-func (d *decoder) comm(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	if s, ok := d.comms[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	if d.comms == nil {
-		d.comms = map[string]string{}
-	}
-	if len(d.comms) < 4096 {
-		d.comms[s] = s
-	}
-	return s
 }
 
 func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) error {
@@ -365,7 +344,7 @@ func (d *decoder) decodeBlockIO(raw []byte, n uint32, fn func(*BlockIO) error) e
 		var woken, run uint64
 		if present > 10 {
 			tid, tgid = cols[10].u32(), cols[11].u32()
-			comm = d.comm(cols[12].bytes(int(cols[12].u32())))
+			comm = d.comms.Name(cols[12].bytes(int(cols[12].u32())))
 			woken = cols[13].optionalDelta(complete)
 			run = cols[14].optionalDelta(complete)
 			taskCPU = cols[15].u32()
