@@ -44,7 +44,7 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	if s.Empty() {
 		return fmt.Errorf("%s holds no idle period and no block IO request: nothing to count (how did its recording end? idletrace info %s)", path, path)
 	}
-	return analysis.RenderStats(stdout, s, *format)
+	return analysis.RenderStatsCommand(stdout, s, *format, argv("stats", args))
 }
 
 func runWhatif(args []string, stdout, stderr io.Writer) error {
@@ -92,12 +92,14 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		rep.Command = argv("whatif", args)
 		return writeReport(stdout, *out, *force, func(w io.Writer) error { return analysis.RenderComparison(w, rep, *format) })
 	}
 	rep, err := replayTrace(path, replayOptions{*profileName, *hz, *ioFilter}, pols, stderr)
 	if err != nil {
 		return err
 	}
+	rep.Command = argv("whatif", args)
 	return writeReport(stdout, *out, *force, func(w io.Writer) error { return analysis.RenderWhatif(w, rep, *format) })
 }
 
@@ -190,9 +192,8 @@ func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Wr
 	// agree on a trace.
 	replay.SetIOWindow(trace.SnapshotWindow(meta, r.End))
 	replay.SetIOFilter(ioFilter)
-	if replay.NeedsIOPrepass() {
-		err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { replay.PrepareBlockIO(b); return nil }})
-		if err != nil {
+	if v, ok := replay.Prepass(); ok {
+		if err := r.Scan(v); err != nil {
 			return nil, err
 		}
 	}
@@ -229,6 +230,13 @@ func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Wr
 }
 
 // writeReport writes a report to stdout, or to out when given.
+// argv is the command line of the subcommand c run with args, for a
+// report to say how it was made: the program as "idletrace" whatever path
+// ran it, then the arguments as given.
+func argv(c string, args []string) []string {
+	return append([]string{"idletrace", c}, args...)
+}
+
 func writeReport(stdout io.Writer, out string, force bool, render func(io.Writer) error) error {
 	if out == "" {
 		return render(stdout)

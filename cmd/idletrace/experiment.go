@@ -166,5 +166,6 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	rep.Command = argv("experiment", args)
 	return analysis.RenderComparison(stdout, rep, *format)
 }

@@ -25,6 +25,9 @@ type ComparisonReport struct {
 	Figures     []FigureRow
 	Assumptions string
 	Notes       []string
+	// Command is the command line (argv) that made the report, as in
+	// WhatifReport.
+	Command []string
 }
 
 // FigureRow is one figure before, predicted and measured, and the errors.
@@ -293,6 +296,7 @@ const comparisonCaption = "Error on change: |(predicted − before) − (measure
 	"Error: |predicted − measured| / measured. Wake latency: the exit latency a wake-up pays; task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections."
 
 func renderComparisonDoc(d *doc, rep *ComparisonReport) error {
+	d.command(rep.Command)
 	d.title("idletrace whatif: predicted against measured")
 	d.lines(comparisonHead(rep)...)
 	header, rows := comparisonTable(rep)
@@ -305,12 +309,7 @@ func renderComparisonDoc(d *doc, rep *ComparisonReport) error {
 	d.para(comparisonCaption)
 	d.bullets(rep.Notes)
 	if rep.Assumptions != "" {
-		if d.markdown {
-			d.gap()
-			fmt.Fprintf(d.w, "**Model assumptions.** %s\n", mdInline(rep.Assumptions))
-		} else {
-			d.para("Model assumptions. " + rep.Assumptions)
-		}
+		d.folded("Model assumptions", rep.Assumptions)
 	}
 	return d.flush()
 }

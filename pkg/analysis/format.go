@@ -104,22 +104,29 @@ func (d *doc) heading(s string) {
 	fmt.Fprintf(d.w, "%s\n%s\n", s, strings.Repeat("-", displayLen(s)))
 }
 
-// para writes a paragraph, wrapped at 100 columns in text.
+// reportWidth is the widest line of a text or Markdown report outside its
+// tables: what a terminal, a GitHub comment or a mailing-list reader shows
+// without wrapping.
+const reportWidth = 100
+
+// para writes a paragraph, wrapped at reportWidth columns.
 func (d *doc) para(s string) {
 	d.gap()
 	if d.markdown {
-		fmt.Fprintf(d.w, "%s\n", mdInline(s))
+		d.w.WriteString(mdWrap(mdInline(s), reportWidth, "", ""))
 		return
 	}
-	d.w.WriteString(wrap(s, 100, ""))
+	d.w.WriteString(wrap(s, reportWidth, ""))
 }
 
-// lines writes short lines without a gap between them.
+// lines writes short lines without a gap between them (in Markdown, each
+// ends in a hard line break; one too long is continued on the next lines).
 func (d *doc) lines(ls ...string) {
 	d.gap()
 	for _, l := range ls {
 		if d.markdown {
-			fmt.Fprintf(d.w, "%s  \n", mdInline(l))
+			// The two spaces of the hard break count in the width.
+			fmt.Fprintf(d.w, "%s  \n", strings.TrimSuffix(mdWrap(mdInline(l), reportWidth-2, "", ""), "\n"))
 		} else {
 			fmt.Fprintf(d.w, "%s\n", l)
 		}
@@ -133,11 +140,64 @@ func (d *doc) bullets(items []string) {
 	d.gap()
 	for _, it := range items {
 		if d.markdown {
-			fmt.Fprintf(d.w, "- %s\n", mdInline(it))
+			d.w.WriteString(mdWrap(mdInline(it), reportWidth, "- ", "  "))
 		} else {
-			d.w.WriteString(wrap(it, 100, "  - "))
+			d.w.WriteString(wrap(it, reportWidth, "  - "))
 		}
 	}
+}
+
+// command writes, in Markdown, the command line that produced the report
+// (argv, shell-quoted) in a fenced block: a ticket then says how to make
+// it again. A line too long is continued with a backslash. Text reports
+// leave it out (their reader typed it).
+func (d *doc) command(argv []string) {
+	if !d.markdown || len(argv) == 0 {
+		return
+	}
+	d.gap()
+	d.w.WriteString("```sh\n")
+	// Units that stay on one line: an option with its value
+	// (--format markdown), else one argument.
+	var units []string
+	for i := 0; i < len(argv); i++ {
+		u := ShellQuote(argv[i])
+		if a := argv[i]; len(a) > 1 && a[0] == '-' && !strings.Contains(a, "=") && a != "--" &&
+			i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+			i++
+			u += " " + ShellQuote(argv[i])
+		}
+		units = append(units, u)
+	}
+	line, n := "", 0
+	for i, q := range units {
+		ql := displayLen(q)
+		// Room for " \" after a word when the line goes on.
+		if i > 0 && n+1+ql+2 > reportWidth {
+			d.w.WriteString(line + " \\\n")
+			line, n = "    ", 4
+		} else if i > 0 {
+			line += " "
+			n++
+		}
+		line += q
+		n += ql
+	}
+	d.w.WriteString(line + "\n```\n")
+}
+
+// folded writes a long paragraph that most readers skip: in Markdown in a
+// <details> block under summary (GitHub shows it folded), in text as a
+// paragraph led by the summary.
+func (d *doc) folded(summary, s string) {
+	if !d.markdown {
+		d.para(summary + ". " + s)
+		return
+	}
+	d.gap()
+	fmt.Fprintf(d.w, "<details>\n<summary>%s</summary>\n\n", mdInline(summary))
+	d.w.WriteString(mdWrap(mdInline(s), reportWidth, "", ""))
+	d.w.WriteString("\n</details>\n")
 }
 
 // table renders rows under header; left lists the columns aligned left (the
@@ -204,12 +264,71 @@ func displayLen(s string) int { return len([]rune(s)) }
 // wrap breaks s into lines of at most width runes, the first prefixed with
 // prefix and the rest indented to match.
 func wrap(s string, width int, prefix string) string {
+	return wrapWords(strings.Fields(s), width, prefix, strings.Repeat(" ", displayLen(prefix)))
+}
+
+// mdWrap wraps escaped Markdown s as wrap does, the lines after the first
+// indented by indent, and never starts a line with a word that Markdown
+// would read as the start of a block there (a list item, a heading, a
+// setext underline, a quote, a fence, an ordered item): such a word stays
+// on the line before it.
+func mdWrap(s string, width int, prefix, indent string) string {
+	var words []string
+	for _, w := range strings.Fields(s) {
+		if len(words) > 0 && mdBlockStart(w) {
+			words[len(words)-1] += " " + w
+			continue
+		}
+		words = append(words, w)
+	}
+	return wrapWords(words, width, prefix, indent)
+}
+
+func mdBlockStart(w string) bool {
+	if strings.ContainsAny(w[:1], "-+*#=>~`|") {
+		return true
+	}
+	i := 0
+	for i < len(w) && w[i] >= '0' && w[i] <= '9' {
+		i++
+	}
+	return i > 0 && i == len(w)-1 && (w[i] == '.' || w[i] == ')')
+}
+
+// ShellQuote quotes one argument for a POSIX shell: as it is when it holds
+// nothing a shell would read otherwise, else in single quotes.
+func ShellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// CommandLine is argv shell-quoted into one line.
+func CommandLine(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = ShellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func wrapWords(words []string, width int, prefix, indent string) string {
 	var b strings.Builder
-	indent := strings.Repeat(" ", displayLen(prefix))
 	line := prefix
 	n := displayLen(prefix)
 	empty := true
-	for _, word := range strings.Fields(s) {
+	for _, word := range words {
 		wl := displayLen(word)
 		if !empty && n+1+wl > width {
 			b.WriteString(line)

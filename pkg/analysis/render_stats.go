@@ -28,13 +28,19 @@ func (e *UnknownFormatError) Error() string {
 
 // RenderStats writes s as text, markdown or json.
 func RenderStats(w io.Writer, s *Stats, format string) error {
+	return RenderStatsCommand(w, s, format, nil)
+}
+
+// RenderStatsCommand is RenderStats for a report made by the command line
+// argv, which Markdown prints at its head (JSON never holds it).
+func RenderStatsCommand(w io.Writer, s *Stats, format string, argv []string) error {
 	switch format {
 	case FormatJSON:
 		return writeJSON(w, s)
 	case FormatText, "":
-		return renderStatsDoc(newDoc(w, false), s)
+		return renderStatsDoc(newDoc(w, false), s, nil)
 	case FormatMarkdown, "md":
-		return renderStatsDoc(newDoc(w, true), s)
+		return renderStatsDoc(newDoc(w, true), s, argv)
 	}
 	return &UnknownFormatError{Format: format, Valid: []string{FormatText, FormatMarkdown, FormatJSON}}
 }
@@ -70,7 +76,8 @@ func signedPct(traced, kernel uint64) string {
 	return fmt.Sprintf("%+.2f %%", (float64(traced)-float64(kernel))/float64(kernel)*100)
 }
 
-func renderStatsDoc(d *doc, s *Stats) error {
+func renderStatsDoc(d *doc, s *Stats, argv []string) error {
+	d.command(argv)
 	d.title("idletrace stats")
 	head := []string{
 		fmt.Sprintf("Kernel %s, cpuidle driver %s, governor %s, HZ %s.",

@@ -21,6 +21,9 @@ type WhatifReport struct {
 	Assumptions string
 	// Notes are remarks on this run (estimated power, inferred inputs, ...).
 	Notes []string
+	// Command is the command line (argv) that made the report, printed
+	// at the head of Markdown and HTML; not in JSON.
+	Command []string
 }
 
 // RenderWhatif writes rep as text, markdown, json or html.
@@ -287,6 +290,7 @@ func periodsOf(rep *WhatifReport) uint64 {
 }
 
 func renderWhatifDoc(d *doc, rep *WhatifReport) error {
+	d.command(rep.Command)
 	d.title("idletrace whatif")
 	head := []string{}
 	if rep.Trace != "" {
@@ -319,12 +323,7 @@ func renderWhatifDoc(d *doc, rep *WhatifReport) error {
 	}
 	d.bullets(rep.Notes)
 	if rep.Assumptions != "" {
-		if d.markdown {
-			d.gap()
-			fmt.Fprintf(d.w, "**Model assumptions.** %s\n", mdInline(rep.Assumptions))
-		} else {
-			d.para("Model assumptions. " + rep.Assumptions)
-		}
+		d.folded("Model assumptions", rep.Assumptions)
 	}
 	return d.flush()
 }

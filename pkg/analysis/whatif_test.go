@@ -147,7 +147,7 @@ func TestWhatifMarkdown(t *testing.T) {
 	if strings.Contains(out, "<script>") {
 		t.Errorf("markdown must escape raw HTML from notes:\n%s", out)
 	}
-	if !strings.Contains(out, "**Model assumptions.**") {
+	if !strings.Contains(out, "<details>\n<summary>Model assumptions</summary>") {
 		t.Errorf("no assumptions:\n%s", out)
 	}
 	if os.Getenv("SHOW") != "" {

@@ -1,0 +1,43 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                     "''",
+		"menu+blkqos=10us/3ms": "menu+blkqos=10us/3ms",
+		"a b":                  "'a b'",
+		"it's":                 `'it'\''s'`,
+		"$HOME":                "'$HOME'",
+		"comm=fio,op=read":     "comm=fio,op=read",
+	} {
+		if got := ShellQuote(in); got != want {
+			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// mdWrap never starts a line with what Markdown reads as a block: a
+// paragraph must not turn into a list, a heading or a setext heading.
+func TestMarkdownWrapKeepsParagraphs(t *testing.T) {
+	s := strings.Repeat("word ", 19) + "- not a list, " + strings.Repeat("word ", 18) + "# no heading " +
+		strings.Repeat("word ", 18) + "=== " + strings.Repeat("word ", 18) + "1. " + strings.Repeat("word ", 19) + "+ x"
+	out := mdWrap(s, 100, "- ", "  ")
+	for i, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if len([]rune(l)) > 100 {
+			t.Errorf("line %d too wide: %q", i, l)
+		}
+		if i == 0 {
+			continue
+		}
+		if w := strings.Fields(l); len(w) > 0 && mdBlockStart(w[0]) {
+			t.Errorf("line %d starts a block: %q", i, l)
+		}
+	}
+	if got := strings.Join(strings.Fields(out), " "); got != "- "+strings.Join(strings.Fields(s), " ") {
+		t.Errorf("words changed:\n%s", out)
+	}
+}
