@@ -192,8 +192,9 @@ func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Wr
 	// agree on a trace.
 	replay.SetIOWindow(trace.SnapshotWindow(meta, r.End))
 	replay.SetIOFilter(ioFilter)
-	if v, ok := replay.Prepass(); ok {
-		if err := r.Scan(v); err != nil {
+	if replay.NeedsIOPrepass() {
+		err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { replay.PrepareBlockIO(b); return nil }})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -229,7 +230,6 @@ func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Wr
 	return &analysis.WhatifReport{Trace: path, Profile: prof, Results: results, Assumptions: model.Assumptions(prof, pols), Notes: notes}, nil
 }
 
-// writeReport writes a report to stdout, or to out when given.
 // argv is the command line of the subcommand c run with args, for a
 // report to say how it was made: the program as "idletrace" whatever path
 // ran it, then the arguments as given.
@@ -237,6 +237,7 @@ func argv(c string, args []string) []string {
 	return append([]string{"idletrace", c}, args...)
 }
 
+// writeReport writes a report to stdout, or to out when given.
 func writeReport(stdout io.Writer, out string, force bool, render func(io.Writer) error) error {
 	if out == "" {
 		return render(stdout)
