@@ -192,9 +192,8 @@ func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Wr
 	// agree on a trace.
 	replay.SetIOWindow(trace.SnapshotWindow(meta, r.End))
 	replay.SetIOFilter(ioFilter)
-	if replay.NeedsIOPrepass() {
-		err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { replay.PrepareBlockIO(b); return nil }})
-		if err != nil {
+	if v, ok := replay.Prepass(r.End); ok {
+		if err := r.Scan(v); err != nil {
 			return nil, err
 		}
 	}

@@ -67,6 +67,11 @@ func Replay(r *trace.Reader, governor string, setup func(*model.Replay, map[uint
 			return nil, err
 		}
 	}
+	if v, ok := rp.Prepass(r.End); ok {
+		if err := r.Scan(v); err != nil {
+			return nil, err
+		}
+	}
 	err = r.Scan(trace.Visitor{
 		Idle: func(p *trace.IdlePeriod) error {
 			if w, ok := window[p.CPU]; !ok || p.EntryNs < w[0] || p.ExitNs > w[1] {

@@ -246,11 +246,7 @@ func runGolden(t *testing.T, c goldenCase) string {
 // with the periods by time (completion after the period's exit).
 func feedSynth(s *synth) func(rp *Replay, each func()) error {
 	return func(rp *Replay, each func()) error {
-		if rp.NeedsIOPrepass() {
-			for i := range s.ios {
-				rp.PrepareBlockIO(&s.ios[i])
-			}
-		}
+		prepassSynth(rp, s)
 		j := 0
 		for i := range s.periods {
 			p := &s.periods[i]
@@ -274,6 +270,25 @@ func feedSynth(s *synth) func(rp *Replay, each func()) error {
 	}
 }
 
+// prepassSynth gives the replay its prepass over a synthetic trace, as
+// the command's first Scan would.
+func prepassSynth(rp *Replay, s *synth) {
+	v, ok := rp.Prepass(nil)
+	if !ok {
+		return
+	}
+	for i := range s.ios {
+		if v.BlockIO != nil {
+			v.BlockIO(&s.ios[i])
+		}
+	}
+	for i := range s.periods {
+		if v.Idle != nil {
+			v.Idle(&s.periods[i])
+		}
+	}
+}
+
 // feedFile replays a trace file through trace.Open and Scan, as the
 // command does.
 func feedFile(path string) func(rp *Replay, each func()) error {
@@ -283,8 +298,8 @@ func feedFile(path string) func(rp *Replay, each func()) error {
 			return err
 		}
 		defer r.Close()
-		if rp.NeedsIOPrepass() {
-			if err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { rp.PrepareBlockIO(b); return nil }}); err != nil {
+		if v, ok := rp.Prepass(r.End); ok {
+			if err := r.Scan(v); err != nil {
 				return err
 			}
 		}

@@ -582,11 +582,7 @@ func runReplay(t testing.TB, prof *Profile, meta *trace.Metadata, specs []string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rp.NeedsIOPrepass() {
-		for i := range s.ios {
-			rp.PrepareBlockIO(&s.ios[i])
-		}
-	}
+	prepassSynth(rp, s)
 	for i := range s.periods {
 		if err := rp.Idle(&s.periods[i]); err != nil {
 			t.Fatal(err)

@@ -15,12 +15,12 @@ import (
 // profile and accumulates what each would have cost (see cost.go and
 // docs/DESIGN.md "Cost model").
 //
-// Wiring (two passes over the file when a policy uses blkqos, one
-// otherwise):
+// Wiring (two passes over the file when the table polls or a policy uses
+// blkqos, one otherwise):
 //
 //	rp, err := model.NewReplay(prof, r.Meta, policies)
-//	if rp.NeedsIOPrepass() {
-//		err = r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { rp.PrepareBlockIO(b); return nil }})
+//	if v, ok := rp.Prepass(r.End); ok {
+//		err = r.Scan(v)
 //	}
 //	err = r.Scan(trace.Visitor{Idle: rp.Idle, BlockIO: rp.BlockIO})
 //	results, err := rp.Finish()
@@ -47,8 +47,9 @@ type Replay struct {
 	agreement bool
 	// kernelPollNs is the poll limit the recorded kernel used.
 	kernelPollNs int64
-	// minPollTimeoutNs is the shortest recorded poll time-out so far
-	// (0: none yet); see pollFloorNs.
+	// minPollTimeoutNs is the shortest recorded poll time-out (0: none);
+	// see pollFloorNs. From the trace's end record or the prepass: the
+	// whole trace's; without either, the shortest so far.
 	minPollTimeoutNs int64
 	recTab           *table // the recorded table, for IO latency subtraction
 	blk              []*blkWindow
@@ -233,14 +234,48 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 	return r, nil
 }
 
-// NeedsIOPrepass reports whether a policy uses blkqos, which needs every
-// CPU's block IO issue times before its idle periods.
-func (r *Replay) NeedsIOPrepass() bool { return len(r.blk) > 0 }
+// Prepass gives what the replay must see of the whole trace before its
+// first period, and false when it needs nothing: blkqos needs every CPU's
+// block IO issue times before its idle periods, and a polling state needs
+// the shortest poll time-out (pollFloorNs) where the trace's end record
+// (end may be nil) does not give it. Learnt only as the periods pass, the
+// replay's polls before the trace's first time-out would end at the bare
+// limit (hundreds of extra polls at the start of a lab recording, enough
+// to fail its above/below bar).
+func (r *Replay) Prepass(end *trace.End) (trace.Visitor, bool) {
+	var v trace.Visitor
+	if len(r.blk) > 0 {
+		v.BlockIO = func(b *trace.BlockIO) error { r.PrepareBlockIO(b); return nil }
+	}
+	switch {
+	case !slices.Contains(r.recTab.polling, true):
+	case end != nil && end.ShortestPollTimeoutNs != nil:
+		r.minPollTimeoutNs = int64(min(*end.ShortestPollTimeoutNs, math.MaxInt64))
+	default:
+		v.Idle = func(p *trace.IdlePeriod) error {
+			r.notePollTimeout(p, int(p.State))
+			return nil
+		}
+	}
+	return v, v.BlockIO != nil || v.Idle != nil
+}
 
 // PrepareBlockIO feeds one block request in the prepass (issue times only).
 func (r *Replay) PrepareBlockIO(b *trace.BlockIO) {
 	r.prepassed = true
 	r.addIssue(b)
+}
+
+// notePollTimeout keeps the shortest recorded poll time-out: a period in a
+// polling state that ended at its time limit (the trace writer's rule for
+// End.ShortestPollTimeoutNs).
+func (r *Replay) notePollTimeout(p *trace.IdlePeriod, rec int) {
+	if p.PollTimedOut != trace.Yes || rec < 0 || rec >= r.recTab.n || !r.recTab.polling[rec] || p.ExitNs < p.EntryNs {
+		return
+	}
+	if d := int64(min(p.ExitNs-p.EntryNs, math.MaxInt64)); r.minPollTimeoutNs == 0 || d < r.minPollTimeoutNs {
+		r.minPollTimeoutNs = d
+	}
 }
 
 func (r *Replay) addIssue(b *trace.BlockIO) {
@@ -401,10 +436,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		pi.stoppable = trace.No
 	}
 	d := pi.x - pi.e
-	if pi.kind == endPoll && p.PollTimedOut == trace.Yes && pi.rec >= 0 && pi.rec < r.recTab.n && r.recTab.polling[pi.rec] &&
-		(r.minPollTimeoutNs == 0 || d < r.minPollTimeoutNs) {
-		r.minPollTimeoutNs = d
-	}
+	r.notePollTimeout(p, pi.rec)
 	pi.gotTick = p.GotTick == trace.Yes
 	pi.pollRanOn = p.PollTimedOut != trace.Unknown && r.kernelPollNs > 0 && d > r.kernelPollNs
 	pi.pollTOKernel = p.KernelKnown && p.PollTimedOut != trace.Unknown

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -217,6 +218,77 @@ func TestPollFloor(t *testing.T) {
 			}
 			if shortest != tc.want {
 				t.Errorf("the shortest replayed poll time-out lasts %d ns, want %d", shortest, tc.want)
+			}
+		})
+	}
+}
+
+// TestPollFloorBeforeFirstTimeout: the floor holds from the trace's first
+// period, not from its first recorded time-out on (a lab recording whose
+// CPU 1 did not time out a poll for its first few hundred periods replayed
+// ~150 extra 2 µs polls there and failed its above/below bar). The floor
+// comes from the end record, or, in files without it, from the prepass.
+func TestPollFloorBeforeFirstTimeout(t *testing.T) {
+	prof, err := Builtin("icx", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.12.117"}
+	var periods []trace.IdlePeriod
+	now := uint64(1_000_000)
+	for i := 0; i < 40; i++ {
+		wake := trace.IdlePeriod{CPU: 0, State: 2, EntryNs: now + 45_000, ExitNs: now + 300_000, WakeCause: trace.WakeIPIResched, WakeIRQ: -1,
+			NrIOWait: -1, AbortsBefore: -1, NextTimerNs: 1_000_000, NextTimerKnown: true,
+			TickStopped: trace.No, TickStoppedBefore: trace.No, GotTick: trace.No, PollTimedOut: trace.Unknown,
+			IdleLoopEntry: trace.Yes, TickStoppable: trace.Yes}
+		if i >= 20 { // the recording's time-outs come only in its second half
+			to := wake
+			to.State, to.EntryNs, to.ExitNs, to.WakeCause, to.PollTimedOut = 0, now, now+42_000, trace.WakePollTimeout, trace.Yes
+			wake.IdleLoopEntry = trace.No
+			periods = append(periods, to)
+		}
+		periods = append(periods, wake)
+		now += 1_000_000
+	}
+	floor := uint64(42_000)
+	for _, tc := range []struct {
+		name string
+		end  *trace.End
+	}{
+		{"from the end record", &trace.End{ShortestPollTimeoutNs: &floor}},
+		{"from the prepass (no end record)", nil},
+		{"from the prepass (an older end record without it)", &trace.End{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+qos=0+poll=first-residency")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp.SetKernelPollRule(PollFirstResidency)
+			var polls []int64
+			rp.pols[0].obs = func(ev *[8]int64) {
+				if ev[0] == obsEnd && ev[1] == 0 && ev[3]&1 != 0 {
+					polls = append(polls, ev[2])
+				}
+			}
+			if v, ok := rp.Prepass(tc.end); ok && v.Idle != nil {
+				for i := range periods {
+					v.Idle(&periods[i])
+				}
+			}
+			for i := range periods {
+				if err := rp.Idle(&periods[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := rp.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if len(polls) < 20 {
+				t.Fatalf("%d poll time-outs replayed", len(polls))
+			}
+			if shortest := slices.Min(polls); shortest != int64(floor) {
+				t.Errorf("the shortest replayed poll time-out lasts %d ns, want %d from the first period on", shortest, floor)
 			}
 		})
 	}

@@ -86,6 +86,12 @@ type End struct {
 	UndeliveredReason string `json:"undelivered_reason,omitempty"`
 	// CommandExitCode is set when a command was recorded.
 	CommandExitCode *int `json:"command_exit_code,omitempty"`
+	// ShortestPollTimeoutNs is the shortest idle period that ended at its
+	// poll time limit (PollTimedOut), 0 when none did; nil where the
+	// writer did not know it (older files). poll_idle() reads the clock
+	// only every so many loops, so no poll times out sooner than this
+	// however short its limit: the replay's polls use it as their floor.
+	ShortestPollTimeoutNs *uint64 `json:"shortest_poll_timeout_ns,omitempty"`
 }
 
 // ProgStat is one BPF program's kernel-side run statistics.

@@ -137,6 +137,16 @@ func TestRoundTrip(t *testing.T) {
 			if wantEnd.Loss == nil && len(tt.loss) > 0 {
 				wantEnd.Loss = tt.loss
 			}
+			if wantEnd.ShortestPollTimeoutNs == nil {
+				// The writer's own: the shortest period that timed out polling.
+				var shortest uint64
+				for _, p := range tt.idle {
+					if d := p.ExitNs - p.EntryNs; p.PollTimedOut == Yes && p.ExitNs >= p.EntryNs && (shortest == 0 || d < shortest) {
+						shortest = d
+					}
+				}
+				wantEnd.ShortestPollTimeoutNs = &shortest
+			}
 			if !reflect.DeepEqual(*r.End, wantEnd) {
 				t.Errorf("End = %+v, want %+v", *r.End, wantEnd)
 			}

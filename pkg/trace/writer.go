@@ -56,6 +56,8 @@ type Writer struct {
 	offset       int64 // bytes written to w
 
 	stats WriterStats
+	// shortestPollTimeoutNs: see End.ShortestPollTimeoutNs (0: none yet).
+	shortestPollTimeoutNs uint64
 }
 
 type lossSlot struct {
@@ -128,6 +130,11 @@ func (w *Writer) AddIdle(p *IdlePeriod) error {
 	}
 	w.idle.add(p)
 	w.stats.IdlePeriods++
+	if p.PollTimedOut == Yes && p.ExitNs >= p.EntryNs {
+		if d := p.ExitNs - p.EntryNs; w.shortestPollTimeoutNs == 0 || d < w.shortestPollTimeoutNs {
+			w.shortestPollTimeoutNs = d
+		}
+	}
 	if w.idle.n >= w.chunkRecords {
 		w.flushIdle()
 	}
@@ -341,6 +348,10 @@ func (w *Writer) Close(end *End) error {
 	}
 	if e.Loss == nil && len(w.lossByCPU) > 0 {
 		e.Loss = w.Losses()
+	}
+	if e.ShortestPollTimeoutNs == nil {
+		d := w.shortestPollTimeoutNs
+		e.ShortestPollTimeoutNs = &d
 	}
 	js, err := json.Marshal(&e)
 	if err != nil && w.err == nil {
