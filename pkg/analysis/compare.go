@@ -322,6 +322,7 @@ func renderComparisonHTML(out io.Writer, rep *ComparisonReport) error {
 	for _, l := range comparisonHead(rep) {
 		fmt.Fprintf(w, "<p class=\"meta\">%s</p>\n", esc(l))
 	}
+	htmlCommand(w, rep.Command)
 	header, rows := comparisonTable(rep)
 	htmlTable(w, header, rows, false)
 	if l := comparisonChangeLine(rep); l != "" {

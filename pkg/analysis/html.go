@@ -28,12 +28,20 @@ const htmlStyle = `body{font-family:system-ui,-apple-system,"Segoe UI",sans-seri
 h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.9em;font-variant-numeric:tabular-nums}
 th,td{padding:.25em .6em;border-bottom:1px solid #e4e4e4;text-align:right;white-space:nowrap}
-th{background:#f5f5f5}td.l,th.l{text-align:left}
-.wide{overflow-x:auto}.meta{color:#555;font-size:.9em}.caption{color:#555;font-size:.85em;max-width:900px}
-svg{display:block;margin:.5em 0}svg text{font-family:system-ui,sans-serif;font-size:12px;fill:#333}
+th{background:#f5f5f5;white-space:normal;vertical-align:bottom}td.l,th.l{text-align:left}
+.wide{overflow-x:auto;max-width:100%}.meta{color:#555;font-size:.9em}.caption{color:#555;font-size:.85em;max-width:900px}
+p,li{overflow-wrap:anywhere}
+svg{display:block;margin:.5em 0;max-width:100%;height:auto}svg text{font-family:system-ui,sans-serif;font-size:12px;fill:#333}
 `
 
 func esc(s string) string { return html.EscapeString(s) }
+
+// htmlCommand writes the command line that made the report, if known.
+func htmlCommand(w io.Writer, argv []string) {
+	if len(argv) > 0 {
+		fmt.Fprintf(w, "<p class=\"meta\">Made by <code>%s</code></p>\n", esc(CommandLine(argv)))
+	}
+}
 
 func fnum(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 
@@ -48,6 +56,7 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 	if rep.Trace != "" {
 		fmt.Fprintf(w, "<p class=\"meta\">Trace <code>%s</code>: %d idle periods replayed.</p>\n", esc(rep.Trace), periodsOf(rep))
 	}
+	htmlCommand(w, rep.Command)
 
 	// Profile.
 	fmt.Fprintf(w, "<h2>Profile</h2>\n")
@@ -85,11 +94,11 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 
 	// Plots.
 	fmt.Fprintf(w, "<h2>Wake-up latency</h2>\n")
-	writeCDF(w, rep, "wake", func(r *model.Result) []model.CDFPoint { return r.WakeLatencyCDF },
-		"Cumulative share of wake-ups by the exit latency they pay, per policy (log scale; 0 is drawn at the left edge).")
+	writeTail(w, rep, wakeDist,
+		"Share of wake-ups that pay more than each exit latency, per policy (log–log: the tail is at the bottom right; 0 has its own column at the left).")
 	fmt.Fprintf(w, "<h2>IO completion latency</h2>\n")
-	writeCDF(w, rep, "io", func(r *model.Result) []model.CDFPoint { return r.IOLatencyCDF },
-		"Cumulative share of block IO completions by issue → completion latency under each policy (log scale).")
+	writeTail(w, rep, ioDist,
+		"Share of block IO completions whose issue → completion latency exceeds each value, per policy (log–log).")
 	fmt.Fprintf(w, "<h2>Time share per state</h2>\n")
 	writeShares(w, rep)
 
@@ -120,41 +129,136 @@ func nsLabel(v float64) string {
 	return fmt.Sprintf("%g ns", v)
 }
 
+// The latency plots show the tail: the share of samples above each
+// latency (complementary CDF) on log–log axes, one line per policy. Where
+// lines coincide (policies that pay the same latencies) each must still
+// show: they are drawn widest first, so each shows as a band of its own
+// colour around the next, each with its own dash pattern and marker shape,
+// with markers at p50, p90, p99, p99.9 and the maximum.
 const (
-	cdfW, cdfH                     = 900, 380
-	cdfL, cdfR, cdfT, cdfB         = 60, 200, 16, 48
-	cdfPlotW, cdfPlotH     float64 = cdfW - cdfL - cdfR, cdfH - cdfT - cdfB
+	distW, distH                       = 900, 400
+	distL, distR, distT, distB         = 70, 230, 16, 48
+	distPlotW, distPlotH       float64 = distW - distL - distR, distH - distT - distB
+	distZeroW                  float64 = 44 // the column for latency 0, left of the log axis
+	legendRowH                         = 22
 )
 
-// writeCDF draws one step CDF per policy on a log x axis.
-func writeCDF(w *bufio.Writer, rep *WhatifReport, id string, pts func(*model.Result) []model.CDFPoint, caption string) {
+// seriesDash is each policy's dash pattern, by its index.
+var seriesDash = []string{"", "9 4", "2 3", "12 4 2 4", "5 5", "1 5", "14 3 3 3 3 3", "7 2 2 2"}
+
+// seriesWidths are the stroke widths of n lines, widest first.
+func seriesWidths(n int) []float64 {
+	step := 1.2
+	if n > 1 {
+		step = math.Min(step, 8/float64(n-1))
+	}
+	ws := make([]float64, n)
+	for k := range ws {
+		ws[k] = 1.6 + step*float64(n-1-k)
+	}
+	return ws
+}
+
+// marker draws series k's marker shape (circle, square, triangle, diamond,
+// inverted triangle, cross) of half-size r at x, y.
+func marker(w io.Writer, k int, x, y, r float64, fill, policy, title string) {
+	attrs := fmt.Sprintf(`class="marker" data-policy="%s" fill="%s" stroke="#fff" stroke-width="0.8"`, esc(policy), fill)
+	t := "<title>" + esc(title) + "</title>"
+	pt := func(dx, dy float64) string { return fnum(x+dx) + "," + fnum(y+dy) }
+	switch k % 6 {
+	case 0:
+		fmt.Fprintf(w, "<circle %s cx=\"%s\" cy=\"%s\" r=\"%s\">%s</circle>\n", attrs, fnum(x), fnum(y), fnum(r), t)
+	case 1:
+		fmt.Fprintf(w, "<rect %s x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\">%s</rect>\n", attrs, fnum(x-r*0.9), fnum(y-r*0.9), fnum(1.8*r), fnum(1.8*r), t)
+	case 2:
+		fmt.Fprintf(w, "<polygon %s points=\"%s %s %s\">%s</polygon>\n", attrs, pt(0, -1.2*r), pt(1.1*r, 0.8*r), pt(-1.1*r, 0.8*r), t)
+	case 3:
+		fmt.Fprintf(w, "<polygon %s points=\"%s %s %s %s\">%s</polygon>\n", attrs, pt(0, -1.25*r), pt(1.25*r, 0), pt(0, 1.25*r), pt(-1.25*r, 0), t)
+	case 4:
+		fmt.Fprintf(w, "<polygon %s points=\"%s %s %s\">%s</polygon>\n", attrs, pt(0, 1.2*r), pt(1.1*r, -0.8*r), pt(-1.1*r, -0.8*r), t)
+	default:
+		a, b := 1.2*r, 0.4*r
+		fmt.Fprintf(w, "<polygon %s points=\"%s %s %s %s %s %s %s %s %s %s %s %s\">%s</polygon>\n", attrs,
+			pt(-b, -a), pt(b, -a), pt(b, -b), pt(a, -b), pt(a, b), pt(b, b), pt(b, a), pt(-b, a), pt(-b, b), pt(-a, b), pt(-a, -b), pt(-b, -b), t)
+	}
+}
+
+// tailPercentiles are the percentiles marked on the plots and listed in
+// their tables.
+var tailPercentiles = []struct {
+	q     float64
+	label string
+}{{0.5, "p50"}, {0.9, "p90"}, {0.99, "p99"}, {0.999, "p99.9"}}
+
+// cdfQuantile is the q-quantile of an empirical CDF by the nearest-rank
+// rule: the smallest value whose cumulative share reaches q.
+func cdfQuantile(pts []model.CDFPoint, q float64) uint64 {
+	for _, p := range pts {
+		if p.Fraction >= q-1e-12 {
+			return p.ValueNs
+		}
+	}
+	return pts[len(pts)-1].ValueNs
+}
+
+// percentiles are a distribution's p50, p90, p99, p99.9 and max: from its
+// summary (what the other tables show), p90 from its CDF.
+func percentiles(s *model.LatencySummary, pts []model.CDFPoint) [5]uint64 {
+	return [5]uint64{s.P50, cdfQuantile(pts, 0.9), s.P99, s.P999, s.Max}
+}
+
+// distribution is one latency distribution of every result.
+type distribution struct {
+	id      string // "wake" or "io"
+	what    string // what a sample is: "wake-ups"
+	summary func(*model.Result) *model.LatencySummary
+	cdf     func(*model.Result) []model.CDFPoint
+}
+
+var (
+	wakeDist = distribution{"wake", "wake-ups",
+		func(r *model.Result) *model.LatencySummary { return &r.WakeLatencyNs },
+		func(r *model.Result) []model.CDFPoint { return r.WakeLatencyCDF }}
+	ioDist = distribution{"io", "IO completions",
+		func(r *model.Result) *model.LatencySummary { return r.IOLatencyNs },
+		func(r *model.Result) []model.CDFPoint { return r.IOLatencyCDF }}
+)
+
+// writeTail draws the distribution's tail, one line per policy with data,
+// and the table of its percentiles under it.
+func writeTail(w *bufio.Writer, rep *WhatifReport, d distribution, caption string) {
 	type series struct {
-		idx  int
-		name string
-		pts  []model.CDFPoint
+		idx   int
+		name  string
+		pts   []model.CDFPoint
+		count uint64
+		pct   [5]uint64
 	}
 	var ss []series
-	minPos, maxV := math.Inf(1), 0.0
+	minPos, maxV, maxN, zero := math.Inf(1), 0.0, uint64(0), false
 	for i := range rep.Results {
-		p := pts(&rep.Results[i])
-		if len(p) == 0 {
+		r := &rep.Results[i]
+		p, s := d.cdf(r), d.summary(r)
+		if len(p) == 0 || s == nil || s.Count == 0 {
 			continue
 		}
-		ss = append(ss, series{i, rep.Results[i].Policy, p})
+		ss = append(ss, series{i, r.Policy, p, s.Count, percentiles(s, p)})
+		maxN = max(maxN, s.Count)
 		for _, q := range p {
 			v := float64(q.ValueNs)
 			if v > 0 && v < minPos {
 				minPos = v
 			}
+			zero = zero || q.ValueNs == 0
 			maxV = max(maxV, v)
 		}
 	}
 	if len(ss) == 0 {
-		fmt.Fprintf(w, "<p>No data: %s</p>\n", esc(map[string]string{"wake": "no wake-up was replayed.", "io": "the trace has no block IO."}[id]))
+		fmt.Fprintf(w, "<p>No data: %s</p>\n", esc(map[string]string{"wake": "no wake-up was replayed.", "io": "the trace has no block IO."}[d.id]))
 		return
 	}
 	if math.IsInf(minPos, 1) { // every value is 0
-		minPos, maxV = 100, 1000
+		minPos, maxV = 1000, 1000
 	}
 	lo := math.Pow(10, math.Floor(math.Log10(minPos)))
 	hi := math.Pow(10, math.Ceil(math.Log10(max(maxV, minPos))))
@@ -162,83 +266,134 @@ func writeCDF(w *bufio.Writer, rep *WhatifReport, id string, pts func(*model.Res
 		hi = lo * 10
 	}
 	llo, lhi := math.Log10(lo), math.Log10(hi)
+	x0 := float64(distL) // latency 0, or the log axis's start
+	xl := x0             // the log axis's start
+	if zero {
+		xl += distZeroW
+	}
 	x := func(v float64) float64 {
-		if v < lo {
-			v = lo
+		if v <= 0 {
+			return x0
 		}
-		return cdfL + (math.Log10(v)-llo)/(lhi-llo)*cdfPlotW
+		return xl + (math.Log10(max(v, lo))-llo)/(lhi-llo)*(distL+distPlotW-xl)
 	}
-	y := func(f float64) float64 {
-		f = math.Max(0, math.Min(1, f))
-		return cdfT + (1-f)*cdfPlotH
+	// y: the share of samples above, from 1 down to one sample in the
+	// largest distribution (10^-3 to 10^-6); below it, the bottom edge.
+	decades := math.Min(6, math.Max(3, math.Ceil(math.Log10(float64(maxN)))))
+	floor := math.Pow(10, -decades)
+	bottom := distT + distPlotH
+	y := func(c float64) float64 {
+		if c <= floor {
+			return bottom
+		}
+		return distT + (-math.Log10(math.Min(c, 1)))/decades*distPlotH
 	}
-	fmt.Fprintf(w, "<svg id=\"cdf-%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"%s\">\n", id, cdfW, cdfH, cdfW, cdfH, esc(caption))
-	// Grid and axes.
-	for d := llo; d <= lhi+1e-9; d++ {
-		v := math.Pow(10, d)
-		xx := fnum(x(v))
-		fmt.Fprintf(w, "<line stroke=\"#dcdcdc\" x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%s\"/>\n", xx, cdfT, xx, fnum(cdfT+cdfPlotH))
-		fmt.Fprintf(w, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\">%s</text>\n", xx, fnum(cdfT+cdfPlotH+16), esc(nsLabel(v)))
-		if d < lhi-1e-9 {
+	height := max(distH, distT+len(ss)*legendRowH+10)
+	fmt.Fprintf(w, "<svg id=\"cdf-%s\" class=\"dist\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"%s\">\n", d.id, distW, height, distW, height, esc(caption))
+	// Grid and axes: latency decades (and 0) across, shares of samples
+	// above down, percentile lines.
+	right := fnum(distL + distPlotW)
+	vline := func(xx string, stroke string) {
+		fmt.Fprintf(w, "<line stroke=\"%s\" x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%s\"/>\n", stroke, xx, distT, xx, fnum(bottom))
+	}
+	xlabel := func(xx, s string) {
+		fmt.Fprintf(w, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\">%s</text>\n", xx, fnum(bottom+16), esc(s))
+	}
+	if zero {
+		vline(fnum(x0), "#dcdcdc")
+		xlabel(fnum(x0), "0")
+		fmt.Fprintf(w, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" style=\"fill:#999\">//</text>\n", fnum(x0+distZeroW/2), fnum(bottom+4))
+	}
+	for e := llo; e <= lhi+1e-9; e++ {
+		v := math.Pow(10, e)
+		vline(fnum(x(v)), "#dcdcdc")
+		xlabel(fnum(x(v)), nsLabel(v))
+		if e < lhi-1e-9 {
 			for m := 2; m <= 9; m++ {
-				mx := fnum(x(v * float64(m)))
-				fmt.Fprintf(w, "<line stroke=\"#f0f0f0\" x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%s\"/>\n", mx, cdfT, mx, fnum(cdfT+cdfPlotH))
+				vline(fnum(x(v*float64(m))), "#f0f0f0")
 			}
 		}
 	}
-	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		yy := fnum(y(f))
-		fmt.Fprintf(w, "<line stroke=\"#dcdcdc\" x1=\"%d\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", cdfL, yy, fnum(cdfL+cdfPlotW), yy)
-		fmt.Fprintf(w, "<text x=\"%d\" y=\"%s\" text-anchor=\"end\">%s</text>\n", cdfL-6, fnum(y(f)+4), strconv.FormatFloat(f, 'f', -1, 64))
+	for e := 0.0; e <= decades; e++ {
+		yy := fnum(y(math.Pow(10, -e)))
+		fmt.Fprintf(w, "<line stroke=\"#dcdcdc\" x1=\"%d\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", distL, yy, right, yy)
+		fmt.Fprintf(w, "<text x=\"%d\" y=\"%s\" text-anchor=\"end\">%s</text>\n", distL-6, fnum(y(math.Pow(10, -e))+4), strconv.FormatFloat(100*math.Pow(10, -e), 'f', -1, 64)+" %")
 	}
-	for _, q := range []struct {
-		f     float64
-		label string
-	}{{0.5, "p50"}, {0.99, "p99"}} {
-		yy := fnum(y(q.f))
-		fmt.Fprintf(w, "<line stroke=\"#999\" stroke-dasharray=\"4 3\" x1=\"%d\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", cdfL, yy, fnum(cdfL+cdfPlotW), yy)
-		fmt.Fprintf(w, "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" style=\"fill:#777\">%s</text>\n", fnum(cdfL+cdfPlotW-4), fnum(y(q.f)+13), q.label)
+	for _, q := range tailPercentiles {
+		yy := fnum(y(1 - q.q))
+		fmt.Fprintf(w, "<line stroke=\"#999\" stroke-dasharray=\"4 3\" x1=\"%d\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", distL, yy, right, yy)
+		fmt.Fprintf(w, "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" style=\"fill:#777\">%s</text>\n", fnum(distL+distPlotW-4), fnum(y(1-q.q)-3), q.label)
 	}
-	fmt.Fprintf(w, "<line stroke=\"#888\" x1=\"%d\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", cdfL, fnum(cdfT+cdfPlotH), fnum(cdfL+cdfPlotW), fnum(cdfT+cdfPlotH))
-	fmt.Fprintf(w, "<line stroke=\"#888\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%s\"/>\n", cdfL, cdfT, cdfL, fnum(cdfT+cdfPlotH))
-	fmt.Fprintf(w, "<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">latency</text>\n", fnum(cdfL+cdfPlotW/2), cdfH-8)
-	fmt.Fprintf(w, "<text transform=\"translate(14 %s) rotate(-90)\" text-anchor=\"middle\">cumulative share</text>\n", fnum(cdfT+cdfPlotH/2))
+	fmt.Fprintf(w, "<line stroke=\"#888\" x1=\"%d\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", distL, fnum(bottom), right, fnum(bottom))
+	fmt.Fprintf(w, "<line stroke=\"#888\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%s\"/>\n", distL, distT, distL, fnum(bottom))
+	fmt.Fprintf(w, "<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">latency</text>\n", fnum(distL+distPlotW/2), distH-8)
+	fmt.Fprintf(w, "<text transform=\"translate(14 %s) rotate(-90)\" text-anchor=\"middle\">share of %s above</text>\n", fnum(distT+distPlotH/2), esc(d.what))
 
-	// Series, as step paths coalesced to 0.1 px.
-	for _, s := range ss {
-		c := color(policyColors, s.idx)
+	// Series: step paths (the share above each value), coalesced to 0.1 px,
+	// widest first.
+	widths := seriesWidths(len(ss))
+	style := func(k int) string {
+		s := fmt.Sprintf(`stroke="%s" stroke-width="%s"`, color(policyColors, ss[k].idx), fnum(widths[k]))
+		if dash := seriesDash[ss[k].idx%len(seriesDash)]; dash != "" {
+			s += fmt.Sprintf(` stroke-dasharray="%s"`, dash)
+		}
+		return s
+	}
+	for k, s := range ss {
 		var b strings.Builder
-		curX := fnum(x(float64(s.pts[0].ValueNs)))
-		fmt.Fprintf(&b, "M%s %s", curX, fnum(y(0)))
-		lastY := ""
-		pendingV := false
+		curX, curY := fnum(x0), fnum(y(1))
+		fmt.Fprintf(&b, "M%s %s", curX, curY)
 		for _, q := range s.pts {
-			px := fnum(x(float64(q.ValueNs)))
-			py := fnum(y(q.Fraction))
-			if px != curX {
-				if pendingV {
-					fmt.Fprintf(&b, "V%s", lastY)
-					pendingV = false
-				}
+			if px := fnum(x(float64(q.ValueNs))); px != curX {
 				fmt.Fprintf(&b, "H%s", px)
 				curX = px
 			}
-			lastY, pendingV = py, true
+			if py := fnum(y(1 - q.Fraction)); py != curY {
+				fmt.Fprintf(&b, "V%s", py)
+				curY = py
+			}
 		}
-		if pendingV {
-			fmt.Fprintf(&b, "V%s", lastY)
+		fmt.Fprintf(w, "<path class=\"series\" data-policy=\"%s\" d=\"%s\" fill=\"none\" %s><title>%s</title></path>\n", esc(s.name), b.String(), style(k), esc(s.name))
+	}
+	// Markers, widest line's largest: p50 … p99.9 on their lines, the
+	// maximum on the bottom edge.
+	for k, s := range ss {
+		r := 3 + (widths[k]-widths[len(ss)-1])*0.5
+		for j, q := range tailPercentiles {
+			marker(w, s.idx, x(float64(s.pct[j])), y(1-q.q), r, color(policyColors, s.idx), s.name,
+				fmt.Sprintf("%s %s: %s µs", s.name, q.label, FormatUs(s.pct[j])))
 		}
-		fmt.Fprintf(&b, "H%s", fnum(cdfL+cdfPlotW))
-		fmt.Fprintf(w, "<path d=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"><title>%s</title></path>\n", b.String(), c, esc(s.name))
+		marker(w, s.idx, x(float64(s.pct[4])), bottom, r, color(policyColors, s.idx), s.name,
+			fmt.Sprintf("%s max: %s µs", s.name, FormatUs(s.pct[4])))
 	}
 	// Legend.
 	for k, s := range ss {
-		ly := cdfT + 10 + k*20
-		lx := cdfL + int(cdfPlotW) + 16
-		fmt.Fprintf(w, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"/>\n", lx, ly, lx+18, ly, color(policyColors, s.idx))
-		fmt.Fprintf(w, "<text x=\"%d\" y=\"%d\">%s</text>\n", lx+24, ly+4, esc(truncate(s.name, 26)))
+		ly := float64(distT + 10 + k*legendRowH)
+		lx := float64(distL) + distPlotW + 14
+		fmt.Fprintf(w, "<g class=\"legend\" data-policy=\"%s\"><title>%s</title>\n", esc(s.name), esc(s.name))
+		fmt.Fprintf(w, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" %s/>\n", fnum(lx), fnum(ly), fnum(lx+34), fnum(ly), style(k))
+		marker(w, s.idx, lx+17, ly, 4, color(policyColors, s.idx), s.name, s.name)
+		fmt.Fprintf(w, "<text x=\"%s\" y=\"%s\">%s</text>\n</g>\n", fnum(lx+42), fnum(ly+4), esc(truncate(s.name, 24)))
 	}
-	fmt.Fprintf(w, "</svg>\n<p class=\"caption\">%s Dashed lines: p50 and p99.</p>\n", esc(caption))
+	fmt.Fprintf(w, "</svg>\n<p class=\"caption\">%s Markers: p50, p90, p99 and p99.9 on their dashed lines, the maximum on the bottom edge. "+
+		"Lines are drawn widest first, each with its own dash pattern, so where policies pay the same latencies each shows as a band around the next.</p>\n", esc(caption))
+
+	// The percentiles as numbers, every policy.
+	header := []string{"Policy", strings.ToUpper(d.what[:1]) + d.what[1:], "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"}
+	var rows [][]string
+	k := 0
+	for i := range rep.Results {
+		row := []string{rep.Results[i].Policy, "0", dash, dash, dash, dash, dash}
+		if k < len(ss) && ss[k].idx == i {
+			row[1] = fmt.Sprint(ss[k].count)
+			for j, v := range ss[k].pct {
+				row[2+j] = FormatUs(v)
+			}
+			k++
+		}
+		rows = append(rows, row)
+	}
+	htmlTableClass(w, "percentiles", header, rows, true)
 }
 
 func truncate(s string, n int) string {
@@ -329,9 +484,18 @@ func textOn(fill string) string {
 }
 
 // htmlTable writes a results table whose first column names the policy in
-// its plot colour (swatches) or is a plain label.
+// its plot colour (swatches) or is a plain label. It scrolls in its own box
+// where the page is too narrow for it.
 func htmlTable(w io.Writer, header []string, rows [][]string, swatches bool) {
-	fmt.Fprintf(w, "<div class=\"wide\"><table>\n<tr>")
+	htmlTableClass(w, "", header, rows, swatches)
+}
+
+// htmlTableClass is htmlTable for a table of the given class.
+func htmlTableClass(w io.Writer, class string, header []string, rows [][]string, swatches bool) {
+	if class != "" {
+		class = " class=\"" + class + "\""
+	}
+	fmt.Fprintf(w, "<div class=\"wide\"><table%s>\n<tr>", class)
 	for i, h := range header {
 		if i == 0 {
 			fmt.Fprintf(w, "<th class=\"l\">%s</th>", esc(h))

@@ -162,7 +162,7 @@ func TestWhatifHTML(t *testing.T) {
 	}
 	out := buf.String()
 	if n := strings.Count(out, "<svg"); n != 3 {
-		t.Errorf("%d <svg> elements, want 3 (wake CDF, IO CDF, shares)", n)
+		t.Errorf("%d <svg> elements, want 3 (wake tail, IO tail, shares)", n)
 	}
 	for _, bad := range []string{"http", "<script", "src=", "href=", "@import", "url("} {
 		if strings.Contains(strings.ToLower(out), bad) {
@@ -185,6 +185,26 @@ func TestWhatifHTML(t *testing.T) {
 	// Stacked bars: one rect per non-zero share plus one frame per policy.
 	if n := strings.Count(section(out, `id="shares"`, "</svg>"), "<rect "); n != 4+4+3+2+4+4 { // bars, frames, legend
 		t.Errorf("shares has %d rects", n)
+	}
+	// A percentile table under each plot: p90 read from the CDF
+	// (900·e^(4·0.9) ns), the rest from the summary.
+	if n := strings.Count(out, `<table class="percentiles">`); n != 2 {
+		t.Errorf("%d percentile tables, want 2", n)
+	}
+	if !strings.Contains(section(out, `id="cdf-wake"`, "</table>"), "<td>1.00</td><td>32.9</td><td>290</td>") {
+		t.Errorf("wake percentile table lacks menu's p50, p90, p99")
+	}
+	// Coinciding lines stay apart: each its own width and dash pattern.
+	styles := regexp.MustCompile(`class="series"[^>]*stroke-width="([^"]+)"( stroke-dasharray="[^"]+")?`).FindAllStringSubmatch(wake, -1)
+	seen := map[string]bool{}
+	for _, m := range styles {
+		if seen[m[1]+m[2]] {
+			t.Errorf("two wake lines drawn alike: %s", m[0])
+		}
+		seen[m[1]+m[2]] = true
+	}
+	if len(styles) != 4 {
+		t.Errorf("%d styled wake lines, want 4", len(styles))
 	}
 	// Log x axis: decade labels.
 	if !strings.Contains(wake, ">1 µs<") || !strings.Contains(wake, ">100 µs<") {
