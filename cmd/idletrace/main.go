@@ -38,6 +38,7 @@ func init() {
 		{"whatif", "FILE [--profile NAME|PATH] [--policy SPEC]... [--measured AFTER] [--format text|markdown|json|html] [-o OUT]", "replay the idle periods through other governors and policies; with --measured, one policy's prediction beside what AFTER measured", runWhatif},
 		{"experiment", "--policy SPEC [-d DURATION] [-o DIR] [--format text|markdown|json|html] -- COMMAND [ARG...]", "record COMMAND, apply the policy's knobs to the running kernel, record it again, restore, compare (needs root)", runExperiment},
 		{"profiles", "[NAME] [--format text|json]", "list or show the built-in machine profiles", runProfiles},
+		{"top", "[-d DURATION] [--cpus LIST] [-o FILE] [--no-io] [--force]", "live per-CPU view, refreshed every second: idle states, wake causes, wake latency, IO wake-ups (needs root; records to a temporary file unless -o)", runTop},
 	}
 }
 
@@ -77,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idletrace %s: %s\n", c.name, msg)
 		return 1
 	}
-	fmt.Fprintf(stderr, "idletrace: unknown command %q (commands: record, info, stats, whatif, experiment, profiles)\n", args[0])
+	fmt.Fprintf(stderr, "idletrace: unknown command %q (commands: record, info, stats, whatif, experiment, profiles, top)\n", args[0])
 	return 2
 }
 

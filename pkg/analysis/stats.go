@@ -77,6 +77,11 @@ type CPUStats struct {
 	IdleFraction float64 `json:"idle_fraction"`
 	// LostIdle is the number of idle-period records this CPU lost.
 	LostIdle uint64 `json:"lost_idle"`
+	// WakeCauses is what ended this CPU's idle periods (wake_causes.counts
+	// split by CPU), and IOWokeIdle the block IO completions that woke it
+	// (io.woke_idle_cpu split by CPU, IO filter applied).
+	WakeCauses map[string]uint64 `json:"wake_causes"`
+	IOWokeIdle uint64            `json:"io_woke_idle"`
 }
 
 // KernelCPU is one CPU's kernel counter deltas.
@@ -236,6 +241,8 @@ type cpuAcc struct {
 	states           []stateAcc
 	winStart, winEnd uint64 // per-CPU window (exit times in (winStart, winEnd])
 	periods, idleNs  uint64
+	causes           map[trace.WakeCause]uint64
+	ioWoke           uint64
 	table            []model.State // this CPU's state table; nil without one
 	wake             [maxStates]*Histogram
 }
@@ -269,8 +276,8 @@ type StatsBuilder struct {
 	ioFilter  trace.IOFilter
 	ioErr     uint64
 	devs      map[uint32]*devAcc
-	iowake    iowake.Matcher[struct{}, struct{}]
-	ioWoke    map[trace.WakeCause]uint64 // completions that woke an idle CPU, by the period's wake cause
+	iowake    iowake.Matcher[uint32, struct{}] // a period's payload is its CPU
+	ioWoke    map[trace.WakeCause]uint64       // completions that woke an idle CPU, by the period's wake cause
 	losses    map[uint32]trace.Loss
 	outside   OutsideWindow
 	invalid   uint64
@@ -297,7 +304,12 @@ func NewStatsBuilder(meta *trace.Metadata, end *trace.End) *StatsBuilder {
 		losses:   map[uint32]trace.Loss{},
 		ioWoke:   map[trace.WakeCause]uint64{trace.WakeIRQ: 0, trace.WakeIPICall: 0},
 	}
-	b.iowake.Match = func(cause trace.WakeCause, _, _ struct{}) { b.ioWoke[cause]++ }
+	b.iowake.Match = func(cause trace.WakeCause, cpu uint32, _ struct{}) {
+		b.ioWoke[cause]++
+		if a := b.cpu(cpu); a != nil {
+			a.ioWoke++
+		}
+	}
 	b.iowake.Miss = func(struct{}) {}
 	for _, cs := range meta.States {
 		tab, names := stateTable(cs.States)
@@ -391,7 +403,7 @@ func (b *StatsBuilder) cpu(c uint32) *cpuAcc {
 	}
 	a := b.cpus[c]
 	if a == nil {
-		a = &cpuAcc{cpu: int(c), winEnd: math.MaxUint64, table: b.tables[int(c)]}
+		a = &cpuAcc{cpu: int(c), winEnd: math.MaxUint64, table: b.tables[int(c)], causes: map[trace.WakeCause]uint64{}}
 		if t, ok := snapTime(b.meta.Start, b.meta.RecordedCPUs, int(c)); ok {
 			a.winStart = t
 		}
@@ -412,7 +424,7 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 		b.invalid++
 		return nil
 	}
-	b.iowake.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, struct{}{})
+	b.iowake.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, p.CPU)
 	// The kernel updates its counters at the exit, so a period belongs to
 	// the window its exit falls in.
 	if p.ExitNs <= a.winStart || p.ExitNs > a.winEnd {
@@ -453,6 +465,7 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	a.idleNs += res
 
 	b.causes[p.WakeCause]++
+	a.causes[p.WakeCause]++
 	if p.WakeCause == trace.WakeIRQ && p.WakeIRQ >= 0 {
 		b.irqs[p.WakeIRQ]++
 	}
@@ -592,7 +605,31 @@ func (b *StatsBuilder) Visitor() trace.Visitor {
 
 // Finish computes the statistics; losses are merged with those fed so far
 // and with the end record's.
-func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
+func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats { return b.finish(losses, true) }
+
+// Current computes the statistics of what was fed so far and leaves the
+// builder ready for more (a live view's running totals): unlike Finish,
+// completions still waiting for their idle period (or periods for their
+// completion) stay held, to be counted when the other side comes.
+func (b *StatsBuilder) Current() *Stats { return b.finish(nil, false) }
+
+// Next returns a builder for the records that come after those fed to b,
+// on the same metadata and IO filter, and hands it b's IO-wake matcher with
+// what it holds: a completion whose idle period comes after the cut (or the
+// reverse) is counted by the builder that receives the second of the two.
+// A live view calls it at the end of each interval, then Finish on b; b
+// must not be fed after it.
+func (b *StatsBuilder) Next() *StatsBuilder {
+	n := NewStatsBuilder(b.meta, b.end)
+	n.ioFilter = b.ioFilter
+	n.iowake, b.iowake = b.iowake, n.iowake
+	// Each keeps its own callbacks, which count into it.
+	n.iowake.Match, b.iowake.Match = b.iowake.Match, n.iowake.Match
+	n.iowake.Miss, b.iowake.Miss = b.iowake.Miss, n.iowake.Miss
+	return n
+}
+
+func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 	for _, l := range losses {
 		b.addLoss(l)
 	}
@@ -685,7 +722,11 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 	s.CPUs = make([]CPUStats, 0, len(cpuList))
 	for _, c := range cpuList {
 		a := b.cpu(uint32(c))
-		cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{}}
+		cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{},
+			WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke} // the matcher's Flush below reports only misses
+		for _, cause := range trace.WakeCauses() {
+			cs.WakeCauses[cause.String()] = a.causes[cause]
+		}
 		switch {
 		case a.winStart > 0 && a.winEnd != math.MaxUint64 && a.winEnd > a.winStart:
 			cs.WindowNs = a.winEnd - a.winStart
@@ -771,7 +812,9 @@ func (b *StatsBuilder) Finish(losses []trace.Loss) *Stats {
 		s.IO.TaskLatencyNs, s.IO.TaskWaited = &t, t.Count
 	}
 	s.IO.Errors = b.ioErr
-	b.iowake.Flush()
+	if flush {
+		b.iowake.Flush()
+	}
 	s.IO.WokeIdleCPUByCause = map[string]uint64{}
 	for cause, n := range b.ioWoke {
 		s.IO.WokeIdleCPU += n

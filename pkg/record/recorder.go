@@ -50,6 +50,18 @@ type Options struct {
 	// Ready, when set, is called once every program is attached and the
 	// start snapshot is taken (tests start their workloads from it).
 	Ready func()
+	// Started, when set, receives the trace's metadata (the start snapshot
+	// included) once it is written, before Ready and before any record
+	// reaches Live. It must not change it.
+	Started func(*trace.Metadata)
+	// Live, when set, sees every record as it is written to the file, on
+	// the read loop's goroutine (keep it short: the ring buffer fills
+	// meanwhile): idle periods, block IO requests (once joined with their
+	// task), haltpoll changes, and each CPU's cumulative loss counters about
+	// once a second and at the end. Records are not copied: keep no
+	// reference. Its errors are ignored: a live view cannot stop the
+	// recording. `idletrace top` is built on it.
+	Live *trace.Visitor
 }
 
 // Progress is the live state of a recording.
@@ -226,6 +238,9 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		cmdDone = make(chan error, 1)
 		go func() { cmdDone <- cmd.Wait() }()
 	}
+	if opts.Started != nil {
+		opts.Started(meta)
+	}
 	if opts.Ready != nil {
 		opts.Ready()
 	}
@@ -263,6 +278,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	end.Loss = rec.losses()
 	for _, l := range end.Loss {
 		w.AddLoss(l)
+		rec.liveLoss(l)
 	}
 	end.ProgStats = progStats(coll)
 	end.UndeliveredReason = undeliveredReason(end.ProgStats)
@@ -579,6 +595,7 @@ func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone
 			}
 			for _, l := range r.losses() {
 				r.w.AddLoss(l)
+				r.liveLoss(l)
 			}
 			if err := r.w.Flush(); err != nil {
 				return "write error", err
@@ -765,7 +782,20 @@ func (r *recording) comm(c []int8) string {
 // writeBlockIO writes one joined block IO record.
 func (r *recording) writeBlockIO(b *trace.BlockIO) error {
 	r.io++
-	return r.w.AddBlockIO(b)
+	if err := r.w.AddBlockIO(b); err != nil {
+		return err
+	}
+	if v := r.opts.Live; v != nil && v.BlockIO != nil {
+		_ = v.BlockIO(b) // Options.Live: errors are ignored
+	}
+	return nil
+}
+
+// liveLoss hands one CPU's loss counters to Options.Live.
+func (r *recording) liveLoss(l trace.Loss) {
+	if v := r.opts.Live; v != nil && v.Loss != nil {
+		_ = v.Loss(&l)
+	}
 }
 
 // decode turns one ring-buffer sample into a trace record. The layouts are
@@ -806,6 +836,9 @@ func (r *recording) decode(raw []byte) error {
 		r.halt = trace.HaltPollChange{TimeNs: h.TimeNs, CPU: h.Cpu, Grow: h.Grow != 0, NewNs: h.NewNs, OldNs: h.OldNs}
 		r.w.AddHaltPoll(&r.halt)
 		r.haltpoll++
+		if v := r.opts.Live; v != nil && v.HaltPoll != nil {
+			_ = v.HaltPoll(&r.halt)
+		}
 	default:
 		return fmt.Errorf("unknown ring-buffer record type %d", raw[0])
 	}
@@ -816,6 +849,9 @@ func (r *recording) addIdle(p *bpf.IdletraceIdleRecord) {
 	r.period = IdlePeriodFrom(p)
 	r.w.AddIdle(&r.period)
 	r.idle++
+	if v := r.opts.Live; v != nil && v.Idle != nil {
+		_ = v.Idle(&r.period)
+	}
 }
 
 // IdlePeriodFrom converts the kernel's record into the trace's.

@@ -1,0 +1,332 @@
+package analysis
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// TopView says how a frame of `idletrace top` is laid out.
+type TopView struct {
+	// Width and Height bound the frame on a terminal (lines are cut to
+	// Width, the frame to Height lines); 0: no bound (plain-text snapshots).
+	Width, Height int
+	// Status is a line under the title: where the trace goes, how to stop.
+	Status string
+	// Warnings are the recorder's, shown under the tables.
+	Warnings []string
+}
+
+// topCauses is the order of the wake-cause columns: the common ones first.
+var topCauses = []trace.WakeCause{
+	trace.WakeTimer, trace.WakeTick, trace.WakeIRQ, trace.WakeIPIResched, trace.WakeIPICall,
+	trace.WakeRemoteNoIPI, trace.WakePollTimeout, trace.WakeUnknown,
+}
+
+// RenderTop writes one frame of the live view as plain text: no escape
+// sequences, so that a snapshot can be piped; the caller positions it on
+// a terminal. Per CPU: idle share of the interval, each state's share of
+// the idle time, above/below, completions that woke it, and its wake
+// causes; per state: exit latency and target residency, share of idle
+// time, entries, above/below, measured wake latency p50/p99 in the
+// interval and since the start.
+func RenderTop(w io.Writer, f *TopFrame, v TopView) error {
+	lines := topLines(f, v)
+	if v.Height > 0 && len(lines) > v.Height {
+		lines = lines[:v.Height]
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		if v.Width > 0 {
+			l = cutLine(l, v.Width)
+		}
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func topLines(f *TopFrame, v TopView) []string {
+	last, total := f.Interval, f.Total
+	if last == nil || total == nil {
+		return nil
+	}
+	noDriver := total.CPUIdleDriver == "none"
+	secs := float64(f.IntervalNs) / 1e9
+	var out []string
+	out = append(out, fmt.Sprintf("idletrace top · kernel %s · cpuidle driver %s, governor %s · HZ %s · %s",
+		orDash(total.KernelRelease), orDash(total.CPUIdleDriver), orDash(total.CPUIdleGovernor), hzString(total.HZ), clock(f.ElapsedNs)))
+	out = append(out, fmt.Sprintf("last %.2f s: %d idle periods, %d IO requests, %d woke an idle CPU · since start: %d idle periods, %d IO requests · %s",
+		secs, totalPeriods(last), last.IO.Requests, last.IO.WokeIdleCPU, totalPeriods(total), total.IO.Requests, lossBrief(total)))
+	if v.Status != "" {
+		out = append(out, v.Status)
+	}
+
+	states := topStates(total, last)
+
+	// Per state, all CPUs.
+	out = append(out, "")
+	rows := [][]string{{"state", "exit µs", "target µs", "idle share %", "entries", "above", "below",
+		"wake n", "p50 µs", "p99 µs", "total n", "p50 µs", "p99 µs"}}
+	var idleAll uint64
+	for _, c := range last.CPUs {
+		for _, st := range c.States {
+			idleAll += st.TimeNs
+		}
+	}
+	for _, name := range states {
+		var usage, timeNs, above, below uint64
+		var exit, target *uint64
+		for _, c := range last.CPUs {
+			for _, st := range c.States {
+				if st.Name == name {
+					usage, timeNs, above, below = usage+st.Usage, timeNs+st.TimeNs, above+st.Above, below+st.Below
+				}
+			}
+		}
+		for _, c := range total.CPUs {
+			for _, st := range c.States {
+				if st.Name == name && exit == nil && st.ExitLatencyNs != nil {
+					exit, target = st.ExitLatencyNs, st.TargetResidencyNs
+				}
+			}
+		}
+		row := []string{name, usOrDash(exit), usOrDash(target), share(timeNs, idleAll), fmt.Sprint(usage)}
+		row = append(row, aboveBelow(noDriver, above, below)...)
+		row = append(row, latencyCells(last.WakeLatencyNs[name])...)
+		row = append(row, latencyCells(total.WakeLatencyNs[name])...)
+		rows = append(rows, row)
+	}
+	out = append(out, alignRows(rows, 0)...)
+
+	// Per CPU: time and states.
+	out = append(out, "")
+	head := []string{"CPU", "idle %", "periods"}
+	for _, name := range states {
+		head = append(head, name+" %")
+	}
+	head = append(head, "above", "below", "IO woke")
+	rows = [][]string{head}
+	var allIdle, allWindow, allPeriods, allAbove, allBelow uint64
+	allStates := make([]uint64, len(states))
+	for _, c := range last.CPUs {
+		var idle, above, below uint64
+		perState := make([]uint64, len(states))
+		for _, st := range c.States {
+			idle += st.TimeNs
+			above += st.Above
+			below += st.Below
+			for i, name := range states {
+				if st.Name == name {
+					perState[i] += st.TimeNs
+					allStates[i] += st.TimeNs
+				}
+			}
+		}
+		row := []string{fmt.Sprint(c.CPU), idleShare(c.IdleNs, f.IntervalNs), fmt.Sprint(c.Periods)}
+		for _, t := range perState {
+			row = append(row, share(t, idle))
+		}
+		row = append(row, aboveBelow(noDriver, above, below)...)
+		row = append(row, fmt.Sprint(c.IOWokeIdle))
+		rows = append(rows, row)
+		allIdle += c.IdleNs
+		allWindow += f.IntervalNs
+		allPeriods += c.Periods
+		allAbove += above
+		allBelow += below
+	}
+	if len(last.CPUs) > 1 {
+		row := []string{"all", idleShare(allIdle, allWindow), fmt.Sprint(allPeriods)}
+		var idle uint64
+		for _, t := range allStates {
+			idle += t
+		}
+		for _, t := range allStates {
+			row = append(row, share(t, idle))
+		}
+		row = append(row, aboveBelow(noDriver, allAbove, allBelow)...)
+		row = append(row, fmt.Sprint(last.IO.WokeIdleCPU))
+		rows = append(rows, row)
+	}
+	out = append(out, alignRows(rows)...)
+
+	// Per CPU: what woke it.
+	out = append(out, "")
+	head = []string{"CPU"}
+	for _, c := range topCauses {
+		head = append(head, c.String())
+	}
+	rows = [][]string{head}
+	for _, c := range last.CPUs {
+		row := []string{fmt.Sprint(c.CPU)}
+		for _, cause := range topCauses {
+			row = append(row, fmt.Sprint(c.WakeCauses[cause.String()]))
+		}
+		rows = append(rows, row)
+	}
+	if len(last.CPUs) > 1 {
+		row := []string{"all"}
+		for _, cause := range topCauses {
+			row = append(row, fmt.Sprint(last.WakeCauses.Counts[cause.String()]))
+		}
+		rows = append(rows, row)
+	}
+	out = append(out, alignRows(rows)...)
+	if irqs := last.WakeCauses.TopIRQs; len(irqs) > 0 {
+		parts := make([]string, 0, min(len(irqs), 5))
+		for _, q := range irqs[:min(len(irqs), 5)] {
+			parts = append(parts, fmt.Sprintf("%d ×%d", q.IRQ, q.Count))
+		}
+		out = append(out, "device IRQs that woke a CPU: "+strings.Join(parts, ", "))
+	}
+
+	// What the figures mean, and what they cannot say here.
+	out = append(out, "")
+	out = append(out, "Counts are of the last interval: a period counts when the recorder receives it, after it ended. "+
+		"idle % is the CPU's time in those periods (at most 100 %); a state's % is its share of that idle time; "+
+		"wake latency is remote wake request → idle exit (p50/p99 in µs, last interval and since start).")
+	if noDriver {
+		out = append(out, "No cpuidle driver: the states are those the cpu_idle tracepoint reports (HLT for the default idle routine, POLL for cpu_idle_poll); "+
+			"there is no state table, so no exit latency, target residency or above/below.")
+	}
+	if !total.Inputs.WakeRequests {
+		out = append(out, "This kernel's trace carries no remote wake requests: no wake latency can be measured.")
+	}
+	for _, w := range v.Warnings {
+		out = append(out, "warning: "+w)
+	}
+	if v.Width > 0 {
+		// On a terminal, long notes wrap instead of being cut.
+		var wrapped []string
+		for _, l := range out {
+			if displayLen(l) > v.Width && !strings.Contains(l, "  ") {
+				wrapped = append(wrapped, strings.Split(strings.TrimRight(wrap(l, v.Width, ""), "\n"), "\n")...)
+			} else {
+				wrapped = append(wrapped, l)
+			}
+		}
+		out = wrapped
+	}
+	return out
+}
+
+// topStates lists the state names in index order: those of the state
+// tables and any the records showed, so that columns stay put between
+// frames.
+func topStates(stats ...*Stats) []string {
+	var names []string
+	idx := map[string]int{}
+	for _, s := range stats {
+		for _, c := range s.CPUs {
+			for _, st := range c.States {
+				if _, ok := idx[st.Name]; !ok {
+					idx[st.Name] = st.Index
+					names = append(names, st.Name)
+				}
+			}
+		}
+	}
+	// Stable by index (insertion order breaks ties).
+	for i := 1; i < len(names); i++ {
+		for j := i; j > 0 && idx[names[j]] < idx[names[j-1]]; j-- {
+			names[j], names[j-1] = names[j-1], names[j]
+		}
+	}
+	return names
+}
+
+func clock(ns uint64) string {
+	s := ns / 1e9
+	return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+func lossBrief(s *Stats) string {
+	if s.LostEvents == 0 {
+		return "no events lost"
+	}
+	return fmt.Sprintf("%d events lost", s.LostEvents)
+}
+
+func usOrDash(ns *uint64) string {
+	if ns == nil {
+		return dash
+	}
+	return FormatUs(*ns)
+}
+
+func share(part, whole uint64) string {
+	if whole == 0 {
+		return dash
+	}
+	return fmt.Sprintf("%.1f", float64(part)/float64(whole)*100)
+}
+
+// idleShare is idle time over the interval, at most 100 %: a period that
+// began before the interval counts whole when it ends.
+func idleShare(idle, window uint64) string {
+	if window == 0 {
+		return dash
+	}
+	return fmt.Sprintf("%.1f", min(float64(idle)/float64(window), 1)*100)
+}
+
+func aboveBelow(noDriver bool, above, below uint64) []string {
+	if noDriver {
+		return []string{dash, dash}
+	}
+	return []string{fmt.Sprint(above), fmt.Sprint(below)}
+}
+
+func latencyCells(s Summary) []string {
+	if s.Count == 0 {
+		return []string{"0", dash, dash}
+	}
+	return []string{fmt.Sprint(s.Count), FormatUs(s.P50), FormatUs(s.P99)}
+}
+
+// alignRows lays rows out in columns two spaces apart, the columns listed
+// in left aligned left and the others (numbers) right.
+func alignRows(rows [][]string, left ...int) []string {
+	var width []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], displayLen(c))
+		}
+	}
+	isLeft := map[int]bool{}
+	for _, i := range left {
+		isLeft[i] = true
+	}
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		var b strings.Builder
+		for i, c := range r {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-displayLen(c))
+			if isLeft[i] {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		out = append(out, strings.TrimRight(b.String(), " "))
+	}
+	return out
+}
+
+// cutLine cuts l to at most width runes.
+func cutLine(l string, width int) string {
+	if displayLen(l) <= width {
+		return l
+	}
+	return string([]rune(l)[:width])
+}

@@ -1,0 +1,94 @@
+package analysis
+
+import (
+	"sync"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Top is the live aggregation behind `idletrace top`. The records of a
+// recording in progress (record.Options.Live) feed two StatsBuilders: one
+// for the interval since the last frame and one since the start. A frame's
+// figures therefore follow the rules `idletrace stats` follows (the
+// recording window, residency and above/below as the cpuidle core counts
+// them, wake causes, measured wake latency, the iowake rule), with one
+// difference: a record counts in the interval in which it reaches the
+// recorder, which is after its idle period ended (the kernel's counters
+// also count a period at its exit) and, with a cpuidle driver, after the
+// CPU's next idle entry. The IO-wake matcher is handed from interval to
+// interval (StatsBuilder.Next), so a completion and its idle period that
+// arrive in different intervals still meet.
+//
+// One goroutine feeds it (Visitor) while another takes frames (Frame).
+type Top struct {
+	mu              sync.Mutex
+	cur, total      *StatsBuilder
+	startNs, lastNs uint64
+}
+
+// TopFrame is one refresh of the live view.
+type TopFrame struct {
+	// ElapsedNs is the time since the recording's start snapshot;
+	// IntervalNs the time Interval covers (since the previous frame).
+	ElapsedNs, IntervalNs uint64
+	// Interval holds the records that arrived since the previous frame,
+	// Total those since the start.
+	Interval, Total *Stats
+}
+
+// NewTop starts the live aggregation of a recording whose metadata is
+// meta, at nowNs (CLOCK_MONOTONIC, as the trace's times); the first
+// interval starts at the start snapshot when the metadata has one.
+func NewTop(meta *trace.Metadata, nowNs uint64) *Top {
+	t := &Top{cur: NewStatsBuilder(meta, nil), total: NewStatsBuilder(meta, nil), startNs: nowNs}
+	if meta != nil && meta.Start != nil && meta.Start.MonotonicNs > 0 && meta.Start.MonotonicNs <= nowNs {
+		t.startNs = meta.Start.MonotonicNs
+	}
+	t.lastNs = t.startNs
+	return t
+}
+
+// Visitor returns the trace.Visitor that feeds both builders.
+func (t *Top) Visitor() trace.Visitor {
+	return trace.Visitor{
+		Idle: func(p *trace.IdlePeriod) error {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			t.cur.AddIdle(p)
+			return t.total.AddIdle(p)
+		},
+		BlockIO: func(b *trace.BlockIO) error {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			t.cur.AddBlockIO(b)
+			return t.total.AddBlockIO(b)
+		},
+		Loss: func(l *trace.Loss) error {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			t.cur.AddLoss(l)
+			return t.total.AddLoss(l)
+		},
+	}
+}
+
+// Frame closes the current interval at nowNs and returns its figures and
+// the running totals; the next interval starts there.
+func (t *Top) Frame(nowNs uint64) *TopFrame {
+	t.mu.Lock()
+	done := t.cur
+	t.cur = done.Next()
+	total := t.total.Current()
+	f := &TopFrame{Total: total}
+	if nowNs > t.lastNs {
+		f.IntervalNs = nowNs - t.lastNs
+	}
+	if nowNs > t.startNs {
+		f.ElapsedNs = nowNs - t.startNs
+	}
+	t.lastNs = max(t.lastNs, nowNs)
+	t.mu.Unlock()
+	// done is no longer fed: finish it without holding the recorder up.
+	f.Interval = done.Finish(nil)
+	return f
+}

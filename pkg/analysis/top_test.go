@@ -1,0 +1,226 @@
+package analysis
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// topRecords is a stream with every kind of figure top shows: periods in
+// each state on both CPUs, IO completions that woke a CPU (one arriving
+// before its period, as the recorder delivers them: a period waits for the
+// CPU's next entry) and one that did not, and remote wake-ups with a
+// measured latency.
+func topRecords(states int) []func(trace.Visitor) {
+	var out []func(trace.Visitor)
+	idle := func(p trace.IdlePeriod) { out = append(out, func(v trace.Visitor) { v.Idle(&p) }) }
+	io := func(b trace.BlockIO) { out = append(out, func(v trace.Visitor) { v.BlockIO(&b) }) }
+	t := uint64(2_000_000)
+	for i := range 60 {
+		cpu := uint32(i % 2)
+		state := uint32(i % states)
+		if states == 1 {
+			state = 1 // no driver: the default idle routine
+		}
+		p := period(cpu, state, t, uint64(5+i*7)*us)
+		switch i % 5 {
+		case 1:
+			p.WakeCause, p.WakeIRQ = trace.WakeIRQ, 24
+			c := completion(cpu, p.ExitNs-1*us)
+			if i%2 == 1 {
+				io(c) // the completion reaches the recorder first
+				idle(p)
+			} else {
+				idle(p)
+				io(c)
+			}
+			t = p.ExitNs + 20*us
+			continue
+		case 2:
+			p.WakeCause, p.WakeRequestNs = trace.WakeIPIResched, p.ExitNs-uint64(3+i)*us
+		case 3:
+			p.WakeCause = trace.WakeTick
+			io(completion(cpu, p.ExitNs+500*us)) // the CPU was busy
+		}
+		idle(p)
+		t = p.ExitNs + 20*us
+	}
+	return out
+}
+
+// TestTopIntervalsAddUp: however the live stream is cut into intervals,
+// the intervals add up to what stats computes in one pass over the same
+// records, and the running totals equal it; IO wake-ups whose completion
+// and period fall in different intervals are not lost.
+func TestTopIntervalsAddUp(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		meta   *trace.Metadata
+		states int
+	}{
+		{"cpuidle driver", driverMeta(), 3},
+		{"no cpuidle driver", noDriverMeta(), 1},
+	} {
+		recs := topRecords(tc.states)
+		one := NewStatsBuilder(tc.meta, nil)
+		for _, r := range recs {
+			r(one.Visitor())
+		}
+		want := one.Finish(nil)
+		if want.IO.WokeIdleCPU == 0 || len(want.WakeLatencyNs) == 0 {
+			t.Fatalf("%s: the stream lacks IO wake-ups or wake latencies: %+v", tc.name, want.IO)
+		}
+		for _, every := range []int{1, 2, 3, 7, len(recs)} {
+			name := fmt.Sprintf("%s, a frame every %d records", tc.name, every)
+			now := tc.meta.Start.MonotonicNs
+			top := NewTop(tc.meta, now)
+			v := top.Visitor()
+			type key struct {
+				cpu  int
+				what string
+			}
+			sum := map[key]uint64{}
+			var frames []*TopFrame
+			for i, r := range recs {
+				r(v)
+				if (i+1)%every == 0 || i == len(recs)-1 {
+					now += 1_000_000_000
+					f := top.Frame(now)
+					frames = append(frames, f)
+					if f.IntervalNs != 1_000_000_000 {
+						t.Fatalf("%s: interval %d ns", name, f.IntervalNs)
+					}
+					for _, c := range f.Interval.CPUs {
+						sum[key{c.CPU, "periods"}] += c.Periods
+						sum[key{c.CPU, "idle"}] += c.IdleNs
+						sum[key{c.CPU, "io woke"}] += c.IOWokeIdle
+						for cause, n := range c.WakeCauses {
+							sum[key{c.CPU, cause}] += n
+						}
+						for _, st := range c.States {
+							sum[key{c.CPU, st.Name + " usage"}] += st.Usage
+							sum[key{c.CPU, st.Name + " time"}] += st.TimeNs
+							sum[key{c.CPU, st.Name + " above"}] += st.Above
+							sum[key{c.CPU, st.Name + " below"}] += st.Below
+						}
+					}
+					sum[key{-1, "io woke"}] += f.Interval.IO.WokeIdleCPU
+					for name, l := range f.Interval.WakeLatencyNs {
+						sum[key{-1, name + " wake n"}] += l.Count
+					}
+				}
+			}
+			got := map[key]uint64{}
+			var woke uint64
+			for _, c := range want.CPUs {
+				got[key{c.CPU, "periods"}] = c.Periods
+				got[key{c.CPU, "idle"}] = c.IdleNs
+				got[key{c.CPU, "io woke"}] = c.IOWokeIdle
+				woke += c.IOWokeIdle
+				for cause, n := range c.WakeCauses {
+					got[key{c.CPU, cause}] = n
+				}
+				for _, st := range c.States {
+					got[key{c.CPU, st.Name + " usage"}] = st.Usage
+					got[key{c.CPU, st.Name + " time"}] = st.TimeNs
+					got[key{c.CPU, st.Name + " above"}] = st.Above
+					got[key{c.CPU, st.Name + " below"}] = st.Below
+				}
+			}
+			if woke != want.IO.WokeIdleCPU {
+				t.Errorf("%s: per-CPU IO wake-ups add up to %d, woke_idle_cpu %d", name, woke, want.IO.WokeIdleCPU)
+			}
+			got[key{-1, "io woke"}] = want.IO.WokeIdleCPU
+			for name, l := range want.WakeLatencyNs {
+				got[key{-1, name + " wake n"}] = l.Count
+			}
+			for k, w := range got {
+				if sum[k] != w {
+					t.Errorf("%s: CPU %d %s: intervals add up to %d, stats %d", name, k.cpu, k.what, sum[k], w)
+				}
+			}
+			total := frames[len(frames)-1].Total
+			if total.IO.WokeIdleCPU != want.IO.WokeIdleCPU || totalPeriods(total) != totalPeriods(want) || total.IO.Requests != want.IO.Requests {
+				t.Errorf("%s: totals %d periods, %d IO, %d woke; stats %d, %d, %d", name,
+					totalPeriods(total), total.IO.Requests, total.IO.WokeIdleCPU, totalPeriods(want), want.IO.Requests, want.IO.WokeIdleCPU)
+			}
+			for st, l := range want.WakeLatencyNs {
+				if total.WakeLatencyNs[st] != l {
+					t.Errorf("%s: %s wake latency since start %+v, stats %+v", name, st, total.WakeLatencyNs[st], l)
+				}
+			}
+		}
+	}
+}
+
+var escape = regexp.MustCompile("\x1b")
+
+// TestRenderTop: a frame names every state, has a row per CPU (and all) in
+// both per-CPU tables, holds no escape sequence, keeps to the terminal's
+// size, and says honestly what a machine without a cpuidle driver lacks.
+func TestRenderTop(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		meta     *trace.Metadata
+		states   []string
+		noDriver bool
+	}{
+		{"cpuidle driver", driverMeta(), []string{"POLL", "C1", "C6"}, false},
+		{"no cpuidle driver", noDriverMeta(), []string{NoDriverHLT}, true},
+	} {
+		top := NewTop(tc.meta, 1_000_000)
+		for _, r := range topRecords(len(tc.states)) {
+			r(top.Visitor())
+		}
+		f := top.Frame(1_001_000_000)
+		var b strings.Builder
+		if err := RenderTop(&b, f, TopView{Status: "trace: x.trace", Warnings: []string{"a warning"}}); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if escape.MatchString(out) {
+			t.Errorf("%s: escape sequences in a plain frame:\n%q", tc.name, out)
+		}
+		for _, want := range append([]string{"trace: x.trace", "warning: a warning", "idle %", "above", "below", "IO woke", "timer", "ipi-resched", "p50 µs", "p99 µs"}, tc.states...) {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: frame lacks %q:\n%s", tc.name, want, out)
+			}
+		}
+		for _, cpu := range []string{"0", "1", "all"} {
+			if n := len(regexp.MustCompile(`(?m)^\s*`+cpu+`\s+\d`).FindAllString(out, -1)); n != 2 {
+				t.Errorf("%s: %d rows for CPU %s, want 2 (states and wake causes):\n%s", tc.name, n, cpu, out)
+			}
+		}
+		for _, st := range tc.states {
+			row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(st) + `\s.*$`).FindString(out)
+			fields := strings.Fields(row)
+			if len(fields) != 13 {
+				t.Errorf("%s: state row %q has %d cells, want 13", tc.name, row, len(fields))
+				continue
+			}
+			if gotDash := fields[1] == dash && fields[5] == dash && fields[6] == dash; gotDash != tc.noDriver {
+				t.Errorf("%s: state row %q: exit latency and above/below shown as %q %q %q", tc.name, row, fields[1], fields[5], fields[6])
+			}
+		}
+		if strings.Contains(out, "No cpuidle driver") != tc.noDriver {
+			t.Errorf("%s: the no-driver note is wrong:\n%s", tc.name, out)
+		}
+
+		b.Reset()
+		if err := RenderTop(&b, f, TopView{Width: 60, Height: 12}); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+		if len(lines) > 12 {
+			t.Errorf("%s: %d lines on a 12-line terminal", tc.name, len(lines))
+		}
+		for _, l := range lines {
+			if displayLen(l) > 60 {
+				t.Errorf("%s: line wider than 60: %q", tc.name, l)
+			}
+		}
+	}
+}
