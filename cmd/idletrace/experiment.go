@@ -31,6 +31,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	force := fs.Bool("force", false, "overwrite before.trace and after.trace in the directory")
 	quiet := fs.BoolP("quiet", "q", false, "no progress line")
 	cpus := fs.String("cpus", "", "record idle periods of these CPUs only (e.g. 0-3,8), in both recordings")
+	runs := fs.Int("runs", 1, "record this many before/after pairs, alternately, and report each figure's median over them with how far before moved between runs (the noise); more than one writes before-N.trace and after-N.trace")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -52,6 +53,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if err := checkFormat(*format, "text", "markdown", "json", "html"); err != nil {
 		return err
 	}
+	if *runs < 1 || *runs > 100 {
+		return usagef("--runs %d: must be 1 to 100", *runs)
+	}
 	if *dur < 0 || (*dur == 0 && fs.Changed("duration")) {
 		return usagef("--duration %v: must be positive (leave it out to record until COMMAND exits)", *dur)
 	}
@@ -71,11 +75,19 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	before, after := filepath.Join(*dir, "before.trace"), filepath.Join(*dir, "after.trace")
-	if !*force {
-		for _, p := range []string{before, after} {
-			if _, err := os.Stat(p); err == nil {
-				return fmt.Errorf("%s already exists; use --force to overwrite it", p)
+	// One pair: before.trace and after.trace; more: before-1.trace, ...
+	pairs := make([][2]string, *runs)
+	for i := range pairs {
+		b, a := "before.trace", "after.trace"
+		if *runs > 1 {
+			b, a = fmt.Sprintf("before-%d.trace", i+1), fmt.Sprintf("after-%d.trace", i+1)
+		}
+		pairs[i] = [2]string{filepath.Join(*dir, b), filepath.Join(*dir, a)}
+		if !*force {
+			for _, p := range pairs[i] {
+				if _, err := os.Stat(p); err == nil {
+					return fmt.Errorf("%s already exists; use --force to overwrite it", p)
+				}
 			}
 		}
 	}
@@ -134,38 +146,46 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, ToolVersion: version, CPUs: cpuSet,
 			Warn: func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) }}
 	}
-	say("recording " + before + " as the machine is")
-	if err := recordTrace(ctx, opts(before), *quiet, stderr); err != nil {
-		return err
+	// The pairs alternate (before, after, before, after, ...) so that a
+	// drift of the machine over the runs falls on both sides alike.
+	var reps []*analysis.ComparisonReport
+	for _, pair := range pairs {
+		before, after := pair[0], pair[1]
+		say("recording " + before + " as the machine is")
+		if err := recordTrace(ctx, opts(before), *quiet, stderr); err != nil {
+			return err
+		}
+		if err := stopped(); err != nil {
+			return err
+		}
+		a, err := plan.Apply(say)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		applied = a
+		mu.Unlock()
+		if err := stopped(); err != nil { // a signal during Apply
+			return err
+		}
+		say("recording " + after + " under " + pol.Spec)
+		rerr := recordTrace(ctx, opts(after), *quiet, stderr)
+		if err := restore(); err != nil {
+			return errors.Join(rerr, err)
+		}
+		if rerr != nil {
+			return rerr
+		}
+		if err := stopped(); err != nil {
+			return err
+		}
+		rep, err := compareTraces(before, after, pol, replayOptions{profile: *profileName, ioFilter: *ioFilter}, stderr)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
 	}
-	if err := stopped(); err != nil {
-		return err
-	}
-	a, err := plan.Apply(say)
-	if err != nil {
-		return err
-	}
-	mu.Lock()
-	applied = a
-	mu.Unlock()
-	if err := stopped(); err != nil { // a signal during Apply
-		return err
-	}
-	say("recording " + after + " under " + pol.Spec)
-	rerr := recordTrace(ctx, opts(after), *quiet, stderr)
-	if err := restore(); err != nil {
-		return errors.Join(rerr, err)
-	}
-	if rerr != nil {
-		return rerr
-	}
-	if err := stopped(); err != nil {
-		return err
-	}
-	rep, err := compareTraces(before, after, pol, replayOptions{profile: *profileName, ioFilter: *ioFilter}, stderr)
-	if err != nil {
-		return err
-	}
+	rep := analysis.CombineRuns(reps)
 	rep.Command = argv("experiment", args)
 	return analysis.RenderComparison(stdout, rep, *format)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/idletrace/idletrace/pkg/model"
 )
@@ -28,6 +30,71 @@ type ComparisonReport struct {
 	// Command is the command line (argv) that made the report, as in
 	// WhatifReport.
 	Command []string
+	// Runs is how many before/after pairs the figures are the medians of
+	// (0 or 1: one pair, whose results Before, Predicted and Measured are;
+	// more: those are the first pair's, see CombineRuns).
+	Runs int
+}
+
+// CombineRuns makes one report of an experiment recorded as several
+// before/after pairs, alternately: each figure's before, predicted and
+// measured value is the median over the pairs (a value missing in any
+// pair is missing), its errors are recomputed from those medians, and
+// BeforeSpread says how far before moved from run to run. The first
+// pair's report gives the rest (results, notes, traces).
+func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
+	if len(reps) == 0 {
+		return nil
+	}
+	out := *reps[0]
+	out.Runs = len(reps)
+	if len(reps) == 1 {
+		return &out
+	}
+	out.Figures = nil
+	for i, f := range reps[0].Figures {
+		var col [3][]float64
+		for _, r := range reps {
+			if i >= len(r.Figures) || r.Figures[i].Figure != f.Figure {
+				col = [3][]float64{} // the pairs' tables differ (another state set): no median
+				break
+			}
+			g := r.Figures[i]
+			for k, v := range []*float64{g.Before, g.Predicted, g.Measured} {
+				if v != nil {
+					col[k] = append(col[k], *v)
+				}
+			}
+		}
+		var v [3]*float64
+		for k := range col {
+			if len(col[k]) == len(reps) {
+				m := median(col[k])
+				v[k] = &m
+			}
+		}
+		row := figureRow(f.Figure, f.Label, f.Unit, v)
+		if b := col[0]; len(b) == len(reps) {
+			spread := slices.Max(b) - slices.Min(b)
+			row.BeforeSpread = &spread
+			if row.Measured != nil && row.Before != nil {
+				row.WithinNoise = math.Abs(*row.Measured-*row.Before) <= spread
+			}
+		}
+		out.Figures = append(out.Figures, row)
+	}
+	return &out
+}
+
+// median of a non-empty set (the mean of the middle two for an even count).
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // FigureRow is one figure before, predicted and measured, and the errors.
@@ -47,6 +114,13 @@ type FigureRow struct {
 	// RelativeError is |predicted − measured| / measured; nil where a value
 	// is missing or measured is 0.
 	RelativeError *float64
+	// BeforeSpread is how far BEFORE's value moved between the runs of an
+	// experiment recorded more than once (max − min; nothing changed
+	// between those recordings): the run-to-run noise to read a measured
+	// change against. Nil for one run.
+	BeforeSpread *float64
+	// WithinNoise: the measured change is no larger than BeforeSpread.
+	WithinNoise bool
 }
 
 // latencyFigures are the latency distributions compared, each by its mean,
@@ -187,6 +261,8 @@ type comparisonJSON struct {
 	Measured      resultJSON             `json:"measured"`
 	Figures       []ComparisonFigureJSON `json:"figures"`
 	NoChangeRules string                 `json:"no_change_rule"`
+	// Runs: before/after pairs whose medians the figures are (1: one pair).
+	Runs int `json:"runs"`
 }
 
 // ComparisonFigureJSON is one figure of the comparison as JSON holds it
@@ -202,6 +278,9 @@ type ComparisonFigureJSON struct {
 	ChangeError      *float64 `json:"change_error"`
 	NoChangeMeasured bool     `json:"no_change_measured"`
 	RelativeError    *float64 `json:"relative_error"`
+	// Only for an experiment of more than one run (see FigureRow).
+	BeforeSpread *float64 `json:"before_spread,omitempty"`
+	WithinNoise  bool     `json:"within_noise,omitempty"`
 }
 
 const noChangeRule = "a measured change within 0.1 % of the larger of before and measured (latencies) or 0.05 points (shares) is no change: change_error is then null and no_change_measured true"
@@ -224,13 +303,14 @@ func comparisonJSONDoc(rep *ComparisonReport) *comparisonDocJSON {
 			Results: []model.Result{rep.Before, rep.Predicted}, Assumptions: rep.Assumptions, Notes: rep.Notes}),
 		Comparison: comparisonJSON{Policy: rep.Policy, BeforeTrace: rep.BeforeTrace, AfterTrace: rep.AfterTrace, Profile: name,
 			Before: resultToJSON(rep.Before), Predicted: resultToJSON(rep.Predicted), Measured: resultToJSON(rep.Measured),
-			Figures: []ComparisonFigureJSON{}, NoChangeRules: noChangeRule},
+			Figures: []ComparisonFigureJSON{}, NoChangeRules: noChangeRule, Runs: max(rep.Runs, 1)},
 	}
 	for _, f := range rep.Figures {
 		d.Comparison.Figures = append(d.Comparison.Figures, ComparisonFigureJSON{Figure: f.Figure, Unit: f.Unit,
 			Before: f.Before, Predicted: f.Predicted, Measured: f.Measured,
 			PredictedChange: diff(f.Predicted, f.Before), MeasuredChange: diff(f.Measured, f.Before),
-			ChangeError: f.ChangeError, NoChangeMeasured: f.NoChangeMeasured, RelativeError: f.RelativeError})
+			ChangeError: f.ChangeError, NoChangeMeasured: f.NoChangeMeasured, RelativeError: f.RelativeError,
+			BeforeSpread: f.BeforeSpread, WithinNoise: f.WithinNoise})
 	}
 	return d
 }
@@ -239,6 +319,10 @@ func comparisonJSONDoc(rep *ComparisonReport) *comparisonDocJSON {
 
 func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 	header = []string{"Figure", "Before", "Predicted", "Measured", "Predicted change", "Measured change", "Error on change", "Error"}
+	runs := rep.Runs > 1
+	if runs {
+		header = slices.Insert(header, 2, "Before spread")
+	}
 	val := func(unit string, v *float64) string {
 		switch {
 		case v == nil:
@@ -271,12 +355,23 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 		case f.ChangeError != nil:
 			ce = FormatPct(*f.ChangeError)
 		}
+		if f.WithinNoise && !f.NoChangeMeasured {
+			ce += " (within noise)"
+		}
 		re := dash
 		if f.RelativeError != nil {
 			re = FormatPct(*f.RelativeError)
 		}
-		rows = append(rows, []string{label, val(f.Unit, f.Before), val(f.Unit, f.Predicted), val(f.Unit, f.Measured),
-			change(f.Unit, diff(f.Predicted, f.Before)), change(f.Unit, diff(f.Measured, f.Before)), ce, re})
+		row := []string{label, val(f.Unit, f.Before), val(f.Unit, f.Predicted), val(f.Unit, f.Measured),
+			change(f.Unit, diff(f.Predicted, f.Before)), change(f.Unit, diff(f.Measured, f.Before)), ce, re}
+		if runs {
+			sp := dash
+			if f.BeforeSpread != nil {
+				sp = strings.TrimPrefix(change(f.Unit, f.BeforeSpread), "+")
+			}
+			row = slices.Insert(row, 2, sp)
+		}
+		rows = append(rows, row)
 	}
 	return header, rows
 }
@@ -286,10 +381,16 @@ func comparisonHead(rep *ComparisonReport) []string {
 	if rep.Profile != nil {
 		prof = "profile " + rep.Profile.Name
 	}
-	return []string{
+	head := []string{
 		fmt.Sprintf("Policy %s, predicted from %s (%d idle periods) on %s.", rep.Policy, rep.BeforeTrace, rep.Predicted.IdlePeriods, prof),
 		fmt.Sprintf("Before: %s as recorded. Measured: %s as recorded, on its own table (%d idle periods).", rep.BeforeTrace, rep.AfterTrace, rep.Measured.IdlePeriods),
 	}
+	if rep.Runs > 1 {
+		head = append(head, fmt.Sprintf("Medians of %d before/after pairs recorded alternately (the traces named are the first pair's). "+
+			"Before spread: how far before moved between the runs with nothing changed, the noise a measured change is to be read against; "+
+			"\"within noise\" marks a measured change no larger than it.", rep.Runs))
+	}
+	return head
 }
 
 const comparisonCaption = "Error on change: |(predicted − before) − (measured − before)| / |measured − before|, how far the predicted change is from the measured one (\"no change measured\" where the measured change is within 0.1 % of a latency or 0.05 points of a share). " +

@@ -88,3 +88,95 @@ func TestComparisonFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestCombineRuns: an experiment of several before/after pairs reports each
+// figure's median over them, its errors from those medians, and how far
+// before moved between the runs (the noise a measured change is read
+// against).
+func TestCombineRuns(t *testing.T) {
+	run := func(before, predicted, measured float64) *ComparisonReport {
+		res := func(mean float64) model.Result {
+			return model.Result{Selections: 100, WakeLatencyNs: model.LatencySummary{Count: 10, Mean: mean, P50: 1, P99: 1},
+				StateShare: map[string]float64{"C1": 1}}
+		}
+		b, p, m := res(before), res(predicted), res(measured)
+		return &ComparisonReport{Policy: "menu+disable=C6", BeforeTrace: "before-1.trace", AfterTrace: "after-1.trace",
+			Before: b, Predicted: p, Measured: m, Figures: ComparisonFigures(&b, &p, &m, []string{"C1"})}
+	}
+	for _, tc := range []struct {
+		name                        string
+		reps                        []*ComparisonReport
+		before, predicted, measured float64
+		spread                      *float64
+		changeError                 float64
+		withinNoise                 bool
+	}{
+		{"one run: unchanged, no spread", []*ComparisonReport{run(100, 60, 50)}, 100, 60, 50, nil, 0.2, false},
+		// Medians 100, 60, 50; before moved 20 between runs.
+		{"three runs: medians", []*ComparisonReport{run(90, 55, 50), run(110, 60, 40), run(100, 70, 60)},
+			100, 60, 50, ptr(20.0), 0.2, false},
+		// Medians 100, 60, 90: the measured change (10) is within the
+		// before spread (30).
+		{"a change within the noise", []*ComparisonReport{run(80, 60, 90), run(100, 60, 95), run(110, 60, 85)},
+			100, 60, 90, ptr(30.0), 3, true},
+		{"two runs: the mean of the middle two", []*ComparisonReport{run(100, 60, 50), run(120, 80, 70)},
+			110, 70, 60, ptr(20.0), 0.2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := CombineRuns(tc.reps)
+			if rep.Runs != len(tc.reps) {
+				t.Errorf("Runs %d, want %d", rep.Runs, len(tc.reps))
+			}
+			var f *FigureRow
+			for i := range rep.Figures {
+				if rep.Figures[i].Figure == "wake_latency_ns.mean" {
+					f = &rep.Figures[i]
+				}
+			}
+			if f == nil {
+				t.Fatal("no wake_latency_ns.mean")
+			}
+			for _, c := range []struct {
+				name string
+				got  *float64
+				want float64
+			}{{"before", f.Before, tc.before}, {"predicted", f.Predicted, tc.predicted}, {"measured", f.Measured, tc.measured}, {"change error", f.ChangeError, tc.changeError}} {
+				if c.got == nil || math.Abs(*c.got-c.want) > 1e-9 {
+					t.Errorf("%s %v, want %v", c.name, c.got, c.want)
+				}
+			}
+			if (f.BeforeSpread == nil) != (tc.spread == nil) || f.BeforeSpread != nil && *f.BeforeSpread != *tc.spread {
+				t.Errorf("before spread %v, want %v", f.BeforeSpread, tc.spread)
+			}
+			if f.WithinNoise != tc.withinNoise {
+				t.Errorf("within noise %v, want %v", f.WithinNoise, tc.withinNoise)
+			}
+			var buf bytes.Buffer
+			if err := RenderComparison(&buf, rep, "json"); err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				Comparison struct {
+					Runs    int                    `json:"runs"`
+					Figures []ComparisonFigureJSON `json:"figures"`
+				} `json:"comparison"`
+			}
+			if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.Comparison.Runs != len(tc.reps) {
+				t.Errorf("JSON runs %d, want %d", doc.Comparison.Runs, len(tc.reps))
+			}
+			buf.Reset()
+			if err := RenderComparison(&buf, rep, "text"); err != nil {
+				t.Fatal(err)
+			}
+			multi := len(tc.reps) > 1
+			if strings.Contains(buf.String(), "Before spread") != multi || strings.Contains(buf.String(), "(within noise)") != tc.withinNoise {
+				t.Errorf("text report (runs %d, within noise %v):\n%s", len(tc.reps), tc.withinNoise, buf.String())
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
