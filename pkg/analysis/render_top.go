@@ -19,7 +19,8 @@ type TopView struct {
 	Warnings []string
 }
 
-// topCauses is the order of the wake-cause columns: the common ones first.
+// topCauses is the order of the wake-cause columns: the five common ones
+// first, always shown; the others once they occurred.
 var topCauses = []trace.WakeCause{
 	trace.WakeTimer, trace.WakeTick, trace.WakeIRQ, trace.WakeIPIResched, trace.WakeIPICall,
 	trace.WakeRemoteNoIPI, trace.WakePollTimeout, trace.WakeUnknown,
@@ -57,20 +58,22 @@ func topLines(f *TopFrame, v TopView) []string {
 	noDriver := total.CPUIdleDriver == "none"
 	secs := float64(f.IntervalNs) / 1e9
 	var out []string
-	out = append(out, fmt.Sprintf("idletrace top · kernel %s · cpuidle driver %s, governor %s · HZ %s · %s",
-		orDash(total.KernelRelease), orDash(total.CPUIdleDriver), orDash(total.CPUIdleGovernor), hzString(total.HZ), clock(f.ElapsedNs)))
-	out = append(out, fmt.Sprintf("last %.2f s: %d idle periods, %d IO requests, %d woke an idle CPU · since start: %d idle periods, %d IO requests · %s",
-		secs, totalPeriods(last), last.IO.Requests, last.IO.WokeIdleCPU, totalPeriods(total), total.IO.Requests, lossBrief(total)))
+	out = append(out, fmt.Sprintf("idletrace top · %s · kernel %s · driver %s, governor %s · HZ %s",
+		clock(f.ElapsedNs), orDash(total.KernelRelease), orDash(total.CPUIdleDriver), orDash(total.CPUIdleGovernor), hzString(total.HZ)))
+	out = append(out, fmt.Sprintf("last %.2f s: %d idle periods, %d IO requests, %d woke an idle CPU",
+		secs, totalPeriods(last), last.IO.Requests, last.IO.WokeIdleCPU))
+	out = append(out, fmt.Sprintf("since start: %d idle periods, %d IO requests, %d woke an idle CPU; %s",
+		totalPeriods(total), total.IO.Requests, total.IO.WokeIdleCPU, lossBrief(total)))
 	if v.Status != "" {
 		out = append(out, v.Status)
 	}
 
 	states := topStates(total, last)
 
-	// Per state, all CPUs.
+	// Per state, all CPUs: two tables, so that each fits 80 columns.
 	out = append(out, "")
-	rows := [][]string{{"state", "exit µs", "target µs", "idle share %", "entries", "above", "below",
-		"wake n", "p50 µs", "p99 µs", "total n", "p50 µs", "p99 µs"}}
+	rows := [][]string{{"state", "exit µs", "target µs", "idle share %", "entries", "above", "below"}}
+	lat := [][]string{{"wake latency", "n", "p50 µs", "p99 µs", "since start n", "p50 µs", "p99 µs"}}
 	var idleAll uint64
 	for _, c := range last.CPUs {
 		for _, st := range c.States {
@@ -95,12 +98,13 @@ func topLines(f *TopFrame, v TopView) []string {
 			}
 		}
 		row := []string{name, usOrDash(exit), usOrDash(target), share(timeNs, idleAll), fmt.Sprint(usage)}
-		row = append(row, aboveBelow(noDriver, above, below)...)
-		row = append(row, latencyCells(last.WakeLatencyNs[name])...)
-		row = append(row, latencyCells(total.WakeLatencyNs[name])...)
-		rows = append(rows, row)
+		rows = append(rows, append(row, aboveBelow(noDriver, above, below)...))
+		row = append([]string{name}, latencyCells(last.WakeLatencyNs[name])...)
+		lat = append(lat, append(row, latencyCells(total.WakeLatencyNs[name])...))
 	}
 	out = append(out, alignRows(rows, 0)...)
+	out = append(out, "")
+	out = append(out, alignRows(lat, 0)...)
 
 	// Per CPU: time and states.
 	out = append(out, "")
@@ -154,24 +158,27 @@ func topLines(f *TopFrame, v TopView) []string {
 	}
 	out = append(out, alignRows(rows)...)
 
-	// Per CPU: what woke it.
+	// Per CPU: what woke it. The rarer causes get a column once seen.
 	out = append(out, "")
 	head = []string{"CPU"}
-	for _, c := range topCauses {
-		head = append(head, c.String())
+	var causes []string
+	for i, c := range topCauses {
+		if i < 5 || total.WakeCauses.Counts[c.String()] > 0 {
+			causes = append(causes, c.String())
+		}
 	}
-	rows = [][]string{head}
+	rows = [][]string{append(head, causes...)}
 	for _, c := range last.CPUs {
 		row := []string{fmt.Sprint(c.CPU)}
-		for _, cause := range topCauses {
-			row = append(row, fmt.Sprint(c.WakeCauses[cause.String()]))
+		for _, cause := range causes {
+			row = append(row, fmt.Sprint(c.WakeCauses[cause]))
 		}
 		rows = append(rows, row)
 	}
 	if len(last.CPUs) > 1 {
 		row := []string{"all"}
-		for _, cause := range topCauses {
-			row = append(row, fmt.Sprint(last.WakeCauses.Counts[cause.String()]))
+		for _, cause := range causes {
+			row = append(row, fmt.Sprint(last.WakeCauses.Counts[cause]))
 		}
 		rows = append(rows, row)
 	}
@@ -188,7 +195,7 @@ func topLines(f *TopFrame, v TopView) []string {
 	out = append(out, "")
 	out = append(out, "Counts are of the last interval: a period counts when the recorder receives it, after it ended. "+
 		"idle % is the CPU's time in those periods (at most 100 %); a state's % is its share of that idle time; "+
-		"wake latency is remote wake request → idle exit (p50/p99 in µs, last interval and since start).")
+		"wake latency is remote wake request → idle exit, in the last interval and since the start.")
 	if noDriver {
 		out = append(out, "No cpuidle driver: the states are those the cpu_idle tracepoint reports (HLT for the default idle routine, POLL for cpu_idle_poll); "+
 			"there is no state table, so no exit latency, target residency or above/below.")
@@ -199,19 +206,21 @@ func topLines(f *TopFrame, v TopView) []string {
 	for _, w := range v.Warnings {
 		out = append(out, "warning: "+w)
 	}
-	if v.Width > 0 {
-		// On a terminal, long notes wrap instead of being cut.
-		var wrapped []string
-		for _, l := range out {
-			if displayLen(l) > v.Width && !strings.Contains(l, "  ") {
-				wrapped = append(wrapped, strings.Split(strings.TrimRight(wrap(l, v.Width, ""), "\n"), "\n")...)
-			} else {
-				wrapped = append(wrapped, l)
-			}
-		}
-		out = wrapped
+	// Long lines of prose wrap, at the terminal's width or, piped, at 100
+	// columns as the other reports; table lines are cut on a terminal.
+	width := v.Width
+	if width == 0 {
+		width = 100
 	}
-	return out
+	var wrapped []string
+	for _, l := range out {
+		if displayLen(l) > width && !strings.Contains(l, "  ") {
+			wrapped = append(wrapped, strings.Split(strings.TrimRight(wrap(l, width, ""), "\n"), "\n")...)
+		} else {
+			wrapped = append(wrapped, l)
+		}
+	}
+	return wrapped
 }
 
 // topStates lists the state names in index order: those of the state

@@ -184,7 +184,7 @@ func TestRenderTop(t *testing.T) {
 		if escape.MatchString(out) {
 			t.Errorf("%s: escape sequences in a plain frame:\n%q", tc.name, out)
 		}
-		for _, want := range append([]string{"trace: x.trace", "warning: a warning", "idle %", "above", "below", "IO woke", "timer", "ipi-resched", "p50 µs", "p99 µs"}, tc.states...) {
+		for _, want := range append([]string{"trace: x.trace", "warning: a warning", "idle %", "above", "below", "IO woke", "timer", "ipi-resched", "ipi-call", "p50 µs", "p99 µs"}, tc.states...) {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: frame lacks %q:\n%s", tc.name, want, out)
 			}
@@ -195,15 +195,27 @@ func TestRenderTop(t *testing.T) {
 			}
 		}
 		for _, st := range tc.states {
-			row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(st) + `\s.*$`).FindString(out)
-			fields := strings.Fields(row)
-			if len(fields) != 13 {
-				t.Errorf("%s: state row %q has %d cells, want 13", tc.name, row, len(fields))
+			rows := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(st)+`\s.*$`).FindAllString(out, -1)
+			if len(rows) != 2 {
+				t.Errorf("%s: %d rows for state %s, want 2 (state, wake latency):\n%s", tc.name, len(rows), st, out)
 				continue
 			}
-			if gotDash := fields[1] == dash && fields[5] == dash && fields[6] == dash; gotDash != tc.noDriver {
-				t.Errorf("%s: state row %q: exit latency and above/below shown as %q %q %q", tc.name, row, fields[1], fields[5], fields[6])
+			states, wake := strings.Fields(rows[0]), strings.Fields(rows[1])
+			if len(states) != 7 || len(wake) != 7 {
+				t.Errorf("%s: state rows %q and %q, want 7 cells each", tc.name, rows[0], rows[1])
+				continue
 			}
+			if gotDash := states[1] == dash && states[5] == dash && states[6] == dash; gotDash != tc.noDriver {
+				t.Errorf("%s: state row %q: exit latency and above/below shown as %q %q %q", tc.name, rows[0], states[1], states[5], states[6])
+			}
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "  ") && displayLen(l) > 80 {
+				t.Errorf("%s: a table line wider than 80 columns: %q", tc.name, l)
+			}
+		}
+		if !strings.Contains(out, "wake latency") {
+			t.Errorf("%s: no wake latency table:\n%s", tc.name, out)
 		}
 		if strings.Contains(out, "No cpuidle driver") != tc.noDriver {
 			t.Errorf("%s: the no-driver note is wrong:\n%s", tc.name, out)
