@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,7 +68,9 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: when the terminal goes away, the trace is still finalised
+	// (and the temporary one removed).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	ctx, quit := context.WithCancel(ctx)
 	defer quit()
@@ -75,6 +78,12 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 	var screen *topScreen
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		screen = &topScreen{out: f}
+	} else {
+		// Piped into a reader that leaves (| head): the write fails with
+		// EPIPE instead of SIGPIPE killing top before it cleans up.
+		sigpipe := make(chan os.Signal, 1)
+		signal.Notify(sigpipe, syscall.SIGPIPE)
+		defer signal.Stop(sigpipe)
 	}
 	var warnMu sync.Mutex
 	var warnings []string
@@ -105,8 +114,16 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 	}
 	done := make(chan recordResult, 1)
 	go func() {
+		// A panic here (the live view runs on the recorder's goroutine) is
+		// reported as an error once the terminal is restored. Record's own
+		// defers have detached the programs and closed the file by then.
+		defer func() {
+			if p := recover(); p != nil {
+				done <- recordResult{err: fmt.Errorf("internal error: %v", p), stack: debug.Stack()}
+			}
+		}()
 		sum, err := record.Record(ctx, opts)
-		done <- recordResult{sum, err}
+		done <- recordResult{sum: sum, err: err}
 	}()
 
 	status := "trace: " + opts.Output
@@ -130,7 +147,7 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 			defer screen.leave() // also on a panic; leave is idempotent
 			screen.show([]string{"idletrace top: recording; the first figures come in a second"})
 		}
-		res = topLoop(top, screen, stdout, status, done, func() []string {
+		res = topLoop(top, screen, stdout, status, quit, done, func() []string {
 			warnMu.Lock()
 			defer warnMu.Unlock()
 			return append([]string(nil), warnings...)
@@ -138,6 +155,9 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 	}
 	if screen != nil {
 		screen.leave()
+	}
+	if res.stack != nil {
+		stderr.Write(res.stack)
 	}
 	for _, w := range warnings {
 		if screen != nil {
@@ -156,12 +176,13 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 }
 
 type recordResult struct {
-	sum *record.Summary
-	err error
+	sum   *record.Summary
+	err   error
+	stack []byte // of a panic
 }
 
 // topLoop draws a frame every second until the recording ends.
-func topLoop(top *analysis.Top, screen *topScreen, stdout io.Writer, status string, done <-chan recordResult, warnings func() []string) recordResult {
+func topLoop(top *analysis.Top, screen *topScreen, stdout io.Writer, status string, quit func(), done <-chan recordResult, warnings func() []string) recordResult {
 	tick := time.NewTicker(topRefresh)
 	defer tick.Stop()
 	winch := make(chan os.Signal, 1)
@@ -175,7 +196,9 @@ func topLoop(top *analysis.Top, screen *topScreen, stdout io.Writer, status stri
 		if screen == nil {
 			var b strings.Builder
 			analysis.RenderTop(&b, last, view)
-			fmt.Fprintln(stdout, b.String()) // a blank line between snapshots
+			if _, err := fmt.Fprintln(stdout, b.String()); err != nil { // a blank line between snapshots
+				quit() // nobody reads: stop, and clean up
+			}
 			return
 		}
 		view.Width, view.Height = screen.size()

@@ -156,12 +156,13 @@ func checkFrame(t *testing.T, lines []string, cpus []int, states []string) {
 }
 
 // TestTopTerminal runs idletrace top on a pseudo-terminal and ends it each
-// way it can end: its duration, SIGINT, SIGTERM, the q key, and -o FILE to
-// keep the trace. Each time it must have drawn a row per recorded CPU and
-// every state at least twice, exit 0, and leave the terminal as it found
-// it: leaving the alternate screen and showing the cursor are the last
-// bytes written, stdin's mode is restored, and the temporary trace is gone
-// (or, with -o, opens with idletrace stats).
+// way it can end: its duration, SIGINT, SIGTERM, SIGHUP, the q and Ctrl-C
+// keys, a full disk, and -o FILE to keep the trace. Each time it must have
+// drawn a row per recorded CPU and every state at least twice, exit 0 (1
+// with the error's line for the full disk), and leave the terminal as it
+// found it: leaving the alternate screen and showing the cursor are the
+// last bytes written, stdin's mode is restored, and the temporary trace is
+// gone (or, with -o, opens with idletrace stats).
 func TestTopTerminal(t *testing.T) {
 	testenv.RequireRecorder(t)
 	states := expectedStates(t)
@@ -201,6 +202,7 @@ func TestTopTerminal(t *testing.T) {
 		{name: "duration", args: []string{"-d", "3s"}, cpus: online},
 		{name: "SIGINT", cpus: online, stop: func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGINT) }},
 		{name: "SIGTERM", cpus: online, stop: func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGTERM) }},
+		{name: "SIGHUP", cpus: online, stop: func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGHUP) }},
 		{name: "q key", cpus: online, stop: func(_ *exec.Cmd, ptmx *os.File) { ptmx.Write([]byte("q")) }},
 		{name: "Ctrl-C key", cpus: online, stop: func(_ *exec.Cmd, ptmx *os.File) { ptmx.Write([]byte{3}) }},
 		{name: "one CPU, trace kept", args: []string{"-d", "3s", "--cpus", "0", "-o", kept}, cpus: []int{0}, keep: kept},
@@ -326,6 +328,50 @@ func TestTopPipe(t *testing.T) {
 				t.Errorf("stderr %q", r.stderr)
 			}
 		})
+	}
+}
+
+// TestTopPipeClosed: when the reader of its output leaves (| head), top
+// stops, removes its temporary trace and exits 0, instead of dying of
+// SIGPIPE with the trace left behind.
+func TestTopPipeClosed(t *testing.T) {
+	testenv.RequireRecorder(t)
+	cmd := exec.Command(binPath, "top")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var first []byte
+	for buf := make([]byte, 4096); !bytes.Contains(first, []byte("(temporary")); {
+		n, err := stdout.Read(buf)
+		if err != nil {
+			t.Fatalf("reading the first snapshot: %v; stderr %s", err, errb.String())
+		}
+		first = append(first, buf[:n]...)
+	}
+	stdout.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit %v, want 0; stderr %s", err, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("top goes on after its reader left")
+	}
+	m := tempStatus.FindSubmatch(first)
+	if m == nil {
+		t.Fatalf("the snapshot does not say where the temporary trace is:\n%s", first)
+	}
+	if _, err := os.Stat(string(m[1])); !os.IsNotExist(err) {
+		t.Errorf("temporary trace %s still there (%v)", m[1], err)
 	}
 }
 
