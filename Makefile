@@ -29,7 +29,7 @@ test: build vet ## every test, kernel referee tests included (run as root)
 	$(GO) test -count=1 -timeout 20m ./...
 
 # The tests that record (they call testenv.RequireRecorder and fail without root).
-RECORDER_TESTS = TestRecordKilled|TestRecordDiskFull|TestRecordCapabilities|TestLossAccount|TestKernelReferee|TestGovernorFidelity|TestExperimentHaltpoll|TestExperimentSignalRestores|TestRunningKernel|TestTopTerminal|TestTopPipe|TestTopPipeClosed
+RECORDER_TESTS = TestRecordKilled|TestRecordDiskFull|TestRecordCapabilities|TestLossAccount|TestKernelReferee|TestGovernorFidelity|TestExperimentHaltpoll|TestExperimentSignalRestores|TestRunningKernel|TestTopTerminal|TestTopPipe|TestTopPipeClosed|TestRecordLive
 
 test-short: ## tests that need neither root nor BPF (every test but RECORDER_TESTS)
 	$(GO) test -count=1 -skip '^($(RECORDER_TESTS))$$' ./...
