@@ -68,6 +68,11 @@ var expCases = []expCase{
 	}},
 }
 
+// expRuns: before/after pairs per experiment, judged on their medians
+// (experiment --runs): one pair's task IO figures moved by as much as the
+// change they were to show (lab/README.md).
+const expRuns = 3
+
 // expCPUs: the workload on CPUs 0 and 1, the recorder on CPU 2 (as for the
 // cross-governor cases: its own wake-ups stay off the workload's CPUs).
 const expCPUs = 3
@@ -105,7 +110,7 @@ func TestLabExperiment(t *testing.T) {
 	for _, c := range expCases {
 		t.Run(c.name, func(t *testing.T) {
 			script := "for f in /sys/devices/system/cpu/cpu*/cpuidle/state0/disable; do echo 1 >$f; done; " + c.setup +
-				" && taskset -c 2 idletrace experiment --cpus 0,1 -q -o /out/exp --format json --io comm=fio --policy '" + c.policy +
+				" && taskset -c 2 idletrace experiment --cpus 0,1 --runs " + fmt.Sprint(expRuns) + " -q -o /out/exp --format json --io comm=fio --policy '" + c.policy +
 				"' -- sh ./experiment.sh >/out/cmp.json 2>/out/err.txt || { cat /out/err.txt >&2; exit 1; }"
 			if c.setup == "" {
 				script = strings.Replace(script, " && ", " ", 1)
