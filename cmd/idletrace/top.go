@@ -134,6 +134,7 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 	select {
 	case res = <-done: // failed before recording: the terminal is untouched
 		if res.err != nil {
+			stderr.Write(res.stack)
 			return res.err
 		}
 	case <-started:
