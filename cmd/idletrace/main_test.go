@@ -297,25 +297,7 @@ func TestLossAccount(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "loss.trace")
 	// Synchronous writes keep IO in flight across the start and the stop.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		f, err := os.Create(filepath.Join(dir, "load"))
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		buf := make([]byte, 4096)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				f.Write(buf)
-				f.Sync()
-			}
-		}
-	}()
+	testenv.SyncWrites(t, dir, 0)
 	r := runBin(t, "record", "-o", path, "-d", "2s", "-q")
 	if r.code != 0 {
 		t.Fatalf("record: exit %d: %s", r.code, r.stderr)

@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -49,27 +48,9 @@ func TestRecordLive(t *testing.T) {
 		},
 	}
 	// Some synchronous writes, so that block IO is recorded too.
-	stop := make(chan struct{})
-	go func() {
-		f, err := os.Create(filepath.Join(dir, "w"))
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		buf := make([]byte, 4096)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			f.WriteAt(buf, 0)
-			f.Sync()
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
+	stop := testenv.SyncWrites(t, dir, 10*time.Millisecond)
 	sum, err := record.Record(context.Background(), opts)
-	close(stop)
+	stop()
 	if err != nil {
 		t.Fatal(err)
 	}
