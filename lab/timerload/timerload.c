@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * timerload: idle periods whose lengths the workload's own timers set, the
  * same under any governor (issue 9 item 5: one governor replayed on
