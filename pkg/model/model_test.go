@@ -518,10 +518,9 @@ func TestTEOBasics(t *testing.T) {
 // ---- synthetic traces ----
 
 type synth struct {
-	rng        *rand.Rand
-	periods    []trace.IdlePeriod
-	ios        []trace.BlockIO
-	tickStates bool
+	rng     *rand.Rand
+	periods []trace.IdlePeriod
+	ios     []trace.BlockIO
 }
 
 // genTrace makes a mixed workload on ncpu CPUs: short IPI-woken idles,

@@ -41,7 +41,6 @@ type teoGov struct {
 	artificial     bool
 	lastIdx        int
 	lastResidency  int64
-	lastTickStop   bool
 }
 
 func newTEO(t *table) *teoGov { return &teoGov{t: t, lastIdx: -1} }

@@ -112,7 +112,7 @@ func (q *exitQueue) Pop() any {
 func (w *workload) blockIO(i int) BlockIO {
 	issue := w.cpus[0].nowNs + uint64(i)*83_000
 	return BlockIO{
-		Dev: 254<<20 | 0, Sector: 2048 + w.rng.Uint64N(1<<24)*8, Bytes: 4096, Op: OpRead,
+		Dev: 254 << 20 /* 254:0, the kernel's MKDEV */, Sector: 2048 + w.rng.Uint64N(1<<24)*8, Bytes: 4096, Op: OpRead,
 		CmdFlags: OpRead | 1<<11, IssueNs: issue, CompleteNs: issue + w.expNs(80_000),
 		IssueCPU: uint32(i % 2), CompleteCPU: uint32(w.rng.IntN(2)),
 	}
