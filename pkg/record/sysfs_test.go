@@ -1,0 +1,241 @@
+package record
+
+import (
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// These tests read sysfs and procfs from testdata/sysroot (through the
+// package's sysRoot) and need no root. They change sysRoot, so none of them
+// runs in parallel.
+
+// fixtureRoot points sysRoot at dir for the test.
+func fixtureRoot(t *testing.T, dir string) {
+	t.Helper()
+	old := sysRoot
+	sysRoot = dir
+	t.Cleanup(func() { sysRoot = old })
+}
+
+const fixture = "testdata/sysroot"
+
+func TestParseCPUList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+	}{
+		{"0", []int{0}},
+		{"0-3", []int{0, 1, 2, 3}},
+		{"0-3,8,10-11", []int{0, 1, 2, 3, 8, 10, 11}},
+		{"0-1,3\n", []int{0, 1, 3}},    // as read from sysfs
+		{" 5 ", []int{5}},              // surrounding space
+		{"8,0-2,1", []int{0, 1, 2, 8}}, // out of order and repeated: sorted, once each
+		{"0-1,1-2", []int{0, 1, 2}},    // overlapping ranges
+		{"4-4,,2", []int{2, 4}},        // one-CPU range, empty item
+		{"1023", []int{1023}},
+	} {
+		got, err := ParseCPUList(tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseCPUList(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", " ", ",", "a", "-1", "1-", "-", "3-1", "0-x", "1,b", "0x1", "1.5", "1 2"} {
+		if got, err := ParseCPUList(bad); err == nil {
+			t.Errorf("ParseCPUList(%q) = %v, want an error", bad, got)
+		} else if !strings.Contains(err.Error(), "CPU list") {
+			t.Errorf("ParseCPUList(%q): error %q does not name the CPU list", bad, err)
+		}
+	}
+}
+
+func TestSysfsCPUs(t *testing.T) {
+	fixtureRoot(t, fixture)
+	if got, err := possibleCPUs(); err != nil || !reflect.DeepEqual(got, []int{0, 1, 2, 3}) {
+		t.Errorf("possible: %v, %v", got, err)
+	}
+	if got, err := OnlineCPUs(); err != nil || !reflect.DeepEqual(got, []int{0, 1, 3}) {
+		t.Errorf("online: %v, %v", got, err)
+	}
+	fixtureRoot(t, t.TempDir())
+	if _, err := OnlineCPUs(); err == nil {
+		t.Error("online CPUs read from an empty root")
+	}
+}
+
+func TestSysfsStates(t *testing.T) {
+	fixtureRoot(t, fixture)
+	want := []trace.StateInfo{
+		{Index: 0, Name: "POLL", Desc: "CPUIDLE CORE POLL IDLE", Polling: true},
+		{Index: 1, Name: "C1", Desc: "MWAIT 0x00", ExitLatencyNs: 2_000, TargetResidencyNs: 2_000},
+		{Index: 2, Name: "C6", Desc: "MWAIT 0x20", ExitLatencyNs: 170_000, TargetResidencyNs: 600_000, Disabled: true, DefaultOff: true},
+	}
+	if got := readStates(0); !reflect.DeepEqual(got, want) {
+		t.Errorf("CPU 0 states:\n got %+v\nwant %+v", got, want)
+	}
+	if got := readStates(1); len(got) != 2 {
+		t.Errorf("CPU 1: %d states, want 2", len(got))
+	}
+	if got := readStates(2); got != nil {
+		t.Errorf("CPU 2 has no cpuidle directory, got states %+v", got)
+	}
+	wantC := trace.CPUCounters{CPU: 0, States: []trace.StateCounters{
+		{Index: 0, Usage: 1200, TimeUs: 3400, Below: 17},
+		{Index: 1, Usage: 5000, TimeUs: 800000, Above: 12, Below: 300, Rejected: 1},
+		{Index: 2, Usage: 70, TimeUs: 90000, Above: 5},
+	}}
+	if got := readCounters(0); !reflect.DeepEqual(got, wantC) {
+		t.Errorf("CPU 0 counters:\n got %+v\nwant %+v", got, wantC)
+	}
+}
+
+func TestSysfsBlockCounters(t *testing.T) {
+	fixtureRoot(t, fixture)
+	got := readBlockCounters()
+	// sys/block/nostat has no stat file: left out.
+	if len(got) != 2 || got[0].Name != "loop0" || got[1].Name != "nvme0n1" {
+		t.Fatalf("block devices %+v, want loop0 and nvme0n1", got)
+	}
+	nvme := got[1]
+	if nvme.Major != 259 || nvme.Minor != 0 || len(nvme.Stat) != 17 || nvme.Stat[0] != 41335 || nvme.Stat[4] != 21240 {
+		t.Errorf("nvme0n1: %+v", nvme)
+	}
+	if got[0].Major != 7 || got[0].Stat[0] != 7 {
+		t.Errorf("loop0: %+v", got[0])
+	}
+	if !sameBlockCounters(got, readBlockCounters()) {
+		t.Error("the same counters read twice differ")
+	}
+}
+
+// TakeSnapshot reads every CPU's counters from a thread of its own and the
+// block counters around the instant; on a fixture nothing moves, so the
+// first read stands.
+func TestTakeSnapshotFixture(t *testing.T) {
+	fixtureRoot(t, fixture)
+	var ioCalls int
+	s := TakeSnapshot([]int{0, 1}, 0, func(*trace.Snapshot) { ioCalls++ })
+	if ioCalls != 1 {
+		t.Errorf("ioCounts called %d times, want 1 (nothing moved)", ioCalls)
+	}
+	if len(s.CPUIdle) != 2 || !reflect.DeepEqual(s.CPUIdle[0], readCounters(0)) || !reflect.DeepEqual(s.CPUIdle[1], readCounters(1)) {
+		t.Errorf("cpuidle counters %+v", s.CPUIdle)
+	}
+	if len(s.Block) != 2 || s.MonotonicNs == 0 {
+		t.Errorf("block %+v, instant %d", s.Block, s.MonotonicNs)
+	}
+}
+
+func TestMachineMetadataFixture(t *testing.T) {
+	fixtureRoot(t, fixture)
+	m := machineMetadata([]int{0, 1}, []int{0, 1, 2, 3})
+	if m.CPUModel != "Intel(R) Xeon(R) Platinum 8480+" {
+		t.Errorf("CPU model %q", m.CPUModel)
+	}
+	if m.BootID != "3c0e2b3a-1f2d-4c5e-9a8b-7d6e5f4a3b2c" {
+		t.Errorf("boot id %q", m.BootID)
+	}
+	if m.CPUIdleDriver != "intel_idle" || m.CPUIdleGovernor != "menu" {
+		t.Errorf("driver %q, governor %q", m.CPUIdleDriver, m.CPUIdleGovernor)
+	}
+	if len(m.States) != 2 || m.States[0].CPU != 0 || len(m.States[0].States) != 3 || m.States[1].CPU != 1 {
+		t.Errorf("states %+v", m.States)
+	}
+	// cpu0 "0" is no constraint, cpu1 "n/a" the kernel's 0 µs, cpu2 100 µs,
+	// cpu3 has no file.
+	if want := []int64{-1, 0, 100, -1}; !reflect.DeepEqual(m.PMQoS.ResumeLatencyUs, want) {
+		t.Errorf("resume latency %v, want %v", m.PMQoS.ResumeLatencyUs, want)
+	}
+	if m.PMQoS.CPUDMALatencyUs != 2_000_000_000 {
+		t.Errorf("cpu_dma_latency %d, want the default 2000000000", m.PMQoS.CPUDMALatencyUs)
+	}
+	if want := (&trace.HaltPollParams{GuestHaltPollNs: 200_000, Grow: 2, Shrink: 2, GrowStart: 50_000, AllowShrink: true}); !reflect.DeepEqual(m.HaltPoll, want) {
+		t.Errorf("haltpoll %+v, want %+v", m.HaltPoll, want)
+	}
+	if len(m.BlockDevices) != 2 || m.BlockDevices[1] != (trace.BlockDevice{Name: "nvme0n1", Major: 259, Minor: 0}) {
+		t.Errorf("block devices %+v", m.BlockDevices)
+	}
+	if m.NumCPUs != 4 || !reflect.DeepEqual(m.RecordedCPUs, []int{0, 1}) {
+		t.Errorf("CPUs %d, recorded %v", m.NumCPUs, m.RecordedCPUs)
+	}
+	if got := pollingMask(m); got != 1 {
+		t.Errorf("polling mask %b, want state 0", got)
+	}
+}
+
+// Without a cpuidle driver, haltpoll or the QoS device the metadata says
+// so rather than inventing values.
+func TestMachineMetadataEmptyRoot(t *testing.T) {
+	fixtureRoot(t, t.TempDir())
+	m := machineMetadata([]int{0}, []int{0})
+	if m.CPUIdleDriver != "none" || m.HaltPoll != nil || m.PMQoS.CPUDMALatencyUs != -1 || len(m.States) != 0 {
+		t.Errorf("driver %q, haltpoll %+v, QoS %+v, states %+v", m.CPUIdleDriver, m.HaltPoll, m.PMQoS, m.States)
+	}
+	if got := pollingMask(m); got != 1 {
+		t.Errorf("polling mask without a driver %b, want 1 (cpu_idle_poll as state 0)", got)
+	}
+}
+
+func TestKernelConfig(t *testing.T) {
+	fixtureRoot(t, fixture)
+	cfg := kernelConfig("6.1.0-fixture") // boot/config-RELEASE
+	if cfg["CONFIG_HZ"] != "250" || cfg["CONFIG_NO_HZ_IDLE"] != "y" || cfg["CONFIG_CPU_IDLE"] != "y" {
+		t.Errorf("config %v", cfg)
+	}
+	if _, ok := cfg["CONFIG_NO_HZ_FULL"]; ok {
+		t.Error("a '# CONFIG_X is not set' line read as set")
+	}
+	if got := kernelConfig("no-such-release"); len(got) != 0 {
+		t.Errorf("config of a release without a file: %v", got)
+	}
+
+	// /proc/config.gz, where it exists, wins over /boot.
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "proc", "config.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	if _, err := zw.Write([]byte("CONFIG_HZ=1000\nCONFIG_NO_HZ_FULL=y\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fixtureRoot(t, dir)
+	if cfg := kernelConfig("6.1.0-fixture"); cfg["CONFIG_HZ"] != "1000" || cfg["CONFIG_NO_HZ_FULL"] != "y" {
+		t.Errorf("config.gz: %v", cfg)
+	}
+}
+
+func TestUndeliveredReason(t *testing.T) {
+	fixtureRoot(t, fixture) // proc/sys/kernel/init_private is 1
+	why := undeliveredReason([]trace.ProgStat{{Name: "btf_block_rq_complete", Misses: 3}, {Name: "btf_cpu_idle", Misses: 9}})
+	if !strings.Contains(why, "skipped 3 runs") || !strings.Contains(why, "kernel.init_private=1") {
+		t.Errorf("reason %q", why)
+	}
+	fixtureRoot(t, t.TempDir())
+	if why := undeliveredReason([]trace.ProgStat{{Name: "btf_cpu_idle", Misses: 9}}); why != "" {
+		t.Errorf("no block misses and no init_private, yet %q", why)
+	}
+}
+
+func TestUTSString(t *testing.T) {
+	if got := utsString([]byte("6.1.0\x00\x00junk")); got != "6.1.0" {
+		t.Errorf("%q", got)
+	}
+	if got := utsString([]byte("full")); got != "full" {
+		t.Errorf("%q", got)
+	}
+}
