@@ -6,7 +6,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/idletrace
 
-.PHONY: build generate check-generated test test-short test-race tidy-check lint staticcheck test-kernels test-lab demo bench fuzz vet clean deps-generate
+.PHONY: build generate check-generated deps-test test test-short test-race tidy-check lint staticcheck test-kernels test-lab demo bench fuzz vet clean deps-generate
 
 build: ## static binary in bin/idletrace (needs only Go: BPF objects are committed)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/idletrace
@@ -28,7 +28,11 @@ vet:
 # Without root, a plain `go test ./...` skips the tests that need it, each
 # with a message naming what it needs; make test sets IDLETRACE_REQUIRE_ROOT=1,
 # which makes them fail instead (internal/testenv).
-test: build vet ## every test, kernel referee tests included (run as root: without root the root-only tests fail)
+deps-test: ## Debian packages make test needs that Go does not bring (chromium, for the HTML report's browser test)
+	@command -v chromium >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: build vet deps-test ## every test, kernel referee tests included (run as root: without root the root-only tests fail)
 	IDLETRACE_REQUIRE_ROOT=1 $(GO) test -count=1 -timeout 20m ./...
 
 # The tests that record or change the machine (they call testenv.RequireRecorder or
