@@ -430,18 +430,7 @@ func renderComparisonHTML(out io.Writer, rep *ComparisonReport) error {
 		fmt.Fprintf(w, "<p>%s</p>\n", esc(l))
 	}
 	fmt.Fprintf(w, "<p class=\"caption\">%s</p>\n", esc(comparisonCaption))
-	if len(rep.Notes) > 0 {
-		fmt.Fprintf(w, "<h2>Notes</h2>\n<ul>\n")
-		for _, n := range rep.Notes {
-			fmt.Fprintf(w, "<li>%s</li>\n", esc(n))
-		}
-		fmt.Fprintf(w, "</ul>\n")
-	}
-	if rep.Assumptions != "" {
-		fmt.Fprintf(w, "<h2>Model assumptions</h2>\n<p>%s</p>\n", esc(rep.Assumptions))
-	}
-	fmt.Fprintf(w, "</body>\n</html>\n")
-	return w.Flush()
+	return htmlEnd(w, rep.Notes, rep.Assumptions)
 }
 
 // comparisonChangeLine says what the prediction changed against the

@@ -43,6 +43,23 @@ func htmlCommand(w io.Writer, argv []string) {
 	}
 }
 
+// htmlEnd writes a report's notes and model assumptions, closes the page
+// and flushes it: the end of every HTML report.
+func htmlEnd(w *bufio.Writer, notes []string, assumptions string) error {
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "<h2>Notes</h2>\n<ul>\n")
+		for _, n := range notes {
+			fmt.Fprintf(w, "<li>%s</li>\n", esc(n))
+		}
+		fmt.Fprintf(w, "</ul>\n")
+	}
+	if assumptions != "" {
+		fmt.Fprintf(w, "<h2>Model assumptions</h2>\n<p>%s</p>\n", esc(assumptions))
+	}
+	fmt.Fprintf(w, "</body>\n</html>\n")
+	return w.Flush()
+}
+
 func fnum(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 
 func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
@@ -102,18 +119,7 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 	fmt.Fprintf(w, "<h2>Time share per state</h2>\n")
 	writeShares(w, rep)
 
-	if len(rep.Notes) > 0 {
-		fmt.Fprintf(w, "<h2>Notes</h2>\n<ul>\n")
-		for _, n := range rep.Notes {
-			fmt.Fprintf(w, "<li>%s</li>\n", esc(n))
-		}
-		fmt.Fprintf(w, "</ul>\n")
-	}
-	if rep.Assumptions != "" {
-		fmt.Fprintf(w, "<h2>Model assumptions</h2>\n<p>%s</p>\n", esc(rep.Assumptions))
-	}
-	fmt.Fprintf(w, "</body>\n</html>\n")
-	return w.Flush()
+	return htmlEnd(w, rep.Notes, rep.Assumptions)
 }
 
 // nsLabel labels a decade tick.
