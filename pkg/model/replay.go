@@ -267,13 +267,15 @@ func (r *Replay) PrepareBlockIO(b *trace.BlockIO) {
 }
 
 // notePollTimeout keeps the shortest recorded poll time-out: a period in a
-// polling state that ended at its time limit (the trace writer's rule for
-// End.ShortestPollTimeoutNs).
+// polling state that ended at its time limit (as the trace writer keeps
+// End.ShortestPollTimeoutNs). Without a prepass it is all the replay
+// learns the floor from.
 func (r *Replay) notePollTimeout(p *trace.IdlePeriod, rec int) {
-	if p.PollTimedOut != trace.Yes || rec < 0 || rec >= r.recTab.n || !r.recTab.polling[rec] || p.ExitNs < p.EntryNs {
+	ns, ok := p.PollTimeoutNs()
+	if !ok || rec < 0 || rec >= r.recTab.n || !r.recTab.polling[rec] {
 		return
 	}
-	if d := int64(min(p.ExitNs-p.EntryNs, math.MaxInt64)); r.minPollTimeoutNs == 0 || d < r.minPollTimeoutNs {
+	if d := int64(min(ns, math.MaxInt64)); r.minPollTimeoutNs == 0 || d < r.minPollTimeoutNs {
 		r.minPollTimeoutNs = d
 	}
 }

@@ -164,6 +164,16 @@ func (p *IdlePeriod) ResidencyNs() uint64 {
 	return p.ExitNs - p.EntryNs
 }
 
+// PollTimeoutNs is how long a poll that ended at its time limit lasted,
+// and whether this period was one (End.ShortestPollTimeoutNs is the
+// shortest of them).
+func (p *IdlePeriod) PollTimeoutNs() (uint64, bool) {
+	if p.PollTimedOut != Yes || p.ExitNs < p.EntryNs {
+		return 0, false
+	}
+	return p.ExitNs - p.EntryNs, true
+}
+
 // Residency is the time in the state as the kernel's counters count it:
 // the cpuidle core's own measure where the trace has it, else ResidencyNs.
 // counted is false for an entry the kernel rejected (not in its usage).

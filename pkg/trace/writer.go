@@ -130,10 +130,8 @@ func (w *Writer) AddIdle(p *IdlePeriod) error {
 	}
 	w.idle.add(p)
 	w.stats.IdlePeriods++
-	if p.PollTimedOut == Yes && p.ExitNs >= p.EntryNs {
-		if d := p.ExitNs - p.EntryNs; w.shortestPollTimeoutNs == 0 || d < w.shortestPollTimeoutNs {
-			w.shortestPollTimeoutNs = d
-		}
+	if d, ok := p.PollTimeoutNs(); ok && (w.shortestPollTimeoutNs == 0 || d < w.shortestPollTimeoutNs) {
+		w.shortestPollTimeoutNs = d
 	}
 	if w.idle.n >= w.chunkRecords {
 		w.flushIdle()
