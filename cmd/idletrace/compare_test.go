@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idletrace/idletrace/internal/testenv"
+	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
 	"github.com/idletrace/idletrace/pkg/tune"
@@ -20,20 +21,10 @@ import (
 type comparisonOut struct {
 	Results    []struct{ Policy string } `json:"results"`
 	Comparison struct {
-		Policy      string `json:"policy"`
-		BeforeTrace string `json:"before_trace"`
-		AfterTrace  string `json:"after_trace"`
-		Figures     []struct {
-			Figure           string   `json:"figure"`
-			Unit             string   `json:"unit"`
-			Before           *float64 `json:"before"`
-			Predicted        *float64 `json:"predicted"`
-			Measured         *float64 `json:"measured"`
-			MeasuredChange   *float64 `json:"measured_change"`
-			ChangeError      *float64 `json:"change_error"`
-			NoChangeMeasured bool     `json:"no_change_measured"`
-			RelativeError    *float64 `json:"relative_error"`
-		} `json:"figures"`
+		Policy      string                          `json:"policy"`
+		BeforeTrace string                          `json:"before_trace"`
+		AfterTrace  string                          `json:"after_trace"`
+		Figures     []analysis.ComparisonFigureJSON `json:"figures"`
 	} `json:"comparison"`
 }
 
