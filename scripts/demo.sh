@@ -30,6 +30,6 @@ echo "== idletrace stats $trace"
 echo
 echo "== idletrace whatif $trace --profile spr --policy menu --policy menu+margin=25 --policy menu+blkqos=10us/3ms --policy oracle"
 "$bin" whatif "$trace" --profile spr --policy menu --policy menu+margin=25 --policy menu+blkqos=10us/3ms --policy oracle || exit 1
-"$bin" whatif "$trace" --profile spr --policy menu --policy menu+margin=25 --policy menu+blkqos=10us/3ms --policy oracle --format html -o "$out/whatif.html" || exit 1
+"$bin" whatif "$trace" --profile spr --policy menu --policy menu+margin=25 --policy menu+blkqos=10us/3ms --policy oracle --format html -o "$out/whatif.html" --force || exit 1
 echo
 echo "== HTML report with plots: $out/whatif.html"
