@@ -301,7 +301,7 @@ func checkOutput(out, input string, force bool) error {
 		return usagef("--output %s is the trace being read", out)
 	}
 	if !force {
-		return fmt.Errorf("%s already exists; use --force to overwrite it", out)
+		return usagef("%s already exists; use --force to overwrite it", out)
 	}
 	return nil
 }

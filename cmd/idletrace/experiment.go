@@ -86,7 +86,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 		if !*force {
 			for _, p := range pairs[i] {
 				if _, err := os.Stat(p); err == nil {
-					return fmt.Errorf("%s already exists; use --force to overwrite it", p)
+					return usagef("%s already exists; use --force to overwrite it", p)
 				}
 			}
 		}

@@ -125,7 +125,11 @@ func TestBadInput(t *testing.T) {
 		{"IO filter on a device the trace lacks", []string{"whatif", bundledTrace, "--io", "dev=sdz"}, 2, `no device "sdz"`},
 		{"IO filter by process on a trace without it", []string{"whatif", bundledTrace, "--io", "comm=fio"}, 1, "does not record which process"},
 		{"report over its trace", []string{"whatif", traceCopy, "-o", traceCopy}, 2, "is the trace being read"},
-		{"report over a file", []string{"whatif", bundledTrace, "-o", existing}, 1, "--force"},
+		// An existing output is a mistake in the invocation, as the trace
+		// itself is (trial 11): exit 2, for every command that writes one.
+		{"report over a file", []string{"whatif", bundledTrace, "-o", existing}, 2, "--force"},
+		{"record over a file", []string{"record", "-o", existing, "-d", "1s"}, 2, "--force"},
+		{"top over a file", []string{"top", "-o", existing, "-d", "1s"}, 2, "--force"},
 		{"measured with two policies", []string{"whatif", bundledTrace, "--policy", "menu", "--policy", "teo", "--measured", bundledTrace}, 2, "exactly one --policy"},
 		{"measured without a policy", []string{"whatif", bundledTrace, "--measured", bundledTrace}, 2, "exactly one --policy"},
 		{"experiment unknown policy", []string{"experiment", "--policy", "schedutil", "--", "true"}, 2, "schedutil"},
@@ -379,7 +383,7 @@ func TestRecordKilled(t *testing.T) {
 func TestRecordRefusesOverwrite(t *testing.T) {
 	existing := writeFile(t, "existing.trace", []byte("keep me"))
 	r := runBin(t, "record", "-o", existing, "-d", "1s")
-	if r.code != 1 || !strings.Contains(r.stderr, "--force") {
+	if r.code != 2 || !strings.Contains(r.stderr, "--force") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	if b, _ := os.ReadFile(existing); string(b) != "keep me" {

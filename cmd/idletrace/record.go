@@ -55,7 +55,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	}
 	if !*force {
 		if _, err := os.Stat(*out); err == nil {
-			return fmt.Errorf("%s already exists; use --force to overwrite it", *out)
+			return usagef("%s already exists; use --force to overwrite it", *out)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

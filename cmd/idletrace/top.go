@@ -64,7 +64,7 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 		opts.Output = filepath.Join(dir, "top.trace")
 	} else if !*force {
 		if _, err := os.Stat(*out); err == nil {
-			return fmt.Errorf("%s already exists; use --force to overwrite it", *out)
+			return usagef("%s already exists; use --force to overwrite it", *out)
 		}
 	}
 
