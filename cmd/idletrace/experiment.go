@@ -152,7 +152,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	for _, pair := range pairs {
 		before, after := pair[0], pair[1]
 		say("recording " + before + " as the machine is")
-		if err := recordTrace(ctx, opts(before), *quiet, stderr); err != nil {
+		if _, err := recordTrace(ctx, opts(before), *quiet, stderr); err != nil {
 			return err
 		}
 		if err := stopped(); err != nil {
@@ -169,7 +169,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		say("recording " + after + " under " + pol.Spec)
-		rerr := recordTrace(ctx, opts(after), *quiet, stderr)
+		_, rerr := recordTrace(ctx, opts(after), *quiet, stderr)
 		if err := restore(); err != nil {
 			return errors.Join(rerr, err)
 		}

@@ -88,6 +88,11 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	if r.End != nil {
 		p("end", "stopped by %s; %d idle periods, %d IO requests, %d open at stop", r.End.StopReason, r.End.IdlePeriods, r.End.BlockIOs, r.End.OpenPeriods)
+		if len(m.Command) > 0 {
+			if how := r.End.CommandEnded(m.Command[0]); how != "" {
+				p("command end", "%s", how)
+			}
+		}
 		p("loss", "%s", trace.NewLossAccount(r.End.Loss, r.Meta.Start, r.End))
 	} else {
 		p("loss", "%s", trace.NewLossAccount(r.Losses(), r.Meta.Start, nil))

@@ -23,6 +23,13 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
+// exitStatus ends idletrace with this status and nothing more on stderr:
+// record's summary has already said why (the recorded command failed).
+type exitStatus int
+
+func (e exitStatus) Error() string   { return fmt.Sprintf("exit status %d", int(e)) }
+func (e exitStatus) ExitStatus() int { return int(e) }
+
 type command struct {
 	name, args, summary string
 	run                 func(args []string, stdout, stderr io.Writer) error
@@ -69,6 +76,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		var st exitStatus
+		if errors.As(err, &st) {
+			return int(st)
+		}
 		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -76,6 +87,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		fmt.Fprintf(stderr, "idletrace %s: %s\n", c.name, msg)
+		// A command record could not start: 127 not found, 126 not executable.
+		var hs interface{ ExitStatus() int }
+		if errors.As(err, &hs) {
+			return hs.ExitStatus()
+		}
 		return 1
 	}
 	fmt.Fprintf(stderr, "idletrace: unknown command %q (commands: record, info, stats, whatif, experiment, profiles, top)\n", args[0])

@@ -14,6 +14,23 @@ import (
 	"github.com/idletrace/idletrace/pkg/record"
 )
 
+// recordCommandHelp is record --help's rule for COMMAND (README: "record").
+var recordCommandHelp = fmt.Sprintf(`COMMAND runs in its own process group, with idletrace's stdin, stdout and
+stderr: it gets no terminal signals (Ctrl-C reaches idletrace, which stops
+it) and must not read the terminal (a background group). The recording
+stops when COMMAND exits, at the end of --duration, or on SIGINT/SIGTERM to
+idletrace; in the last two cases idletrace stops COMMAND: SIGTERM to its
+process group, SIGKILL %v later. The summary says how COMMAND ended, and the
+trace stores it (idletrace info).
+
+Exit status: 0 when the recording succeeded and COMMAND, if any, exited with
+status 0 or was stopped by idletrace; COMMAND's own status when it exited
+non-zero on its own (128+N when signal N killed it), as time and perf record
+do; 127 when COMMAND is not found, 126 when it cannot be executed (no trace
+file is left); 1 on a runtime error, 2 on a usage error (an existing -o file
+without --force included).
+`, record.CommandGrace)
+
 func runRecord(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("record", stderr)
 	out := fs.StringP("output", "o", "idletrace.trace", "trace file to write")
@@ -26,6 +43,8 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	bpfStats := fs.Bool("bpf-stats", false, "enable the kernel's BPF run-time statistics and store them in the trace")
 	quiet := fs.BoolP("quiet", "q", false, "no progress line")
 	classic := fs.Bool("classic-tracepoints", false, "attach classic tracepoints instead of tp_btf (the fallback path)")
+	usage := fs.Usage
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+recordCommandHelp) }
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -63,13 +82,20 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if len(command) == 0 && *dur == 0 && !*quiet {
 		fmt.Fprintln(stderr, "idletrace record: recording; stop with Ctrl-C")
 	}
-	return recordTrace(ctx, opts, *quiet, stderr)
+	sum, err := recordTrace(ctx, opts, *quiet, stderr)
+	if err != nil {
+		return err
+	}
+	if code := sum.End.CommandStatus(); code != 0 {
+		return exitStatus(code) // the summary has said how COMMAND ended
+	}
+	return nil
 }
 
 // recordTrace records one trace as opts say, with a progress line on a
 // terminal unless quiet, and prints record's summary: record and
 // experiment record through it.
-func recordTrace(ctx context.Context, opts record.Options, quiet bool, stderr io.Writer) error {
+func recordTrace(ctx context.Context, opts record.Options, quiet bool, stderr io.Writer) (*record.Summary, error) {
 	tty := isTerminal(stderr)
 	if tty && !quiet {
 		opts.Progress = func(p record.Progress) {
@@ -85,14 +111,13 @@ func recordTrace(ctx context.Context, opts record.Options, quiet bool, stderr io
 		fmt.Fprintf(stderr, "idletrace record: %s in %.1fs (%s): %d idle periods, %d IO requests, %s\n",
 			opts.Output, sum.Elapsed.Seconds(), sum.StopReason, sum.IdlePeriods, sum.BlockIOs, humanBytes(sum.FileBytes))
 		fmt.Fprintf(stderr, "idletrace record: %s\n", sum.Loss)
+		if len(opts.Command) > 0 {
+			if how := sum.End.CommandEnded(opts.Command[0]); how != "" {
+				fmt.Fprintf(stderr, "idletrace record: %s\n", how)
+			}
+		}
 	}
-	if err != nil {
-		return err
-	}
-	if sum.CommandExitCode != nil && *sum.CommandExitCode != 0 {
-		fmt.Fprintf(stderr, "idletrace record: %s exited with status %d\n", opts.Command[0], *sum.CommandExitCode)
-	}
-	return nil
+	return sum, err
 }
 
 func isTerminal(w io.Writer) bool {

@@ -12,9 +12,9 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -84,6 +84,9 @@ type Summary struct {
 	StopReason                       string
 	Elapsed                          time.Duration
 	CommandExitCode                  *int
+	// End is the end record as written: how the command ended
+	// (End.CommandEnded, End.CommandStatus) and the counters.
+	End *trace.End
 }
 
 const (
@@ -95,6 +98,9 @@ const (
 // Record runs one recording until the duration passes, the command exits or
 // ctx is cancelled, and always finalises the file.
 func Record(ctx context.Context, opts Options) (*Summary, error) {
+	if err := checkCommand(opts.Command); err != nil {
+		return nil, err
+	}
 	if err := checkPrivileges(); err != nil {
 		return nil, err
 	}
@@ -225,18 +231,19 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		return nil, fmt.Errorf("writing %s: %w", opts.Output, err)
 	}
 	w := rec.w
-	var cmdDone chan error
-	var cmd *exec.Cmd
+	var cmdDone <-chan struct{}
+	var cmd *command
 	if len(opts.Command) > 0 {
-		cmd = exec.Command(opts.Command[0], opts.Command[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		if err := cmd.Start(); err != nil {
+		if cmd, err = startCommand(opts.Command); err != nil {
+			// Found by checkCommand but not startable: no trace of it is kept.
 			closeAll(links)
+			links = nil
 			_ = w.Close(&trace.End{StopReason: "error: " + err.Error()})
-			return nil, fmt.Errorf("starting %s: %w", opts.Command[0], err)
+			f.Close()
+			os.Remove(opts.Output)
+			return nil, err
 		}
-		cmdDone = make(chan error, 1)
-		go func() { cmdDone <- cmd.Wait() }()
+		cmdDone = cmd.done
 	}
 	if opts.Started != nil {
 		opts.Started(meta)
@@ -254,9 +261,11 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 
 	reason, loopErr := rec.loop(ctx, deadline, cmdDone)
 	end := &trace.End{StopReason: reason}
-	if cmd != nil && cmd.ProcessState != nil {
-		code := cmd.ProcessState.ExitCode()
-		end.CommandExitCode = &code
+	if cmd != nil {
+		if err := rec.stopCommand(cmd, reason, loopErr, end); loopErr == nil && err != nil {
+			reason, loopErr = "error: "+err.Error(), err
+			end.StopReason = reason
+		}
 	}
 
 	// End snapshot while still attached: every period before each CPU's
@@ -287,7 +296,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	sum := &Summary{
 		IdlePeriods: rec.idle, BlockIOs: rec.io, HaltPolls: rec.haltpoll,
 		OpenPeriods: end.OpenPeriods, StopReason: reason, Elapsed: time.Since(rec.start),
-		CommandExitCode: end.CommandExitCode,
+		CommandExitCode: end.CommandExitCode, End: end,
 	}
 	sum.Loss = trace.NewLossAccount(end.Loss, meta.Start, end)
 	closeErr := w.Close(end)
@@ -559,7 +568,7 @@ type recording struct {
 func (r *recording) records() uint64 { return r.idle + r.io + r.haltpoll }
 
 // loop reads records until a stop condition; it returns why it stopped.
-func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone <-chan error) (string, error) {
+func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone <-chan struct{}) (string, error) {
 	lastFlush, lastProgress := time.Now(), time.Now()
 	var lastIdle uint64
 	for {
@@ -613,6 +622,39 @@ func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone
 			lastIdle, lastProgress = r.idle, now
 		}
 	}
+}
+
+// stopCommand stops the command when the recording stopped before it
+// did (the duration, a signal to the recorder, an error): SIGTERM to its
+// process group, then SIGKILL after CommandGrace, reading records
+// meanwhile unless the loop already failed (loopErr). It stores how the
+// command ended in end, and returns an error the loop met while waiting.
+func (r *recording) stopCommand(c *command, reason string, loopErr error, end *trace.End) error {
+	if c.exited() {
+		c.record(end, "")
+		return nil
+	}
+	var err error
+	wait := func(sig syscall.Signal) {
+		c.signal(sig)
+		limit := time.NewTimer(CommandGrace)
+		defer limit.Stop()
+		if loopErr == nil && err == nil {
+			if _, err = r.loop(context.Background(), limit.C, c.done); err == nil {
+				return // the command ended, or the grace period did
+			}
+		}
+		select {
+		case <-c.done:
+		case <-limit.C:
+		}
+	}
+	wait(syscall.SIGTERM)
+	if !c.exited() {
+		wait(syscall.SIGKILL)
+	}
+	c.record(end, reason)
+	return err
 }
 
 // drain reads what the ring still holds after the programs are detached.

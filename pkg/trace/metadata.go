@@ -84,8 +84,18 @@ type End struct {
 	// UndeliveredReason names the kernel rule that kept raised events from
 	// the programs, where one is known.
 	UndeliveredReason string `json:"undelivered_reason,omitempty"`
-	// CommandExitCode is set when a command was recorded.
+	// CommandExitCode is set when a command was recorded: its exit status,
+	// or 128+N when signal N killed it (as a shell's $? says; writers
+	// before CommandSignal stored -1 for a killed command).
 	CommandExitCode *int `json:"command_exit_code,omitempty"`
+	// CommandSignal is the signal that killed the command, nil when it
+	// exited (or the writer did not know).
+	CommandSignal *int `json:"command_signal,omitempty"`
+	// CommandStopped is why the recorder stopped the command itself
+	// ("duration" or "signal", the recording's StopReason), "" when it
+	// ended on its own: the recorder sends SIGTERM to the command's process
+	// group, then SIGKILL after a grace period.
+	CommandStopped string `json:"command_stopped,omitempty"`
 	// ShortestPollTimeoutNs is the shortest idle period that ended at its
 	// poll time limit (PollTimedOut), 0 when none did; nil where the
 	// writer did not know it (older files). poll_idle() reads the clock
