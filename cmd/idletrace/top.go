@@ -72,8 +72,10 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 	// (and the temporary one removed).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	ctx, quit := context.WithCancel(ctx)
-	defer quit()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	quit := func() { cancel(record.StopReason("quit")) }                // q
+	readerLeft := func() { cancel(record.StopReason("output closed")) } // | head
 
 	var screen *topScreen
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -148,7 +150,7 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 			defer screen.leave() // also on a panic; leave is idempotent
 			screen.show([]string{"idletrace top: recording; the first figures come in a second"})
 		}
-		res = topLoop(top, screen, stdout, status, quit, done, func() []string {
+		res = topLoop(top, screen, stdout, status, readerLeft, done, func() []string {
 			warnMu.Lock()
 			defer warnMu.Unlock()
 			return append([]string(nil), warnings...)
@@ -170,8 +172,8 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 		if *out == "" {
 			kept = "temporary trace removed"
 		}
-		fmt.Fprintf(stderr, "idletrace top: %.1fs (%s): %d idle periods, %d IO requests, %s; %s\n",
-			sum.Elapsed.Seconds(), sum.StopReason, sum.IdlePeriods, sum.BlockIOs, sum.Loss, kept)
+		analysis.RenderTopEnd(stderr, analysis.TopEnd{ElapsedSec: sum.Elapsed.Seconds(), StopReason: sum.StopReason,
+			IdlePeriods: sum.IdlePeriods, BlockIOs: sum.BlockIOs, Loss: sum.Loss, Kept: kept})
 	}
 	return res.err
 }
@@ -183,7 +185,7 @@ type recordResult struct {
 }
 
 // topLoop draws a frame every second until the recording ends.
-func topLoop(top *analysis.Top, screen *topScreen, stdout io.Writer, status string, quit func(), done <-chan recordResult, warnings func() []string) recordResult {
+func topLoop(top *analysis.Top, screen *topScreen, stdout io.Writer, status string, readerLeft func(), done <-chan recordResult, warnings func() []string) recordResult {
 	tick := time.NewTicker(topRefresh)
 	defer tick.Stop()
 	winch := make(chan os.Signal, 1)
@@ -198,7 +200,7 @@ func topLoop(top *analysis.Top, screen *topScreen, stdout io.Writer, status stri
 			var b strings.Builder
 			analysis.RenderTop(&b, last, view)
 			if _, err := fmt.Fprintln(stdout, b.String()); err != nil { // a blank line between snapshots
-				quit() // nobody reads: stop, and clean up
+				readerLeft() // nobody reads: stop, and clean up
 			}
 			return
 		}

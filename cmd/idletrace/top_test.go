@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -198,12 +199,13 @@ func TestTopTerminal(t *testing.T) {
 		keep string
 		// failure: the exit status is 1 and stderr's last line says this.
 		failure string
+		reason  string // the stop reason the summary gives, where checked
 	}{
-		{name: "duration", args: []string{"-d", "3s"}, cpus: online},
+		{name: "duration", args: []string{"-d", "3s"}, cpus: online, reason: "duration"},
 		{name: "SIGINT", cpus: online, stop: func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGINT) }},
 		{name: "SIGTERM", cpus: online, stop: func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGTERM) }},
 		{name: "SIGHUP", cpus: online, stop: func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGHUP) }},
-		{name: "q key", cpus: online, stop: func(_ *exec.Cmd, ptmx *os.File) { ptmx.Write([]byte("q")) }},
+		{name: "q key", cpus: online, stop: func(_ *exec.Cmd, ptmx *os.File) { ptmx.Write([]byte("q")) }, reason: "quit"},
 		{name: "Ctrl-C key", cpus: online, stop: func(_ *exec.Cmd, ptmx *os.File) { ptmx.Write([]byte{3}) }},
 		{name: "one CPU, trace kept", args: []string{"-d", "3s", "--cpus", "0", "-o", kept}, cpus: []int{0}, keep: kept},
 		{name: "disk full", args: []string{"--no-io", "-o", filepath.Join(small, "t.trace")}, cpus: online, stop: fill, failure: "no space left on device"},
@@ -233,6 +235,10 @@ func TestTopTerminal(t *testing.T) {
 			code := waitExit(t, cmd, out, 60*time.Second)
 			term := out.String()
 			stderr := strings.Split(strings.TrimSpace(errb.String()), "\n")
+			summary := strings.Join(strings.Fields(errb.String()), " ") // the summary wraps at 80 columns
+			if tc.reason != "" && !strings.Contains(summary, "s ("+tc.reason+"): ") {
+				t.Errorf("the summary does not give the stop reason (%s): %s", tc.reason, errb.String())
+			}
 			switch {
 			case tc.failure != "" && (code != 1 || !strings.HasPrefix(stderr[len(stderr)-1], "idletrace top: ") || !strings.Contains(stderr[len(stderr)-1], tc.failure)):
 				t.Errorf("exit %d, want 1 and %q on stderr's last line; stderr: %s", code, tc.failure, errb.String())
@@ -260,7 +266,7 @@ func TestTopTerminal(t *testing.T) {
 				if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
 					t.Errorf("temporary trace %s still there after exit (%v)", m[1], err)
 				}
-				if !strings.Contains(errb.String(), "temporary trace removed") {
+				if !strings.Contains(summary, "temporary trace removed") {
 					t.Errorf("stderr %q", errb.String())
 				}
 			default:
@@ -268,7 +274,7 @@ func TestTopTerminal(t *testing.T) {
 				if r.code != 0 || !strings.Contains(r.stdout, "idletrace stats") {
 					t.Errorf("idletrace stats on the kept trace: exit %d, %s%s", r.code, r.stdout, r.stderr)
 				}
-				if !strings.Contains(errb.String(), "kept in "+tc.keep) {
+				if !strings.Contains(summary, "kept in "+tc.keep) {
 					t.Errorf("stderr %q", errb.String())
 				}
 			}
@@ -324,8 +330,18 @@ func TestTopPipe(t *testing.T) {
 			if len(tc.cpus) == 1 && regexp.MustCompile(`(?m)^\s*1\s+\d`).MatchString(r.stdout) {
 				t.Errorf("--cpus 0 shows CPU 1:\n%s", r.stdout)
 			}
-			if !strings.Contains(r.stderr, "temporary trace removed") {
+			if !strings.Contains(strings.Join(strings.Fields(r.stderr), " "), "temporary trace removed") {
 				t.Errorf("stderr %q", r.stderr)
+			}
+			// Piped, every line fits 80 columns: snapshots and the summary
+			// (trial 11 item 14); the loss counts real losses only.
+			for _, l := range strings.Split(r.stdout+r.stderr, "\n") {
+				if n := utf8.RuneCountInString(l); n > 80 {
+					t.Errorf("a %d-column line: %q", n, l)
+				}
+			}
+			if strings.Contains(r.stdout, "events lost") {
+				t.Errorf("the old loss wording: %s", r.stdout)
 			}
 		})
 	}

@@ -11,7 +11,8 @@ import (
 // TopView says how a frame of `idletrace top` is laid out.
 type TopView struct {
 	// Width and Height bound the frame on a terminal (lines are cut to
-	// Width, the frame to Height lines); 0: no bound (plain-text snapshots).
+	// Width, the frame to Height lines); 0: no bound (plain-text snapshots,
+	// whose prose wraps at TopPipeWidth).
 	Width, Height int
 	// Status is a line under the title: where the trace goes, how to stop.
 	Status string
@@ -206,11 +207,11 @@ func topLines(f *TopFrame, v TopView) []string {
 	for _, w := range v.Warnings {
 		out = append(out, "warning: "+w)
 	}
-	// Long lines of prose wrap, at the terminal's width or, piped, at 100
-	// columns as the other reports; table lines are cut on a terminal.
+	// Long lines of prose wrap, at the terminal's width or, piped, at
+	// TopPipeWidth; table lines are cut on a terminal.
 	width := v.Width
 	if width == 0 {
-		width = 100
+		width = TopPipeWidth
 	}
 	var wrapped []string
 	for _, l := range out {
@@ -253,11 +254,51 @@ func clock(ns uint64) string {
 	return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
 }
 
+// lossBrief names what was lost so far by record's loss account names:
+// the ring buffer's drops, the kernel's undelivered events and the
+// pairing table's overflow (LossAccount.Lost). IO in flight at the
+// recording's start or stop is cut by its bounds, not lost.
 func lossBrief(s *Stats) string {
-	if s.LostEvents == 0 {
-		return "no events lost"
+	var parts []string
+	for _, k := range []struct {
+		name string
+		n    uint64
+	}{
+		{"ring buffer full", s.Loss.RingBufferFull},
+		{"not delivered by the kernel", s.Loss.Undelivered},
+		{"IO pairing table full", s.Loss.IOTableFull},
+	} {
+		if k.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k.name, k.n))
+		}
 	}
-	return fmt.Sprintf("%d events lost", s.LostEvents)
+	if len(parts) == 0 {
+		return "nothing lost"
+	}
+	return "lost: " + strings.Join(parts, ", ")
+}
+
+// TopPipeWidth is the width of top's plain-text output: its snapshots'
+// prose and its closing summary wrap there (a table's lines are as wide as
+// its columns).
+const TopPipeWidth = 80
+
+// TopEnd is what `idletrace top` says on stderr when it ends.
+type TopEnd struct {
+	ElapsedSec            float64
+	StopReason            string // "duration", "quit", "signal", "output closed", ...
+	IdlePeriods, BlockIOs uint64
+	Loss                  trace.LossAccount
+	Kept                  string // "kept in FILE" or "temporary trace removed"
+}
+
+// RenderTopEnd writes top's closing summary, wrapped at TopPipeWidth, the
+// lines after the first indented.
+func RenderTopEnd(w io.Writer, e TopEnd) error {
+	s := fmt.Sprintf("idletrace top: %.1fs (%s): %d idle periods, %d IO requests; %s; %s",
+		e.ElapsedSec, e.StopReason, e.IdlePeriods, e.BlockIOs, e.Kept, e.Loss)
+	_, err := io.WriteString(w, wrapWords(strings.Fields(s), TopPipeWidth, "", "  "))
+	return err
 }
 
 func usOrDash(ns *uint64) string {

@@ -236,3 +236,52 @@ func TestRenderTop(t *testing.T) {
 		}
 	}
 }
+
+// TestTopPiped: piped, every line of a frame with a long status line and
+// the closing summary fit 80 columns (trial 11 item 14).
+func TestTopPiped(t *testing.T) {
+	top := NewTop(driverMeta(), 1_000_000)
+	for _, r := range topRecords(3) {
+		r(top.Visitor())
+	}
+	f := top.Frame(1_001_000_000)
+	var b strings.Builder
+	status := "trace: /tmp/idletrace-top-1234567890/top.trace (temporary: removed at exit; -o FILE keeps it)"
+	if err := RenderTop(&b, f, TopView{Status: status, Warnings: []string{strings.Repeat("a long warning ", 10)}}); err != nil {
+		t.Fatal(err)
+	}
+	loss := trace.LossAccount{Known: true, IOInFlightAtStart: 1, IOInFlightAtStop: 2}
+	if err := RenderTopEnd(&b, TopEnd{ElapsedSec: 5, StopReason: "quit", IdlePeriods: 133, BlockIOs: 538, Loss: loss, Kept: "temporary trace removed"}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, l := range strings.Split(out, "\n") {
+		if displayLen(l) > TopPipeWidth {
+			t.Errorf("a %d-column line: %q", displayLen(l), l)
+		}
+	}
+	joined := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{status, "idletrace top: 5.0s (quit): 133 idle periods, 538 IO requests; temporary trace removed; not recorded 3:"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestTopLossBrief: top's loss counts only what was lost, by record's
+// names; IO in flight at the start or stop is not a lost event.
+func TestTopLossBrief(t *testing.T) {
+	for _, tc := range []struct {
+		loss trace.LossAccount
+		want string
+	}{
+		{trace.LossAccount{}, "nothing lost"},
+		{trace.LossAccount{IOInFlightAtStart: 1, IOInFlightAtStop: 4}, "nothing lost"},
+		{trace.LossAccount{RingBufferFull: 3, IOInFlightAtStart: 1}, "lost: ring buffer full 3"},
+		{trace.LossAccount{Undelivered: 2, IOTableFull: 1}, "lost: not delivered by the kernel 2, IO pairing table full 1"},
+	} {
+		if got := lossBrief(&Stats{Loss: tc.loss}); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.loss, got, tc.want)
+		}
+	}
+}

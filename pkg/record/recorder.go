@@ -567,6 +567,12 @@ type recording struct {
 
 func (r *recording) records() uint64 { return r.idle + r.io + r.haltpoll }
 
+// StopReason, as the cause of the cancelled context (context.WithCancelCause),
+// is the stop reason Record writes for it instead of "signal": top's "quit".
+type StopReason string
+
+func (r StopReason) Error() string { return string(r) }
+
 // loop reads records until a stop condition; it returns why it stopped.
 func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone <-chan struct{}) (string, error) {
 	lastFlush, lastProgress := time.Now(), time.Now()
@@ -574,6 +580,10 @@ func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone
 	for {
 		select {
 		case <-ctx.Done():
+			var why StopReason
+			if errors.As(context.Cause(ctx), &why) {
+				return string(why), nil
+			}
 			return "signal", nil
 		case <-deadline:
 			return "duration", nil

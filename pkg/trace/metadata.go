@@ -65,7 +65,7 @@ type Inputs struct {
 // still readable.
 type End struct {
 	Snapshot   *Snapshot `json:"snapshot"`
-	StopReason string    `json:"stop_reason"` // "duration", "command exited", "signal", "error: ..."
+	StopReason string    `json:"stop_reason"` // "duration", "command exited", "signal", "error: ..."; top's "quit", "output closed"
 	// Counters from the kernel side at the end of the recording.
 	Loss []Loss `json:"loss"`
 	// BPF run time per program, from the kernel's BPF statistics when enabled.
