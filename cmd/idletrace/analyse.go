@@ -42,7 +42,7 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if s.Empty() {
-		return fmt.Errorf("%s holds no idle period and no block IO request: nothing to count (how did its recording end? idletrace info %s)", path, path)
+		return noRecords(path, "count")
 	}
 	return analysis.RenderStatsCommand(stdout, s, *format, argv("stats", args))
 }
@@ -171,8 +171,10 @@ func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Wr
 			return nil, err
 		}
 	} else if prof, err = model.LoadProfile(profileName, meta); err != nil {
-		if _, serr := os.Stat(profileName); serr != nil {
-			return nil, &usageError{err.Error()} // neither a profile's name nor a file
+		if profileName != "" && profileName != "recorded" {
+			// Neither a profile's name nor a valid profile file: a mistake in
+			// --profile, whichever it is.
+			return nil, &usageError{err.Error()}
 		}
 		return nil, err
 	}
@@ -217,6 +219,9 @@ func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Wr
 	if err != nil {
 		return nil, err
 	}
+	if st := replay.Stats(); st.IdlePeriods == 0 && st.IOCompletions == 0 {
+		return nil, noRecords(path, "replay")
+	}
 	if st := replay.Stats(); st.IOCompletions > 0 {
 		notes = append(notes, fmt.Sprintf("%d of %d block IO completions woke an idle CPU (the rule is in the assumptions): the policies' exit latencies apply to those, the others keep their recorded latency", st.IOWokeIdle, st.IOCompletions))
 	}
@@ -227,6 +232,11 @@ func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Wr
 		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
 	}
 	return &analysis.WhatifReport{Trace: path, Profile: prof, Results: results, Assumptions: model.Assumptions(prof, pols), Notes: notes}, nil
+}
+
+// noRecords refuses a trace without records: stats and whatif say the same.
+func noRecords(path, what string) error {
+	return fmt.Errorf("%s holds no idle period and no block IO request: nothing to %s (how did its recording end? idletrace info %s)", path, what, path)
 }
 
 // argv is the command line of the subcommand c run with args, for a
@@ -280,7 +290,7 @@ func runProfiles(args []string, stdout, stderr io.Writer) error {
 			p, err = model.Builtin(n, *hz)
 		}
 		if err != nil {
-			return err
+			return &usageError{err.Error()} // not a built-in name or a valid file
 		}
 		profs = append(profs, p)
 	}

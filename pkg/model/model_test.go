@@ -144,6 +144,12 @@ func TestParsePolicy(t *testing.T) {
 		{"teo+margin=25", `policy "teo+margin=25": margin: only applies to menu`},
 		{"menu+maxcstate=-1", `policy "menu+maxcstate=-1": maxcstate: "-1" is not a state index`},
 		{"menu+kernel=banana", `policy "menu+kernel=banana": kernel: "banana" is not a kernel release`},
+		// Releases no model knows are refused, not silently given the
+		// nearest model (trial 11 item 7).
+		{"menu+kernel=2.6", `policy "menu+kernel=2.6": kernel: "2.6" is outside the releases modelled, 4.17 to 7.1`},
+		{"menu+kernel=4.16.9", `policy "menu+kernel=4.16.9": kernel: "4.16.9" is outside the releases modelled`},
+		{"menu+kernel=7.2", `policy "menu+kernel=7.2": kernel: "7.2" is outside the releases modelled`},
+		{"menu+kernel=99.1", `policy "menu+kernel=99.1": kernel: "99.1" is outside the releases modelled`},
 		{"menu+frob=1", `policy "menu+frob=1": unknown modifier "frob"`},
 		{"menu++qos=1us", `policy "menu++qos=1us": empty modifier`},
 		{"menu+qos=1us+qos=2us", `policy "menu+qos=1us+qos=2us": qos: given twice`},
@@ -204,6 +210,12 @@ func TestProfileFiles(t *testing.T) {
 		{`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}, {"name": "c1", "exit_latency_us": 1, "target_residency_us": 1}]}`, `states[1].name: "c1" repeats states[0]`},
 		{`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}, {"name": "P", "exit_latency_us": 0, "target_residency_us": 0, "polling": true}]}`, "states[1].polling: only state 0"},
 		{`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1, "power": 7}]}`, "states[0].power: must be between"},
+		// In the unit the file spells (what profiles --format json writes: ns), trial 11 item 9.
+		{`{"states": [{"name": "C1", "exit_latency_ns": 2000, "target_residency_ns": 2000}, {"name": "C6", "exit_latency_ns": 170000, "target_residency_ns": 600000}, {"name": "C1E", "exit_latency_ns": 4000, "target_residency_ns": 700000}]}`,
+			"states[2].exit_latency_ns: 4000 ns is below states[1] (C6)'s 170000 ns: states go from the shallowest to the deepest"},
+		{`{"states": [{"name": "C1", "exit_latency_ns": 2000, "target_residency_ns": 20000}, {"name": "C1E", "exit_latency_us": 10, "target_residency_ns": 10000}]}`,
+			"states[1].target_residency_ns: 10000 ns is below states[0] (C1)'s 20000 ns"},
+		{`{"states": [{"name": "C1", "exit_latency_ns": -1, "target_residency_ns": 1}]}`, "states[0].exit_latency_ns: must be >= 0"},
 		{`{"states": [`, "invalid JSON"},
 		{`{"nme": "x"}`, `unknown field "nme"`},
 	}
@@ -738,6 +750,17 @@ func TestRecordedAndAgreement(t *testing.T) {
 	if _, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+disable=C6")}); err == nil ||
 		!strings.Contains(err.Error(), `disable: no state "C6" in profile recorded (states: POLL, HLT)`) {
 		t.Errorf("disable unknown state: %v", err)
+	}
+	// maxcstate beyond the table would disable nothing: refused as a
+	// mistake (trial 11 item 7); the deepest index itself is accepted.
+	if _, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+maxcstate=9")}); err == nil ||
+		!strings.Contains(err.Error(), `maxcstate: 9 is beyond profile recorded's deepest state, index 1 (HLT)`) {
+		t.Errorf("maxcstate beyond the table: %v", err)
+	} else if _, ok := err.(*PolicyError); !ok {
+		t.Errorf("maxcstate beyond the table: %T, want a *PolicyError (a usage error)", err)
+	}
+	if _, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+maxcstate=1")}); err != nil {
+		t.Errorf("maxcstate=1 on a 2-state table: %v", err)
 	}
 }
 

@@ -113,6 +113,16 @@ func (v Version) Is(major, minor int) bool { return v.Major == major && v.Minor 
 // modelled; used when neither kernel= nor the trace names one.
 var NewestVersion = Version{7, 0, -1}
 
+// OldestModelled and LatestModelled bound kernel=: the first release of the
+// oldest rule modelled (the poll limit's CPUIDLE_POLL_MAX, 4.17, in
+// kernelPollRule) and the release of the newest change modelled (menu's
+// e57c2bf2e89d, 7.1). Outside them the models would answer for a kernel
+// they do not know.
+var (
+	OldestModelled = Version{4, 17, -1}
+	LatestModelled = Version{7, 1, -1}
+)
+
 // ParseVersion accepts "6.18", "6.18.44", "v6.18", "6.18.44-fc-v657",
 // "6.19-rc3" (taken as 6.19).
 func ParseVersion(s string) (Version, error) {
@@ -369,6 +379,9 @@ var modifierTable = []Modifier{
 			v, err := ParseVersion(val)
 			if err != nil {
 				return err
+			}
+			if !v.AtLeast(OldestModelled.Major, OldestModelled.Minor) || v.AtLeast(LatestModelled.Major, LatestModelled.Minor+1) {
+				return fmt.Errorf("%q is outside the releases modelled, %s to %s (the oldest and newest with a modelled rule)", val, OldestModelled, LatestModelled)
 			}
 			p.Kernel = &v
 			return nil

@@ -346,6 +346,27 @@ func microseconds(us, ns *float64, field, name string, bad func(field, format st
 	return us, nil
 }
 
+// timeKey is a state's time as a profile file spells it: name_us or name_ns.
+type timeKey struct {
+	name string
+	ns   bool
+}
+
+func spelled(name string, ns *float64) timeKey {
+	if ns != nil {
+		return timeKey{name + "_ns", true}
+	}
+	return timeKey{name + "_us", false}
+}
+
+// show gives a time of us µs in the key's unit.
+func (k timeKey) show(us float64) string {
+	if k.ns {
+		return fmt.Sprintf("%g ns", us*1000)
+	}
+	return fmt.Sprintf("%g µs", us)
+}
+
 type fileProfile struct {
 	Name   string            `json:"name"`
 	HZ     *int              `json:"hz"`
@@ -418,15 +439,17 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 		if fs.TargetResidencyUs == nil {
 			return nil, bad(field+".target_residency_us", "missing")
 		}
+		// Errors name a time as the file spells it, in its unit.
+		exitKey, resKey := spelled("exit_latency", fs.ExitLatencyNs), spelled("target_residency", fs.TargetResidencyNs)
 		for _, f := range []struct {
-			name string
-			v    float64
-		}{{"exit_latency_us", *fs.ExitLatencyUs}, {"target_residency_us", *fs.TargetResidencyUs}} {
+			key timeKey
+			v   float64
+		}{{exitKey, *fs.ExitLatencyUs}, {resKey, *fs.TargetResidencyUs}} {
 			if math.IsNaN(f.v) || f.v < 0 {
-				return nil, bad(field+"."+f.name, "must be >= 0")
+				return nil, bad(field+"."+f.key.name, "must be >= 0")
 			}
 			if f.v > 1e7 {
-				return nil, bad(field+"."+f.name, "%g µs is more than 10 s", f.v)
+				return nil, bad(field+"."+f.key.name, "%s is more than 10 s", f.key.show(f.v))
 			}
 		}
 		if fs.Polling && i != 0 {
@@ -440,10 +463,10 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 		if i > 0 {
 			prev := p.States[i-1]
 			if st.ExitLatencyNs < prev.ExitLatencyNs {
-				return nil, bad(field+".exit_latency_us", "%g µs is below states[%d] (%s)'s %g µs: states go from the shallowest to the deepest", *fs.ExitLatencyUs, i-1, prev.Name, float64(prev.ExitLatencyNs)/1000)
+				return nil, bad(field+"."+exitKey.name, "%s is below states[%d] (%s)'s %s: states go from the shallowest to the deepest", exitKey.show(*fs.ExitLatencyUs), i-1, prev.Name, exitKey.show(float64(prev.ExitLatencyNs)/1000))
 			}
 			if st.TargetResidencyNs < prev.TargetResidencyNs {
-				return nil, bad(field+".target_residency_us", "%g µs is below states[%d] (%s)'s %g µs: states go from the shallowest to the deepest", *fs.TargetResidencyUs, i-1, prev.Name, float64(prev.TargetResidencyNs)/1000)
+				return nil, bad(field+"."+resKey.name, "%s is below states[%d] (%s)'s %s: states go from the shallowest to the deepest", resKey.show(*fs.TargetResidencyUs), i-1, prev.Name, resKey.show(float64(prev.TargetResidencyNs)/1000))
 			}
 		}
 		if fs.Power != nil && !fs.PowerEstimated {

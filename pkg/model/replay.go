@@ -706,6 +706,9 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 			return nil, policyErrorf("policy %q: %s is both disabled and enabled", pol.Spec, prof.States[i].Name)
 		}
 	}
+	if last := len(prof.States) - 1; pol.MaxCState > last {
+		return nil, policyErrorf("policy %q: maxcstate: %d is beyond profile %s's deepest state, index %d (%s): it would disable nothing", pol.Spec, pol.MaxCState, prof.Name, last, prof.States[last].Name)
+	}
 	ps.tab = newTable(prof, dis, en, pol.MaxCState)
 	n := ps.tab.n
 	ps.timeNs = make([]int64, n)
