@@ -348,7 +348,7 @@ var modifierTable = []Modifier{
 	},
 	{
 		Name: "maxcstate", Value: "N",
-		Meaning: "disable the states deeper than index N (intel_idle.max_cstate, with POLL at index 0)",
+		Meaning: "disable the states deeper than index N (intel_idle.max_cstate, with POLL at index 0); N beyond the profile's deepest index is refused",
 		Example: "ladder+maxcstate=1",
 		set: func(p *Policy, val string) error {
 			n, err := strconv.Atoi(val)
@@ -373,7 +373,7 @@ var modifierTable = []Modifier{
 	},
 	{
 		Name: "kernel", Value: "VERSION",
-		Meaning: "the governor as that kernel release has it (default: the recorded kernel's, else the newest modelled, " + NewestVersion.String() + ")",
+		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (default: the recorded kernel's, else the newest modelled, " + NewestVersion.String() + ")",
 		Example: "menu+kernel=6.12",
 		set: func(p *Policy, val string) error {
 			v, err := ParseVersion(val)
