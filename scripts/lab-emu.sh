@@ -67,7 +67,10 @@ headers_dir() {
 
 # emu_module BUILD_DIR: lab/idle_emu built against BUILD_DIR (a kernel tree
 # or Debian headers directory where `make M=` builds modules), cached by the
-# kernel release and a hash of the module's source. Prints the .ko's path.
+# kernel release and a hash of the module's source and of the tree's own
+# path (a lab kernel rebuilt with another config keeps its release but
+# gets a new directory, and a module built against the old one fails its
+# BTF check at insmod). Prints the .ko's path.
 emu_module() {
 	local kb=$1 krel hash out b
 	# Debian's headers name the release in .kernelvariables (their make
@@ -75,7 +78,7 @@ emu_module() {
 	krel=$(sed -n 's/^override KERNELRELEASE = //p' "$kb/.kernelvariables" 2>/dev/null || true)
 	[ -n "$krel" ] || krel=$(make -s -C "$kb" kernelrelease 2>/dev/null) || krel=
 	[ -n "$krel" ] || { log "cannot tell the kernel release of $kb"; return 1; }
-	hash=$(cat "$ROOT"/lab/idle_emu/idle_emu.c "$ROOT"/lab/idle_emu/Kbuild | sha256sum | cut -c1-12)
+	hash=$(cat "$ROOT"/lab/idle_emu/idle_emu.c "$ROOT"/lab/idle_emu/Kbuild <(realpath "$kb") | sha256sum | cut -c1-12)
 	out=$CACHE/idle_emu/$krel-$hash
 	if [ ! -f "$out/idle_emu.ko" ]; then
 		command -v pahole >/dev/null || {

@@ -34,6 +34,16 @@
 #                            QEMU's null-co driver (reads give zeroes, writes are
 #                            dropped) completing every request after this many ns,
 #                            so that each IO completion finds its CPU idle
+#   IDLETRACE_LAB_NULL_DISK  how that disk is served: nvme (default: QEMU's NVMe
+#                            device, whose null-co timer runs in QEMU's main loop
+#                            and fires at its next whole-millisecond wake-up, so
+#                            a read's latency moves with whatever else wakes the
+#                            main loop), virtio (a virtio disk served by a QEMU
+#                            iothread of its own, whose timers are not rounded;
+#                            lab kernel only) or guest (the lab kernel's null_blk
+#                            in timer mode: each completion is the guest's own
+#                            hrtimer on the issuing CPU, the wake-up a timer
+#                            interrupt, not a device's)
 #   IDLETRACE_LAB_TCG        single (default, as the kernel matrix) or multi: one
 #                            host thread per vCPU (spins of two CPUs overlap, but
 #                            see kernel-matrix.sh on text patching under it)
@@ -246,6 +256,11 @@ for b in /sys/block/nvme*; do
 	lab-null*) ln -s "/dev/${b##*/}" /dev/lab-null ;;
 	esac
 done
+for b in /sys/block/vd* /sys/block/nullb*; do
+	[ -e "$b" ] || continue
+	case "$(cat "$b/serial" 2>/dev/null)" in lab-null*) ln -s "/dev/${b##*/}" /dev/lab-null ;; esac
+	case "${b##*/}" in nullb*) ln -s "/dev/${b##*/}" /dev/lab-null ;; esac
+done
 [ -n "$data" ] && [ -n "$out" ] || fail "the VM has no NVMe disks"
 mke2fs -q "/dev/$data" && mount -t ext2 "/dev/$data" /data || fail "cannot make /data on /dev/$data"
 mke2fs -q "/dev/$out" && mount -t ext2 "/dev/$out" /mnt/out && mkdir /mnt/out/out &&
@@ -280,15 +295,25 @@ chmod +x "$rootfs/init"
 truncate -s "$DISK" "$WORK/data.img" "$WORK/out.img"
 
 # --- run ---------------------------------------------------------------------------
-nulldisk=()
-[ -z "${IDLETRACE_LAB_NULL_LATENCY_NS:-}" ] ||
-	nulldisk=(-drive "driver=null-co,read-zeroes=on,latency-ns=$IDLETRACE_LAB_NULL_LATENCY_NS,if=none,id=d2" -device nvme,drive=d2,serial=lab-null)
+# The lab kernel builds null_blk in; it makes no disk unless asked.
+nulldisk=() nullappend=null_blk.nr_devices=0
+if [ -n "${IDLETRACE_LAB_NULL_LATENCY_NS:-}" ]; then
+	nulldrive="driver=null-co,read-zeroes=on,latency-ns=$IDLETRACE_LAB_NULL_LATENCY_NS,if=none,id=d2"
+	case ${IDLETRACE_LAB_NULL_DISK:-nvme} in
+	nvme) nulldisk=(-drive "$nulldrive" -device nvme,drive=d2,serial=lab-null) ;;
+	virtio) nulldisk=(-object iothread,id=labnull -drive "$nulldrive" -device virtio-blk-pci,drive=d2,iothread=labnull,serial=lab-null) ;;
+	# One submission queue per CPU, as an NVMe disk has: completions come
+	# back to the issuing CPU.
+	guest) nullappend="null_blk.nr_devices=1 null_blk.queue_mode=2 null_blk.irqmode=2 null_blk.completion_nsec=$IDLETRACE_LAB_NULL_LATENCY_NS null_blk.submit_queues=$CPUS" ;;
+	*) die "IDLETRACE_LAB_NULL_DISK=${IDLETRACE_LAB_NULL_DISK}: want nvme, virtio or guest" ;;
+	esac
+fi
 : >"$WORK/stdout.log"
 : >"$WORK/stderr.log"
 quiet_log "booting $(basename "$vmlinuz") under QEMU TCG, $CPUS CPUs, profile $PROFILE, governor $GOVERNOR"
 timeout "$TIMEOUT" qemu-system-x86_64 -accel "tcg,thread=${IDLETRACE_LAB_TCG:-single}" -M pc -m "$MEM" -smp "$CPUS" \
 	-kernel "$vmlinuz" -initrd "$WORK/initrd.gz" \
-	-append "console=ttyS0 panic=-1 quiet cpuidle.governor=$GOVERNOR ${IDLETRACE_LAB_APPEND:-}" \
+	-append "console=ttyS0 panic=-1 quiet cpuidle.governor=$GOVERNOR $nullappend ${IDLETRACE_LAB_APPEND:-}" \
 	-display none -monitor none -no-reboot \
 	-serial "file:$WORK/console.log" -serial "file:$WORK/stdout.log" -serial "file:$WORK/stderr.log" \
 	-drive "file=$WORK/data.img,if=none,format=raw,id=d0${IDLETRACE_LAB_DATA_OPTS:+,$IDLETRACE_LAB_DATA_OPTS}" -device nvme,drive=d0,serial=lab-data \
