@@ -118,6 +118,21 @@ func TestWhatifTaskIOLatency(t *testing.T) {
 	if got := rec.Mean - cheap.Mean; math.Abs(got-want) > 1e-6*want {
 		t.Errorf("C6 disabled takes %.1f ns off the task latency mean, want %.1f", got, want)
 	}
+	// The device's own time: each read's latency (issued 100 µs before
+	// the stay, completed 5 µs before its end) less the 133 µs C6 exit it
+	// woke through, whatever the policy.
+	for _, r := range res {
+		dev := r.IODeviceLatencyNs
+		if dev == nil || dev.Count != n {
+			t.Fatalf("%s: device latency %+v, want %d requests", r.Policy, dev, n)
+		}
+		if want := uint64(95*us + 1400*us - 133*us); dev.Max != want { // the longest stay, 800 + 6×100 µs
+			t.Errorf("%s: device latency max %d ns, want %d", r.Policy, dev.Max, want)
+		}
+		if want := res[0].IOLatencyNs.Mean - float64(133*us); math.Abs(dev.Mean-want) > 1e-6*want {
+			t.Errorf("%s: device latency mean %.1f ns, want the recorded IO latency less C6's exit latency, %.1f", r.Policy, dev.Mean, want)
+		}
+	}
 }
 
 // The same IO filter in both commands selects the same requests: counts,

@@ -55,6 +55,7 @@ type Replay struct {
 	blk              []*blkWindow
 	prepassed        bool
 	ioSeen           bool
+	ioDevice         hist // IO latency less the exit latency the completing CPU paid: the same under every policy
 	finished         bool
 	stats            Stats
 	elScratch        []int64

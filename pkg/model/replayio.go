@@ -130,6 +130,7 @@ func (r *Replay) SetIOWindow(startNs, endNs uint64) { r.ioLo, r.ioHi = startNs, 
 func (r *Replay) ioWoke(_ trace.WakeCause, cost ioWakeCost, req *ioReq) {
 	r.stats.IOWokeIdle++
 	r.ioWokeCPU = bump(r.ioWokeCPU, int(cost.cpu))
+	r.ioDevice.add(uint64(max(req.ioLatNs-cost.recEl, 0)))
 	for k, ps := range r.pols {
 		d := int64(0)
 		if cost.els != nil {
@@ -153,6 +154,7 @@ func (r *Replay) ioWoke(_ trace.WakeCause, cost ioWakeCost, req *ioReq) {
 // ioMissed counts a completion that did not wake an idle CPU: it keeps
 // its recorded latency under every policy.
 func (r *Replay) ioMissed(req *ioReq) {
+	r.ioDevice.add(uint64(req.ioLatNs))
 	for _, ps := range r.pols {
 		ps.io.add(uint64(req.ioLatNs))
 	}

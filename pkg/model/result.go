@@ -14,6 +14,12 @@ type Result struct {
 	// idle CPU (package iowake's rule, as stats' io.woke_idle_cpu): those
 	// whose latency the policy's exit latency set. Null without IO.
 	IOWokeIdle *uint64 `json:"io_woke_idle"`
+	// IODeviceLatencyNs is IOLatencyNs with the recorded exit latency of
+	// the CPU each completion woke taken out: the device's own time, which
+	// the first-order model holds fixed (the same under every policy).
+	// Between two recordings it tells how much of a measured IO change was
+	// the device's rather than the CPUs'. Null without IO.
+	IODeviceLatencyNs *LatencySummary `json:"io_device_latency_ns"`
 	// TaskIOLatencyNs is issue → the issuing task running again, over the
 	// requests a task waited for, with the exit latencies of the CPU the
 	// completion woke and of the CPU the task was woken on both set by the
