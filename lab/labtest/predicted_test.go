@@ -135,7 +135,7 @@ func TestLabExperiment(t *testing.T) {
 					t.Errorf("%s: %s", b.figure, verdict)
 				}
 			}
-			for _, name := range []string{"task_io_latency_ns.mean", "task_io_latency_ns.p99", "io_latency_ns.p50"} {
+			for _, name := range []string{"task_io_latency_ns.mean", "task_io_latency_ns.p99", "io_latency_ns.p50", "io_device_latency_ns.p50"} {
 				if f, ok := figs[name]; ok {
 					rows = append(rows, labrows.Experiment{Case: c.name, Figure: name, Before: f.Before, Predicted: f.Predicted,
 						Measured: f.Measured, ChangeError: f.ChangeError, RelativeError: f.RelativeError})
