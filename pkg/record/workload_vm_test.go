@@ -9,6 +9,7 @@ package record_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -143,6 +144,7 @@ func directRandomReads(path string, size int, d time.Duration) (view readerView,
 	view.reads = uint64(len(lats))
 	if len(lats) > 0 {
 		view.p50, view.p99 = lats[len(lats)/2], lats[len(lats)*99/100]
+		view.quantile = func(q float64) uint64 { return lats[min(int(math.Ceil(q*float64(len(lats)-1))), len(lats)-1)] }
 	}
 	return view, nil
 }
