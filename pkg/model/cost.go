@@ -160,8 +160,6 @@ func (ps *polSim) result(r *Replay) Result {
 		res.IOLatencyCDF = ps.io.cdf()
 		n := r.stats.IOWokeIdle
 		res.IOWokeIdle = &n
-		d := r.ioDevice.summary()
-		res.IODeviceLatencyNs = &d
 		if r.taskSeen || r.meta.Inputs.TaskIO {
 			t := ps.taskIO.summary()
 			res.TaskIOLatencyNs = &t

@@ -565,10 +565,18 @@ func (r *Replay) Finish() ([]Result, error) {
 	}
 	out := make([]Result, len(r.pols))
 	var base float64
+	var device LatencySummary
+	if r.ioSeen { // one distribution for every policy: summarised once
+		device = r.ioDevice.summary()
+	}
 	for k, ps := range r.pols {
 		out[k] = ps.result(r)
 		if k == 0 {
 			base = out[k].EnergyJoules
+		}
+		if r.ioSeen {
+			d := device
+			out[k].IODeviceLatencyNs = &d
 		}
 	}
 	for k := range out {
