@@ -266,9 +266,17 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 	})
 	seen := map[uint32]uint64{}
 	bad := map[uint32]int{}
+	// The model's change count before each CPU's last recorded period: the
+	// kernel adjusts the window for a period at the next entry (haltpoll's
+	// reflect runs from the next select), which for the last one can come
+	// after the recording stopped, while the model adjusts it at once.
+	beforeLast := map[uint32]uint64{}
 	var total int
 	for _, e := range evs {
 		if e.p != nil {
+			if e.p.ExitNs == last[e.p.CPU] {
+				_, beforeLast[e.p.CPU], _ = rp.HaltpollWindow(0, e.p.CPU)
+			}
 			if err := rp.Idle(e.p); err != nil {
 				t.Fatal(err)
 			}
@@ -292,6 +300,8 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 		lossy := l.IdleLost+l.IdleUnpaired+l.OtherLost > 0
 		switch {
 		case bad[cpu] == 0 && changes == n:
+		case bad[cpu] == 0 && changes == n+1 && beforeLast[cpu] == n:
+			t.Logf("cpu%d: the model's last window change, after the CPU's last recorded period, has no kernel record: the kernel makes it at the next entry, after the recording", cpu)
 		case lossy:
 			t.Logf("cpu%d: %d of %d window changes differ, with %d idle periods and %d other records lost: not checked", cpu, bad[cpu], n, l.IdleLost+l.IdleUnpaired, l.OtherLost)
 		default:
