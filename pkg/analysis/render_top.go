@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/idletrace/idletrace/pkg/latency"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -331,7 +332,7 @@ func aboveBelow(noDriver bool, above, below uint64) []string {
 	return []string{fmt.Sprint(above), fmt.Sprint(below)}
 }
 
-func latencyCells(s Summary) []string {
+func latencyCells(s latency.Summary) []string {
 	if s.Count == 0 {
 		return []string{"0", dash, dash}
 	}

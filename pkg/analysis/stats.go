@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/idletrace/idletrace/pkg/iowake"
+	"github.com/idletrace/idletrace/pkg/latency"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
@@ -34,8 +35,8 @@ type Stats struct {
 	// counters (cpuidle and block); empty when they agree or cannot be compared.
 	Mismatches []Mismatch `json:"mismatches"`
 
-	WakeCauses    WakeCauseStats     `json:"wake_causes"`
-	WakeLatencyNs map[string]Summary `json:"wake_latency_ns"`
+	WakeCauses    WakeCauseStats             `json:"wake_causes"`
+	WakeLatencyNs map[string]latency.Summary `json:"wake_latency_ns"`
 	// WakeRequestedBeforeEntry counts remote wake-ups whose request (an IPI)
 	// came before the idle entry: not in WakeLatencyNs.
 	WakeRequestedBeforeEntry uint64  `json:"wake_requested_before_entry"`
@@ -174,8 +175,8 @@ type IOStats struct {
 	KernelDiffExplained  bool    `json:"kernel_diff_explained"`
 }
 
-// LatencySummary is {mean, p50, p99, max} in ns (with count as an extra).
-type LatencySummary = Summary
+// LatencySummary is {count, mean, p50, p99, p999, max} in ns.
+type LatencySummary = latency.Summary
 
 // DeviceStats is one block device.
 type DeviceStats struct {
@@ -244,7 +245,7 @@ type cpuAcc struct {
 	causes           map[trace.WakeCause]uint64
 	ioWoke           uint64
 	table            []model.State // this CPU's state table; nil without one
-	wake             [maxStates]*Histogram
+	wake             [maxStates]*latency.Histogram
 }
 
 type devAcc struct{ requests, errors uint64 }
@@ -268,11 +269,11 @@ type StatsBuilder struct {
 
 	causes map[trace.WakeCause]uint64
 	irqs   map[int32]uint64
-	wake   map[string]*Histogram
+	wake   map[string]*latency.Histogram
 	// wakeEarly counts remote wake-ups requested before the idle entry.
 	wakeEarly uint64
-	io        Histogram
-	taskIO    Histogram
+	io        latency.Histogram
+	taskIO    latency.Histogram
 	ioFilter  trace.IOFilter
 	ioErr     uint64
 	devs      map[uint32]*devAcc
@@ -299,7 +300,7 @@ func NewStatsBuilder(meta *trace.Metadata, end *trace.End) *StatsBuilder {
 		winEnd:   math.MaxUint64,
 		causes:   map[trace.WakeCause]uint64{},
 		irqs:     map[int32]uint64{},
-		wake:     map[string]*Histogram{},
+		wake:     map[string]*latency.Histogram{},
 		devs:     map[uint32]*devAcc{},
 		losses:   map[uint32]trace.Loss{},
 		ioWoke:   map[trace.WakeCause]uint64{trace.WakeIRQ: 0, trace.WakeIPICall: 0},
@@ -475,7 +476,7 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 			name := b.stateName(a.cpu, idx)
 			h = b.wake[name]
 			if h == nil {
-				h = &Histogram{}
+				h = &latency.Histogram{}
 				b.wake[name] = h
 			}
 			a.wake[idx] = h
@@ -649,7 +650,7 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 		Inputs:          m.Inputs,
 		Invalid:         b.invalid,
 		OutsideWindow:   b.outside,
-		WakeLatencyNs:   map[string]Summary{},
+		WakeLatencyNs:   map[string]latency.Summary{},
 		Mismatches:      []Mismatch{},
 		Warnings:        []string{},
 	}

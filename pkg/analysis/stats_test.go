@@ -3,7 +3,6 @@ package analysis
 import (
 	"bytes"
 	"encoding/json"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -289,61 +288,6 @@ func TestWindowFiltering(t *testing.T) {
 	}
 	if s.OutsideWindow.IdlePeriods != 4 || s.OutsideWindow.IORequests != 1 || s.IO.Requests != 1 {
 		t.Errorf("outside %+v, io %d", s.OutsideWindow, s.IO.Requests)
-	}
-}
-
-func TestHistogramAccuracy(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, dist := range []string{"small", "lognormal", "wide"} {
-		var h Histogram
-		var vals []uint64
-		for i := 0; i < 200_000; i++ {
-			var v uint64
-			switch dist {
-			case "small":
-				v = uint64(r.IntN(300))
-			case "lognormal":
-				v = uint64(20_000 * (1 + r.ExpFloat64()*r.ExpFloat64()))
-			case "wide":
-				v = r.Uint64() >> uint(r.IntN(64))
-			}
-			vals = append(vals, v)
-			h.Record(v)
-		}
-		slices.Sort(vals)
-		var sum float64
-		for _, v := range vals {
-			sum += float64(v)
-		}
-		for _, q := range []float64{0.001, 0.1, 0.5, 0.9, 0.99, 0.999} {
-			rank := int(float64(len(vals))*q+0.999999) - 1 // nearest rank
-			exact := vals[rank]
-			got := h.Quantile(q)
-			diff := float64(got) - float64(exact)
-			if diff < 0 {
-				diff = -diff
-			}
-			if diff > float64(exact)*HistogramRelError+0.5 {
-				t.Errorf("%s q=%v: got %d, exact %d (rel err %.4f > %.4f)", dist, q, got, exact, diff/float64(exact), HistogramRelError)
-			}
-		}
-		if h.Max() != vals[len(vals)-1] || h.Min() != vals[0] || h.Count() != uint64(len(vals)) {
-			t.Errorf("%s: min/max/count not exact", dist)
-		}
-		if m := h.Mean(); m < sum/float64(len(vals))*(1-1e-12) || m > sum/float64(len(vals))*(1+1e-12) {
-			t.Errorf("%s: mean %v, want %v", dist, m, sum/float64(len(vals)))
-		}
-	}
-	var empty Histogram
-	if s := empty.Summary(); s != (Summary{}) {
-		t.Errorf("empty summary %+v", s)
-	}
-	// Every bucket's bounds round-trip through histIndex.
-	for i := 0; i < histBuckets; i++ {
-		lo, hi := histBounds(i)
-		if histIndex(lo) != i || histIndex(hi) != i {
-			t.Fatalf("bucket %d [%d,%d] maps to %d,%d", i, lo, hi, histIndex(lo), histIndex(hi))
-		}
 	}
 }
 
@@ -740,21 +684,5 @@ func TestWakeLatencyP50ForMeasured(t *testing.T) {
 	m := s.WakeLatencyP50()
 	if m["HLT"] != 20*us || m[NoDriverHLT] != 20*us {
 		t.Errorf("%v", m)
-	}
-}
-
-func TestHistogramMerge(t *testing.T) {
-	var a, b, all Histogram
-	for v := uint64(1); v < 100_000; v += 7 {
-		all.Record(v * 13)
-		if v%2 == 0 {
-			a.Record(v * 13)
-		} else {
-			b.Record(v * 13)
-		}
-	}
-	a.Merge(&b)
-	if a.Summary() != all.Summary() || a.Min() != all.Min() {
-		t.Errorf("merged %+v, want %+v", a.Summary(), all.Summary())
 	}
 }

@@ -2,98 +2,12 @@ package model
 
 import (
 	"fmt"
-	"math/bits"
 	"sort"
 	"strings"
 
 	"github.com/idletrace/idletrace/pkg/iowake"
+	"github.com/idletrace/idletrace/pkg/latency"
 )
-
-// hist is a log-linear histogram of ns values: exact below 128, then 128
-// sub-buckets per power of two (relative error < 0.8 %). Sum and max are
-// exact. Fixed size: memory does not grow with the number of samples.
-type hist struct {
-	counts   []uint64
-	n        uint64
-	sum      float64
-	min, max uint64
-}
-
-const histSub = 128
-
-func histIndex(v uint64) int {
-	if v < histSub {
-		return int(v)
-	}
-	e := bits.Len64(v) - 8
-	m := v >> uint(e)
-	return histSub + e*histSub + int(m-histSub)
-}
-
-// histBounds is the [lo, hi] value range of bucket i.
-func histBounds(i int) (uint64, uint64) {
-	if i < histSub {
-		return uint64(i), uint64(i)
-	}
-	e := (i - histSub) / histSub
-	m := uint64((i-histSub)%histSub + histSub)
-	lo := m << uint(e)
-	return lo, lo + (1 << uint(e)) - 1
-}
-
-func (h *hist) add(v uint64) {
-	if h.counts == nil {
-		h.counts = make([]uint64, histSub+57*histSub)
-		h.min = v
-	}
-	h.counts[histIndex(v)]++
-	h.n++
-	h.sum += float64(v)
-	h.min = min(h.min, v)
-	h.max = max(h.max, v)
-}
-
-func (h *hist) quantile(q float64) uint64 {
-	if h.n == 0 {
-		return 0
-	}
-	rank := uint64(q*float64(h.n) + 0.999999999)
-	rank = max(min(rank, h.n), 1)
-	var cum uint64
-	for i, c := range h.counts {
-		cum += c
-		if cum >= rank {
-			lo, hi := histBounds(i)
-			v := lo + (hi-lo)/2
-			return max(min(v, h.max), h.min)
-		}
-	}
-	return h.max
-}
-
-func (h *hist) summary() LatencySummary {
-	if h.n == 0 {
-		return LatencySummary{}
-	}
-	return LatencySummary{Count: h.n, Mean: h.sum / float64(h.n), P50: h.quantile(0.5), P99: h.quantile(0.99), P999: h.quantile(0.999), Max: h.max}
-}
-
-func (h *hist) cdf() []CDFPoint {
-	if h.n == 0 {
-		return nil
-	}
-	var out []CDFPoint
-	var cum uint64
-	for i, c := range h.counts {
-		if c == 0 {
-			continue
-		}
-		cum += c
-		_, hi := histBounds(i)
-		out = append(out, CDFPoint{ValueNs: min(hi, h.max), Fraction: float64(cum) / float64(h.n)})
-	}
-	return out
-}
 
 // wakeSummary turns per-state wake-up counts into a latency summary: each
 // wake-up pays its state's exit latency (0 while polling), so the
@@ -120,8 +34,7 @@ func (ps *polSim) wakeSummary() (LatencySummary, []CDFPoint) {
 	}
 	sort.Slice(vs, func(i, j int) bool { return vs[i].v < vs[j].v })
 	q := func(f float64) uint64 {
-		rank := uint64(f*float64(total) + 0.999999999)
-		rank = max(min(rank, total), 1)
+		rank := latency.Rank(f, total)
 		var cum uint64
 		for _, x := range vs {
 			cum += x.n
@@ -155,13 +68,13 @@ func (ps *polSim) result(r *Replay) Result {
 	}
 	res.WakeLatencyNs, res.WakeLatencyCDF = ps.wakeSummary()
 	if r.ioSeen {
-		s := ps.io.summary()
+		s := ps.io.Summary()
 		res.IOLatencyNs = &s
-		res.IOLatencyCDF = ps.io.cdf()
+		res.IOLatencyCDF = ps.io.CDF()
 		n := r.stats.IOWokeIdle
 		res.IOWokeIdle = &n
 		if r.taskSeen || r.meta.Inputs.TaskIO {
-			t := ps.taskIO.summary()
+			t := ps.taskIO.Summary()
 			res.TaskIOLatencyNs = &t
 		}
 	}

@@ -846,29 +846,6 @@ func TestAssumptions(t *testing.T) {
 	}
 }
 
-func TestHistQuantiles(t *testing.T) {
-	var h hist
-	for i := 1; i <= 1000; i++ {
-		h.add(uint64(i * 1000))
-	}
-	s := h.summary()
-	if s.Count != 1000 || s.Max != 1_000_000 || math.Abs(s.Mean-500_500) > 1e-6 {
-		t.Fatalf("summary = %+v", s)
-	}
-	if d := math.Abs(float64(s.P50)-500_000) / 500_000; d > 0.01 {
-		t.Errorf("p50 = %d", s.P50)
-	}
-	if d := math.Abs(float64(s.P99)-990_000) / 990_000; d > 0.01 {
-		t.Errorf("p99 = %d", s.P99)
-	}
-	for v := uint64(0); v < 1<<20; v = v*3 + 1 {
-		lo, hi := histBounds(histIndex(v))
-		if v < lo || v > hi {
-			t.Fatalf("value %d outside its bucket [%d,%d]", v, lo, hi)
-		}
-	}
-}
-
 // ---- benchmarks ----
 
 // benchPeriods is a fixed in-memory period stream replayed round-robin so

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idletrace/idletrace/pkg/iowake"
+	"github.com/idletrace/idletrace/pkg/latency"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -55,7 +56,7 @@ type Replay struct {
 	blk              []*blkWindow
 	prepassed        bool
 	ioSeen           bool
-	ioDevice         hist // IO latency less the exit latency the completing CPU paid: the same under every policy
+	ioDevice         latency.Histogram // IO latency less the exit latency the completing CPU paid: the same under every policy
 	finished         bool
 	stats            Stats
 	elScratch        []int64
@@ -134,6 +135,14 @@ type periodInfo struct {
 	// state with the tick running ends at the first tick (one ended it at
 	// x, or none came), and a poll that ends without got_idle_tick saw none.
 	tickFree bool
+	// lateFrom: the CPU's clock event device was due at lateFrom
+	// (deltaNext, read from the device at the entry), before x, yet the
+	// halted stay lasted to x: the interrupt, which would have ended it,
+	// came late (a host that did not run the vCPU, an SMI), so no tick of
+	// the policy's could have come in [lateFrom, x) either. noLimit when
+	// the device was on time, unknown, or the stay polled (an interrupt
+	// does not end a poll).
+	lateFrom int64
 	// residency is the stay as the kernel's governor measured it
 	// (last_residency_ns): the cpuidle core's own figure when recorded.
 	residency int64
@@ -504,6 +513,11 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 			pi.nextTimer = pi.e + k*r.tick
 		}
 	}
+	pi.lateFrom = noLimit
+	polled := pi.kind == endPoll || pi.rec >= 0 && pi.rec < r.recTab.n && r.recTab.polling[pi.rec]
+	if pi.deltaNext != unknownTime && pi.deltaNext < pi.x && !polled {
+		pi.lateFrom = pi.deltaNext
+	}
 	pi.prevExit = c.prevExit
 	if !pi.chain {
 		r.stats.Episodes++
@@ -567,7 +581,7 @@ func (r *Replay) Finish() ([]Result, error) {
 	var base float64
 	var device LatencySummary
 	if r.ioSeen { // one distribution for every policy: summarised once
-		device = r.ioDevice.summary()
+		device = r.ioDevice.Summary()
 	}
 	for k, ps := range r.pols {
 		out[k] = ps.result(r)
@@ -614,8 +628,8 @@ type polSim struct {
 	timeNs                            []int64
 	energy                            float64 // busy-core × ns
 	wakeCount                         []uint64
-	io                                hist
-	taskIO                            hist
+	io                                latency.Histogram
+	taskIO                            latency.Histogram
 	agreeN, agreeHit                  uint64
 	chg                               chgCount // against policy 0
 
@@ -1062,6 +1076,9 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, pi *periodInfo, until int64,
 		}
 		if isTick && kind == endTick && next >= until-tickSnapNs {
 			return
+		}
+		if isTick && next >= pi.lateFrom {
+			return // the clock event device was late: no tick before x
 		}
 		if !isTick && kind == endPoll && next >= until-pollSnapNs {
 			return

@@ -130,7 +130,7 @@ func (r *Replay) SetIOWindow(startNs, endNs uint64) { r.ioLo, r.ioHi = startNs, 
 func (r *Replay) ioWoke(_ trace.WakeCause, cost ioWakeCost, req *ioReq) {
 	r.stats.IOWokeIdle++
 	r.ioWokeCPU = bump(r.ioWokeCPU, int(cost.cpu))
-	r.ioDevice.add(uint64(max(req.ioLatNs-cost.recEl, 0)))
+	r.ioDevice.Record(uint64(max(req.ioLatNs-cost.recEl, 0)))
 	for k, ps := range r.pols {
 		d := int64(0)
 		if cost.els != nil {
@@ -143,7 +143,7 @@ func (r *Replay) ioWoke(_ trace.WakeCause, cost ioWakeCost, req *ioReq) {
 		if k < 64 && cost.limited&(1<<k) != 0 {
 			ps.chg.ioLimited++
 		}
-		ps.io.add(uint64(max(req.ioLatNs+d, 0)))
+		ps.io.Record(uint64(max(req.ioLatNs+d, 0)))
 		if req.hasTask {
 			req.deltas[k] += d
 		}
@@ -154,9 +154,9 @@ func (r *Replay) ioWoke(_ trace.WakeCause, cost ioWakeCost, req *ioReq) {
 // ioMissed counts a completion that did not wake an idle CPU: it keeps
 // its recorded latency under every policy.
 func (r *Replay) ioMissed(req *ioReq) {
-	r.ioDevice.add(uint64(req.ioLatNs))
+	r.ioDevice.Record(uint64(req.ioLatNs))
 	for _, ps := range r.pols {
-		ps.io.add(uint64(req.ioLatNs))
+		ps.io.Record(uint64(req.ioLatNs))
 	}
 	r.taskDone(req)
 }
@@ -184,7 +184,7 @@ func (r *Replay) taskDone(req *ioReq) {
 	}
 	r.taskCounted++
 	for k, ps := range r.pols {
-		ps.taskIO.add(uint64(max(req.taskLatNs+req.deltas[k], 0)))
+		ps.taskIO.Record(uint64(max(req.taskLatNs+req.deltas[k], 0)))
 		if k > 0 && req.deltas[k] != req.deltas[0] {
 			ps.chg.task++
 		}

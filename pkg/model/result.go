@@ -1,5 +1,7 @@
 package model
 
+import "github.com/idletrace/idletrace/pkg/latency"
+
 // Result is what one policy would have cost over a trace. Field meanings and
 // JSON names are the contract in docs/DESIGN.md ("whatif --format json").
 type Result struct {
@@ -43,18 +45,8 @@ type Result struct {
 	IOLatencyCDF   []CDFPoint `json:"-"`
 }
 
-// LatencySummary summarises a latency distribution in ns.
-type LatencySummary struct {
-	Count uint64  `json:"count"`
-	Mean  float64 `json:"mean"`
-	P50   uint64  `json:"p50"`
-	P99   uint64  `json:"p99"`
-	P999  uint64  `json:"p999"`
-	Max   uint64  `json:"max"`
-}
+// LatencySummary summarises a latency distribution in ns, as stats does.
+type LatencySummary = latency.Summary
 
 // CDFPoint is one point of an empirical CDF.
-type CDFPoint struct {
-	ValueNs  uint64
-	Fraction float64
-}
+type CDFPoint = latency.CDFPoint
