@@ -11,7 +11,12 @@
  * pipe: CPU 1's periods end on remote wake-ups, CPU 0's on its timer.
  * Timer slack is 1 ns, so deadlines are not coalesced.
  *
- *   timerload [-n WAKES] [-min US] [-max US] [-seed N]
+ * With -relative 1 each sleep is drawn length from when the thread runs
+ * again instead: a late wake-up (a host that did not run the vCPU for a
+ * while) then does not shorten the next sleep, so the governor sees the
+ * same sleep lengths in every run, however late the emulator's timers.
+ *
+ *   timerload [-n WAKES] [-min US] [-max US] [-seed N] [-relative 0|1]
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -28,6 +33,7 @@
 static int wakes = 4000;
 static double min_us = 20, max_us = 5000;
 static uint64_t seed = 1;
+static int relative;
 static int pipefd[2];
 
 static void pin(int cpu)
@@ -81,8 +87,10 @@ int main(int argc, char **argv)
 			max_us = atof(argv[i + 1]);
 		else if (!strcmp(argv[i], "-seed"))
 			seed = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "-relative"))
+			relative = atoi(argv[i + 1]);
 		else {
-			fprintf(stderr, "usage: timerload [-n WAKES] [-min US] [-max US] [-seed N]\n");
+			fprintf(stderr, "usage: timerload [-n WAKES] [-min US] [-max US] [-seed N] [-relative 0|1]\n");
 			return 2;
 		}
 	}
@@ -106,6 +114,8 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	for (int i = 0; i < wakes; i++) {
 		long ns = (long)(exp(lmin + (lmax - lmin) * next_uniform(&s)) * 1000);
+		if (relative)
+			clock_gettime(CLOCK_MONOTONIC, &t);
 		t.tv_nsec += ns;
 		while (t.tv_nsec >= 1000000000L) {
 			t.tv_nsec -= 1000000000L;

@@ -159,7 +159,11 @@ type periodInfo struct {
 	// affect the first selection of the period only.
 	aborts      int
 	tickStopped bool
-	chain       bool
+	// devStopped: the tick's state the recorded deltaNext was read in, the
+	// one the recorded governor's decision left (the recorder reads the
+	// clock event device at the entry, after tick_nohz_idle_stop_tick).
+	devStopped bool
+	chain      bool
 	// loop: the period opens an idle loop (Yes: the CPU ran a task since
 	// the previous one, and leaving the loop restarted a stopped tick) or
 	// continues one (No); from the recorder, else from the recorded tick
@@ -444,6 +448,10 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		}
 	}
 	c.prevTickStopped = p.TickStopped == trace.Yes
+	pi.devStopped = pi.tickStopped
+	if p.TickStopped != trace.Unknown {
+		pi.devStopped = p.TickStopped == trace.Yes
+	}
 	if r.meta.NoHZ == "off" {
 		pi.stoppable = trace.No
 	}
@@ -804,7 +812,7 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 		cs.shadow = ps.newCPU().gov
 	}
 	sleep := max(pi.nextTimer-pi.idleEntry, 0)
-	dt, _ := ps.r.deltaTick(c, pi.e, pi.idleEntry, sleep, pi.deltaNext, pi.tickStopped, 0)
+	dt, _ := ps.r.deltaTick(c, pi.e, pi.idleEntry, sleep, pi.deltaNext, pi.tickStopped, pi.devStopped, 0)
 	in := &cs.in // scratch, as in selectAt: a local would escape
 	in.latReq, in.sleepLen, in.deltaTick, in.tickStopped = ps.latReq(c, pi.e), sleep, dt, pi.tickStopped
 	in.nrIOWait, in.aborts = pi.nrIOWait, pi.aborts
@@ -1115,16 +1123,27 @@ func (cs *cpuSim) nextEvent(t *table) (next int64, isTick bool) {
 
 // deltaTick is the delta_next a governor selecting at t gets, measured
 // like its sleep length from the idle entry time now, with nb the next
-// tick boundary (0 with the tick stopped; none before tickFreeTo): the kernel's own value for a
-// recorded selection (deltaNext, absolute), else the next tick or the
+// tick boundary (0 with the tick stopped; none before tickFreeTo).
+// tick_nohz_get_sleep_length (kernel/time/tick-sched.c, v6.12) reads it
+// from the clock event device: the next tick or an earlier timer while
+// the tick runs, the next timer once it is stopped. The recorder reads
+// the device at the entry, after the recorded governor's decision on the
+// tick (devStopped), so the recorded value (deltaNext, absolute) holds for
+// a selection made with the tick in that state; with the tick running
+// where the recording's decision stopped it (ladder, haltpoll halting,
+// menu's long predictions), the device was due at the tick if that came
+// first; with it stopped where the recording ran it, at the next timer
+// (the sleep length). Selections after the entry get the next tick or the
 // sleep length, whichever comes first.
-func (r *Replay) deltaTick(c *cpuShared, t, now, sleep, deltaNext int64, stopped bool, tickFreeTo int64) (dt, nb int64) {
+func (r *Replay) deltaTick(c *cpuShared, t, now, sleep, deltaNext int64, stopped, devStopped bool, tickFreeTo int64) (dt, nb int64) {
 	if !stopped {
 		nb = r.nextBoundary(c, max(t, tickFreeTo))
 	}
 	switch {
-	case deltaNext != unknownTime:
+	case deltaNext != unknownTime && stopped == devStopped:
 		return max(deltaNext-now, 0), nb
+	case deltaNext != unknownTime && !stopped:
+		return max(min(deltaNext, nb)-now, 0), nb
 	case !stopped:
 		return max(min(sleep, nb-now), 0), nb
 	}
@@ -1177,7 +1196,7 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t
 		tickFreeTo = pi.x
 	}
 	sleep := max(pi.nextTimer-cs.idleEntry, 0)
-	dt, nb := ps.r.deltaTick(c, t, cs.idleEntry, sleep, deltaNext, stopped, tickFreeTo)
+	dt, nb := ps.r.deltaTick(c, t, cs.idleEntry, sleep, deltaNext, stopped, pi.devStopped, tickFreeTo)
 	// Field by field: a composite literal is built on the stack and copied
 	// with wide loads that stall on the narrow stores just before them.
 	in.latReq, in.sleepLen, in.deltaTick, in.tickStopped = lat, sleep, dt, stopped

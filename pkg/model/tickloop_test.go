@@ -351,3 +351,75 @@ func TestNoTickWhileTheClockEventIsLate(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltaNextBeforeTheRecordedStop: the recorder reads the clock event
+// device at the entry, after the recorded governor's decision on the tick.
+// Where that decision stopped the tick (ladder, here), the device was due
+// at the timer; menu, replayed with the tick still running, would have
+// found it due at the next tick 300 µs away, so its delta_tick is that and
+// it keeps C6 (600 µs) out. With the recorded 3.5 ms it chose C6, and the
+// replay's own tick cut the stay short: "above" three times as often as
+// in menu's own recording of the same lab workload.
+func TestDeltaNextBeforeTheRecordedStop(t *testing.T) {
+	prof, err := Builtin("icx", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.12.117"}
+	const ms, tick = 1_000_000, 4_000_000
+	for _, tc := range []struct {
+		name       string
+		stopped    trace.Tristate // the recorded tick after the decision
+		wantDTNs   int64
+		wantNotIdx int64
+	}{
+		{"recorded decision stopped the tick", trace.Yes, 300_000, 3},
+		// Kept by the recording too: the device was due at the tick, as
+		// recorded.
+		{"recorded decision kept it", trace.No, 300_000, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var dts, idxs []int64
+			rp.pols[0].obs = func(ev *[8]int64) {
+				if ev[0] == obsSelect {
+					dts, idxs = append(dts, ev[5]), append(idxs, ev[7])
+				}
+			}
+			for i := int64(0); i < 20; i++ {
+				e := (10*i+1)*tick - 300_000 // 300 µs before a tick
+				next := int64(3*ms + 500_000)
+				if tc.stopped == trace.No {
+					next = 300_000
+				}
+				p := trace.IdlePeriod{
+					CPU: 0, State: 3, EntryNs: uint64(e), ExitNs: uint64(e + 3*ms + 505_000),
+					WakeCause: trace.WakeTimer, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1,
+					NextTimerNs: 3*ms + 500_000, NextTimerKnown: true, NextEventNs: next, NextEventKnown: true,
+					TickStopped: tc.stopped, TickStoppedBefore: trace.No, GotTick: trace.No, PollTimedOut: trace.Unknown,
+					IdleLoopEntry: trace.Yes, TickStoppable: trace.Yes,
+				}
+				if err := rp.Idle(&p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := rp.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			// The entry selection of each stay; after the first few, menu's
+			// correction factor has learnt that stays last as long as the
+			// timer says and predicts under the tick.
+			if len(dts) == 0 || dts[len(dts)-2] != tc.wantDTNs && dts[len(dts)-1] != tc.wantDTNs {
+				t.Fatalf("delta_tick at the last entries %v, want %d", dts[max(len(dts)-4, 0):], tc.wantDTNs)
+			}
+			for i, dt := range dts {
+				if dt == tc.wantDTNs && idxs[i] == tc.wantNotIdx {
+					t.Errorf("selection %d: state %d with the tick %d ns away", i, idxs[i], dt)
+				}
+			}
+		})
+	}
+}
