@@ -188,6 +188,10 @@ type cpuShared struct {
 	prevSleepKnown                   bool
 	prevTickStopped                  bool // the kernel's tick after the previous period's decision
 	tickRef                          int64
+	// tickLateNs: how late the CPU's last recorded timer or tick interrupt
+	// came after the device's deadline, less the recorded state's exit
+	// latency (periodInfo.lateFrom); the replay's own ticks come as late.
+	tickLateNs int64
 	nbCache                          int64 // a tick boundary on the grid of tickRef (nextBoundary)
 	nbValid                          bool
 	baseLat                          int64
@@ -565,6 +569,9 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	c.seen = true
 	c.prevExit = pi.x
 	c.prevKind = pi.kind
+	if pi.lateFrom != noLimit && pi.rec >= 0 && pi.rec < r.recTab.n && (pi.kind == endTick || pi.cause == trace.WakeTimer) {
+		c.tickLateNs = max(pi.x-pi.lateFrom-r.recTab.el[pi.rec], 0)
+	}
 	r.ioPeriod(p, &pi, els)
 	return nil
 }
@@ -1038,7 +1045,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		// The tick grid (phase of the last tick wake-up) can be off,
 		// most of all under emulation: the kernel's own stay shows that
 		// its next tick came after x.
-		cs.nextTick = ps.r.nextBoundary(c, pi.x)
+		cs.nextTick = ps.r.nextBoundary(c, pi.x) + c.tickLateNs
 	}
 	if next, _ := cs.nextEvent(ps.tab); next < pi.x {
 		ps.advance(c, cs, pi, pi.x, pi.kind)
@@ -1220,6 +1227,11 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t
 	}
 	cs.selected = true
 	cs.nextTick = nb
+	if nb != 0 {
+		// Delivered as late as the CPU's last timer interrupt: under
+		// emulation or steal time, hundreds of µs.
+		cs.nextTick += c.tickLateNs
+	}
 	cs.state = idx
 	cs.segStart = segStart
 	cs.segOpen = true
