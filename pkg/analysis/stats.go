@@ -212,8 +212,8 @@ type OutsideWindow struct {
 }
 
 const (
-	maxCPUs   = 1 << 14 // beyond this a CPU number is treated as corrupt
-	maxStates = 64      // CPUIDLE_STATE_MAX is 10
+	maxCPUs   = trace.MaxCPUs // beyond this a CPU number is treated as corrupt
+	maxStates = trace.MaxStates
 
 	// NoDriverHLT and NoDriverPOLL name the states the cpu_idle tracepoint
 	// reports when the kernel has no cpuidle driver.

@@ -26,9 +26,8 @@ const WindowNs = 50_000
 // type, 64 Ki records).
 const MaxPending = 1 << 18
 
-// maxCPUs matches the trace format's CPU limit; records beyond it are
-// ignored.
-const maxCPUs = 1 << 16
+// maxCPUs is the trace format's CPU limit; records beyond it are ignored.
+const maxCPUs = trace.MaxCPUs
 
 // skewNs is how far out of time order records of one type may be across
 // CPUs (the ring buffer is shared; each record is reserved just after its

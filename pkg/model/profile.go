@@ -30,8 +30,8 @@ import (
 // latency) draw less. The numbers only order the states and give the energy
 // comparison a plausible scale; they are not measurements.
 
-// MaxStates is the cpuidle core's CPUIDLE_STATE_MAX.
-const MaxStates = 10
+// MaxStates is the cpuidle core's CPUIDLE_STATE_MAX (trace.MaxStates).
+const MaxStates = trace.MaxStates
 
 // DefaultHZ is used when neither the trace nor the profile says HZ.
 const DefaultHZ = 250

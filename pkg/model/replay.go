@@ -108,7 +108,7 @@ const (
 	chainGapTickNs = 20_000
 	pollSnapNs     = 20_000  // a policy poll deadline this close before a recorded poll timeout is that timeout
 	tickSnapNs     = 100_000 // a synthetic tick this close before a recorded tick wake is that tick
-	maxCPUs        = 1 << 16
+	maxCPUs        = trace.MaxCPUs
 )
 
 type periodInfo struct {
@@ -192,9 +192,9 @@ type cpuShared struct {
 	// came after the device's deadline, less the recorded state's exit
 	// latency (periodInfo.lateFrom); the replay's own ticks come as late.
 	tickLateNs int64
-	nbCache                          int64 // a tick boundary on the grid of tickRef (nextBoundary)
-	nbValid                          bool
-	baseLat                          int64
+	nbCache    int64 // a tick boundary on the grid of tickRef (nextBoundary)
+	nbValid    bool
+	baseLat    int64
 }
 
 type blkWindow struct {

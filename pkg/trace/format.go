@@ -156,7 +156,7 @@ const (
 	defaultChunkRecords = 1 << 16
 	// cpuStateLimit: only CPUs below this carry per-CPU delta state, which
 	// bounds the state table a reader builds from hostile input.
-	cpuStateLimit = 1 << 16
+	cpuStateLimit = MaxCPUs
 )
 
 // ChunkType is the kind of a chunk (header byte 4).
