@@ -65,18 +65,19 @@ volatile const __u64 pcpu_runqueues = PCPU_NONE;
 volatile const __u64 pcpu_tick_cpu_device = PCPU_NONE;
 volatile const __u64 pcpu_menu_devices = PCPU_NONE;
 
-/* Referenced so that the types reach the object's BTF and bpf2go emits Go
- * types for them. */
-struct idle_record _idle_record = {};
-struct block_io_record _block_io_record = {};
-struct haltpoll_record _haltpoll_record = {};
-struct io_task_record _io_task_record = {};
-struct loss_counters _loss_counters = {};
-enum wake_cause _wake_cause = WAKE_UNKNOWN;
-enum idle_flags _idle_flags = IDLE_TICK_STOPPED_KNOWN;
-enum record_type _record_type = RECORD_IDLE;
-enum kernel_flags _kernel_flags = KERNEL_KNOWN;
-enum loop_flags _loop_flags = LOOP_ENTRY_KNOWN;
+/* The record types no map or program signature carries: each is named with
+ * bpf2go's -type (gen.go), which needs it in the object's BTF, and clang
+ * leaves out of BTF a type only local variables use. */
+const struct idle_record *unused_idle_record __attribute__((unused));
+const struct block_io_record *unused_block_io_record __attribute__((unused));
+const struct haltpoll_record *unused_haltpoll_record __attribute__((unused));
+const struct io_task_record *unused_io_task_record __attribute__((unused));
+const enum record_type *unused_record_type __attribute__((unused));
+const enum wake_cause *unused_wake_cause __attribute__((unused));
+const enum idle_flags *unused_idle_flags __attribute__((unused));
+const enum kernel_flags *unused_kernel_flags __attribute__((unused));
+const enum loop_flags *unused_loop_flags __attribute__((unused));
+
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -89,54 +90,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct loss_counters);
 } loss SEC(".maps");
-
-/* Per-CPU idle state. An ARRAY rather than PERCPU_ARRAY because wakers on
- * other CPUs write the target's wake request. */
-struct cpu_state {
-	__u64 entry_ns;
-	__u64 wake_request_ns;
-	__u64 tick_sched; /* this CPU's struct tick_sched, learned from its tick timer; 0 = not yet */
-	__s64 next_timer_ns;
-	__s64 next_event_ns;
-	__u32 state;
-	__s32 wake_irq;
-	__u32 cause;
-	__u8 in_idle;
-	__u8 flags;
-	__u8 pending;     /* pend holds a closed period waiting for its cause */
-	__u8 pend_timer;  /* pend's cause is a timer; submit at local_timer_exit */
-	__u8 tick_stopped_now; /* timer:tick_stop fired since the last entry */
-	__u8 usage_known; /* usage_at_entry and time_at_entry hold the open period's state's counters */
-	/* The open period's kernel_flags gathered at its entry (iowait known,
-	 * aborted before, aborts counted); the exit adds the rest. */
-	__u8 kflags;
-	__u8 menu_ptr_known; /* menu_ptr holds menu's interval_ptr at the last entry */
-	__u8 menu_ptr;
-	__u8 aborts;      /* the open period's count of aborted attempts, if KERNEL_ABORTS_COUNTED */
-	/* Remote requests are taken for the open period: from the start of
-	 * the entry program (the kernel is already entering idle) to the
-	 * exit. period_seq counts the periods begun, so that a waker that
-	 * looked before the target began another one does not stamp it. */
-	__u8 accepting;
-	__u8 loop_flags;    /* the open period's enum loop_flags */
-	__u8 switches_known; /* idle_switches holds the count at the last entry */
-	__u8 pad3[7];
-	/* The idle task's context switches at the last entry: a change means
-	 * it was switched out in between, so the idle loop was left. */
-	__u64 idle_switches;
-	__u32 nr_iowait;
-	__u32 period_seq;
-	__u64 usage_at_entry;
-	__u64 time_at_entry;
-	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
-	__u64 pcpu_base; /* this CPU's per-CPU base (0 = not yet learned) */
-	/* The first IPI sent to this CPU that its handler has not yet served,
-	 * idle or not: an IPI sent just before the idle entry can arrive
-	 * after it (a guest's IPIs go through the host), and its send, not
-	 * any later request, is what the period's wake answers. */
-	__u64 ipi_sent_ns;
-	struct idle_record pend;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -151,25 +104,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } cpu_filter SEC(".maps");
-
-struct io_key {
-	__u32 dev;
-	__u32 pad;
-	__u64 sector;
-};
-
-struct io_start {
-	__u64 issue_ns;
-	__u64 first_sector;
-	__u32 issue_cpu;
-	__u32 bytes;
-	__u32 remaining;
-	__u32 cmd_flags;
-	__u8 op;
-	__u32 tid;
-	__u32 tgid;
-	char comm[16];
-};
 
 /* Requests in flight, keyed by device and current start sector: the classic
  * tracepoints carry no request pointer, and one key for both attach methods

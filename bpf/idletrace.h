@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The records the BPF programs send to Go through the ring buffer, and the
- * counters Go reads from maps. This header is the only contract between the
- * two sides: Go gets the same types from bpf2go (-type) and a layout test
- * (bpf/layout_test.go) checks them against the object's BTF.
+ * counters and map values Go reads. This header is the only contract
+ * between the two sides: bpf2go emits the same types for Go (each named
+ * with -type in gen.go; the globals at the top of idletrace.bpf.c keep the
+ * ones no map or program names in the object's BTF), and a layout test
+ * (bpf/layout_test.go) checks them against that BTF.
  */
 #ifndef IDLETRACE_H
 #define IDLETRACE_H
@@ -187,6 +189,77 @@ struct loss_counters {
 	 * count against the kernel's own count of the tracepoint. The
 	 * completion program's runs are io_completions + io_partial. */
 	__u64 io_issues;
+};
+
+/* The maps' values Go reads: each CPU's state (cpu_states: the periods
+ * still waiting at the stop, flushPending) and the requests in flight
+ * (io_inflight, at the end snapshot). */
+
+/* Per-CPU idle state (cpu_states). An ARRAY rather than PERCPU_ARRAY because wakers on
+ * other CPUs write the target's wake request. */
+struct cpu_state {
+	__u64 entry_ns;
+	__u64 wake_request_ns;
+	__u64 tick_sched; /* this CPU's struct tick_sched, learned from its tick timer; 0 = not yet */
+	__s64 next_timer_ns;
+	__s64 next_event_ns;
+	__u32 state;
+	__s32 wake_irq;
+	__u32 cause;
+	__u8 in_idle;
+	__u8 flags;
+	__u8 pending;     /* pend holds a closed period waiting for its cause */
+	__u8 pend_timer;  /* pend's cause is a timer; submit at local_timer_exit */
+	__u8 tick_stopped_now; /* timer:tick_stop fired since the last entry */
+	__u8 usage_known; /* usage_at_entry and time_at_entry hold the open period's state's counters */
+	/* The open period's kernel_flags gathered at its entry (iowait known,
+	 * aborted before, aborts counted); the exit adds the rest. */
+	__u8 kflags;
+	__u8 menu_ptr_known; /* menu_ptr holds menu's interval_ptr at the last entry */
+	__u8 menu_ptr;
+	__u8 aborts;      /* the open period's count of aborted attempts, if KERNEL_ABORTS_COUNTED */
+	/* Remote requests are taken for the open period: from the start of
+	 * the entry program (the kernel is already entering idle) to the
+	 * exit. period_seq counts the periods begun, so that a waker that
+	 * looked before the target began another one does not stamp it. */
+	__u8 accepting;
+	__u8 loop_flags;    /* the open period's enum loop_flags */
+	__u8 switches_known; /* idle_switches holds the count at the last entry */
+	__u8 pad3[7];
+	/* The idle task's context switches at the last entry: a change means
+	 * it was switched out in between, so the idle loop was left. */
+	__u64 idle_switches;
+	__u32 nr_iowait;
+	__u32 period_seq;
+	__u64 usage_at_entry;
+	__u64 time_at_entry;
+	__u64 cpuidle_dev; /* this CPU's struct cpuidle_device, 0 = not yet read */
+	__u64 pcpu_base; /* this CPU's per-CPU base (0 = not yet learned) */
+	/* The first IPI sent to this CPU that its handler has not yet served,
+	 * idle or not: an IPI sent just before the idle entry can arrive
+	 * after it (a guest's IPIs go through the host), and its send, not
+	 * any later request, is what the period's wake answers. */
+	__u64 ipi_sent_ns;
+	struct idle_record pend;
+};
+
+struct io_key {
+	__u32 dev;
+	__u32 pad;
+	__u64 sector;
+};
+
+struct io_start {
+	__u64 issue_ns;
+	__u64 first_sector;
+	__u32 issue_cpu;
+	__u32 bytes;
+	__u32 remaining;
+	__u32 cmd_flags;
+	__u8 op;
+	__u32 tid;
+	__u32 tgid;
+	char comm[16];
 };
 
 #endif /* IDLETRACE_H */

@@ -65,26 +65,7 @@ type IdletraceCpuState struct {
 	CpuidleDev     uint64
 	PcpuBase       uint64
 	IpiSentNs      uint64
-	Pend           struct {
-		_                 structs.HostLayout
-		Type              uint8
-		WakeCause         uint8
-		Flags             uint8
-		KernelFlags       uint8
-		Cpu               uint32
-		State             uint32
-		WakeIrq           int32
-		EntryNs           uint64
-		ExitNs            uint64
-		WakeRequestNs     uint64
-		NextTimerNs       int64
-		KernelResidencyNs uint64
-		NextEventNs       int64
-		NrIowait          uint32
-		AbortsBefore      uint8
-		LoopFlags         uint8
-		Pad1              [2]uint8
-	}
+	Pend           IdletraceIdleRecord
 }
 
 type IdletraceHaltpollRecord struct {
@@ -281,16 +262,6 @@ const (
 	IdletraceProgTpSchedWakeIdleWithoutIpi   = "tp_sched_wake_idle_without_ipi"
 	IdletraceProgTpSchedWaking               = "tp_sched_waking"
 	IdletraceProgTpTickStop                  = "tp_tick_stop"
-	IdletraceVarBlockIoRecord                = "_block_io_record"
-	IdletraceVarHaltpollRecord               = "_haltpoll_record"
-	IdletraceVarIdleFlags                    = "_idle_flags"
-	IdletraceVarIdleRecord                   = "_idle_record"
-	IdletraceVarIoTaskRecord                 = "_io_task_record"
-	IdletraceVarKernelFlags                  = "_kernel_flags"
-	IdletraceVarLoopFlags                    = "_loop_flags"
-	IdletraceVarLossCounters                 = "_loss_counters"
-	IdletraceVarRecordType                   = "_record_type"
-	IdletraceVarWakeCause                    = "_wake_cause"
 	IdletraceVarAttachNs                     = "attach_ns"
 	IdletraceVarCpuFilterOn                  = "cpu_filter_on"
 	IdletraceVarHaveTickStop                 = "have_tick_stop"
@@ -303,6 +274,15 @@ const (
 	IdletraceVarPcpuTickCpuSched             = "pcpu_tick_cpu_sched"
 	IdletraceVarPollingMask                  = "polling_mask"
 	IdletraceVarRecordIo                     = "record_io"
+	IdletraceVarUnusedBlockIoRecord          = "unused_block_io_record"
+	IdletraceVarUnusedHaltpollRecord         = "unused_haltpoll_record"
+	IdletraceVarUnusedIdleFlags              = "unused_idle_flags"
+	IdletraceVarUnusedIdleRecord             = "unused_idle_record"
+	IdletraceVarUnusedIoTaskRecord           = "unused_io_task_record"
+	IdletraceVarUnusedKernelFlags            = "unused_kernel_flags"
+	IdletraceVarUnusedLoopFlags              = "unused_loop_flags"
+	IdletraceVarUnusedRecordType             = "unused_record_type"
+	IdletraceVarUnusedWakeCause              = "unused_wake_cause"
 	IdletraceVarWakeupBytes                  = "wakeup_bytes"
 	IdletraceVarWakingRequests               = "waking_requests"
 )
@@ -406,30 +386,29 @@ type IdletraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IdletraceVariableSpecs struct {
-	BlockIoRecord      *ebpf.VariableSpec `ebpf:"_block_io_record"`
-	HaltpollRecord     *ebpf.VariableSpec `ebpf:"_haltpoll_record"`
-	IdleFlags          *ebpf.VariableSpec `ebpf:"_idle_flags"`
-	IdleRecord         *ebpf.VariableSpec `ebpf:"_idle_record"`
-	IoTaskRecord       *ebpf.VariableSpec `ebpf:"_io_task_record"`
-	KernelFlags        *ebpf.VariableSpec `ebpf:"_kernel_flags"`
-	LoopFlags          *ebpf.VariableSpec `ebpf:"_loop_flags"`
-	LossCounters       *ebpf.VariableSpec `ebpf:"_loss_counters"`
-	RecordType         *ebpf.VariableSpec `ebpf:"_record_type"`
-	WakeCause          *ebpf.VariableSpec `ebpf:"_wake_cause"`
-	AttachNs           *ebpf.VariableSpec `ebpf:"attach_ns"`
-	CpuFilterOn        *ebpf.VariableSpec `ebpf:"cpu_filter_on"`
-	HaveTickStop       *ebpf.VariableSpec `ebpf:"have_tick_stop"`
-	NrCpus             *ebpf.VariableSpec `ebpf:"nr_cpus"`
-	PcpuCpuidleDevices *ebpf.VariableSpec `ebpf:"pcpu_cpuidle_devices"`
-	PcpuHrtimerBases   *ebpf.VariableSpec `ebpf:"pcpu_hrtimer_bases"`
-	PcpuMenuDevices    *ebpf.VariableSpec `ebpf:"pcpu_menu_devices"`
-	PcpuRunqueues      *ebpf.VariableSpec `ebpf:"pcpu_runqueues"`
-	PcpuTickCpuDevice  *ebpf.VariableSpec `ebpf:"pcpu_tick_cpu_device"`
-	PcpuTickCpuSched   *ebpf.VariableSpec `ebpf:"pcpu_tick_cpu_sched"`
-	PollingMask        *ebpf.VariableSpec `ebpf:"polling_mask"`
-	RecordIo           *ebpf.VariableSpec `ebpf:"record_io"`
-	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
-	WakingRequests     *ebpf.VariableSpec `ebpf:"waking_requests"`
+	AttachNs             *ebpf.VariableSpec `ebpf:"attach_ns"`
+	CpuFilterOn          *ebpf.VariableSpec `ebpf:"cpu_filter_on"`
+	HaveTickStop         *ebpf.VariableSpec `ebpf:"have_tick_stop"`
+	NrCpus               *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	PcpuCpuidleDevices   *ebpf.VariableSpec `ebpf:"pcpu_cpuidle_devices"`
+	PcpuHrtimerBases     *ebpf.VariableSpec `ebpf:"pcpu_hrtimer_bases"`
+	PcpuMenuDevices      *ebpf.VariableSpec `ebpf:"pcpu_menu_devices"`
+	PcpuRunqueues        *ebpf.VariableSpec `ebpf:"pcpu_runqueues"`
+	PcpuTickCpuDevice    *ebpf.VariableSpec `ebpf:"pcpu_tick_cpu_device"`
+	PcpuTickCpuSched     *ebpf.VariableSpec `ebpf:"pcpu_tick_cpu_sched"`
+	PollingMask          *ebpf.VariableSpec `ebpf:"polling_mask"`
+	RecordIo             *ebpf.VariableSpec `ebpf:"record_io"`
+	UnusedBlockIoRecord  *ebpf.VariableSpec `ebpf:"unused_block_io_record"`
+	UnusedHaltpollRecord *ebpf.VariableSpec `ebpf:"unused_haltpoll_record"`
+	UnusedIdleFlags      *ebpf.VariableSpec `ebpf:"unused_idle_flags"`
+	UnusedIdleRecord     *ebpf.VariableSpec `ebpf:"unused_idle_record"`
+	UnusedIoTaskRecord   *ebpf.VariableSpec `ebpf:"unused_io_task_record"`
+	UnusedKernelFlags    *ebpf.VariableSpec `ebpf:"unused_kernel_flags"`
+	UnusedLoopFlags      *ebpf.VariableSpec `ebpf:"unused_loop_flags"`
+	UnusedRecordType     *ebpf.VariableSpec `ebpf:"unused_record_type"`
+	UnusedWakeCause      *ebpf.VariableSpec `ebpf:"unused_wake_cause"`
+	WakeupBytes          *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	WakingRequests       *ebpf.VariableSpec `ebpf:"waking_requests"`
 }
 
 // IdletraceObjects contains all objects after they have been loaded into the kernel.
@@ -475,30 +454,29 @@ func (m *IdletraceMaps) Close() error {
 //
 // It can be passed to LoadIdletraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IdletraceVariables struct {
-	BlockIoRecord      *ebpf.Variable `ebpf:"_block_io_record"`
-	HaltpollRecord     *ebpf.Variable `ebpf:"_haltpoll_record"`
-	IdleFlags          *ebpf.Variable `ebpf:"_idle_flags"`
-	IdleRecord         *ebpf.Variable `ebpf:"_idle_record"`
-	IoTaskRecord       *ebpf.Variable `ebpf:"_io_task_record"`
-	KernelFlags        *ebpf.Variable `ebpf:"_kernel_flags"`
-	LoopFlags          *ebpf.Variable `ebpf:"_loop_flags"`
-	LossCounters       *ebpf.Variable `ebpf:"_loss_counters"`
-	RecordType         *ebpf.Variable `ebpf:"_record_type"`
-	WakeCause          *ebpf.Variable `ebpf:"_wake_cause"`
-	AttachNs           *ebpf.Variable `ebpf:"attach_ns"`
-	CpuFilterOn        *ebpf.Variable `ebpf:"cpu_filter_on"`
-	HaveTickStop       *ebpf.Variable `ebpf:"have_tick_stop"`
-	NrCpus             *ebpf.Variable `ebpf:"nr_cpus"`
-	PcpuCpuidleDevices *ebpf.Variable `ebpf:"pcpu_cpuidle_devices"`
-	PcpuHrtimerBases   *ebpf.Variable `ebpf:"pcpu_hrtimer_bases"`
-	PcpuMenuDevices    *ebpf.Variable `ebpf:"pcpu_menu_devices"`
-	PcpuRunqueues      *ebpf.Variable `ebpf:"pcpu_runqueues"`
-	PcpuTickCpuDevice  *ebpf.Variable `ebpf:"pcpu_tick_cpu_device"`
-	PcpuTickCpuSched   *ebpf.Variable `ebpf:"pcpu_tick_cpu_sched"`
-	PollingMask        *ebpf.Variable `ebpf:"polling_mask"`
-	RecordIo           *ebpf.Variable `ebpf:"record_io"`
-	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
-	WakingRequests     *ebpf.Variable `ebpf:"waking_requests"`
+	AttachNs             *ebpf.Variable `ebpf:"attach_ns"`
+	CpuFilterOn          *ebpf.Variable `ebpf:"cpu_filter_on"`
+	HaveTickStop         *ebpf.Variable `ebpf:"have_tick_stop"`
+	NrCpus               *ebpf.Variable `ebpf:"nr_cpus"`
+	PcpuCpuidleDevices   *ebpf.Variable `ebpf:"pcpu_cpuidle_devices"`
+	PcpuHrtimerBases     *ebpf.Variable `ebpf:"pcpu_hrtimer_bases"`
+	PcpuMenuDevices      *ebpf.Variable `ebpf:"pcpu_menu_devices"`
+	PcpuRunqueues        *ebpf.Variable `ebpf:"pcpu_runqueues"`
+	PcpuTickCpuDevice    *ebpf.Variable `ebpf:"pcpu_tick_cpu_device"`
+	PcpuTickCpuSched     *ebpf.Variable `ebpf:"pcpu_tick_cpu_sched"`
+	PollingMask          *ebpf.Variable `ebpf:"polling_mask"`
+	RecordIo             *ebpf.Variable `ebpf:"record_io"`
+	UnusedBlockIoRecord  *ebpf.Variable `ebpf:"unused_block_io_record"`
+	UnusedHaltpollRecord *ebpf.Variable `ebpf:"unused_haltpoll_record"`
+	UnusedIdleFlags      *ebpf.Variable `ebpf:"unused_idle_flags"`
+	UnusedIdleRecord     *ebpf.Variable `ebpf:"unused_idle_record"`
+	UnusedIoTaskRecord   *ebpf.Variable `ebpf:"unused_io_task_record"`
+	UnusedKernelFlags    *ebpf.Variable `ebpf:"unused_kernel_flags"`
+	UnusedLoopFlags      *ebpf.Variable `ebpf:"unused_loop_flags"`
+	UnusedRecordType     *ebpf.Variable `ebpf:"unused_record_type"`
+	UnusedWakeCause      *ebpf.Variable `ebpf:"unused_wake_cause"`
+	WakeupBytes          *ebpf.Variable `ebpf:"wakeup_bytes"`
+	WakingRequests       *ebpf.Variable `ebpf:"waking_requests"`
 }
 
 // IdletracePrograms contains all programs after they have been loaded into the kernel.

@@ -27,6 +27,8 @@ func TestRecordLayout(t *testing.T) {
 		{"io_task_record", IdletraceIoTaskRecord{}},
 		{"loss_counters", IdletraceLossCounters{}},
 		{"cpu_state", IdletraceCpuState{}},
+		{"io_key", IdletraceIoKey{}},
+		{"io_start", IdletraceIoStart{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.cName, func(t *testing.T) {

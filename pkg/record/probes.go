@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
+
+	"github.com/idletrace/idletrace/bpf"
 )
 
 // Attach methods, as stored in trace metadata.
@@ -47,24 +49,24 @@ const (
 )
 
 var probes = []probe{
-	{"power", "cpu_idle", "btf_cpu_idle", "tp_cpu_idle", inputIdle, true, 2},
-	{"block", "block_rq_issue", "btf_block_rq_issue", "tp_block_rq_issue", inputIO, false, 1},
-	{"block", "block_rq_complete", "btf_block_rq_complete", "tp_block_rq_complete", inputIO, false, 3},
-	{"block", "block_rq_requeue", "btf_block_rq_requeue", "tp_block_rq_requeue", inputIO, false, 1},
-	{"irq", "irq_handler_entry", "btf_irq_handler_entry", "tp_irq_handler_entry", inputWakeCauses, false, 2},
-	{"irq_vectors", "local_timer_entry", "btf_local_timer_entry", "tp_local_timer_entry", inputWakeCauses, false, 1},
-	{"irq_vectors", "local_timer_exit", "btf_local_timer_exit", "tp_local_timer_exit", inputWakeCauses, false, 1},
-	{"irq_vectors", "reschedule_entry", "btf_reschedule_entry", "tp_reschedule_entry", inputWakeCauses, false, 1},
-	{"irq_vectors", "call_function_entry", "btf_call_function_entry", "tp_call_function_entry", inputWakeCauses, false, 1},
-	{"irq_vectors", "call_function_single_entry", "btf_call_function_single_entry", "tp_call_function_single_entry", inputWakeCauses, false, 1},
-	{"timer", "hrtimer_expire_entry", "btf_hrtimer_expire_entry", "tp_hrtimer_expire_entry", inputTickWakeups, false, 2},
-	{"timer", "tick_stop", "btf_tick_stop", "tp_tick_stop", inputTickStopBefore, false, 2},
-	{"sched", "sched_wake_idle_without_ipi", "btf_sched_wake_idle_without_ipi", "tp_sched_wake_idle_without_ipi", inputWakeRequests, false, 1},
-	{"sched", "sched_waking", "btf_sched_waking", "tp_sched_waking", inputWakeRequests, false, 1},
-	{"sched", "sched_switch", "btf_sched_switch", "tp_sched_switch", inputTaskIO, false, 3},
-	{"ipi", "ipi_send_cpu", "btf_ipi_send_cpu", "tp_ipi_send_cpu", inputWakeRequests, false, 3},
-	{"ipi", "ipi_send_cpumask", "btf_ipi_send_cpumask", "tp_ipi_send_cpumask", inputWakeRequests, false, 3},
-	{"power", "guest_halt_poll_ns", "btf_guest_halt_poll_ns", "tp_guest_halt_poll_ns", inputHaltPoll, false, 3},
+	{"power", "cpu_idle", bpf.IdletraceProgBtfCpuIdle, bpf.IdletraceProgTpCpuIdle, inputIdle, true, 2},
+	{"block", "block_rq_issue", bpf.IdletraceProgBtfBlockRqIssue, bpf.IdletraceProgTpBlockRqIssue, inputIO, false, 1},
+	{"block", "block_rq_complete", bpf.IdletraceProgBtfBlockRqComplete, bpf.IdletraceProgTpBlockRqComplete, inputIO, false, 3},
+	{"block", "block_rq_requeue", bpf.IdletraceProgBtfBlockRqRequeue, bpf.IdletraceProgTpBlockRqRequeue, inputIO, false, 1},
+	{"irq", "irq_handler_entry", bpf.IdletraceProgBtfIrqHandlerEntry, bpf.IdletraceProgTpIrqHandlerEntry, inputWakeCauses, false, 2},
+	{"irq_vectors", "local_timer_entry", bpf.IdletraceProgBtfLocalTimerEntry, bpf.IdletraceProgTpLocalTimerEntry, inputWakeCauses, false, 1},
+	{"irq_vectors", "local_timer_exit", bpf.IdletraceProgBtfLocalTimerExit, bpf.IdletraceProgTpLocalTimerExit, inputWakeCauses, false, 1},
+	{"irq_vectors", "reschedule_entry", bpf.IdletraceProgBtfRescheduleEntry, bpf.IdletraceProgTpRescheduleEntry, inputWakeCauses, false, 1},
+	{"irq_vectors", "call_function_entry", bpf.IdletraceProgBtfCallFunctionEntry, bpf.IdletraceProgTpCallFunctionEntry, inputWakeCauses, false, 1},
+	{"irq_vectors", "call_function_single_entry", bpf.IdletraceProgBtfCallFunctionSingleEntry, bpf.IdletraceProgTpCallFunctionSingleEntry, inputWakeCauses, false, 1},
+	{"timer", "hrtimer_expire_entry", bpf.IdletraceProgBtfHrtimerExpireEntry, bpf.IdletraceProgTpHrtimerExpireEntry, inputTickWakeups, false, 2},
+	{"timer", "tick_stop", bpf.IdletraceProgBtfTickStop, bpf.IdletraceProgTpTickStop, inputTickStopBefore, false, 2},
+	{"sched", "sched_wake_idle_without_ipi", bpf.IdletraceProgBtfSchedWakeIdleWithoutIpi, bpf.IdletraceProgTpSchedWakeIdleWithoutIpi, inputWakeRequests, false, 1},
+	{"sched", "sched_waking", bpf.IdletraceProgBtfSchedWaking, bpf.IdletraceProgTpSchedWaking, inputWakeRequests, false, 1},
+	{"sched", "sched_switch", bpf.IdletraceProgBtfSchedSwitch, bpf.IdletraceProgTpSchedSwitch, inputTaskIO, false, 3},
+	{"ipi", "ipi_send_cpu", bpf.IdletraceProgBtfIpiSendCpu, bpf.IdletraceProgTpIpiSendCpu, inputWakeRequests, false, 3},
+	{"ipi", "ipi_send_cpumask", bpf.IdletraceProgBtfIpiSendCpumask, bpf.IdletraceProgTpIpiSendCpumask, inputWakeRequests, false, 3},
+	{"power", "guest_halt_poll_ns", bpf.IdletraceProgBtfGuestHaltPollNs, bpf.IdletraceProgTpGuestHaltPollNs, inputHaltPoll, false, 3},
 }
 
 // btfTrailingArgsOK: events whose later kernels appended arguments, which
@@ -81,10 +83,10 @@ type fentryProg struct{ prog, fn string }
 // senders mark the same sends (arch/x86/kernel/smp.c).
 var fentryFallbacks = map[string][]fentryProg{
 	"ipi:ipi_send_cpu": {
-		{"fentry_smp_send_reschedule", "native_smp_send_reschedule"},
-		{"fentry_send_call_func_single_ipi", "native_send_call_func_single_ipi"},
+		{bpf.IdletraceProgFentrySmpSendReschedule, "native_smp_send_reschedule"},
+		{bpf.IdletraceProgFentrySendCallFuncSingleIpi, "native_send_call_func_single_ipi"},
 	},
-	"ipi:ipi_send_cpumask": {{"fentry_send_call_func_ipi", "native_send_call_func_ipi"}},
+	"ipi:ipi_send_cpumask": {{bpf.IdletraceProgFentrySendCallFuncIpi, "native_send_call_func_ipi"}},
 }
 
 // fentry lists the probe's fentry programs, where its tracepoint is newer

@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/idletrace/idletrace/bpf"
@@ -147,20 +148,27 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		// Without a cpuidle driver there are no per-state counters to read.
 		pcpu["pcpu_cpuidle_devices"] = pcpuNone
 	}
-	coll, links, err := loadAndAttach(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
+	// Before 5.11 the ring buffer and maps are charged to RLIMIT_MEMLOCK
+	// (a no-op where the memory cgroup accounts them).
+	if err := rlimit.RemoveMemlock(); err != nil {
+		warn(fmt.Sprintf("raising RLIMIT_MEMLOCK: %v (loading may fail on kernels before 5.11)", err))
+	}
+	coll, maps, links, err := loadAndAttach(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
 	if err != nil {
 		return nil, err
 	}
 	// Requests allocated from now on have their issue traced.
 	var now unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err == nil {
-		if err := coll.Variables["attach_ns"].Set(uint64(now.Nano())); err != nil {
+		if err := maps.AttachNs.Set(uint64(now.Nano())); err != nil {
 			closeAll(links)
 			coll.Close()
+			maps.Close()
 			return nil, fmt.Errorf("setting attach_ns: %w", err)
 		}
 	}
 	defer coll.Close()
+	defer maps.Close()
 	defer func() { closeAll(links) }()
 	for _, w := range plan.describeMissing() {
 		warn(w)
@@ -198,7 +206,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		defer statsCloser.Close()
 	}
 
-	rd, err := ringbuf.NewReader(coll.Maps["events"])
+	rd, err := ringbuf.NewReader(maps.Events)
 	if err != nil {
 		return nil, fmt.Errorf("opening the ring buffer: %w", err)
 	}
@@ -210,7 +218,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if meta.HZ > 0 {
 		spin = 2*time.Second/time.Duration(meta.HZ) + 2*time.Millisecond
 	}
-	rec := &recording{opts: opts, coll: coll, rd: rd, file: f, start: time.Now()}
+	rec := &recording{opts: opts, maps: maps, rd: rd, file: f, start: time.Now()}
 	rec.ioJoin = newIOTaskJoin(rec.writeBlockIO)
 	// The kernel's own count of the block tracepoints, to find the events
 	// it raised without running the programs. Not with classic
@@ -350,30 +358,46 @@ var progNameInError = regexp.MustCompile(`program ((?:btf|fentry)_[a-z_]+)`)
 // loadAndAttach loads the programs the plan chose and attaches them. A tp_btf
 // program that the kernel refuses at load or attach time is replaced by its
 // classic tracepoint twin, and everything is loaded again.
-func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*ebpf.Collection, []link.Link, error) {
+func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*ebpf.Collection, *bpfObjects, []link.Link, error) {
 	for attempt := 0; ; attempt++ {
-		coll, err := loadCollection(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
+		coll, maps, err := loadCollection(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		links, failed, err := attach(coll, plan)
 		if err == nil {
-			return coll, links, nil
+			return coll, maps, links, nil
 		}
 		coll.Close()
+		maps.Close()
 		if failed == nil || attempt > len(probes) || !plan.demote(*failed, err.Error()) {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 }
 
-// loadCollection loads the chosen programs. A tp_btf program the verifier
+// bpfObjects are the loaded maps and global variables under bpf2go's
+// generated names; they own the maps (Close).
+type bpfObjects struct {
+	bpf.IdletraceMaps
+	bpf.IdletraceVariables
+}
+
+// loadCollection loads the chosen programs; the maps and variables go to
+// bpfObjects. A tp_btf program the verifier
 // rejects is swapped for its classic tracepoint twin and the load retried.
-func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*ebpf.Collection, error) {
+func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*ebpf.Collection, *bpfObjects, error) {
 	for attempt := 0; ; attempt++ {
 		spec, err := bpf.LoadIdletrace()
 		if err != nil {
-			return nil, fmt.Errorf("loading the embedded BPF object: %w", err)
+			return nil, nil, fmt.Errorf("loading the embedded BPF object: %w", err)
+		}
+		var specs struct {
+			bpf.IdletraceMapSpecs
+			bpf.IdletraceVariableSpecs
+		}
+		if err := spec.Assign(&specs); err != nil {
+			return nil, nil, fmt.Errorf("the embedded BPF object: %w", err)
 		}
 		keep := map[string]bool{}
 		for _, p := range probes {
@@ -390,24 +414,33 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		if ring == 0 {
 			ring = defaultRingBytes
 		}
-		spec.Maps["events"].MaxEntries = uint32(ring)
+		specs.Events.MaxEntries = uint32(ring)
 		maxCPU := possible[len(possible)-1] + 1
-		spec.Maps["cpu_states"].MaxEntries = uint32(maxCPU)
-		vars := map[string]any{
-			"polling_mask":    pollingMask(meta),
-			"wakeup_bytes":    uint64(ring / 16),
-			"cpu_filter_on":   boolByte(opts.CPUs != nil),
-			"record_io":       boolByte(!opts.NoIO),
-			"nr_cpus":         uint32(maxCPU),
-			"have_tick_stop":  boolByte(plan.method["timer:tick_stop"] != ""),
-			"waking_requests": boolByte(plan.method["ipi:ipi_send_cpu"] == "" || plan.method["ipi:ipi_send_cpumask"] == ""),
+		specs.CpuStates.MaxEntries = uint32(maxCPU)
+		type setting struct {
+			v     *ebpf.VariableSpec
+			value any
 		}
+		vars := []setting{
+			{specs.PollingMask, pollingMask(meta)},
+			{specs.WakeupBytes, uint64(ring / 16)},
+			{specs.CpuFilterOn, boolByte(opts.CPUs != nil)},
+			{specs.RecordIo, boolByte(!opts.NoIO)},
+			{specs.NrCpus, uint32(maxCPU)},
+			{specs.HaveTickStop, boolByte(plan.method["timer:tick_stop"] != "")},
+			{specs.WakingRequests, boolByte(plan.method["ipi:ipi_send_cpu"] == "" || plan.method["ipi:ipi_send_cpumask"] == "")},
+		}
+		// The per-CPU offsets come by the variables' names (perCPUOffsets).
 		for name, off := range pcpu {
-			vars[name] = off
+			v, ok := spec.Variables[name]
+			if !ok {
+				return nil, nil, fmt.Errorf("the embedded BPF object has no variable %s", name)
+			}
+			vars = append(vars, setting{v, off})
 		}
-		for name, v := range vars {
-			if err := spec.Variables[name].Set(v); err != nil {
-				return nil, fmt.Errorf("setting %s: %w", name, err)
+		for _, v := range vars {
+			if err := v.v.Set(v.value); err != nil {
+				return nil, nil, fmt.Errorf("setting %s: %w", v.v.Name, err)
 			}
 		}
 		var copts ebpf.CollectionOptions
@@ -416,17 +449,23 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		}
 		coll, err := ebpf.NewCollectionWithOptions(spec, copts)
 		if err == nil {
+			var maps bpfObjects
+			if err := coll.Assign(&maps); err != nil {
+				coll.Close()
+				return nil, nil, fmt.Errorf("the loaded BPF maps: %w", err)
+			}
 			if opts.CPUs != nil {
-				if err := fillCPUFilter(coll.Maps["cpu_filter"], recorded); err != nil {
+				if err := fillCPUFilter(maps.CpuFilter, recorded); err != nil {
 					coll.Close()
-					return nil, err
+					maps.Close()
+					return nil, nil, err
 				}
 			}
-			return coll, nil
+			return coll, &maps, nil
 		}
 		m := progNameInError.FindStringSubmatch(err.Error())
 		if m == nil || attempt > len(probes) {
-			return nil, loadError(err)
+			return nil, nil, loadError(err)
 		}
 		switched := false
 		for _, p := range probes {
@@ -435,7 +474,7 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 			}
 		}
 		if !switched {
-			return nil, loadError(err)
+			return nil, nil, loadError(err)
 		}
 	}
 }
@@ -547,7 +586,7 @@ func progStats(coll *ebpf.Collection) []trace.ProgStat {
 // recording is the state of the read loop.
 type recording struct {
 	opts  Options
-	coll  *ebpf.Collection
+	maps  *bpfObjects
 	rd    *ringbuf.Reader
 	w     *trace.Writer
 	file  *os.File
@@ -690,7 +729,7 @@ func (r *recording) drain() error {
 // idle again within microseconds unless it is busy, and then the wait ends
 // at limit and flushPending writes the period without the kernel's figure.
 func (r *recording) settleAwaiting(limit time.Duration) {
-	m := r.coll.Maps["cpu_states"]
+	m := r.maps.CpuStates
 	var st bpf.IdletraceCpuState
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		waiting := false
@@ -708,7 +747,7 @@ func (r *recording) settleAwaiting(limit time.Duration) {
 func (r *recording) flushPending() uint64 {
 	var open uint64
 	var st bpf.IdletraceCpuState
-	m := r.coll.Maps["cpu_states"]
+	m := r.maps.CpuStates
 	for cpu := uint32(0); cpu < m.MaxEntries(); cpu++ {
 		if err := m.Lookup(cpu, &st); err != nil {
 			continue
@@ -737,7 +776,7 @@ func (r *recording) ioInFlight(end *trace.Snapshot) (inFlight, orphaned uint64) 
 	}
 	var k bpf.IdletraceIoKey
 	var v bpf.IdletraceIoStart
-	for it := r.coll.Maps["io_inflight"].Iterate(); it.Next(&k, &v); {
+	for it := r.maps.IoInflight.Iterate(); it.Next(&k, &v); {
 		inFlight++
 		if v.IssueNs < end.MonotonicNs && idle[k.Dev] {
 			orphaned++
@@ -749,7 +788,7 @@ func (r *recording) ioInFlight(end *trace.Snapshot) (inFlight, orphaned uint64) 
 // counters reads each CPU's loss counters.
 func (r *recording) counters() []bpf.IdletraceLossCounters {
 	var per []bpf.IdletraceLossCounters
-	if err := r.coll.Maps["loss"].Lookup(uint32(0), &per); err != nil {
+	if err := r.maps.Loss.Lookup(uint32(0), &per); err != nil {
 		return nil
 	}
 	return per
