@@ -77,9 +77,9 @@ type stateJSON struct {
 // fields shadow the embedded ones of the same JSON name.
 type resultJSON struct {
 	model.Result
-	EnergyRel    *float64 `json:"energy_rel"`
-	Agreement    *float64 `json:"agreement"`
-	EnergyJoules *float64 `json:"energy_units"`
+	EnergyRel             *float64 `json:"energy_rel"`
+	Agreement             *float64 `json:"agreement"`
+	EnergyBusyCoreSeconds *float64 `json:"energy_units"`
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
@@ -122,7 +122,7 @@ func whatifJSON(rep *WhatifReport) *whatifJSONDoc {
 }
 
 func resultToJSON(r model.Result) resultJSON {
-	j := resultJSON{Result: r, EnergyRel: finitePtr(r.EnergyRel), EnergyJoules: finitePtr(r.EnergyJoules)}
+	j := resultJSON{Result: r, EnergyRel: finitePtr(r.EnergyRel), EnergyBusyCoreSeconds: finitePtr(r.EnergyBusyCoreSeconds)}
 	if r.Agreement != nil {
 		j.Agreement = finitePtr(*r.Agreement)
 	}

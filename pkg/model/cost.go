@@ -58,7 +58,7 @@ func (ps *polSim) wakeSummary() (LatencySummary, []CDFPoint) {
 
 func (ps *polSim) result(r *Replay) Result {
 	res := Result{Policy: ps.pol.Spec, IdlePeriods: ps.periods, Above: ps.above, Below: ps.below,
-		Selections: ps.selections, EnergyJoules: ps.energy / 1e9}
+		Selections: ps.selections, EnergyBusyCoreSeconds: ps.energy / 1e9}
 	if ps.pol.Spec == "" {
 		res.Policy = string(ps.kind)
 	}

@@ -601,7 +601,7 @@ func (r *Replay) Finish() ([]Result, error) {
 	for k, ps := range r.pols {
 		out[k] = ps.result(r)
 		if k == 0 {
-			base = out[k].EnergyJoules
+			base = out[k].EnergyBusyCoreSeconds
 		}
 		if r.ioSeen {
 			d := device
@@ -611,8 +611,8 @@ func (r *Replay) Finish() ([]Result, error) {
 	for k := range out {
 		switch {
 		case base > 0:
-			out[k].EnergyRel = out[k].EnergyJoules / base
-		case out[k].EnergyJoules == 0:
+			out[k].EnergyRel = out[k].EnergyBusyCoreSeconds / base
+		case out[k].EnergyBusyCoreSeconds == 0:
 			out[k].EnergyRel = 1
 		}
 	}

@@ -37,8 +37,8 @@ type Result struct {
 	Changes *Changes `json:"changes"`
 
 	// Beyond the contract: what a reader needs to judge the numbers.
-	Selections   uint64  `json:"selections"`   // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)
-	EnergyJoules float64 `json:"energy_units"` // idle energy in units of busy-core-power × seconds
+	Selections            uint64  `json:"selections"`   // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)
+	EnergyBusyCoreSeconds float64 `json:"energy_units"` // idle energy in busy-core-seconds: the profile's relative state powers × time, not joules
 	// WakeLatencyCDF and IOLatencyCDF are sorted (value, cumulative fraction)
 	// points for plots; not part of the JSON contract.
 	WakeLatencyCDF []CDFPoint `json:"-"`

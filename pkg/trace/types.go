@@ -156,7 +156,9 @@ type IdlePeriod struct {
 	TickStoppable Tristate
 }
 
-// ResidencyNs is the time spent in the state as the cpuidle core measures it.
+// ResidencyNs is the traced time in the state: from the cpu_idle entry
+// record to the exit record (the exit latency included). The cpuidle
+// core's own measure, which its counters add up, is Residency.
 func (p *IdlePeriod) ResidencyNs() uint64 {
 	if p.ExitNs < p.EntryNs {
 		return 0
