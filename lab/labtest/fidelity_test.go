@@ -88,6 +88,9 @@ var labCases = []labCase{
 	{"6.12", "epyc", "menu", 0.98, "", nil},
 	{"6.12", "seed000", "menu", 0.98, "", nil},
 	{"6.1", "icx", "menu", 0.98, "", nil},
+	{"6.1", "spr", "menu", 0.98, "", nil},
+	{"6.1", "gnr", "menu", 0.98, "", nil},
+	{"6.1", "epyc", "menu", 0.98, "", nil},
 	{"6.1", "seed000", "menu", 0.98, "", nil},
 	{"6.12", "icx", "ladder", 0.99, "", nil},
 	{"6.12", "spr", "ladder", 0.99, "", nil},
@@ -101,6 +104,10 @@ var labCases = []labCase{
 	{"lab", "epyc", "teo", 0.98, "", nil},
 	{"lab", "seed000", "teo", 0.98, "", nil},
 	{"lab", "icx", "menu", 0.98, "", nil},
+	{"lab", "spr", "menu", 0.98, "", nil},
+	{"lab", "gnr", "menu", 0.98, "", nil},
+	{"lab", "epyc", "menu", 0.98, "", nil},
+	{"lab", "seed000", "menu", 0.98, "", nil},
 	// The lab kernel's switches (issue 9 item 4): the kernel running a
 	// what-if policy, held to that policy's model. icx: poll limits 1 µs
 	// (first-residency: C1's) and 250 µs (min10us: C6's 600 µs capped at
