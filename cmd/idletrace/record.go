@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/record"
 )
 
@@ -147,11 +148,11 @@ func cpuList(spec string) ([]int, error) {
 	if spec == "" {
 		return nil, nil
 	}
-	cpus, err := record.ParseCPUList(spec)
+	cpus, err := host.ParseCPUList(spec)
 	if err != nil {
 		return nil, usagef("--cpus: %v", err)
 	}
-	if online, err := record.OnlineCPUs(); err == nil {
+	if online, err := host.Local.OnlineCPUs(); err == nil {
 		for _, c := range cpus {
 			if !slices.Contains(online, c) {
 				return nil, usagef("--cpus: CPU %d is not online (online: %v)", c, online)

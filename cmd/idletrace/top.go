@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/record"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
@@ -105,7 +106,7 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 	var live trace.Visitor
 	started := make(chan struct{})
 	opts.Started = func(meta *trace.Metadata) {
-		top = analysis.NewTop(meta, record.MonotonicNs())
+		top = analysis.NewTop(meta, host.MonotonicNs())
 		live = top.Visitor()
 		close(started)
 	}
@@ -214,7 +215,7 @@ func topLoop(top *analysis.Top, screen *topScreen, stdout io.Writer, status stri
 		case r := <-done:
 			return r
 		case <-tick.C:
-			last = top.Frame(record.MonotonicNs())
+			last = top.Frame(host.MonotonicNs())
 			draw()
 		case <-winch:
 			if last != nil {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/analysis"
-	"github.com/idletrace/idletrace/pkg/record"
+	"github.com/idletrace/idletrace/pkg/host"
 )
 
 // frameStart is how each refresh of top on a terminal begins: the cursor
@@ -167,7 +167,7 @@ func checkFrame(t *testing.T, lines []string, cpus []int, states []string) {
 func TestTopTerminal(t *testing.T) {
 	testenv.RequireRecorder(t)
 	states := expectedStates(t)
-	online, err := record.OnlineCPUs()
+	online, err := host.Local.OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func termios(f *os.File) (*unix.Termios, error) {
 func TestTopPipe(t *testing.T) {
 	testenv.RequireRecorder(t)
 	states := expectedStates(t)
-	online, err := record.OnlineCPUs()
+	online, err := host.Local.OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ func undeliveredReason(progs []trace.ProgStat) string {
 	if misses > 0 {
 		why = append(why, fmt.Sprintf("the kernel's recursion guard skipped %d runs of the block programs (an event nested in another on the same CPU)", misses))
 	}
-	if b, err := os.ReadFile(sysPath("proc/sys/kernel/init_private")); err == nil && strings.TrimSpace(string(b)) == "1" {
+	if b, err := os.ReadFile(machine.Path("proc/sys/kernel/init_private")); err == nil && strings.TrimSpace(string(b)) == "1" {
 		why = append(why, "kernel.init_private=1: this kernel runs no BPF program while a thread of PID 1 is the current task, so events raised in its context (IO completions interrupting it) are not delivered")
 	}
 	return strings.Join(why, "; ")

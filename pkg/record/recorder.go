@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/idletrace/idletrace/bpf"
+	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -112,11 +113,11 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	possible, err := possibleCPUs()
+	possible, err := machine.PossibleCPUs()
 	if err != nil {
 		return nil, fmt.Errorf("reading possible CPUs: %w", err)
 	}
-	online, err := onlineCPUs()
+	online, err := machine.OnlineCPUs()
 	if err != nil {
 		online = possible
 	}
@@ -130,7 +131,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		recorded = opts.CPUs
 	}
 
-	meta := machineMetadata(recorded, possible)
+	meta := machine.Metadata(recorded, possible)
 	meta.ToolVersion = opts.ToolVersion
 	meta.BPFObjectSHA256 = bpf.ObjectSHA256()
 	meta.Command = opts.Command
@@ -232,7 +233,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 			defer rec.raisedComplete.close()
 		}
 	}
-	meta.Start = TakeSnapshot(recorded, spin, rec.ioCounts)
+	meta.Start = machine.Snapshot(recorded, spin, rec.ioCounts)
 
 	rec.w, err = trace.NewWriter(f, meta)
 	if err != nil {
@@ -278,7 +279,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 
 	// End snapshot while still attached: every period before each CPU's
 	// snapshot instant is then in the trace.
-	end.Snapshot = TakeSnapshot(recorded, 0, rec.ioCounts)
+	end.Snapshot = machine.Snapshot(recorded, 0, rec.ioCounts)
 	end.IOInFlight, end.IOOrphanedAtStop = rec.ioInFlight(end.Snapshot)
 	if pcpu["pcpu_cpuidle_devices"] != pcpuNone { // only then do closed periods wait (awaits_kernel)
 		rec.settleAwaiting(200 * time.Millisecond)
@@ -648,7 +649,7 @@ func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone
 		}
 		now := time.Now()
 		if now.Sub(lastFlush) >= flushInterval {
-			if err := r.ioJoin.tick(MonotonicNs()); err != nil {
+			if err := r.ioJoin.tick(host.MonotonicNs()); err != nil {
 				return "write error", err
 			}
 			for _, l := range r.losses() {
@@ -847,7 +848,7 @@ func (r *recording) ioCounts(s *trace.Snapshot) {
 		if err1 != nil || err2 != nil {
 			return
 		}
-		if i1 == i2 && c1 == c2 && x1 == x2 || try == snapshotTries {
+		if i1 == i2 && c1 == c2 && x1 == x2 || try == host.SnapshotTries {
 			s.IORaised = &trace.IORaised{Issues: i2, IssueRuns: x2.issues, Completions: c2, CompletionRuns: x2.completions}
 			return
 		}

@@ -1,4 +1,9 @@
-package record
+// Package host reads what the running machine says about itself: its CPU
+// lists, cpuidle tables and counters, block devices' counters, kernel
+// config, PM QoS and haltpoll parameters, from sysfs and procfs under a
+// Root (the machine's own, Local, or a fixture tree in tests). The recorder
+// puts these in a trace's metadata and snapshots.
+package host
 
 import (
 	"bufio"
@@ -20,10 +25,16 @@ import (
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
-// sysRoot is where sysfs and procfs are read; tests point it elsewhere.
-var sysRoot = "/"
+// Root is the directory a machine's sysfs and procfs are read under.
+type Root string
 
-func sysPath(parts ...string) string { return filepath.Join(append([]string{sysRoot}, parts...)...) }
+// Local is the running machine.
+const Local Root = "/"
+
+// Path is the file at parts under the root.
+func (r Root) Path(parts ...string) string {
+	return filepath.Join(append([]string{string(r)}, parts...)...)
+}
 
 func readTrim(path string) (string, error) {
 	b, err := os.ReadFile(path)
@@ -45,9 +56,9 @@ func MonotonicNs() uint64 {
 	return uint64(ts.Nano())
 }
 
-// possibleCPUs parses /sys/devices/system/cpu/possible.
-func possibleCPUs() ([]int, error) {
-	s, err := readTrim(sysPath("sys/devices/system/cpu/possible"))
+// PossibleCPUs parses /sys/devices/system/cpu/possible.
+func (r Root) PossibleCPUs() ([]int, error) {
+	s, err := readTrim(r.Path("sys/devices/system/cpu/possible"))
 	if err != nil {
 		return nil, err
 	}
@@ -55,10 +66,8 @@ func possibleCPUs() ([]int, error) {
 }
 
 // OnlineCPUs parses /sys/devices/system/cpu/online.
-func OnlineCPUs() ([]int, error) { return onlineCPUs() }
-
-func onlineCPUs() ([]int, error) {
-	s, err := readTrim(sysPath("sys/devices/system/cpu/online"))
+func (r Root) OnlineCPUs() ([]int, error) {
+	s, err := readTrim(r.Path("sys/devices/system/cpu/online"))
 	if err != nil {
 		return nil, err
 	}
@@ -98,15 +107,15 @@ func ParseCPUList(s string) ([]int, error) {
 	return out, nil
 }
 
-func cpuidleDir(cpu int) string {
-	return sysPath("sys/devices/system/cpu", "cpu"+strconv.Itoa(cpu), "cpuidle")
+func (r Root) cpuidleDir(cpu int) string {
+	return r.Path("sys/devices/system/cpu", "cpu"+strconv.Itoa(cpu), "cpuidle")
 }
 
-// readStates reads one CPU's idle-state table; nil when the CPU has none.
-func readStates(cpu int) []trace.StateInfo {
+// States reads one CPU's idle-state table; nil when the CPU has none.
+func (r Root) States(cpu int) []trace.StateInfo {
 	var out []trace.StateInfo
 	for i := 0; ; i++ {
-		dir := filepath.Join(cpuidleDir(cpu), "state"+strconv.Itoa(i))
+		dir := filepath.Join(r.cpuidleDir(cpu), "state"+strconv.Itoa(i))
 		name, err := readTrim(filepath.Join(dir, "name"))
 		if err != nil {
 			break
@@ -132,10 +141,10 @@ func readStates(cpu int) []trace.StateInfo {
 	return out
 }
 
-func readCounters(cpu int) trace.CPUCounters {
+func (r Root) Counters(cpu int) trace.CPUCounters {
 	c := trace.CPUCounters{CPU: cpu}
 	for i := 0; ; i++ {
-		dir := filepath.Join(cpuidleDir(cpu), "state"+strconv.Itoa(i))
+		dir := filepath.Join(r.cpuidleDir(cpu), "state"+strconv.Itoa(i))
 		usage, err := readUint(filepath.Join(dir, "usage"))
 		if err != nil {
 			break
@@ -149,12 +158,12 @@ func readCounters(cpu int) trace.CPUCounters {
 	return c
 }
 
-func readBlockCounters() []trace.BlockCounter {
-	entries, _ := os.ReadDir(sysPath("sys/block"))
+func (r Root) BlockCounters() []trace.BlockCounter {
+	entries, _ := os.ReadDir(r.Path("sys/block"))
 	var out []trace.BlockCounter
 	for _, e := range entries {
 		name := e.Name()
-		stat, err := readTrim(sysPath("sys/block", name, "stat"))
+		stat, err := readTrim(r.Path("sys/block", name, "stat"))
 		if err != nil {
 			continue
 		}
@@ -163,7 +172,7 @@ func readBlockCounters() []trace.BlockCounter {
 			v, _ := strconv.ParseUint(f, 10, 64)
 			bc.Stat = append(bc.Stat, v)
 		}
-		if dev, err := readTrim(sysPath("sys/block", name, "dev")); err == nil {
+		if dev, err := readTrim(r.Path("sys/block", name, "dev")); err == nil {
 			ma, mi, _ := strings.Cut(dev, ":")
 			a, _ := strconv.ParseUint(ma, 10, 32)
 			b, _ := strconv.ParseUint(mi, 10, 32)
@@ -174,14 +183,14 @@ func readBlockCounters() []trace.BlockCounter {
 	return out
 }
 
-// TakeSnapshot reads the kernel's counters. Each CPU's cpuidle counters are
+// Snapshot reads the kernel's counters. Each CPU's cpuidle counters are
 // read from a thread pinned to that CPU: while the thread runs there, the CPU
 // is not idle, so its counters hold still and the instant recorded for it
 // splits that CPU's idle periods exactly into before and after. With spin,
 // each pinned thread first stays busy long enough for the scheduler tick to
 // fire on its CPU, which lets the BPF side learn where that CPU's tick state
 // lives.
-func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snapshot)) *trace.Snapshot {
+func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snapshot)) *trace.Snapshot {
 	s := &trace.Snapshot{
 		CPUIdle:   make([]trace.CPUCounters, len(cpus)),
 		CPUTimeNs: make([]uint64, len(cpus)),
@@ -207,15 +216,15 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snapshot)
 			// instant, read again, and keep the pair only when no period
 			// completed meanwhile (every completed period moves a usage
 			// and a time).
-			before := readCounters(cpu)
+			before := r.Counters(cpu)
 			for try := 0; ; try++ {
 				t := MonotonicNs()
-				after := readCounters(cpu)
+				after := r.Counters(cpu)
 				// No idle period completed between the two reads. Usage alone
 				// is not enough: a state's usage and time are separate
 				// files, and a period completing between reading one and the
 				// other leaves the usage unchanged but the time moved.
-				if slices.Equal(before.States, after.States) || try == snapshotTries {
+				if slices.Equal(before.States, after.States) || try == SnapshotTries {
 					s.CPUTimeNs[i], s.CPUIdle[i] = t, after
 					break
 				}
@@ -232,14 +241,14 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snapshot)
 	// in between, so that a completion falls on the same side of the
 	// instant for the kernel's counts, the recorder's and the trace's
 	// timestamps.
-	before := readBlockCounters()
+	before := r.BlockCounters()
 	for try := 0; ; try++ {
 		s.MonotonicNs = MonotonicNs()
 		if ioCounts != nil {
 			ioCounts(s)
 		}
-		after := readBlockCounters()
-		if sameBlockCounters(before, after) || try == snapshotTries {
+		after := r.BlockCounters()
+		if sameBlockCounters(before, after) || try == SnapshotTries {
 			s.Block = after
 			break
 		}
@@ -248,26 +257,26 @@ func TakeSnapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snapshot)
 	return s
 }
 
-// snapshotTries bounds the re-reads of a CPU's counters when idle periods
-// keep completing while they are read.
-const snapshotTries = 20
+// SnapshotTries bounds the re-reads of counters that keep moving while
+// they are read (a CPU's idle counters, the block counters).
+const SnapshotTries = 20
 
 func sameBlockCounters(a, b []trace.BlockCounter) bool {
 	return slices.EqualFunc(a, b, func(x, y trace.BlockCounter) bool { return x.Name == y.Name && x.Completed() == y.Completed() })
 }
 
-// kernelConfig reads CONFIG_* values from /proc/config.gz or /boot/config-RELEASE.
-func kernelConfig(release string) map[string]string {
+// KernelConfig reads CONFIG_* values from /proc/config.gz or /boot/config-RELEASE.
+func (r Root) KernelConfig(release string) map[string]string {
 	cfg := map[string]string{}
 	var sc *bufio.Scanner
-	if f, err := os.Open(sysPath("proc/config.gz")); err == nil {
+	if f, err := os.Open(r.Path("proc/config.gz")); err == nil {
 		defer f.Close()
 		if zr, err := gzip.NewReader(f); err == nil {
 			sc = bufio.NewScanner(zr)
 		}
 	}
 	if sc == nil {
-		f, err := os.Open(sysPath("boot", "config-"+release))
+		f, err := os.Open(r.Path("boot", "config-"+release))
 		if err != nil {
 			return cfg
 		}
@@ -290,8 +299,8 @@ func utsString(b []byte) string {
 	return string(b)
 }
 
-func cpuModel() string {
-	f, err := os.Open(sysPath("proc/cpuinfo"))
+func (r Root) cpuModel() string {
+	f, err := os.Open(r.Path("proc/cpuinfo"))
 	if err != nil {
 		return ""
 	}
@@ -307,8 +316,8 @@ func cpuModel() string {
 
 // cpuDMALatencyUs reads the global CPU latency QoS target. Opening the device
 // adds a request at the default value, which changes nothing while it lasts.
-func cpuDMALatencyUs() int64 {
-	f, err := os.Open(sysPath("dev/cpu_dma_latency"))
+func (r Root) cpuDMALatencyUs() int64 {
+	f, err := os.Open(r.Path("dev/cpu_dma_latency"))
 	if err != nil {
 		return -1
 	}
@@ -320,8 +329,8 @@ func cpuDMALatencyUs() int64 {
 	return int64(int32(binary.LittleEndian.Uint32(b[:])))
 }
 
-func resumeLatencyUs(cpu int) int64 {
-	s, err := readTrim(sysPath("sys/devices/system/cpu", "cpu"+strconv.Itoa(cpu), "power/pm_qos_resume_latency_us"))
+func (r Root) resumeLatencyUs(cpu int) int64 {
+	s, err := readTrim(r.Path("sys/devices/system/cpu", "cpu"+strconv.Itoa(cpu), "power/pm_qos_resume_latency_us"))
 	if err != nil {
 		return -1
 	}
@@ -335,8 +344,8 @@ func resumeLatencyUs(cpu int) int64 {
 	return v
 }
 
-func haltPollParams() *trace.HaltPollParams {
-	dir := sysPath("sys/module/haltpoll/parameters")
+func (r Root) haltPollParams() *trace.HaltPollParams {
+	dir := r.Path("sys/module/haltpoll/parameters")
 	ns, err := readUint(filepath.Join(dir, "guest_halt_poll_ns"))
 	if err != nil {
 		return nil
@@ -348,8 +357,8 @@ func haltPollParams() *trace.HaltPollParams {
 	return &trace.HaltPollParams{GuestHaltPollNs: ns, Grow: grow, Shrink: shrink, GrowStart: start, AllowShrink: allow == "Y"}
 }
 
-// machineMetadata gathers everything about the machine a trace must carry.
-func machineMetadata(recordedCPUs, possible []int) *trace.Metadata {
+// Metadata gathers everything about the machine a trace must carry.
+func (r Root) Metadata(recordedCPUs, possible []int) *trace.Metadata {
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
 	release := utsString(uts.Release[:])
@@ -358,14 +367,14 @@ func machineMetadata(recordedCPUs, possible []int) *trace.Metadata {
 		KernelRelease: release,
 		KernelVersion: utsString(uts.Version[:]),
 		Hostname:      utsString(uts.Nodename[:]),
-		CPUModel:      cpuModel(),
+		CPUModel:      r.cpuModel(),
 		NumCPUs:       len(possible),
 		RecordedCPUs:  recordedCPUs,
 		Clock:         "CLOCK_MONOTONIC (bpf_ktime_get_ns)",
-		HaltPoll:      haltPollParams(),
+		HaltPoll:      r.haltPollParams(),
 	}
-	m.BootID, _ = readTrim(sysPath("proc/sys/kernel/random/boot_id"))
-	cfg := kernelConfig(release)
+	m.BootID, _ = readTrim(r.Path("proc/sys/kernel/random/boot_id"))
+	cfg := r.KernelConfig(release)
 	m.HZ, _ = strconv.Atoi(cfg["CONFIG_HZ"])
 	switch {
 	case cfg["CONFIG_NO_HZ_FULL"] == "y":
@@ -375,39 +384,24 @@ func machineMetadata(recordedCPUs, possible []int) *trace.Metadata {
 	case cfg["CONFIG_HZ_PERIODIC"] == "y":
 		m.NoHZ = "off"
 	}
-	m.CPUIdleDriver, _ = readTrim(sysPath("sys/devices/system/cpu/cpuidle/current_driver"))
-	m.CPUIdleGovernor, _ = readTrim(sysPath("sys/devices/system/cpu/cpuidle/current_governor"))
+	m.CPUIdleDriver, _ = readTrim(r.Path("sys/devices/system/cpu/cpuidle/current_driver"))
+	m.CPUIdleGovernor, _ = readTrim(r.Path("sys/devices/system/cpu/cpuidle/current_governor"))
 	if m.CPUIdleGovernor == "" {
-		m.CPUIdleGovernor, _ = readTrim(sysPath("sys/devices/system/cpu/cpuidle/current_governor_ro"))
+		m.CPUIdleGovernor, _ = readTrim(r.Path("sys/devices/system/cpu/cpuidle/current_governor_ro"))
 	}
 	if m.CPUIdleDriver == "" {
 		m.CPUIdleDriver = "none"
 	}
-	m.PMQoS.CPUDMALatencyUs = cpuDMALatencyUs()
+	m.PMQoS.CPUDMALatencyUs = r.cpuDMALatencyUs()
 	for _, cpu := range possible {
-		if st := readStates(cpu); len(st) > 0 {
+		if st := r.States(cpu); len(st) > 0 {
 			m.States = append(m.States, trace.CPUStates{CPU: cpu, States: st})
 		}
-		m.PMQoS.ResumeLatencyUs = append(m.PMQoS.ResumeLatencyUs, resumeLatencyUs(cpu))
+		m.PMQoS.ResumeLatencyUs = append(m.PMQoS.ResumeLatencyUs, r.resumeLatencyUs(cpu))
 	}
-	for _, b := range readBlockCounters() {
+	for _, b := range r.BlockCounters() {
 		m.BlockDevices = append(m.BlockDevices, trace.BlockDevice{Name: b.Name, Major: b.Major, Minor: b.Minor})
 	}
 	m.WallClock = trace.WallClock{MonotonicNs: MonotonicNs(), UnixNs: time.Now().UnixNano()}
 	return m
-}
-
-// pollingMask has bit i set when state i polls. Without a cpuidle driver the
-// only polling "state" is cpu_idle_poll, traced as state 0.
-func pollingMask(m *trace.Metadata) uint32 {
-	if len(m.States) == 0 {
-		return 1
-	}
-	var mask uint32
-	for _, s := range m.States[0].States {
-		if s.Polling && s.Index < 32 {
-			mask |= 1 << s.Index
-		}
-	}
-	return mask
 }

@@ -1,4 +1,4 @@
-package record
+package host
 
 import (
 	"compress/gzip"
@@ -11,19 +11,10 @@ import (
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
-// These tests read sysfs and procfs from testdata/sysroot (through the
-// package's sysRoot) and need no root. They change sysRoot, so none of them
-// runs in parallel.
+// These tests read sysfs and procfs from the fixture tree testdata/sysroot
+// and need no root.
 
-// fixtureRoot points sysRoot at dir for the test.
-func fixtureRoot(t *testing.T, dir string) {
-	t.Helper()
-	old := sysRoot
-	sysRoot = dir
-	t.Cleanup(func() { sysRoot = old })
-}
-
-const fixture = "testdata/sysroot"
+const fixture Root = "testdata/sysroot"
 
 func TestParseCPUList(t *testing.T) {
 	for _, tc := range []struct {
@@ -55,33 +46,33 @@ func TestParseCPUList(t *testing.T) {
 }
 
 func TestSysfsCPUs(t *testing.T) {
-	fixtureRoot(t, fixture)
-	if got, err := possibleCPUs(); err != nil || !reflect.DeepEqual(got, []int{0, 1, 2, 3}) {
+	r := fixture
+	if got, err := r.PossibleCPUs(); err != nil || !reflect.DeepEqual(got, []int{0, 1, 2, 3}) {
 		t.Errorf("possible: %v, %v", got, err)
 	}
-	if got, err := OnlineCPUs(); err != nil || !reflect.DeepEqual(got, []int{0, 1, 3}) {
+	if got, err := r.OnlineCPUs(); err != nil || !reflect.DeepEqual(got, []int{0, 1, 3}) {
 		t.Errorf("online: %v, %v", got, err)
 	}
-	fixtureRoot(t, t.TempDir())
-	if _, err := OnlineCPUs(); err == nil {
+	r = Root(t.TempDir())
+	if _, err := r.OnlineCPUs(); err == nil {
 		t.Error("online CPUs read from an empty root")
 	}
 }
 
 func TestSysfsStates(t *testing.T) {
-	fixtureRoot(t, fixture)
+	r := fixture
 	want := []trace.StateInfo{
 		{Index: 0, Name: "POLL", Desc: "CPUIDLE CORE POLL IDLE", Polling: true},
 		{Index: 1, Name: "C1", Desc: "MWAIT 0x00", ExitLatencyNs: 2_000, TargetResidencyNs: 2_000},
 		{Index: 2, Name: "C6", Desc: "MWAIT 0x20", ExitLatencyNs: 170_000, TargetResidencyNs: 600_000, Disabled: true, DefaultOff: true},
 	}
-	if got := readStates(0); !reflect.DeepEqual(got, want) {
+	if got := r.States(0); !reflect.DeepEqual(got, want) {
 		t.Errorf("CPU 0 states:\n got %+v\nwant %+v", got, want)
 	}
-	if got := readStates(1); len(got) != 2 {
+	if got := r.States(1); len(got) != 2 {
 		t.Errorf("CPU 1: %d states, want 2", len(got))
 	}
-	if got := readStates(2); got != nil {
+	if got := r.States(2); got != nil {
 		t.Errorf("CPU 2 has no cpuidle directory, got states %+v", got)
 	}
 	wantC := trace.CPUCounters{CPU: 0, States: []trace.StateCounters{
@@ -89,14 +80,14 @@ func TestSysfsStates(t *testing.T) {
 		{Index: 1, Usage: 5000, TimeUs: 800000, Above: 12, Below: 300, Rejected: 1},
 		{Index: 2, Usage: 70, TimeUs: 90000, Above: 5},
 	}}
-	if got := readCounters(0); !reflect.DeepEqual(got, wantC) {
+	if got := r.Counters(0); !reflect.DeepEqual(got, wantC) {
 		t.Errorf("CPU 0 counters:\n got %+v\nwant %+v", got, wantC)
 	}
 }
 
 func TestSysfsBlockCounters(t *testing.T) {
-	fixtureRoot(t, fixture)
-	got := readBlockCounters()
+	r := fixture
+	got := r.BlockCounters()
 	// sys/block/nostat has no stat file: left out.
 	if len(got) != 2 || got[0].Name != "loop0" || got[1].Name != "nvme0n1" {
 		t.Fatalf("block devices %+v, want loop0 and nvme0n1", got)
@@ -108,22 +99,22 @@ func TestSysfsBlockCounters(t *testing.T) {
 	if got[0].Major != 7 || got[0].Stat[0] != 7 {
 		t.Errorf("loop0: %+v", got[0])
 	}
-	if !sameBlockCounters(got, readBlockCounters()) {
+	if !sameBlockCounters(got, r.BlockCounters()) {
 		t.Error("the same counters read twice differ")
 	}
 }
 
-// TakeSnapshot reads every CPU's counters from a thread of its own and the
+// Snapshot reads every CPU's counters from a thread of its own and the
 // block counters around the instant; on a fixture nothing moves, so the
 // first read stands.
 func TestTakeSnapshotFixture(t *testing.T) {
-	fixtureRoot(t, fixture)
+	r := fixture
 	var ioCalls int
-	s := TakeSnapshot([]int{0, 1}, 0, func(*trace.Snapshot) { ioCalls++ })
+	s := r.Snapshot([]int{0, 1}, 0, func(*trace.Snapshot) { ioCalls++ })
 	if ioCalls != 1 {
 		t.Errorf("ioCounts called %d times, want 1 (nothing moved)", ioCalls)
 	}
-	if len(s.CPUIdle) != 2 || !reflect.DeepEqual(s.CPUIdle[0], readCounters(0)) || !reflect.DeepEqual(s.CPUIdle[1], readCounters(1)) {
+	if len(s.CPUIdle) != 2 || !reflect.DeepEqual(s.CPUIdle[0], r.Counters(0)) || !reflect.DeepEqual(s.CPUIdle[1], r.Counters(1)) {
 		t.Errorf("cpuidle counters %+v", s.CPUIdle)
 	}
 	if len(s.Block) != 2 || s.MonotonicNs == 0 {
@@ -132,8 +123,8 @@ func TestTakeSnapshotFixture(t *testing.T) {
 }
 
 func TestMachineMetadataFixture(t *testing.T) {
-	fixtureRoot(t, fixture)
-	m := machineMetadata([]int{0, 1}, []int{0, 1, 2, 3})
+	r := fixture
+	m := r.Metadata([]int{0, 1}, []int{0, 1, 2, 3})
 	if m.CPUModel != "Intel(R) Xeon(R) Platinum 8480+" {
 		t.Errorf("CPU model %q", m.CPUModel)
 	}
@@ -163,34 +154,28 @@ func TestMachineMetadataFixture(t *testing.T) {
 	if m.NumCPUs != 4 || !reflect.DeepEqual(m.RecordedCPUs, []int{0, 1}) {
 		t.Errorf("CPUs %d, recorded %v", m.NumCPUs, m.RecordedCPUs)
 	}
-	if got := pollingMask(m); got != 1 {
-		t.Errorf("polling mask %b, want state 0", got)
-	}
 }
 
 // Without a cpuidle driver, haltpoll or the QoS device the metadata says
 // so rather than inventing values.
 func TestMachineMetadataEmptyRoot(t *testing.T) {
-	fixtureRoot(t, t.TempDir())
-	m := machineMetadata([]int{0}, []int{0})
+	r := Root(t.TempDir())
+	m := r.Metadata([]int{0}, []int{0})
 	if m.CPUIdleDriver != "none" || m.HaltPoll != nil || m.PMQoS.CPUDMALatencyUs != -1 || len(m.States) != 0 {
 		t.Errorf("driver %q, haltpoll %+v, QoS %+v, states %+v", m.CPUIdleDriver, m.HaltPoll, m.PMQoS, m.States)
-	}
-	if got := pollingMask(m); got != 1 {
-		t.Errorf("polling mask without a driver %b, want 1 (cpu_idle_poll as state 0)", got)
 	}
 }
 
 func TestKernelConfig(t *testing.T) {
-	fixtureRoot(t, fixture)
-	cfg := kernelConfig("6.1.0-fixture") // boot/config-RELEASE
+	r := fixture
+	cfg := r.KernelConfig("6.1.0-fixture") // boot/config-RELEASE
 	if cfg["CONFIG_HZ"] != "250" || cfg["CONFIG_NO_HZ_IDLE"] != "y" || cfg["CONFIG_CPU_IDLE"] != "y" {
 		t.Errorf("config %v", cfg)
 	}
 	if _, ok := cfg["CONFIG_NO_HZ_FULL"]; ok {
 		t.Error("a '# CONFIG_X is not set' line read as set")
 	}
-	if got := kernelConfig("no-such-release"); len(got) != 0 {
+	if got := r.KernelConfig("no-such-release"); len(got) != 0 {
 		t.Errorf("config of a release without a file: %v", got)
 	}
 
@@ -213,21 +198,9 @@ func TestKernelConfig(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fixtureRoot(t, dir)
-	if cfg := kernelConfig("6.1.0-fixture"); cfg["CONFIG_HZ"] != "1000" || cfg["CONFIG_NO_HZ_FULL"] != "y" {
+	r = Root(dir)
+	if cfg := r.KernelConfig("6.1.0-fixture"); cfg["CONFIG_HZ"] != "1000" || cfg["CONFIG_NO_HZ_FULL"] != "y" {
 		t.Errorf("config.gz: %v", cfg)
-	}
-}
-
-func TestUndeliveredReason(t *testing.T) {
-	fixtureRoot(t, fixture) // proc/sys/kernel/init_private is 1
-	why := undeliveredReason([]trace.ProgStat{{Name: "btf_block_rq_complete", Misses: 3}, {Name: "btf_cpu_idle", Misses: 9}})
-	if !strings.Contains(why, "skipped 3 runs") || !strings.Contains(why, "kernel.init_private=1") {
-		t.Errorf("reason %q", why)
-	}
-	fixtureRoot(t, t.TempDir())
-	if why := undeliveredReason([]trace.ProgStat{{Name: "btf_cpu_idle", Misses: 9}}); why != "" {
-		t.Errorf("no block misses and no init_private, yet %q", why)
 	}
 }
 
