@@ -154,22 +154,17 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		warn(fmt.Sprintf("raising RLIMIT_MEMLOCK: %v (loading may fail on kernels before 5.11)", err))
 	}
-	coll, maps, links, err := loadAndAttach(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
+	objs, links, err := loadAndAttach(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
 	if err != nil {
 		return nil, err
 	}
 	// Requests allocated from now on have their issue traced.
-	var now unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err == nil {
-		if err := maps.AttachNs.Set(uint64(now.Nano())); err != nil {
-			closeAll(links)
-			coll.Close()
-			maps.Close()
-			return nil, fmt.Errorf("setting attach_ns: %w", err)
-		}
+	if err := objs.AttachNs.Set(host.MonotonicNs()); err != nil {
+		closeAll(links)
+		objs.Close()
+		return nil, fmt.Errorf("setting attach_ns: %w", err)
 	}
-	defer coll.Close()
-	defer maps.Close()
+	defer objs.Close()
 	defer func() { closeAll(links) }()
 	for _, w := range plan.describeMissing() {
 		warn(w)
@@ -207,7 +202,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		defer statsCloser.Close()
 	}
 
-	rd, err := ringbuf.NewReader(maps.Events)
+	rd, err := ringbuf.NewReader(objs.Events)
 	if err != nil {
 		return nil, fmt.Errorf("opening the ring buffer: %w", err)
 	}
@@ -219,7 +214,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if meta.HZ > 0 {
 		spin = 2*time.Second/time.Duration(meta.HZ) + 2*time.Millisecond
 	}
-	rec := &recording{opts: opts, maps: maps, rd: rd, file: f, start: time.Now()}
+	rec := &recording{opts: opts, objs: objs, rd: rd, file: f, start: time.Now()}
 	rec.ioJoin = newIOTaskJoin(rec.writeBlockIO)
 	// The kernel's own count of the block tracepoints, to find the events
 	// it raised without running the programs. Not with classic
@@ -298,7 +293,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		w.AddLoss(l)
 		rec.liveLoss(l)
 	}
-	end.ProgStats = progStats(coll)
+	end.ProgStats = progStats(objs.coll)
 	end.UndeliveredReason = undeliveredReason(end.ProgStats)
 	end.IdlePeriods, end.BlockIOs = rec.idle, rec.io
 
@@ -359,46 +354,53 @@ var progNameInError = regexp.MustCompile(`program ((?:btf|fentry)_[a-z_]+)`)
 // loadAndAttach loads the programs the plan chose and attaches them. A tp_btf
 // program that the kernel refuses at load or attach time is replaced by its
 // classic tracepoint twin, and everything is loaded again.
-func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*ebpf.Collection, *bpfObjects, []link.Link, error) {
+func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*bpfObjects, []link.Link, error) {
 	for attempt := 0; ; attempt++ {
-		coll, maps, err := loadCollection(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
+		objs, err := loadCollection(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
-		links, failed, err := attach(coll, plan)
+		links, failed, err := attach(objs.coll, plan)
 		if err == nil {
-			return coll, maps, links, nil
+			return objs, links, nil
 		}
-		coll.Close()
-		maps.Close()
+		objs.Close()
 		if failed == nil || attempt > len(probes) || !plan.demote(*failed, err.Error()) {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 	}
 }
 
-// bpfObjects are the loaded maps and global variables under bpf2go's
-// generated names; they own the maps (Close).
+// bpfObjects is what a load made: the chosen programs (coll, looked up by
+// the plan's names), and the maps and global variables under bpf2go's
+// generated names, taken out of coll.
 type bpfObjects struct {
+	coll *ebpf.Collection
 	bpf.IdletraceMaps
 	bpf.IdletraceVariables
+}
+
+// Close closes the programs and the maps.
+func (o *bpfObjects) Close() {
+	o.coll.Close()
+	o.IdletraceMaps.Close()
 }
 
 // loadCollection loads the chosen programs; the maps and variables go to
 // bpfObjects. A tp_btf program the verifier
 // rejects is swapped for its classic tracepoint twin and the load retried.
-func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*ebpf.Collection, *bpfObjects, error) {
+func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*bpfObjects, error) {
 	for attempt := 0; ; attempt++ {
 		spec, err := bpf.LoadIdletrace()
 		if err != nil {
-			return nil, nil, fmt.Errorf("loading the embedded BPF object: %w", err)
+			return nil, fmt.Errorf("loading the embedded BPF object: %w", err)
 		}
 		var specs struct {
 			bpf.IdletraceMapSpecs
 			bpf.IdletraceVariableSpecs
 		}
 		if err := spec.Assign(&specs); err != nil {
-			return nil, nil, fmt.Errorf("the embedded BPF object: %w", err)
+			return nil, fmt.Errorf("the embedded BPF object: %w", err)
 		}
 		keep := map[string]bool{}
 		for _, p := range probes {
@@ -435,13 +437,13 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		for name, off := range pcpu {
 			v, ok := spec.Variables[name]
 			if !ok {
-				return nil, nil, fmt.Errorf("the embedded BPF object has no variable %s", name)
+				return nil, fmt.Errorf("the embedded BPF object has no variable %s", name)
 			}
 			vars = append(vars, setting{v, off})
 		}
 		for _, v := range vars {
 			if err := v.v.Set(v.value); err != nil {
-				return nil, nil, fmt.Errorf("setting %s: %w", v.v.Name, err)
+				return nil, fmt.Errorf("setting %s: %w", v.v.Name, err)
 			}
 		}
 		var copts ebpf.CollectionOptions
@@ -450,23 +452,22 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 		}
 		coll, err := ebpf.NewCollectionWithOptions(spec, copts)
 		if err == nil {
-			var maps bpfObjects
-			if err := coll.Assign(&maps); err != nil {
+			objs := &bpfObjects{coll: coll}
+			if err := coll.Assign(objs); err != nil {
 				coll.Close()
-				return nil, nil, fmt.Errorf("the loaded BPF maps: %w", err)
+				return nil, fmt.Errorf("the loaded BPF maps: %w", err)
 			}
 			if opts.CPUs != nil {
-				if err := fillCPUFilter(maps.CpuFilter, recorded); err != nil {
-					coll.Close()
-					maps.Close()
-					return nil, nil, err
+				if err := fillCPUFilter(objs.CpuFilter, recorded); err != nil {
+					objs.Close()
+					return nil, err
 				}
 			}
-			return coll, &maps, nil
+			return objs, nil
 		}
 		m := progNameInError.FindStringSubmatch(err.Error())
 		if m == nil || attempt > len(probes) {
-			return nil, nil, loadError(err)
+			return nil, loadError(err)
 		}
 		switched := false
 		for _, p := range probes {
@@ -475,7 +476,7 @@ func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *
 			}
 		}
 		if !switched {
-			return nil, nil, loadError(err)
+			return nil, loadError(err)
 		}
 	}
 }
@@ -587,7 +588,7 @@ func progStats(coll *ebpf.Collection) []trace.ProgStat {
 // recording is the state of the read loop.
 type recording struct {
 	opts  Options
-	maps  *bpfObjects
+	objs  *bpfObjects
 	rd    *ringbuf.Reader
 	w     *trace.Writer
 	file  *os.File
@@ -730,7 +731,7 @@ func (r *recording) drain() error {
 // idle again within microseconds unless it is busy, and then the wait ends
 // at limit and flushPending writes the period without the kernel's figure.
 func (r *recording) settleAwaiting(limit time.Duration) {
-	m := r.maps.CpuStates
+	m := r.objs.CpuStates
 	var st bpf.IdletraceCpuState
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		waiting := false
@@ -748,7 +749,7 @@ func (r *recording) settleAwaiting(limit time.Duration) {
 func (r *recording) flushPending() uint64 {
 	var open uint64
 	var st bpf.IdletraceCpuState
-	m := r.maps.CpuStates
+	m := r.objs.CpuStates
 	for cpu := uint32(0); cpu < m.MaxEntries(); cpu++ {
 		if err := m.Lookup(cpu, &st); err != nil {
 			continue
@@ -777,7 +778,7 @@ func (r *recording) ioInFlight(end *trace.Snapshot) (inFlight, orphaned uint64) 
 	}
 	var k bpf.IdletraceIoKey
 	var v bpf.IdletraceIoStart
-	for it := r.maps.IoInflight.Iterate(); it.Next(&k, &v); {
+	for it := r.objs.IoInflight.Iterate(); it.Next(&k, &v); {
 		inFlight++
 		if v.IssueNs < end.MonotonicNs && idle[k.Dev] {
 			orphaned++
@@ -789,7 +790,7 @@ func (r *recording) ioInFlight(end *trace.Snapshot) (inFlight, orphaned uint64) 
 // counters reads each CPU's loss counters.
 func (r *recording) counters() []bpf.IdletraceLossCounters {
 	var per []bpf.IdletraceLossCounters
-	if err := r.maps.Loss.Lookup(uint32(0), &per); err != nil {
+	if err := r.objs.Loss.Lookup(uint32(0), &per); err != nil {
 		return nil
 	}
 	return per
