@@ -570,7 +570,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	c.prevExit = pi.x
 	c.prevKind = pi.kind
 	if pi.lateFrom != noLimit && pi.rec >= 0 && pi.rec < r.recTab.n && (pi.kind == endTick || pi.cause == trace.WakeTimer) {
-		c.tickLateNs = max(pi.x-pi.lateFrom-r.recTab.el[pi.rec], 0)
+		c.tickLateNs = max(pi.x-pi.lateFrom-r.wakeEl(&pi), 0)
 	}
 	r.ioPeriod(p, &pi, els)
 	return nil
@@ -1045,7 +1045,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		// The tick grid (phase of the last tick wake-up) can be off,
 		// most of all under emulation: the kernel's own stay shows that
 		// its next tick came after x.
-		cs.nextTick = ps.r.nextBoundary(c, pi.x) + c.tickLateNs
+		cs.nextTick = c.tickDelivered(ps.r.nextBoundary(c, pi.x))
 	}
 	if next, _ := cs.nextEvent(ps.tab); next < pi.x {
 		ps.advance(c, cs, pi, pi.x, pi.kind)
@@ -1157,6 +1157,11 @@ func (r *Replay) deltaTick(c *cpuShared, t, now, sleep, deltaNext int64, stopped
 	return sleep, nb
 }
 
+// tickDelivered is when a tick due at boundary reaches the CPU: as late as
+// its last recorded timer interrupt did (tickLateNs; under emulation or
+// steal time, hundreds of µs).
+func (c *cpuShared) tickDelivered(boundary int64) int64 { return boundary + c.tickLateNs }
+
 // nextBoundary is the first tick after t, with the tick's phase taken from
 // the CPU's last recorded tick wake-up (trace time 0 if none yet).
 func (r *Replay) nextBoundary(c *cpuShared, t int64) int64 {
@@ -1228,9 +1233,7 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t
 	cs.selected = true
 	cs.nextTick = nb
 	if nb != 0 {
-		// Delivered as late as the CPU's last timer interrupt: under
-		// emulation or steal time, hundreds of µs.
-		cs.nextTick += c.tickLateNs
+		cs.nextTick = c.tickDelivered(nb)
 	}
 	cs.state = idx
 	cs.segStart = segStart
