@@ -141,13 +141,13 @@ type IRQCount struct {
 
 // IOStats summarises block IO completions.
 type IOStats struct {
-	Requests  uint64         `json:"requests"`
-	LatencyNs LatencySummary `json:"latency_ns"`
+	Requests  uint64          `json:"requests"`
+	LatencyNs latency.Summary `json:"latency_ns"`
 	// TaskLatencyNs is issue → the issuing task running again, over the
 	// requests a task waited for (iowake.TaskLatencyNs); TaskWaited counts
 	// them. Null where the trace does not record the task.
-	TaskLatencyNs *LatencySummary `json:"task_latency_ns"`
-	TaskWaited    uint64          `json:"task_waited"`
+	TaskLatencyNs *latency.Summary `json:"task_latency_ns"`
+	TaskWaited    uint64           `json:"task_waited"`
 	// Filter is the IO filter the figures above cover ("" for every
 	// request); Devices count every request.
 	Filter string `json:"filter"`
@@ -174,9 +174,6 @@ type IOStats struct {
 	UndeliveredInWindow  *uint64 `json:"undelivered_in_window"`
 	KernelDiffExplained  bool    `json:"kernel_diff_explained"`
 }
-
-// LatencySummary is {count, mean, p50, p99, p999, max} in ns.
-type LatencySummary = latency.Summary
 
 // DeviceStats is one block device.
 type DeviceStats struct {
