@@ -563,9 +563,12 @@ type loopFacts struct {
 	//   - gotTick: an entry asks only when the previous period of the same
 	//     idle loop got the tick, or the tick is already stopped (the change
 	//     that keeps the tick on a loaded guest: do_idle passes
-	//     tick_nohz_idle_got_tick() to the next entry; seen on this
-	//     project's 6.18.44 hosts without a cpuidle driver; the first
-	//     release with it is not established here).
+	//     tick_nohz_idle_got_tick() to the next entry: Rafael Wysocki's
+	//     rework of Thomas Gleixner's "sched/idle: Make default_idle_call()
+	//     NOHZ aware", linux-pm, March 2026; it also sends one-state
+	//     drivers this way. Seen on this project's 6.18.44 hosts without a
+	//     cpuidle driver, so it reached 6.18 stable; the mainline release
+	//     it first shipped in is not checked here).
 	// Each rule is judged on the periods it can be judged on (gotTick
 	// needs the previous period's tick), and counts those whose tick state
 	// differs from what the rule and TickStoppable say.
