@@ -48,6 +48,8 @@
 #                            host thread per vCPU (spins of two CPUs overlap, and
 #                            idle_emu's spins do not yield: spin_yield=0; but see
 #                            kernel-matrix.sh on text patching under it)
+#   IDLETRACE_LAB_EMU_PARAMS extra idle_emu module parameters, e.g. hold_irq=0
+#                            (pay after HLT, handler first) or yield_min_ns=50000
 #   IDLETRACE_LAB_DATA_OPTS  extra QEMU -drive options for /data's disk, e.g.
 #                            throttling.iops-total=500 (IO completions that find
 #                            the CPU idle; lab/labtest uses it)
@@ -238,6 +240,7 @@ done
 # where it contends with the devices' emulation: with it, a 1 ms null disk's
 # reads took 300 µs longer while the CPUs used C6 (lab/README.md).
 [ "${IDLETRACE_LAB_TCG:-single}" = multi ] && params="$params spin_yield=0"
+params="$params ${IDLETRACE_LAB_EMU_PARAMS:-}"
 echo "insmod /lab/idle_emu.ko $params" >"$rootfs/lab/insmod.sh"
 echo "$GOVERNOR" >"$rootfs/lab/governor"
 
