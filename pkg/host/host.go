@@ -36,13 +36,15 @@ func (r Root) Path(parts ...string) string {
 	return filepath.Join(append([]string{string(r)}, parts...)...)
 }
 
-func readTrim(path string) (string, error) {
+// ReadTrimmed reads a sysfs or procfs attribute: its text without the
+// surrounding whitespace (the kernel ends every attribute with a newline).
+func ReadTrimmed(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
 }
 
 func readUint(path string) (uint64, error) {
-	s, err := readTrim(path)
+	s, err := ReadTrimmed(path)
 	if err != nil {
 		return 0, err
 	}
@@ -58,7 +60,7 @@ func MonotonicNs() uint64 {
 
 // PossibleCPUs parses /sys/devices/system/cpu/possible.
 func (r Root) PossibleCPUs() ([]int, error) {
-	s, err := readTrim(r.Path("sys/devices/system/cpu/possible"))
+	s, err := ReadTrimmed(r.Path("sys/devices/system/cpu/possible"))
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +69,7 @@ func (r Root) PossibleCPUs() ([]int, error) {
 
 // OnlineCPUs parses /sys/devices/system/cpu/online.
 func (r Root) OnlineCPUs() ([]int, error) {
-	s, err := readTrim(r.Path("sys/devices/system/cpu/online"))
+	s, err := ReadTrimmed(r.Path("sys/devices/system/cpu/online"))
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +118,15 @@ func (r Root) States(cpu int) []trace.StateInfo {
 	var out []trace.StateInfo
 	for i := 0; ; i++ {
 		dir := filepath.Join(r.cpuidleDir(cpu), "state"+strconv.Itoa(i))
-		name, err := readTrim(filepath.Join(dir, "name"))
+		name, err := ReadTrimmed(filepath.Join(dir, "name"))
 		if err != nil {
 			break
 		}
-		desc, _ := readTrim(filepath.Join(dir, "desc"))
+		desc, _ := ReadTrimmed(filepath.Join(dir, "desc"))
 		lat, _ := readUint(filepath.Join(dir, "latency"))
 		res, _ := readUint(filepath.Join(dir, "residency"))
 		dis, _ := readUint(filepath.Join(dir, "disable"))
-		def, _ := readTrim(filepath.Join(dir, "default_status"))
+		def, _ := ReadTrimmed(filepath.Join(dir, "default_status"))
 		out = append(out, trace.StateInfo{
 			Index:             i,
 			Name:              name,
@@ -163,7 +165,7 @@ func (r Root) BlockCounters() []trace.BlockCounter {
 	var out []trace.BlockCounter
 	for _, e := range entries {
 		name := e.Name()
-		stat, err := readTrim(r.Path("sys/block", name, "stat"))
+		stat, err := ReadTrimmed(r.Path("sys/block", name, "stat"))
 		if err != nil {
 			continue
 		}
@@ -172,7 +174,7 @@ func (r Root) BlockCounters() []trace.BlockCounter {
 			v, _ := strconv.ParseUint(f, 10, 64)
 			bc.Stat = append(bc.Stat, v)
 		}
-		if dev, err := readTrim(r.Path("sys/block", name, "dev")); err == nil {
+		if dev, err := ReadTrimmed(r.Path("sys/block", name, "dev")); err == nil {
 			ma, mi, _ := strings.Cut(dev, ":")
 			a, _ := strconv.ParseUint(ma, 10, 32)
 			b, _ := strconv.ParseUint(mi, 10, 32)
@@ -330,7 +332,7 @@ func (r Root) cpuDMALatencyUs() int64 {
 }
 
 func (r Root) resumeLatencyUs(cpu int) int64 {
-	s, err := readTrim(r.Path("sys/devices/system/cpu", "cpu"+strconv.Itoa(cpu), "power/pm_qos_resume_latency_us"))
+	s, err := ReadTrimmed(r.Path("sys/devices/system/cpu", "cpu"+strconv.Itoa(cpu), "power/pm_qos_resume_latency_us"))
 	if err != nil {
 		return -1
 	}
@@ -353,7 +355,7 @@ func (r Root) haltPollParams() *trace.HaltPollParams {
 	grow, _ := readUint(filepath.Join(dir, "guest_halt_poll_grow"))
 	shrink, _ := readUint(filepath.Join(dir, "guest_halt_poll_shrink"))
 	start, _ := readUint(filepath.Join(dir, "guest_halt_poll_grow_start"))
-	allow, _ := readTrim(filepath.Join(dir, "guest_halt_poll_allow_shrink"))
+	allow, _ := ReadTrimmed(filepath.Join(dir, "guest_halt_poll_allow_shrink"))
 	return &trace.HaltPollParams{GuestHaltPollNs: ns, Grow: grow, Shrink: shrink, GrowStart: start, AllowShrink: allow == "Y"}
 }
 
@@ -373,7 +375,7 @@ func (r Root) Metadata(recordedCPUs, possible []int) *trace.Metadata {
 		Clock:         "CLOCK_MONOTONIC (bpf_ktime_get_ns)",
 		HaltPoll:      r.haltPollParams(),
 	}
-	m.BootID, _ = readTrim(r.Path("proc/sys/kernel/random/boot_id"))
+	m.BootID, _ = ReadTrimmed(r.Path("proc/sys/kernel/random/boot_id"))
 	cfg := r.KernelConfig(release)
 	m.HZ, _ = strconv.Atoi(cfg["CONFIG_HZ"])
 	switch {
@@ -384,10 +386,10 @@ func (r Root) Metadata(recordedCPUs, possible []int) *trace.Metadata {
 	case cfg["CONFIG_HZ_PERIODIC"] == "y":
 		m.NoHZ = "off"
 	}
-	m.CPUIdleDriver, _ = readTrim(r.Path("sys/devices/system/cpu/cpuidle/current_driver"))
-	m.CPUIdleGovernor, _ = readTrim(r.Path("sys/devices/system/cpu/cpuidle/current_governor"))
+	m.CPUIdleDriver, _ = ReadTrimmed(r.Path("sys/devices/system/cpu/cpuidle/current_driver"))
+	m.CPUIdleGovernor, _ = ReadTrimmed(r.Path("sys/devices/system/cpu/cpuidle/current_governor"))
 	if m.CPUIdleGovernor == "" {
-		m.CPUIdleGovernor, _ = readTrim(r.Path("sys/devices/system/cpu/cpuidle/current_governor_ro"))
+		m.CPUIdleGovernor, _ = ReadTrimmed(r.Path("sys/devices/system/cpu/cpuidle/current_governor_ro"))
 	}
 	if m.CPUIdleDriver == "" {
 		m.CPUIdleDriver = "none"

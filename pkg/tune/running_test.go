@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idletrace/idletrace/internal/testenv"
+	"github.com/idletrace/idletrace/pkg/host"
 )
 
 // TestRunningKernel applies haltpoll's window and a latency limit to this
@@ -14,17 +15,17 @@ import (
 // as it was after Restore.
 func TestRunningKernel(t *testing.T) {
 	testenv.OwnMachine(t)
-	drv, _ := readTrim("/sys/devices/system/cpu/cpuidle/current_driver")
+	drv, _ := host.ReadTrimmed("/sys/devices/system/cpu/cpuidle/current_driver")
 	if drv == "" || drv == "none" {
 		t.Skip("the kernel has no cpuidle driver: no governor or state to change")
 	}
-	avail, _ := readTrim("/sys/devices/system/cpu/cpuidle/available_governors")
+	avail, _ := host.ReadTrimmed("/sys/devices/system/cpu/cpuidle/available_governors")
 	if !strings.Contains(" "+avail+" ", " haltpoll ") {
 		t.Skipf("the kernel has no haltpoll cpuidle governor (available: %s)", avail)
 	}
 	const param = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
-	gov0, _ := readTrim("/sys/devices/system/cpu/cpuidle/current_governor")
-	ns0, err := readTrim(param)
+	gov0, _ := host.ReadTrimmed("/sys/devices/system/cpu/cpuidle/current_governor")
+	ns0, err := host.ReadTrimmed(param)
 	if err != nil {
 		// The governor's own parameters (drivers/cpuidle/governors/haltpoll.c).
 		t.Fatalf("the haltpoll governor is available but its module parameters are not: %v", err)
@@ -43,10 +44,10 @@ func TestRunningKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Restore()
-	if got, _ := readTrim(param); got != want {
+	if got, _ := host.ReadTrimmed(param); got != want {
 		t.Errorf("guest_halt_poll_ns %s while applied, want %s", got, want)
 	}
-	if got, _ := readTrim("/sys/devices/system/cpu/cpuidle/current_governor"); got != "haltpoll" {
+	if got, _ := host.ReadTrimmed("/sys/devices/system/cpu/cpuidle/current_governor"); got != "haltpoll" {
 		t.Errorf("governor %s while applied", got)
 	}
 	if us := qosNow(t); us != 20 {
@@ -55,10 +56,10 @@ func TestRunningKernel(t *testing.T) {
 	if err := a.Restore(); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := readTrim(param); got != ns0 {
+	if got, _ := host.ReadTrimmed(param); got != ns0 {
 		t.Errorf("guest_halt_poll_ns %s after Restore, want %s", got, ns0)
 	}
-	if got, _ := readTrim("/sys/devices/system/cpu/cpuidle/current_governor"); got != gov0 {
+	if got, _ := host.ReadTrimmed("/sys/devices/system/cpu/cpuidle/current_governor"); got != gov0 {
 		t.Errorf("governor %s after Restore, want %s", got, gov0)
 	}
 	if us := qosNow(t); us == 20 {

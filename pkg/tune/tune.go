@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/model"
 )
 
@@ -92,11 +93,6 @@ func haltpollValues(h model.HaltPollOverrides) map[string]string {
 	return v
 }
 
-func readTrim(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	return strings.TrimSpace(string(b)), err
-}
-
 // PlanFor works out, against the sysfs and /dev under root ("/" for the
 // running kernel), what applying pol changes. Its error is a *Refusal
 // when pol asks for what the running kernel cannot change.
@@ -117,7 +113,7 @@ func PlanFor(pol model.Policy, root string) (*Plan, error) {
 		return nil, refusef("policy %q: blkqos= models a block-IO latency limit that no kernel knob sets", pol.Spec)
 	}
 	cpuidle := filepath.Join(root, "sys/devices/system/cpu/cpuidle")
-	driver, _ := readTrim(filepath.Join(cpuidle, "current_driver"))
+	driver, _ := host.ReadTrimmed(filepath.Join(cpuidle, "current_driver"))
 	noDriver := driver == "" || driver == "none"
 
 	// Governor.
@@ -126,7 +122,7 @@ func PlanFor(pol model.Policy, root string) (*Plan, error) {
 		if noDriver {
 			return nil, refusef("policy %q: the running kernel has no cpuidle driver, so no governor runs (it idles in its default routine)", pol.Spec)
 		}
-		avail, err := readTrim(filepath.Join(cpuidle, "available_governors"))
+		avail, err := host.ReadTrimmed(filepath.Join(cpuidle, "available_governors"))
 		if err != nil {
 			return nil, refusef("policy %q: cannot read the kernel's cpuidle governors: %v", pol.Spec, err)
 		}
@@ -138,7 +134,7 @@ func PlanFor(pol model.Policy, root string) (*Plan, error) {
 			return nil, refusef("policy %q: the running kernel has no %s governor (available: %s)", pol.Spec, gov, strings.Join(strings.Fields(avail), ", "))
 		}
 		path := filepath.Join(cpuidle, "current_governor")
-		cur, err := readTrim(path)
+		cur, err := host.ReadTrimmed(path)
 		if err != nil {
 			return nil, refusef("policy %q: the kernel's governor cannot be switched at run time (%s: %v)", pol.Spec, path, err)
 		}
@@ -174,7 +170,7 @@ func PlanFor(pol model.Policy, root string) (*Plan, error) {
 			continue
 		}
 		path := filepath.Join(root, "sys/module/haltpoll/parameters", name)
-		cur, err := readTrim(path)
+		cur, err := host.ReadTrimmed(path)
 		if err != nil {
 			return nil, refusef("policy %q: %s: the running kernel has no haltpoll parameter %s", pol.Spec, name, path)
 		}
@@ -316,7 +312,7 @@ func stateWrites(pol model.Policy, root, key string, want []string, value string
 	for _, w := range want {
 		found := false
 		for _, d := range dirs {
-			name, err := readTrim(filepath.Join(d, "name"))
+			name, err := host.ReadTrimmed(filepath.Join(d, "name"))
 			if err != nil {
 				continue
 			}
@@ -328,7 +324,7 @@ func stateWrites(pol model.Policy, root, key string, want []string, value string
 			}
 			found = true
 			path := filepath.Join(d, "disable")
-			cur, err := readTrim(path)
+			cur, err := host.ReadTrimmed(path)
 			if err != nil {
 				return nil, refusef("policy %q: %v", pol.Spec, err)
 			}
