@@ -110,6 +110,10 @@ static ulong overrun_ns = 10000;
 module_param(overrun_ns, ulong, 0644);
 MODULE_PARM_DESC(overrun_ns, "a spin that runs over its exit latency by more than this (ns, default 10000) counts in \"overran\"");
 
+static uint spin_gap_loops;
+module_param(spin_gap_loops, uint, 0644);
+MODULE_PARM_DESC(spin_gap_loops, "empty loop iterations between two clock reads of an exit-latency spin (default 0: read the clock back to back); under TCG each read is a helper call, so this tells the spin's own cost from the clock's");
+
 static bool hold_irq = true;
 module_param(hold_irq, bool, 0444);
 MODULE_PARM_DESC(hold_irq, "pay exit latency at interrupt entry, before the handler (default); 0: after HLT, handler first");
@@ -170,10 +174,13 @@ static bool emu_others_awake(void)
 static u64 emu_spin(u64 ns, bool yield)
 {
 	u64 t0 = emu_clock(), t;
+	uint gap = READ_ONCE(spin_gap_loops), i;
 
 	do {
 		if (yield && emu_others_awake())
 			cpu_relax();
+		for (i = 0; i < gap; i++)
+			barrier();
 		t = emu_clock();
 	} while (t - t0 < ns);
 	return t - t0;
