@@ -76,6 +76,7 @@ func signedPct(traced, kernel uint64) string {
 	return fmt.Sprintf("%+.2f %%", (float64(traced)-float64(kernel))/float64(kernel)*100)
 }
 
+// renderStatsDoc writes the stats report: each section in its own step.
 func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 	d.command(argv)
 	d.title("idletrace stats")
@@ -91,14 +92,64 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 			s.OutsideWindow.IdlePeriods, s.OutsideWindow.IORequests))
 	}
 	d.lines(head...)
+	for _, section := range []func(*doc, *Stats) error{
+		renderStatsStates,
+		renderStatsIdleTime,
+		renderStatsWakeCauses,
+		renderStatsWakeLatency,
+		renderStatsIO,
+		renderStatsLosses,
+		renderStatsInputs,
+	} {
+		if err := section(d, s); err != nil {
+			return err
+		}
+	}
+	return d.flush()
+}
 
-	// Idle states, traced beside the kernel's counters.
+// renderStatsStates writes the idle states, traced beside the kernel's counters, and whether they agree.
+func renderStatsStates(d *doc, s *Stats) error {
 	haveKernel := s.Kernel.Available
 	if haveKernel {
 		d.heading("Idle states: trace / kernel")
 	} else {
 		d.heading("Idle states (trace)")
 	}
+	mm := cpuidleMismatches(s)
+	header := []string{"CPU", "State", "Exit µs", "Target µs", "Usage", "Residency ms", "Above", "Below"}
+	if haveKernel {
+		header = append(header, "Check")
+	}
+	rows := stateRows(s, mm)
+	left := []int{1}
+	if haveKernel {
+		left = append(left, 8)
+	}
+	if err := d.table(header, rows, left...); err != nil {
+		return err
+	}
+	if haveKernel {
+		n := 0
+		for _, m := range s.Mismatches {
+			if m.Kind == "cpuidle" {
+				n++
+			}
+		}
+		if n == 0 {
+			d.para(fmt.Sprintf("Every traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", ResidencyTolerance*100))
+		} else {
+			d.para(fmt.Sprintf("%d counters disagree with the kernel's (flagged MISMATCH above; usage must match exactly where nothing was lost, residency within %.1f %%, above and below exactly).", n, ResidencyTolerance*100))
+		}
+	} else {
+		d.para("No kernel counters to check against: " + orDash(s.Kernel.Note) + ".")
+	}
+	return nil
+}
+
+// cpuidleMismatches gives, per CPU and state, the counters that disagree
+// with the kernel's, as the state table's Check column names them.
+func cpuidleMismatches(s *Stats) map[[2]int][]string {
 	mm := map[[2]int][]string{}
 	for _, m := range s.Mismatches {
 		if m.Kind == "cpuidle" {
@@ -110,10 +161,13 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 			mm[k] = append(mm[k], f)
 		}
 	}
-	header := []string{"CPU", "State", "Exit µs", "Target µs", "Usage", "Residency ms", "Above", "Below"}
-	if haveKernel {
-		header = append(header, "Check")
-	}
+	return mm
+}
+
+// stateRows is the state table: one row per CPU and state, traced beside
+// the kernel's counters where the trace has them.
+func stateRows(s *Stats, mm map[[2]int][]string) [][]string {
+	haveKernel := s.Kernel.Available
 	var rows [][]string
 	for _, c := range s.CPUs {
 		var kc *KernelCPU
@@ -176,32 +230,13 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 			rows = append(rows, row)
 		}
 	}
-	left := []int{1}
-	if haveKernel {
-		left = append(left, 8)
-	}
-	if err := d.table(header, rows, left...); err != nil {
-		return err
-	}
-	if haveKernel {
-		n := 0
-		for _, m := range s.Mismatches {
-			if m.Kind == "cpuidle" {
-				n++
-			}
-		}
-		if n == 0 {
-			d.para(fmt.Sprintf("Every traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", ResidencyTolerance*100))
-		} else {
-			d.para(fmt.Sprintf("%d counters disagree with the kernel's (flagged MISMATCH above; usage must match exactly where nothing was lost, residency within %.1f %%, above and below exactly).", n, ResidencyTolerance*100))
-		}
-	} else {
-		d.para("No kernel counters to check against: " + orDash(s.Kernel.Note) + ".")
-	}
+	return rows
+}
 
-	// Idle fraction per CPU.
+// renderStatsIdleTime writes the idle fraction per CPU.
+func renderStatsIdleTime(d *doc, s *Stats) error {
 	d.heading("Idle time per CPU")
-	rows = rows[:0]
+	var rows [][]string
 	for _, c := range s.CPUs {
 		rows = append(rows, []string{fmt.Sprint(c.CPU), FormatDuration(c.WindowNs), fmt.Sprint(c.Periods),
 			FormatMs(c.IdleNs), FormatPct(c.IdleFraction), fmt.Sprint(c.LostIdle)})
@@ -209,10 +244,13 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 	if err := d.table([]string{"CPU", "Window", "Idle periods", "Idle ms", "Idle", "Lost idle records"}, rows); err != nil {
 		return err
 	}
+	return nil
+}
 
-	// Wake causes.
+// renderStatsWakeCauses writes what ended the idle periods.
+func renderStatsWakeCauses(d *doc, s *Stats) error {
 	d.heading("Wake causes")
-	rows = rows[:0]
+	var rows [][]string
 	names := make([]string, 0, len(s.WakeCauses.Counts))
 	for n := range s.WakeCauses.Counts {
 		names = append(names, n)
@@ -245,10 +283,13 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 		wl = append(wl, "Top device interrupts: "+strings.Join(parts, ", ")+".")
 	}
 	d.lines(wl...)
+	return nil
+}
 
-	// Wake latency per state.
+// renderStatsWakeLatency writes each state's measured wake-up latency.
+func renderStatsWakeLatency(d *doc, s *Stats) error {
 	d.heading("Wake-up latency per state (remote wake request → idle exit)")
-	rows = rows[:0]
+	var rows [][]string
 	states := make([]string, 0, len(s.WakeLatencyNs))
 	for n := range s.WakeLatencyNs {
 		states = append(states, n)
@@ -266,8 +307,11 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 	if s.WakeRequestedBeforeEntry > 0 {
 		d.para(fmt.Sprintf("%d more remote wake-ups were requested before the idle entry (an IPI sent just before it, served after it): not measured, their latency is not the state's.", s.WakeRequestedBeforeEntry))
 	}
+	return nil
+}
 
-	// Block IO.
+// renderStatsIO writes the block IO figures and the devices beside the kernel's counts.
+func renderStatsIO(d *doc, s *Stats) error {
 	d.heading("Block IO")
 	io := s.IO
 	var ioLines []string
@@ -296,7 +340,7 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 	}
 	d.lines(ioLines...)
 	if len(io.Devices) > 0 {
-		rows = rows[:0]
+		var rows [][]string
 		for _, dv := range io.Devices {
 			k, check := dash, "no kernel counters"
 			if dv.KernelCompleted != nil {
@@ -316,10 +360,13 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 			return err
 		}
 	}
+	return nil
+}
 
-	// Per-CPU losses: what the account's total cannot say (which CPU).
+// renderStatsLosses writes the losses per CPU: what the account's total cannot say (which CPU).
+func renderStatsLosses(d *doc, s *Stats) error {
 	if len(s.Losses) > 0 {
-		rows = rows[:0]
+		var rows [][]string
 		for _, l := range s.Losses {
 			if lost := l.IdleLost + l.IOLost + l.OtherLost; lost+l.IdleUnpaired > 0 {
 				rows = append(rows, []string{fmt.Sprint(l.CPU), fmt.Sprint(lost), fmt.Sprint(l.IdleUnpaired)})
@@ -332,8 +379,11 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 			}
 		}
 	}
+	return nil
+}
 
-	// Probes and inputs.
+// renderStatsInputs writes the inputs the trace has, how each probe attached, and the warnings.
+func renderStatsInputs(d *doc, s *Stats) error {
 	d.heading("Inputs")
 	in := s.Inputs
 	yn := func(b bool) string {
@@ -350,7 +400,7 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		rows = rows[:0]
+		var rows [][]string
 		for _, k := range keys {
 			rows = append(rows, []string{k, s.Probes[k]})
 		}
@@ -362,7 +412,7 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 		d.heading("Warnings")
 		d.bullets(s.Warnings)
 	}
-	return d.flush()
+	return nil
 }
 
 func frac(a, b uint64) float64 {
