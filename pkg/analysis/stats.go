@@ -636,6 +636,26 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 			b.addLoss(l)
 		}
 	}
+	s := b.newStats()
+	b.window(s)
+	b.lossStats(s)
+	cpuList := b.cpuList()
+	s.CPUs = make([]CPUStats, 0, len(cpuList))
+	for _, c := range cpuList {
+		s.CPUs = append(s.CPUs, b.cpuStats(c, s.DurationNs))
+	}
+	s.Kernel = b.kernelStats(cpuList)
+	if s.Kernel.Available {
+		s.Mismatches = append(s.Mismatches, compareCPUIdle(s.CPUs, s.Kernel.CPUs)...)
+	}
+	b.wakeStats(s)
+	b.ioStats(s, flush)
+	b.warn(s)
+	return s
+}
+
+// newStats is the report's head: what the trace's metadata says.
+func (b *StatsBuilder) newStats() *Stats {
 	m := b.meta
 	s := &Stats{
 		KernelRelease:   m.KernelRelease,
@@ -657,8 +677,13 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 	if b.end != nil {
 		s.StopReason = b.end.StopReason
 	}
+	return s
+}
 
-	// Window and duration.
+// window sets the measured window and its length: the snapshots' where the
+// trace has both, else what the records span.
+func (b *StatsBuilder) window(s *Stats) {
+	m := b.meta
 	switch {
 	case m.Start != nil && b.end != nil && b.end.Snapshot != nil:
 		s.Window = Window{StartNs: m.Start.MonotonicNs, EndNs: b.end.Snapshot.MonotonicNs, Source: "snapshots"}
@@ -673,7 +698,10 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 		s.DurationNs = s.Window.EndNs - s.Window.StartNs
 	}
 
-	// Losses.
+}
+
+// lossStats sets the losses, per CPU and in total.
+func (b *StatsBuilder) lossStats(s *Stats) {
 	lossCPUs := make([]uint32, 0, len(b.losses))
 	for c := range b.losses {
 		lossCPUs = append(lossCPUs, c)
@@ -694,7 +722,12 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 	s.Loss = trace.NewLossAccount(perCPU, b.meta.Start, b.end)
 	s.LostEvents = s.Loss.Total()
 
-	// CPUs: the recorded ones, those with a state table and those seen.
+}
+
+// cpuList is the CPUs the report covers: the recorded ones, those with a
+// state table and those seen.
+func (b *StatsBuilder) cpuList() []int {
+	m := b.meta
 	cpuSet := map[int]bool{}
 	for _, c := range m.RecordedCPUs {
 		if c >= 0 && c < maxCPUs {
@@ -717,58 +750,58 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 	}
 	sort.Ints(cpuList)
 
-	s.CPUs = make([]CPUStats, 0, len(cpuList))
-	for _, c := range cpuList {
-		a := b.cpu(uint32(c))
-		cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{},
-			WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke} // the matcher's Flush below reports only misses
-		for _, cause := range trace.WakeCauses() {
-			cs.WakeCauses[cause.String()] = a.causes[cause]
-		}
-		switch {
-		case a.winStart > 0 && a.winEnd != math.MaxUint64 && a.winEnd > a.winStart:
-			cs.WindowNs = a.winEnd - a.winStart
-		default:
-			cs.WindowNs = s.DurationNs
-		}
-		if cs.WindowNs > 0 {
-			cs.IdleFraction = float64(a.idleNs) / float64(cs.WindowNs)
-		}
-		tab := b.tables[c]
-		n := max(len(a.states), len(tab))
-		if b.noDriver && tab == nil && n < 2 {
-			n = 2 // show the default idle routine (state 1) even if unused
-		}
-		for i := 0; i < n; i++ {
-			var acc stateAcc
-			if i < len(a.states) {
-				acc = a.states[i]
-			}
-			if i < len(tab) && tab[i].Disabled && tab[i].Name == "" && acc.usage == 0 {
-				continue // a gap in the table
-			}
-			if b.noDriver && tab == nil && i == 0 && acc.usage == 0 {
-				continue // cpu_idle_poll unused
-			}
-			if tab == nil && !b.noDriver && acc.usage == 0 {
-				continue
-			}
-			st := StateStats{Index: i, Name: b.stateName(c, i), Usage: acc.usage, TimeNs: acc.timeNs, Above: acc.above, Below: acc.below}
-			if i < len(tab) {
-				el, tr := tab[i].ExitLatencyNs, tab[i].TargetResidencyNs
-				st.ExitLatencyNs, st.TargetResidencyNs = &el, &tr
-			}
-			cs.States = append(cs.States, st)
-		}
-		s.CPUs = append(s.CPUs, cs)
-	}
+	return cpuList
+}
 
-	s.Kernel = b.kernelStats(cpuList)
-	if s.Kernel.Available {
-		s.Mismatches = append(s.Mismatches, compareCPUIdle(s.CPUs, s.Kernel.CPUs)...)
+// cpuStats is one CPU's idle time and states; durationNs is the window's
+// length, the CPU's own where the trace does not bound it.
+func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
+	a := b.cpu(uint32(c))
+	cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{},
+		WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke} // the matcher's Flush below reports only misses
+	for _, cause := range trace.WakeCauses() {
+		cs.WakeCauses[cause.String()] = a.causes[cause]
 	}
+	switch {
+	case a.winStart > 0 && a.winEnd != math.MaxUint64 && a.winEnd > a.winStart:
+		cs.WindowNs = a.winEnd - a.winStart
+	default:
+		cs.WindowNs = durationNs
+	}
+	if cs.WindowNs > 0 {
+		cs.IdleFraction = float64(a.idleNs) / float64(cs.WindowNs)
+	}
+	tab := b.tables[c]
+	n := max(len(a.states), len(tab))
+	if b.noDriver && tab == nil && n < 2 {
+		n = 2 // show the default idle routine (state 1) even if unused
+	}
+	for i := 0; i < n; i++ {
+		var acc stateAcc
+		if i < len(a.states) {
+			acc = a.states[i]
+		}
+		if i < len(tab) && tab[i].Disabled && tab[i].Name == "" && acc.usage == 0 {
+			continue // a gap in the table
+		}
+		if b.noDriver && tab == nil && i == 0 && acc.usage == 0 {
+			continue // cpu_idle_poll unused
+		}
+		if tab == nil && !b.noDriver && acc.usage == 0 {
+			continue
+		}
+		st := StateStats{Index: i, Name: b.stateName(c, i), Usage: acc.usage, TimeNs: acc.timeNs, Above: acc.above, Below: acc.below}
+		if i < len(tab) {
+			el, tr := tab[i].ExitLatencyNs, tab[i].TargetResidencyNs
+			st.ExitLatencyNs, st.TargetResidencyNs = &el, &tr
+		}
+		cs.States = append(cs.States, st)
+	}
+	return cs
+}
 
-	// Wake causes.
+// wakeStats sets the wake causes and each state's wake-up latency.
+func (b *StatsBuilder) wakeStats(s *Stats) {
 	s.WakeCauses.Counts = map[string]uint64{}
 	for _, c := range trace.WakeCauses() {
 		s.WakeCauses.Counts[c.String()] = 0
@@ -801,7 +834,12 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 	}
 	s.WakeRequestedBeforeEntry = b.wakeEarly
 
-	// IO.
+}
+
+// ioStats sets the block IO figures and checks the devices' completions
+// against the kernel's; flush first closes the IO-wake matcher.
+func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
+	m := b.meta
 	s.IO.Requests = b.io.Count()
 	s.IO.LatencyNs = b.io.Summary()
 	s.IO.Filter = b.ioFilter.Spec
@@ -848,7 +886,11 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 		}
 	}
 
-	// Warnings.
+}
+
+// warn adds the warnings a reader of the report must see.
+func (b *StatsBuilder) warn(s *Stats) {
+	m := b.meta
 	if b.end == nil {
 		s.Warnings = append(s.Warnings, "no end record: without the end snapshot the kernel's counters cannot be checked")
 	}
@@ -867,7 +909,6 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 	if !m.Inputs.WakeRequests {
 		s.Warnings = append(s.Warnings, "this trace does not carry remote wake requests: no wake latency can be measured")
 	}
-	return s
 }
 
 func findCounters(snap *trace.Snapshot, cpu int) *trace.CPUCounters {
