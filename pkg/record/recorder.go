@@ -113,22 +113,9 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	possible, err := machine.PossibleCPUs()
+	possible, online, recorded, err := recordingCPUs(opts.CPUs)
 	if err != nil {
-		return nil, fmt.Errorf("reading possible CPUs: %w", err)
-	}
-	online, err := machine.OnlineCPUs()
-	if err != nil {
-		online = possible
-	}
-	recorded := online
-	if opts.CPUs != nil {
-		for _, c := range opts.CPUs {
-			if !slices.Contains(online, c) {
-				return nil, fmt.Errorf("--cpus: CPU %d is not online (online: %v)", c, online)
-			}
-		}
-		recorded = opts.CPUs
+		return nil, err
 	}
 
 	meta := machine.Metadata(recorded, possible)
@@ -177,15 +164,8 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	meta.Probes = plan.metadata()
 	meta.Inputs = inputsOf(plan, perCPUBaseKnown(pcpu), opts.NoIO)
 
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if opts.Force {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	}
-	f, err := os.OpenFile(opts.Output, flags, 0o644)
+	f, err := openOutput(opts.Output, opts.Force)
 	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("%s already exists; use --force to overwrite it", opts.Output)
-		}
 		return nil, err
 	}
 	defer f.Close()
@@ -272,15 +252,23 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		}
 	}
 
-	// End snapshot while still attached: every period before each CPU's
-	// snapshot instant is then in the trace.
+	// only with the kernel's residencies do closed periods wait (awaits_kernel)
+	awaitsKernel := pcpu["pcpu_cpuidle_devices"] != pcpuNone
+	loopErr = rec.stop(end, recorded, awaitsKernel, func() { closeAll(links); links = nil }, loopErr)
+	return rec.closeTrace(meta, end, loopErr)
+}
+
+// stop ends a recording: the end snapshot while still attached (every
+// period before each CPU's snapshot instant is then in the trace), then
+// detach, drain the ring buffer and flush what still waits, and fill in the
+// end record's account. It returns the first error of the loop or after.
+func (rec *recording) stop(end *trace.End, recorded []int, awaitsKernel bool, detach func(), loopErr error) error {
 	end.Snapshot = machine.Snapshot(recorded, 0, rec.ioCounts)
 	end.IOInFlight, end.IOOrphanedAtStop = rec.ioInFlight(end.Snapshot)
-	if pcpu["pcpu_cpuidle_devices"] != pcpuNone { // only then do closed periods wait (awaits_kernel)
+	if awaitsKernel {
 		rec.settleAwaiting(200 * time.Millisecond)
 	}
-	closeAll(links)
-	links = nil
+	detach()
 	if loopErr == nil {
 		loopErr = rec.drain()
 	}
@@ -290,21 +278,61 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	end.Loss = rec.losses()
 	for _, l := range end.Loss {
-		w.AddLoss(l)
+		rec.w.AddLoss(l)
 		rec.liveLoss(l)
 	}
-	end.ProgStats = progStats(objs.coll)
+	end.ProgStats = progStats(rec.objs.coll)
 	end.UndeliveredReason = undeliveredReason(end.ProgStats)
 	end.IdlePeriods, end.BlockIOs = rec.idle, rec.io
+	return loopErr
+}
 
+// recordingCPUs reads the possible and online CPUs and checks the ones
+// asked for (--cpus; nil: every online CPU).
+func recordingCPUs(asked []int) (possible, online, recorded []int, err error) {
+	if possible, err = machine.PossibleCPUs(); err != nil {
+		return nil, nil, nil, fmt.Errorf("reading possible CPUs: %w", err)
+	}
+	if online, err = machine.OnlineCPUs(); err != nil {
+		online = possible
+	}
+	recorded = online
+	if asked != nil {
+		for _, c := range asked {
+			if !slices.Contains(online, c) {
+				return nil, nil, nil, fmt.Errorf("--cpus: CPU %d is not online (online: %v)", c, online)
+			}
+		}
+		recorded = asked
+	}
+	return possible, online, recorded, nil
+}
+
+// openOutput creates the trace file; an existing one only with force.
+func openOutput(path string, force bool) (*os.File, error) {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("%s already exists; use --force to overwrite it", path)
+	}
+	return f, err
+}
+
+// closeTrace writes the end record and syncs the file; an error keeps the
+// cause (ENOSPC, EIO) and says that the file is readable up to its last
+// complete chunk.
+func (rec *recording) closeTrace(meta *trace.Metadata, end *trace.End, loopErr error) (*Summary, error) {
 	sum := &Summary{
 		IdlePeriods: rec.idle, BlockIOs: rec.io, HaltPolls: rec.haltpoll,
-		OpenPeriods: end.OpenPeriods, StopReason: reason, Elapsed: time.Since(rec.start),
+		OpenPeriods: end.OpenPeriods, StopReason: end.StopReason, Elapsed: time.Since(rec.start),
 		CommandExitCode: end.CommandExitCode, End: end,
 	}
 	sum.Loss = trace.NewLossAccount(end.Loss, meta.Start, end)
-	closeErr := w.Close(end)
-	if fi, err := f.Stat(); err == nil {
+	closeErr := rec.w.Close(end)
+	if fi, err := rec.file.Stat(); err == nil {
 		sum.FileBytes = fi.Size()
 	}
 	if loopErr == nil {
@@ -316,10 +344,10 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		if errors.As(loopErr, &pe) {
 			loopErr = pe.Err
 		}
-		return sum, fmt.Errorf("writing %s: %w (the file keeps everything up to its last complete chunk)", opts.Output, loopErr)
+		return sum, fmt.Errorf("writing %s: %w (the file keeps everything up to its last complete chunk)", rec.opts.Output, loopErr)
 	}
-	if err := f.Sync(); err != nil {
-		return sum, fmt.Errorf("writing %s: %w", opts.Output, err)
+	if err := rec.file.Sync(); err != nil {
+		return sum, fmt.Errorf("writing %s: %w", rec.opts.Output, err)
 	}
 	return sum, nil
 }
