@@ -413,123 +413,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		return fmt.Errorf("whatif: idle period on CPU %d: CPU number out of range", p.CPU)
 	}
 	c := r.cpu(p.CPU)
-	pi := periodInfo{e: int64(p.EntryNs), x: int64(p.ExitNs), cause: p.WakeCause, rec: int(p.State)}
-	if c.seen && pi.e < c.prevExit {
-		pi.e = c.prevExit
-		r.stats.ClampedPeriods++
-	}
-	if pi.x < pi.e {
-		pi.x = pi.e
-	}
-	if pi.rec >= len(r.prof.States) {
-		pi.rec = -1
-		r.stats.BadState++
-	}
-	switch {
-	case p.PollTimedOut == trace.Yes || p.WakeCause == trace.WakePollTimeout:
-		pi.kind = endPoll
-	case p.WakeCause == trace.WakeTick:
-		pi.kind = endTick
-	default:
-		pi.kind = endGenuine
-	}
-	// The governors' tick_nohz_tick_stopped() input is the tick state before
-	// their decision; traces without it carry only the state after it.
-	if p.TickStoppedBefore != trace.Unknown {
-		pi.tickStopped = p.TickStoppedBefore == trace.Yes
-	} else {
-		pi.tickStopped = p.TickStopped == trace.Yes
-	}
-	pi.loop, pi.stoppable = p.IdleLoopEntry, p.TickStoppable
-	if pi.loop == trace.Unknown && c.seen {
-		// A stopped tick survives only inside a loop; one stopped before
-		// and running now was restarted by leaving it.
-		switch {
-		case p.TickStoppedBefore == trace.Yes:
-			pi.loop = trace.No
-		case p.TickStoppedBefore == trace.No && c.prevTickStopped:
-			pi.loop = trace.Yes
-		}
-	}
-	c.prevTickStopped = p.TickStopped == trace.Yes
-	pi.devStopped = pi.tickStopped
-	if p.TickStopped != trace.Unknown {
-		pi.devStopped = p.TickStopped == trace.Yes
-	}
-	if r.meta.NoHZ == "off" {
-		pi.stoppable = trace.No
-	}
-	d := pi.x - pi.e
-	r.notePollTimeout(p, pi.rec)
-	pi.gotTick = p.GotTick == trace.Yes
-	pi.pollRanOn = p.PollTimedOut != trace.Unknown && r.kernelPollNs > 0 && d > r.kernelPollNs
-	pi.pollTOKernel = p.KernelKnown && p.PollTimedOut != trace.Unknown
-	if p.TickStopped == trace.No && pi.rec >= 0 && pi.rec < r.recTab.n {
-		// A halted stay ends at the first tick; a poll that saw none says so.
-		pi.tickFree = !r.recTab.polling[pi.rec] || p.GotTick == trace.No
-	}
-	pi.nrIOWait = int64(max(p.NrIOWait, 0))
-	switch {
-	case p.AbortsBefore >= 0:
-		pi.aborts = int(p.AbortsBefore)
-	case p.KernelKnown && p.AbortedBefore:
-		pi.aborts = 1 // at least one
-	}
-	pi.residency = d
-	if res, counted := p.Residency(); !counted { // outside cpuidle_enter_state, or rejected
-		pi.residency = -1
-	} else if p.KernelCounted {
-		pi.residency = int64(min(res, uint64(maxSleepNs)))
-	}
-	// A task ran in between: the wake-up was a genuine one.
-	if c.seen && pi.loop != trace.Yes {
-		gap := pi.e - c.prevExit
-		pollGap, tickGap := int64(chainGapPollNs), int64(chainGapTickNs)
-		if pi.loop == trace.No {
-			pollGap, tickGap = r.tick, r.tick
-		}
-		switch c.prevKind {
-		case endPoll:
-			pi.chain = gap <= pollGap
-			if pi.chain {
-				r.stats.ChainedPollEnds++
-			}
-		case endTick:
-			pi.chain = gap <= tickGap
-			if pi.chain {
-				r.stats.ChainedTickEnds++
-			}
-		}
-	}
-	pi.idleEntry = pi.e
-	if pi.chain && c.prevKind == endPoll && p.NextTimerKnown && p.NextEventKnown && c.prevSleepKnown &&
-		p.NextTimerNs == c.prevNextTimerNs && p.NextEventNs == c.prevNextEventNs {
-		// Re-entered after a poll time-out with both inputs unchanged:
-		// no interrupt moved the idle entry time they count from.
-		pi.idleEntry = c.prevIdleEntry
-	}
-	c.prevIdleEntry, c.prevNextTimerNs, c.prevNextEventNs = pi.idleEntry, p.NextTimerNs, p.NextEventNs
-	c.prevSleepKnown = p.NextTimerKnown && p.NextEventKnown
-	pi.deltaNext = unknownTime
-	if p.NextEventKnown {
-		pi.deltaNext = pi.idleEntry + min(p.NextEventNs, maxSleepNs)
-	}
-	if p.NextTimerKnown { // negative: already due when the governor asked
-		pi.nextTimer = pi.idleEntry + min(p.NextTimerNs, maxSleepNs)
-	} else {
-		r.stats.DerivedNextTimer++
-		if p.WakeCause == trace.WakeTimer {
-			pi.nextTimer = pi.x
-		} else {
-			k := d/r.tick + 1
-			pi.nextTimer = pi.e + k*r.tick
-		}
-	}
-	pi.lateFrom = noLimit
-	polled := pi.kind == endPoll || pi.rec >= 0 && pi.rec < r.recTab.n && r.recTab.polling[pi.rec]
-	if pi.deltaNext != unknownTime && pi.deltaNext < pi.x && !polled {
-		pi.lateFrom = pi.deltaNext
-	}
+	pi := r.readPeriod(c, p)
 	pi.prevExit = c.prevExit
 	if !pi.chain {
 		r.stats.Episodes++
@@ -574,6 +458,157 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	}
 	r.ioPeriod(p, &pi, els)
 	return nil
+}
+
+// readPeriod is a recorded period as the replay sees it: clamped to its
+// CPU's timeline, how it ended, the tick's state, what the kernel counted,
+// whether it continues the previous one, and the timers the governors read.
+func (r *Replay) readPeriod(c *cpuShared, p *trace.IdlePeriod) (pi periodInfo) {
+	pi = periodInfo{e: int64(p.EntryNs), x: int64(p.ExitNs), cause: p.WakeCause, rec: int(p.State)}
+	if c.seen && pi.e < c.prevExit {
+		pi.e = c.prevExit
+		r.stats.ClampedPeriods++
+	}
+	if pi.x < pi.e {
+		pi.x = pi.e
+	}
+	if pi.rec >= len(r.prof.States) {
+		pi.rec = -1
+		r.stats.BadState++
+	}
+	switch {
+	case p.PollTimedOut == trace.Yes || p.WakeCause == trace.WakePollTimeout:
+		pi.kind = endPoll
+	case p.WakeCause == trace.WakeTick:
+		pi.kind = endTick
+	default:
+		pi.kind = endGenuine
+	}
+	r.periodTick(c, p, &pi)
+	r.periodKernelFacts(p, &pi)
+	r.periodChain(c, p, &pi)
+	r.periodTimers(p, &pi)
+	return pi
+}
+
+// periodTick reads the tick's state before and after the governor's
+// decision and whether the entry began an idle loop.
+func (r *Replay) periodTick(c *cpuShared, p *trace.IdlePeriod, pi *periodInfo) {
+	// The governors' tick_nohz_tick_stopped() input is the tick state before
+	// their decision; traces without it carry only the state after it.
+	if p.TickStoppedBefore != trace.Unknown {
+		pi.tickStopped = p.TickStoppedBefore == trace.Yes
+	} else {
+		pi.tickStopped = p.TickStopped == trace.Yes
+	}
+	pi.loop, pi.stoppable = p.IdleLoopEntry, p.TickStoppable
+	if pi.loop == trace.Unknown && c.seen {
+		// A stopped tick survives only inside a loop; one stopped before
+		// and running now was restarted by leaving it.
+		switch {
+		case p.TickStoppedBefore == trace.Yes:
+			pi.loop = trace.No
+		case p.TickStoppedBefore == trace.No && c.prevTickStopped:
+			pi.loop = trace.Yes
+		}
+	}
+	c.prevTickStopped = p.TickStopped == trace.Yes
+	pi.devStopped = pi.tickStopped
+	if p.TickStopped != trace.Unknown {
+		pi.devStopped = p.TickStopped == trace.Yes
+	}
+	if r.meta.NoHZ == "off" {
+		pi.stoppable = trace.No
+	}
+}
+
+// periodKernelFacts reads what the kernel itself saw of the period: its
+// tick, its poll time limit, iowaiters, aborted attempts and the residency
+// it counted.
+func (r *Replay) periodKernelFacts(p *trace.IdlePeriod, pi *periodInfo) {
+	d := pi.x - pi.e
+	r.notePollTimeout(p, pi.rec)
+	pi.gotTick = p.GotTick == trace.Yes
+	pi.pollRanOn = p.PollTimedOut != trace.Unknown && r.kernelPollNs > 0 && d > r.kernelPollNs
+	pi.pollTOKernel = p.KernelKnown && p.PollTimedOut != trace.Unknown
+	if p.TickStopped == trace.No && pi.rec >= 0 && pi.rec < r.recTab.n {
+		// A halted stay ends at the first tick; a poll that saw none says so.
+		pi.tickFree = !r.recTab.polling[pi.rec] || p.GotTick == trace.No
+	}
+	pi.nrIOWait = int64(max(p.NrIOWait, 0))
+	switch {
+	case p.AbortsBefore >= 0:
+		pi.aborts = int(p.AbortsBefore)
+	case p.KernelKnown && p.AbortedBefore:
+		pi.aborts = 1 // at least one
+	}
+	pi.residency = d
+	if res, counted := p.Residency(); !counted { // outside cpuidle_enter_state, or rejected
+		pi.residency = -1
+	} else if p.KernelCounted {
+		pi.residency = int64(min(res, uint64(maxSleepNs)))
+	}
+}
+
+// periodChain says whether the period continues the previous one without a
+// task in between (a poll time-out or a tick re-entered at once), and so
+// where the idle entry the governors count from lies.
+func (r *Replay) periodChain(c *cpuShared, p *trace.IdlePeriod, pi *periodInfo) {
+	// A task ran in between: the wake-up was a genuine one.
+	if c.seen && pi.loop != trace.Yes {
+		gap := pi.e - c.prevExit
+		pollGap, tickGap := int64(chainGapPollNs), int64(chainGapTickNs)
+		if pi.loop == trace.No {
+			pollGap, tickGap = r.tick, r.tick
+		}
+		switch c.prevKind {
+		case endPoll:
+			pi.chain = gap <= pollGap
+			if pi.chain {
+				r.stats.ChainedPollEnds++
+			}
+		case endTick:
+			pi.chain = gap <= tickGap
+			if pi.chain {
+				r.stats.ChainedTickEnds++
+			}
+		}
+	}
+	pi.idleEntry = pi.e
+	if pi.chain && c.prevKind == endPoll && p.NextTimerKnown && p.NextEventKnown && c.prevSleepKnown &&
+		p.NextTimerNs == c.prevNextTimerNs && p.NextEventNs == c.prevNextEventNs {
+		// Re-entered after a poll time-out with both inputs unchanged:
+		// no interrupt moved the idle entry time they count from.
+		pi.idleEntry = c.prevIdleEntry
+	}
+	c.prevIdleEntry, c.prevNextTimerNs, c.prevNextEventNs = pi.idleEntry, p.NextTimerNs, p.NextEventNs
+	c.prevSleepKnown = p.NextTimerKnown && p.NextEventKnown
+}
+
+// periodTimers places the next timer and the next event the governors ask
+// for, derived from the period where the trace lacks them.
+func (r *Replay) periodTimers(p *trace.IdlePeriod, pi *periodInfo) {
+	d := pi.x - pi.e
+	pi.deltaNext = unknownTime
+	if p.NextEventKnown {
+		pi.deltaNext = pi.idleEntry + min(p.NextEventNs, maxSleepNs)
+	}
+	if p.NextTimerKnown { // negative: already due when the governor asked
+		pi.nextTimer = pi.idleEntry + min(p.NextTimerNs, maxSleepNs)
+	} else {
+		r.stats.DerivedNextTimer++
+		if p.WakeCause == trace.WakeTimer {
+			pi.nextTimer = pi.x
+		} else {
+			k := d/r.tick + 1
+			pi.nextTimer = pi.e + k*r.tick
+		}
+	}
+	pi.lateFrom = noLimit
+	polled := pi.kind == endPoll || pi.rec >= 0 && pi.rec < r.recTab.n && r.recTab.polling[pi.rec]
+	if pi.deltaNext != unknownTime && pi.deltaNext < pi.x && !polled {
+		pi.lateFrom = pi.deltaNext
+	}
 }
 
 // Stats returns the replay's counters so far.
