@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idletrace/idletrace/internal/fidelity"
+	"github.com/idletrace/idletrace/internal/outfile"
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -251,7 +252,7 @@ func writeReport(stdout io.Writer, out string, force bool, render func(io.Writer
 	if out == "" {
 		return render(stdout)
 	}
-	f, err := createOutput(out, force)
+	f, err := outfile.Create(out, force) // a file may have appeared since checkOutput
 	if err != nil {
 		return err
 	}
@@ -314,18 +315,4 @@ func checkOutput(out, input string, force bool) error {
 		return usagef("%s already exists; use --force to overwrite it", out)
 	}
 	return nil
-}
-
-// createOutput creates the report file, never over an existing one unless
-// force (a file may have appeared since checkOutput).
-func createOutput(out string, force bool) (*os.File, error) {
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if force {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	}
-	f, err := os.OpenFile(out, flags, 0o644)
-	if errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("%s already exists; use --force to overwrite it", out)
-	}
-	return f, err
 }

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/idletrace/idletrace/bpf"
+	"github.com/idletrace/idletrace/internal/outfile"
 	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
@@ -164,7 +165,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	meta.Probes = plan.metadata()
 	meta.Inputs = inputsOf(plan, perCPUBaseKnown(pcpu), opts.NoIO)
 
-	f, err := openOutput(opts.Output, opts.Force)
+	f, err := outfile.Create(opts.Output, opts.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -306,19 +307,6 @@ func recordingCPUs(asked []int) (possible, online, recorded []int, err error) {
 		recorded = asked
 	}
 	return possible, online, recorded, nil
-}
-
-// openOutput creates the trace file; an existing one only with force.
-func openOutput(path string, force bool) (*os.File, error) {
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if force {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	}
-	f, err := os.OpenFile(path, flags, 0o644)
-	if errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("%s already exists; use --force to overwrite it", path)
-	}
-	return f, err
 }
 
 // closeTrace writes the end record and syncs the file; an error keeps the
