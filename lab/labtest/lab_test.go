@@ -110,16 +110,17 @@ func TestLabExitLatency(t *testing.T) {
 	}
 	root := repoRoot(t)
 	kernel := env("IDLETRACE_LAB_TEST_KERNEL", "6.12")
+	tcg := env("IDLETRACE_LAB_TCG", "multi")
 	for _, profile := range strings.Fields(env("IDLETRACE_LAB_TEST_PROFILES", "spr icx")) {
 		t.Run(kernel+"/"+profile, func(t *testing.T) {
 			in, out := labInput(t, root, "lab/labtest/measure.sh"), t.TempDir()
 			cmd := exec.Command(filepath.Join(root, "scripts/lab.sh"), "--kernel", kernel, "--profile", profile,
 				"--in", in, "--out", out, "--", "sh", "measure.sh")
-			cmd.Env = append(os.Environ(), "IDLETRACE_LAB_NULL_LATENCY_NS=1000000", "IDLETRACE_LAB_TCG="+env("IDLETRACE_LAB_TCG", "multi"))
+			cmd.Env = append(os.Environ(), "IDLETRACE_LAB_NULL_LATENCY_NS=1000000", "IDLETRACE_LAB_TCG="+tcg)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			stdout, err := cmd.Output()
-			t.Logf("lab.sh output (%s-threaded TCG):\n%s%s", env("IDLETRACE_LAB_TCG", "multi"), stdout, stderr.String())
+			t.Logf("lab.sh output (%s-threaded TCG):\n%s%s", tcg, stdout, stderr.String())
 			if err != nil {
 				t.Fatalf("lab.sh: %v", err)
 			}

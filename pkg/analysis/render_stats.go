@@ -241,10 +241,7 @@ func renderStatsIdleTime(d *doc, s *Stats) error {
 		rows = append(rows, []string{fmt.Sprint(c.CPU), FormatDuration(c.WindowNs), fmt.Sprint(c.Periods),
 			FormatMs(c.IdleNs), FormatPct(c.IdleFraction), fmt.Sprint(c.LostIdle)})
 	}
-	if err := d.table([]string{"CPU", "Window", "Idle periods", "Idle ms", "Idle", "Lost idle records"}, rows); err != nil {
-		return err
-	}
-	return nil
+	return d.table([]string{"CPU", "Window", "Idle periods", "Idle ms", "Idle", "Lost idle records"}, rows)
 }
 
 // renderStatsWakeCauses writes what ended the idle periods.

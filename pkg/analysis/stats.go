@@ -697,7 +697,6 @@ func (b *StatsBuilder) window(s *Stats) {
 	if s.Window.EndNs > s.Window.StartNs {
 		s.DurationNs = s.Window.EndNs - s.Window.StartNs
 	}
-
 }
 
 // lossStats sets the losses, per CPU and in total.
@@ -721,7 +720,6 @@ func (b *StatsBuilder) lossStats(s *Stats) {
 	}
 	s.Loss = trace.NewLossAccount(perCPU, b.meta.Start, b.end)
 	s.LostEvents = s.Loss.Total()
-
 }
 
 // cpuList is the CPUs the report covers: the recorded ones, those with a
@@ -758,7 +756,7 @@ func (b *StatsBuilder) cpuList() []int {
 func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
 	a := b.cpu(uint32(c))
 	cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{},
-		WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke} // the matcher's Flush below reports only misses
+		WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke} // the matcher's Flush (ioStats, after this) reports only misses
 	for _, cause := range trace.WakeCauses() {
 		cs.WakeCauses[cause.String()] = a.causes[cause]
 	}
@@ -833,7 +831,6 @@ func (b *StatsBuilder) wakeStats(s *Stats) {
 		s.WakeLatencyNs[name] = h.Summary()
 	}
 	s.WakeRequestedBeforeEntry = b.wakeEarly
-
 }
 
 // ioStats sets the block IO figures and checks the devices' completions
@@ -885,7 +882,6 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 			}
 		}
 	}
-
 }
 
 // warn adds the warnings a reader of the report must see.
