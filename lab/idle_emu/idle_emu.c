@@ -114,6 +114,11 @@ static uint spin_gap_loops;
 module_param(spin_gap_loops, uint, 0644);
 MODULE_PARM_DESC(spin_gap_loops, "empty loop iterations between two clock reads of an exit-latency spin (default 0: read the clock back to back); under TCG each read is a helper call, so this tells the spin's own cost from the clock's");
 
+static uint spin_permille = 1000;
+module_param(spin_permille, uint, 0644);
+MODULE_PARM_DESC(spin_permille, "an exit-latency spin lasts the state's exit latency times this / 1000 (default 1000)");
+
+
 static bool hold_irq = true;
 module_param(hold_irq, bool, 0444);
 MODULE_PARM_DESC(hold_irq, "pay exit latency at interrupt entry, before the handler (default); 0: after HLT, handler first");
@@ -212,6 +217,11 @@ static void emu_pay(bool at_irq)
 		c->paid_enter[s]++;
 }
 
+static u64 emu_owed(struct cpuidle_driver *drv, int index)
+{
+	return drv->states[index].exit_latency_ns * READ_ONCE(spin_permille) / 1000;
+}
+
 static int emu_enter(struct cpuidle_device *dev, struct cpuidle_driver *drv,
 		     int index)
 {
@@ -220,7 +230,7 @@ static int emu_enter(struct cpuidle_device *dev, struct cpuidle_driver *drv,
 	if (current_clr_polling_and_test())
 		return index;
 	c->state = index;
-	c->owed_ns = hold_irq ? drv->states[index].exit_latency_ns : 0;
+	c->owed_ns = hold_irq ? emu_owed(drv, index) : 0;
 	/* Interrupts are off here; STI's shadow covers HLT, so a wake-up
 	 * that is already pending ends the halt rather than being lost. */
 	WRITE_ONCE(c->halted, 1);
@@ -230,7 +240,7 @@ static int emu_enter(struct cpuidle_device *dev, struct cpuidle_driver *drv,
 	if (hold_irq) {
 		emu_pay(false);
 	} else {
-		c->owed_ns = drv->states[index].exit_latency_ns;
+		c->owed_ns = emu_owed(drv, index);
 		emu_pay(false);
 	}
 	return index;
