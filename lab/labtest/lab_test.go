@@ -83,7 +83,11 @@ func env(k, def string) string {
 // measure.sh runs lab/pingpong, which enables the halted states alone in
 // short turns, in one VM, so that they share the host's drifting load:
 // task wake-ups are a pipe ping-pong across two CPUs (each message's write to
-// the woken reader's return), IO completions 4 KiB O_DIRECT reads at queue
+// the woken reader's return on CPU 1, the waker's CPU 0 kept in the
+// shallowest halted state: were it in the state measured, it would have just
+// paid that state's exit latency itself, and under TCG the code after a long
+// spin runs slower, so the wake-up would carry a share of it twice), IO
+// completions 4 KiB O_DIRECT reads at queue
 // depth 1 from an NVMe disk that completes every request after 1 ms (so that
 // each completion finds its CPU idle), each read's system call. Only clean
 // samples are judged: those during which the CPUs woke for nothing else (no

@@ -2,11 +2,13 @@
 # Runs inside the lab VM (lab_test.go copies it into --in with pingpong):
 # measures, for every halted state of the emulated driver, task wake-ups (a
 # pipe ping-pong between CPUs 0 and 1: each message's write to the woken
-# reader's return) and IO completions (4 KiB O_DIRECT reads at queue depth 1
-# of lab.sh's fixed-latency null disk on CPU 1: each read's system call),
-# with lab/pingpong -states: the states take turns of TURN samples, each
-# enabled alone on every CPU, until each has ROUNDS round trips (two
-# wake-ups each) and READS reads, so that the host's load, which drifts over
+# reader's return on CPU 1; CPU 0, the waker, keeps the shallowest halted
+# state throughout: pingpong -waker-state) and IO completions (4 KiB
+# O_DIRECT reads at queue depth 1 of lab.sh's fixed-latency null disk on CPU
+# 1: each read's system call), with lab/pingpong -states: the states take
+# turns of TURN samples, each enabled alone on CPU 1 (on every CPU for the
+# reads), until each has ROUNDS round trips and READS reads, so that the
+# host's load, which drifts over
 # a run, weighs on every state alike. pingpong marks clean the samples during
 # which the CPUs woke only for them (no tick, no other wake-up, no
 # exit-latency spin that the host held up; see lab/pingpong). Every sample is
@@ -24,6 +26,11 @@ ROUNDS=${ROUNDS:-4000}
 READS=${READS:-4000}
 TURN=${TURN:-25}
 YIELD=${YIELD:-} # idle_emu's spin_yield, when set
+# ONEWAY=0: both CPUs take the turn's state and both directions are samples.
+# Then the waker has itself just left the state, and under TCG the code
+# after a long spin runs slower (lab/README.md, 2026-12-03): the wake-up
+# carries 5-10 % of the exit latency twice over, once for each CPU.
+ONEWAY=${ONEWAY:-1}
 set -e
 cd "$(dirname "$0")"
 sysc=/sys/devices/system/cpu
@@ -53,21 +60,23 @@ y=$(cat $emup/spin_yield)
 states=
 i=0
 while [ $i -lt "$n" ]; do
-	if [ "$(cat $sysc/cpu0/cpuidle/state$i/name)" != POLL ]; then
-		states="$states${states:+,}$i"
-		eval "c0_$i='$(counters $i)'"
-	fi
+	[ "$(cat $sysc/cpu0/cpuidle/state$i/name)" = POLL ] || states="$states${states:+,}$i"
 	i=$((i + 1))
 done
-./pingpong -n "$ROUNDS" -cpus 0,1 -states "$states" -turn "$TURN" -o /out/pingpong.txt >&2
+for i in $(echo "$states" | tr , ' '); do
+	eval "c0_$i='$(counters $i)'"
+done
+waker= wcols='print $3; print $4'
+[ "$ONEWAY" != 1 ] || waker="-waker-state ${states%%,*}" wcols='print $3'
+./pingpong -n "$ROUNDS" -cpus 0,1 -states "$states" -turn "$TURN" $waker -o /out/pingpong.txt >&2
 ./pingpong -io /dev/lab-null -io-cpu 1 -n "$READS" -states "$states" -turn "$TURN" -o /out/io.txt >&2
 
 : >/out/results.txt
 for i in $(echo "$states" | tr , ' '); do
 	eval "set -- \$c0_$i $(counters $i)"
 	u=$(($6 - $1)) a=$(($7 - $2)) p=$(($8 - $3)) s=$(($9 - $4)) l=$((${10} - $5))
-	set -- $(awk -v s=$i '$1 == s { print $3; print $4 }' /out/pingpong.txt | quart) \
-		$(awk -v s=$i '$1 == s && $5 == 1 { print $3; print $4 }' /out/pingpong.txt | quart) \
+	set -- $(awk -v s=$i "\$1 == s { $wcols }" /out/pingpong.txt | quart) \
+		$(awk -v s=$i "\$1 == s && \$5 == 1 { $wcols }" /out/pingpong.txt | quart) \
 		$(awk -v s=$i '$1 == s { print $2 }' /out/io.txt | quart) \
 		$(awk -v s=$i '$1 == s && $3 == 1 { print $2 }' /out/io.txt | quart) \
 		$(awk -v s=$i '$1 == s { print $2 }' /out/pingpong.txt | quart)

@@ -25,9 +25,13 @@
 // reads the emulated driver's count of exit-latency spins that ran over
 // (lab/idle_emu's "overran": the host held up the CPU that was paying), and
 // a sample during which one did is marked "o", not clean. The states'
-// disable switches are put back as they were at the end.
+// disable switches are put back as they were at the end. With -waker-state
+// W the writer's CPU A keeps state W alone and only the child's wake-ups
+// (A's write to B's read) are the turn's samples: the state's exit latency
+// is then paid once per sample, by the woken CPU, as for a read's
+// completion, and not also by a waker that has just left the same state.
 //
-//	pingpong [-n N] [-warmup N] [-cpus A,B] [-gap DURATION] [-states S,S... [-turn K]] [-o FILE]
+//	pingpong [-n N] [-warmup N] [-cpus A,B] [-gap DURATION] [-states S,S... [-turn K] [-waker-state W]] [-o FILE]
 //	pingpong -io FILE [-io-cpu C] [-n N] [-warmup N] [-states S,S... [-turn K]] [-o FILE]
 //
 // -o writes every measured sample, one a line, times in ns: "STATE RTT
@@ -138,8 +142,9 @@ type idle struct {
 	nstates int     // states per CPU (the same on every CPU)
 	usage   [][]int // fds, [cpu][state]
 	disable [][]int
-	was     [][]byte // the disable switches as found
-	overran int      // idle_emu's count of overrun exit-latency spins, or -1
+	was     [][]byte    // the disable switches as found
+	overran int         // idle_emu's count of overrun exit-latency spins, or -1
+	pinned  map[int]int // CPU -> the state it keeps alone, whatever the turn's (-waker-state)
 	buf     [32]byte
 }
 
@@ -232,14 +237,22 @@ func (d *idle) write(fd int, s string) {
 	}
 }
 
-// only enables state on every CPU, then disables every other state.
+// only enables state alone on every CPU but a pinned one, which keeps its
+// own: first the states wanted, then every other disabled, so that no CPU is
+// left without a state in between.
 func (d *idle) only(state int) {
+	want := func(c int) int {
+		if s, ok := d.pinned[d.cpus[c]]; ok {
+			return s
+		}
+		return state
+	}
 	for c := range d.cpus {
-		d.write(d.disable[c][state], "0")
+		d.write(d.disable[c][want(c)], "0")
 	}
 	for c := range d.cpus {
 		for s, fd := range d.disable[c] {
-			if s != state {
+			if s != want(c) {
 				d.write(fd, "1")
 			}
 		}
@@ -254,22 +267,24 @@ func (d *idle) restore() {
 	}
 }
 
-// clean: between before and after, exactly one stay ended on each CPU in
-// want, in state, and none on any other CPU: "1"; else "0". "o" when the
-// stays are right but an exit-latency spin ran over (idle_emu's "overran").
-func (d *idle) clean(before, after [][]int64, state int, want ...int) string {
+// clean: between before and after, exactly one stay ended on each CPU of
+// stays, in the state stays gives it, and none on any other CPU: "1"; else
+// "0". "o" when the stays are right but an exit-latency spin ran over
+// (idle_emu's "overran").
+func (d *idle) clean(before, after [][]int64, stays map[int]int) string {
 	for c, cpu := range d.cpus {
-		exp := int64(0)
-		for _, w := range want {
-			if w == cpu {
-				exp = 1
-			}
-		}
 		var all int64
 		for s := range after[c] {
 			all += after[c][s] - before[c][s]
 		}
-		if all != exp || after[c][state]-before[c][state] != exp {
+		state, ok := stays[cpu]
+		if !ok {
+			if all != 0 {
+				return "0"
+			}
+			continue
+		}
+		if all != 1 || after[c][state]-before[c][state] != 1 {
 			return "0"
 		}
 	}
@@ -395,6 +410,7 @@ func main() {
 	gap := flag.Duration("gap", 0, "sleep between round trips (0: none)")
 	statesFlag := flag.String("states", "", "cpuidle states to measure in turns, each enabled alone (comma-separated indices)")
 	turn := flag.Int("turn", 50, "with -states, samples per turn")
+	wakerState := flag.Int("waker-state", -1, "with -states (round trips), the writer's CPU keeps this state alone and only the child's wake-ups are the turn's samples (default: both CPUs take the turn's state, both directions are samples)")
 	raw := flag.String("o", "", "also write every measured sample to this file, one a line, in order")
 	ioFile := flag.String("io", "", "measure 4 KiB O_DIRECT reads of this file or device instead of round trips")
 	ioCPU := flag.Int("io-cpu", 1, "with -io, the CPU the reads run on")
@@ -440,6 +456,12 @@ func main() {
 				must(fmt.Errorf("-states: no state %d (the CPUs have %d)", s, d.nstates))
 			}
 		}
+		if *wakerState >= d.nstates {
+			must(fmt.Errorf("-waker-state: no state %d (the CPUs have %d)", *wakerState, d.nstates))
+		}
+	}
+	if *wakerState >= 0 && (d == nil || *ioFile != "") {
+		must(fmt.Errorf("-waker-state needs -states and round trips (not -io)"))
 	}
 	if *turn < 1 {
 		must(fmt.Errorf("-turn must be at least 1"))
@@ -448,14 +470,14 @@ func main() {
 	if *ioFile != "" {
 		ioMain(*ioFile, *ioCPU, *n, *warm, *turn, d, states, &out)
 	} else {
-		pingMain(*cpus, *n, *warm, *turn, *gap, d, states, &out)
+		pingMain(*cpus, *n, *warm, *turn, *gap, *wakerState, d, states, &out)
 	}
 	if *raw != "" {
 		must(os.WriteFile(*raw, []byte(out.String()), 0o644))
 	}
 }
 
-func pingMain(cpus string, n, warm, turn int, gap time.Duration, d *idle, states []int, out *strings.Builder) {
+func pingMain(cpus string, n, warm, turn int, gap time.Duration, wakerState int, d *idle, states []int, out *strings.Builder) {
 	parts := strings.Split(cpus, ",")
 	if len(parts) != 2 {
 		must(fmt.Errorf("-cpus wants two CPUs, A,B"))
@@ -479,6 +501,9 @@ func pingMain(cpus string, n, warm, turn int, gap time.Duration, d *idle, states
 	w.Close()
 
 	pin(a)
+	if wakerState >= 0 {
+		d.pinned = map[int]int{a: wakerState}
+	}
 	var buf [8]byte
 	var before, after [][]int64
 	if d != nil {
@@ -503,13 +528,21 @@ func pingMain(cpus string, n, warm, turn int, gap time.Duration, d *idle, states
 		clean := "-"
 		if d != nil {
 			d.read(after)
-			clean = d.clean(before, after, state, a, b)
+			aState := state
+			if wakerState >= 0 {
+				aState = wakerState
+			}
+			clean = d.clean(before, after, map[int]int{a: aState, b: state})
 		}
 		tc := *(*int64)(unsafe.Pointer(&buf[0]))
 		rtt = append(rtt, t1-t0)
-		wake.all[state] = append(wake.all[state], tc-t0, t1-tc)
+		samples := []int64{tc - t0, t1 - tc}
+		if wakerState >= 0 {
+			samples = samples[:1] // the writer's wake-ups are from its own state
+		}
+		wake.all[state] = append(wake.all[state], samples...)
 		if clean == "1" {
-			wake.clean[state] = append(wake.clean[state], tc-t0, t1-tc)
+			wake.clean[state] = append(wake.clean[state], samples...)
 		}
 		fmt.Fprintf(out, "%s %d %d %d %s\n", label(d, state), t1-t0, tc-t0, t1-tc, clean)
 	})
@@ -564,7 +597,7 @@ func ioMain(path string, cpu, n, warm, turn int, d *idle, states []int, out *str
 		clean := "-"
 		if d != nil {
 			d.read(after)
-			clean = d.clean(before, after, state, cpu)
+			clean = d.clean(before, after, map[int]int{cpu: state})
 		}
 		lat.all[state] = append(lat.all[state], t1-t0)
 		if clean == "1" {
