@@ -31,6 +31,10 @@ YIELD=${YIELD:-} # idle_emu's spin_yield, when set
 # after a long spin runs slower (lab/README.md, 2026-12-03): the wake-up
 # carries 5-10 % of the exit latency twice over, once for each CPU.
 ONEWAY=${ONEWAY:-1}
+# Each read starts after a random busy 0-IO_JITTER: the null disk completes at
+# QEMU's main loop's whole-millisecond wake-ups, and without it a read's
+# phase against them would follow from the state's exit latency.
+IO_JITTER=${IO_JITTER:-1ms}
 set -e
 cd "$(dirname "$0")"
 sysc=/sys/devices/system/cpu
@@ -69,7 +73,7 @@ done
 waker= wcols='print $3; print $4'
 [ "$ONEWAY" != 1 ] || waker="-waker-state ${states%%,*}" wcols='print $3'
 ./pingpong -n "$ROUNDS" -cpus 0,1 -states "$states" -turn "$TURN" $waker -o /out/pingpong.txt >&2
-./pingpong -io /dev/lab-null -io-cpu 1 -n "$READS" -states "$states" -turn "$TURN" -o /out/io.txt >&2
+./pingpong -io /dev/lab-null -io-cpu 1 -n "$READS" -states "$states" -turn "$TURN" -io-jitter "$IO_JITTER" -o /out/io.txt >&2
 
 : >/out/results.txt
 for i in $(echo "$states" | tr , ' '); do

@@ -414,6 +414,7 @@ func main() {
 	raw := flag.String("o", "", "also write every measured sample to this file, one a line, in order")
 	ioFile := flag.String("io", "", "measure 4 KiB O_DIRECT reads of this file or device instead of round trips")
 	ioCPU := flag.Int("io-cpu", 1, "with -io, the CPU the reads run on")
+	ioJitter := flag.Duration("io-jitter", 0, "with -io, spin a random time in [0, this) before each read (the CPU stays busy: no idle stay)")
 	childCPU := flag.Int("child", -1, "internal: run as the echoing child on this CPU")
 	flag.Parse()
 	if *ioFile != "" {
@@ -468,7 +469,7 @@ func main() {
 	}
 	var out strings.Builder
 	if *ioFile != "" {
-		ioMain(*ioFile, *ioCPU, *n, *warm, *turn, d, states, &out)
+		ioMain(*ioFile, *ioCPU, *n, *warm, *turn, *ioJitter, d, states, &out)
 	} else {
 		pingMain(*cpus, *n, *warm, *turn, *gap, *wakerState, d, states, &out)
 	}
@@ -555,7 +556,7 @@ func pingMain(cpus string, n, warm, turn int, gap time.Duration, wakerState int,
 	wake.print("wakes", "wake", d)
 }
 
-func ioMain(path string, cpu, n, warm, turn int, d *idle, states []int, out *strings.Builder) {
+func ioMain(path string, cpu, n, warm, turn int, jitter time.Duration, d *idle, states []int, out *strings.Builder) {
 	pin(cpu)
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	must(err)
@@ -579,6 +580,12 @@ func ioMain(path string, cpu, n, warm, turn int, d *idle, states []int, out *str
 	lat := newPerState(states)
 	sampler(d, states, n, warm, turn, func(state int, keep bool) {
 		off := rng.Int63n(blocks) * bs
+		if jitter > 0 {
+			// A read's issue time, against the emulated device's timers,
+			// would otherwise follow from the state's exit latency.
+			for end := nanotime() + rng.Int63n(int64(jitter)); nanotime() < end; {
+			}
+		}
 		if d != nil {
 			d.read(before)
 		}
