@@ -32,7 +32,7 @@
 // completion, and not also by a waker that has just left the same state.
 //
 //	pingpong [-n N] [-warmup N] [-cpus A,B] [-gap DURATION] [-states S,S... [-turn K] [-waker-state W]] [-o FILE]
-//	pingpong -io FILE [-io-cpu C] [-n N] [-warmup N] [-states S,S... [-turn K]] [-o FILE]
+//	pingpong -io FILE [-io-cpu C] [-io-jitter DURATION] [-n N] [-warmup N] [-states S,S... [-turn K]] [-o FILE]
 //
 // -o writes every measured sample, one a line, times in ns: "STATE RTT
 // TO_CHILD TO_PARENT CLEAN" for round trips, "STATE LATENCY CLEAN" for reads;
