@@ -46,7 +46,7 @@ test-short: ## tests that need neither root nor BPF (every test but RECORDER_TES
 # tests that read a fixture root (TakeSnapshot's thread per CPU). pkg/model
 # starts no goroutine, and TestReplayGolden takes 97 s under -race (7 s
 # without), so it is left out; TestRunningKernel changes the machine's knobs.
-RACE_RECORD_TESTS = TestParseCPUList|TestSysfs.*|TestTakeSnapshotFixture|TestMachineMetadata.*|TestKernelConfig|TestUndeliveredReason|TestIdlePeriodFromFlags|TestAttachPlanBookkeeping|TestKernelBTFReads|TestIOTaskJoin
+RACE_RECORD_TESTS = TestParseCPUList|TestSysfs.*|TestTakeSnapshotFixture|TestMachineMetadata.*|TestKernelConfig|TestUndeliveredReason|TestIdlePeriodFromFlags|TestAttachPlanBookkeeping|TestLoadPlanned|TestKernelBTFReads|TestIOTaskJoin
 
 test-race: ## go test -race on the pure-Go packages (no root needed)
 	$(GO) test -count=1 -race -skip '^(TestReplayGolden|TestRunningKernel)$$' ./pkg/trace/ ./pkg/model/ ./pkg/analysis/ ./pkg/iowake/ ./pkg/tune/ ./internal/testenv/

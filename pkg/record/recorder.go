@@ -10,10 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
-	"regexp"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -365,11 +366,10 @@ func inputsOf(plan *attachPlan, perCPUBase, noIO bool) trace.Inputs {
 	}
 }
 
-var progNameInError = regexp.MustCompile(`program ((?:btf|fentry)_[a-z_]+)`)
-
 // loadAndAttach loads the programs the plan chose and attaches them. A tp_btf
 // program that the kernel refuses at load or attach time is replaced by its
-// classic tracepoint twin, and everything is loaded again.
+// classic tracepoint twin: at load time in place (loadCollection), at attach
+// time by loading everything again with the new plan.
 func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*bpfObjects, []link.Link, error) {
 	for attempt := 0; ; attempt++ {
 		objs, err := loadCollection(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
@@ -387,11 +387,16 @@ func loadAndAttach(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *t
 	}
 }
 
-// bpfObjects is what a load made: the chosen programs (coll, looked up by
-// the plan's names), and the maps and global variables under bpf2go's
-// generated names, taken out of coll.
+// bpfObjects is what a load made: the chosen programs (in coll, under
+// bpf2go's generated names), and the maps and global variables under
+// bpf2go's generated names, taken out of coll.
 type bpfObjects struct {
+	// coll holds the programs loaded, and the maps not assigned below (the
+	// data sections behind the variables).
 	coll *ebpf.Collection
+	// maps is every map by its name in the object, assigned or not, to
+	// load programs against (not owned: coll and IdletraceMaps close them).
+	maps map[string]*ebpf.Map
 	bpf.IdletraceMaps
 	bpf.IdletraceVariables
 }
@@ -402,105 +407,216 @@ func (o *bpfObjects) Close() {
 	o.IdletraceMaps.Close()
 }
 
-// loadCollection loads the chosen programs; the maps and variables go to
-// bpfObjects. A tp_btf program the verifier
-// rejects is swapped for its classic tracepoint twin and the load retried.
+// planFlags are the facts of a plan that the BPF side is built with
+// (read-only variables, set before the maps are made).
+type planFlags struct {
+	// haveTickStop: timer:tick_stop is traced.
+	haveTickStop bool
+	// wakingRequests: sched_waking stands in for an IPI tracepoint missing.
+	wakingRequests bool
+}
+
+func (plan *attachPlan) flags() planFlags {
+	return planFlags{
+		haveTickStop:   plan.method["timer:tick_stop"] != "",
+		wakingRequests: plan.method["ipi:ipi_send_cpu"] == "" || plan.method["ipi:ipi_send_cpumask"] == "",
+	}
+}
+
+// loadCollection makes the maps and variables, then loads the chosen
+// programs against them, one probe at a time (loadPlanned): a program the
+// kernel refuses is known by which load failed, and its probe falls back in
+// place. A fallback that changes the plan's flags (an fentry probe gone
+// missing) makes the maps again with the new flags.
 func loadCollection(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*bpfObjects, error) {
-	for attempt := 0; ; attempt++ {
+	var copts ebpf.CollectionOptions
+	if opts.KernelBTF != "" {
+		copts.Programs.KernelTypes = kernelSpec
+	}
+	// One cache for every load: the kernel's BTF is decoded once.
+	copts.Cache = btf.NewCache()
+	for {
 		spec, err := bpf.LoadIdletrace()
 		if err != nil {
 			return nil, fmt.Errorf("loading the embedded BPF object: %w", err)
 		}
-		var specs struct {
-			bpf.IdletraceMapSpecs
-			bpf.IdletraceVariableSpecs
+		if err := configure(spec, opts, plan.flags(), meta, pcpu, possible); err != nil {
+			return nil, err
 		}
-		if err := spec.Assign(&specs); err != nil {
-			return nil, fmt.Errorf("the embedded BPF object: %w", err)
-		}
-		keep := map[string]bool{}
-		for _, p := range probes {
-			for _, name := range plan.programs(p) {
-				keep[name] = true
-			}
-		}
-		for name := range spec.Programs {
-			if !keep[name] {
-				delete(spec.Programs, name)
-			}
-		}
-		ring := opts.RingBytes
-		if ring == 0 {
-			ring = defaultRingBytes
-		}
-		specs.Events.MaxEntries = uint32(ring)
-		maxCPU := possible[len(possible)-1] + 1
-		specs.CpuStates.MaxEntries = uint32(maxCPU)
-		type setting struct {
-			v     *ebpf.VariableSpec
-			value any
-		}
-		vars := []setting{
-			{specs.PollingMask, pollingMask(meta)},
-			{specs.WakeupBytes, uint64(ring / 16)},
-			{specs.CpuFilterOn, boolByte(opts.CPUs != nil)},
-			{specs.RecordIo, boolByte(!opts.NoIO)},
-			{specs.NrCpus, uint32(maxCPU)},
-			{specs.HaveTickStop, boolByte(plan.method["timer:tick_stop"] != "")},
-			{specs.WakingRequests, boolByte(plan.method["ipi:ipi_send_cpu"] == "" || plan.method["ipi:ipi_send_cpumask"] == "")},
-		}
-		// The per-CPU offsets come by the variables' names (perCPUOffsets).
-		for name, off := range pcpu {
-			v, ok := spec.Variables[name]
-			if !ok {
-				return nil, fmt.Errorf("the embedded BPF object has no variable %s", name)
-			}
-			vars = append(vars, setting{v, off})
-		}
-		for _, v := range vars {
-			if err := v.v.Set(v.value); err != nil {
-				return nil, fmt.Errorf("setting %s: %w", v.v.Name, err)
-			}
-		}
-		var copts ebpf.CollectionOptions
-		if opts.KernelBTF != "" {
-			copts.Programs.KernelTypes = kernelSpec
-		}
-		coll, err := ebpf.NewCollectionWithOptions(spec, copts)
-		if err == nil {
-			objs := &bpfObjects{coll: coll}
-			if err := coll.Assign(objs); err != nil {
-				coll.Close()
-				return nil, fmt.Errorf("the loaded BPF maps: %w", err)
-			}
-			if opts.CPUs != nil {
-				if err := fillCPUFilter(objs.CpuFilter, recorded); err != nil {
-					objs.Close()
-					return nil, err
-				}
-			}
-			return objs, nil
-		}
-		m := progNameInError.FindStringSubmatch(err.Error())
-		if m == nil || attempt > len(probes) {
+		objs, err := makeMaps(spec, copts)
+		if err != nil {
 			return nil, loadError(err)
 		}
-		switched := false
-		for _, p := range probes {
-			if slices.Contains(plan.programs(p), m[1]) && plan.demote(p, err.Error()) {
-				switched = true
-			}
-		}
-		if !switched {
+		remake, err := loadPlanned(plan, func(names []string) error { return objs.loadPrograms(spec, names, copts) })
+		if err != nil {
+			objs.Close()
 			return nil, loadError(err)
 		}
+		if remake {
+			// Demotions only take methods away, so this ends.
+			objs.Close()
+			continue
+		}
+		if opts.CPUs != nil {
+			if err := fillCPUFilter(objs.CpuFilter, recorded); err != nil {
+				objs.Close()
+				return nil, err
+			}
+		}
+		return objs, nil
 	}
 }
 
+// configure sizes the maps and sets the read-only variables of spec.
+func configure(spec *ebpf.CollectionSpec, opts Options, flags planFlags, meta *trace.Metadata, pcpu map[string]uint64, possible []int) error {
+	var specs struct {
+		bpf.IdletraceMapSpecs
+		bpf.IdletraceVariableSpecs
+	}
+	if err := spec.Assign(&specs); err != nil {
+		return fmt.Errorf("the embedded BPF object: %w", err)
+	}
+	ring := opts.RingBytes
+	if ring == 0 {
+		ring = defaultRingBytes
+	}
+	specs.Events.MaxEntries = uint32(ring)
+	maxCPU := possible[len(possible)-1] + 1
+	specs.CpuStates.MaxEntries = uint32(maxCPU)
+	type setting struct {
+		v     *ebpf.VariableSpec
+		value any
+	}
+	vars := []setting{
+		{specs.PollingMask, pollingMask(meta)},
+		{specs.WakeupBytes, uint64(ring / 16)},
+		{specs.CpuFilterOn, boolByte(opts.CPUs != nil)},
+		{specs.RecordIo, boolByte(!opts.NoIO)},
+		{specs.NrCpus, uint32(maxCPU)},
+		{specs.HaveTickStop, boolByte(flags.haveTickStop)},
+		{specs.WakingRequests, boolByte(flags.wakingRequests)},
+	}
+	// The per-CPU offsets come by the variables' names (perCPUOffsets).
+	for name, off := range pcpu {
+		v, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("the embedded BPF object has no variable %s", name)
+		}
+		vars = append(vars, setting{v, off})
+	}
+	for _, v := range vars {
+		if err := v.v.Set(v.value); err != nil {
+			return fmt.Errorf("setting %s: %w", v.v.Name, err)
+		}
+	}
+	return nil
+}
+
+// makeMaps makes spec's maps and variables, and no program.
+func makeMaps(spec *ebpf.CollectionSpec, copts ebpf.CollectionOptions) (*bpfObjects, error) {
+	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types}, copts)
+	if err != nil {
+		return nil, err
+	}
+	objs := &bpfObjects{coll: coll, maps: maps.Clone(coll.Maps)}
+	if err := coll.Assign(objs); err != nil {
+		coll.Close()
+		return nil, fmt.Errorf("the loaded BPF maps: %w", err)
+	}
+	return objs, nil
+}
+
+// loadPrograms loads the named programs of spec against the maps already
+// made, all or none, each in a collection of its own (the maps passed as
+// replacements), so that an error is the program's it names.
+func (o *bpfObjects) loadPrograms(spec *ebpf.CollectionSpec, names []string, copts ebpf.CollectionOptions) error {
+	copts.MapReplacements = o.maps
+	loaded := map[string]*ebpf.Program{}
+	for _, name := range names {
+		p, err := loadProgram(spec, name, copts)
+		if err != nil {
+			for _, l := range loaded {
+				l.Close()
+			}
+			return err
+		}
+		loaded[name] = p
+	}
+	maps.Copy(o.coll.Programs, loaded)
+	return nil
+}
+
+// loadProgram loads one program of spec with the options' map replacements.
+func loadProgram(spec *ebpf.CollectionSpec, name string, copts ebpf.CollectionOptions) (*ebpf.Program, error) {
+	ps, ok := spec.Programs[name]
+	if !ok {
+		return nil, fmt.Errorf("the embedded BPF object has no program %s", name)
+	}
+	one := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{name: ps}, Types: spec.Types}
+	coll, err := ebpf.NewCollectionWithOptions(one, copts)
+	if err != nil {
+		return nil, err // "program NAME: ..." (cilium/ebpf names it)
+	}
+	defer coll.Close() // the maps' clones
+	return coll.DetachProgram(name), nil
+}
+
+// loadPlanned loads, through load, the programs of each probe the plan
+// chose. Where load fails for a tp_btf or fentry probe, the probe is
+// demoted (tp_btf to its classic tracepoint, fentry to missing) and the
+// programs of its new method, if any, are loaded in place. A classic
+// tracepoint program that fails ends the load with a *probeLoadError.
+// remake reports that the demotions changed the plan's flags, with which
+// the maps were made.
+func loadPlanned(plan *attachPlan, load func(names []string) error) (remake bool, err error) {
+	before := plan.flags()
+	for _, p := range probes {
+		var refused []string
+		for names := plan.programs(p); names != nil; names = plan.programs(p) {
+			method := plan.method[p.name()]
+			err := load(names)
+			if err == nil {
+				break
+			}
+			if !plan.demote(p, err.Error()) {
+				return false, &probeLoadError{probe: p, refused: refused, method: method, err: err}
+			}
+			refused = append(refused, fmt.Sprintf("%s refused (%v)", method, err))
+		}
+	}
+	return plan.flags() != before, nil
+}
+
+// probeLoadError: the kernel refused the last method left for a probe.
+type probeLoadError struct {
+	probe   probe
+	refused []string // the methods refused before, with why
+	method  string
+	err     error
+}
+
+func (e *probeLoadError) Error() string {
+	tried := ""
+	if len(e.refused) > 0 {
+		tried = strings.Join(e.refused, ", ") + ", then "
+	}
+	return fmt.Sprintf("tracepoint %s: %s%s: %v", e.probe.name(), tried, e.method, e.err)
+}
+
+func (e *probeLoadError) Unwrap() error { return e.err }
+
+// loadError says what refused a load, and what to do where something can be
+// done: privileges, or leaving out the input whose programs the verifier
+// rejects.
 func loadError(err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
-		return fmt.Errorf("the kernel's verifier rejected idletrace's BPF programs: %v", ve)
+		fix := "record on another kernel, and report this message with the kernel release (uname -r)"
+		var pe *probeLoadError
+		if errors.As(err, &pe) && pe.probe.input == inputIO {
+			fix = "record without block IO (--no-io), and report this message with the kernel release (uname -r)"
+		}
+		return &FeatureError{Problem: fmt.Sprintf("the kernel's verifier rejected idletrace's BPF programs: %v", err), Fix: fix}
 	}
 	if errors.Is(err, unix.EPERM) {
 		return &FeatureError{Problem: "loading BPF programs was refused (EPERM)", Fix: "run as root; check kernel.unprivileged_bpf_disabled and lockdown mode"}
