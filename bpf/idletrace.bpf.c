@@ -1097,10 +1097,18 @@ int tp_block_rq_issue(struct trace_event_raw_block_rq *ctx)
 	return 1;
 }
 
+/* The record's type changed its name in 5.18 (kernel.h); the type the
+ * kernel lacks is never read, and its relocations are left unresolved. */
 SEC("tracepoint/block/block_rq_complete")
-int tp_block_rq_complete(struct trace_event_raw_block_rq_completion *ctx)
+int tp_block_rq_complete(void *ctx)
 {
-	on_rq_complete(ctx->dev, ctx->sector, ctx->nr_sector << 9, ctx->error, 0);
+	if (bpf_core_type_exists(struct trace_event_raw_block_rq_completion)) {
+		struct trace_event_raw_block_rq_completion *rec = ctx;
+		on_rq_complete(rec->dev, rec->sector, rec->nr_sector << 9, rec->error, 0);
+	} else {
+		struct trace_event_raw_block_rq_complete___old *rec = ctx;
+		on_rq_complete(rec->dev, rec->sector, rec->nr_sector << 9, rec->error, 0);
+	}
 	return 1;
 }
 

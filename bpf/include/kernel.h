@@ -177,6 +177,9 @@ struct trace_event_raw_block_rq {
 	char rwbs[8];
 };
 
+/* block_rq_complete's record, named after its event class since 5.18 (the
+ * class is shared with block_rq_error: d5869fdc189f "block: introduce
+ * block_rq_error tracepoint"). */
 struct trace_event_raw_block_rq_completion {
 	struct trace_entry ent;
 	dev_t dev;
@@ -184,6 +187,16 @@ struct trace_event_raw_block_rq_completion {
 	unsigned int nr_sector;
 	int error;
 	char rwbs[8];
+};
+
+/* Before 5.18 the event was a class of its own, and its record was named
+ * after it (the same fields). bpf_core_type_exists picks the one the kernel
+ * has. */
+struct trace_event_raw_block_rq_complete___old {
+	dev_t dev;
+	sector_t sector;
+	unsigned int nr_sector;
+	int error;
 };
 
 struct trace_event_raw_block_rq_requeue {
