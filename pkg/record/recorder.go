@@ -102,13 +102,7 @@ const (
 // Record runs one recording until the duration passes, the command exits or
 // ctx is cancelled, and always finalises the file.
 func Record(ctx context.Context, opts Options) (*Summary, error) {
-	if err := checkCommand(opts.Command); err != nil {
-		return nil, err
-	}
-	if err := checkPrivileges(); err != nil {
-		return nil, err
-	}
-	if err := checkRingBuffer(); err != nil {
+	if err := checkCanRecord(opts.Command); err != nil {
 		return nil, err
 	}
 	kernelSpec, err := loadKernelBTF(opts.KernelBTF)
@@ -119,42 +113,122 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	meta := newMetadata(opts, recorded, possible)
+	warn := opts.warner()
+	plan, pcpu, err := planProbes(kernelSpec, opts, meta)
+	if err != nil {
+		return nil, err
+	}
+	raiseMemlock(warn)
+	objs, links, err := attachPrograms(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
+	if err != nil {
+		return nil, err
+	}
+	defer objs.Close()
+	detach := func() { closeAll(links); links = nil }
+	defer detach()
+	describeInputs(meta, plan, pcpu, opts.NoIO, warn)
 
+	rec, closeRecording, err := newRecording(opts, objs, plan, online, warn)
+	if err != nil {
+		return nil, err
+	}
+	defer closeRecording()
+	meta.Start = machine.Snapshot(recorded, tickSpin(meta.HZ), rec.ioCounts)
+	if rec.w, err = trace.NewWriter(rec.file, meta); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", opts.Output, err)
+	}
+	cmd, err := rec.launchCommand(detach)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Started != nil {
+		opts.Started(meta)
+	}
+	if opts.Ready != nil {
+		opts.Ready()
+	}
+
+	end, loopErr := rec.readUntilStop(ctx, cmd)
+	// only with the kernel's residencies do closed periods wait (awaits_kernel)
+	awaitsKernel := pcpu["pcpu_cpuidle_devices"] != pcpuNone
+	loopErr = rec.stop(end, recorded, awaitsKernel, detach, loopErr)
+	return rec.closeTrace(meta, end, loopErr)
+}
+
+// checkCanRecord fails before anything is loaded or written: a command
+// that cannot be found, missing privileges, a kernel without BPF ring
+// buffers.
+func checkCanRecord(command []string) error {
+	if err := checkCommand(command); err != nil {
+		return err
+	}
+	if err := checkPrivileges(); err != nil {
+		return err
+	}
+	return checkRingBuffer()
+}
+
+// newMetadata is the trace's metadata as far as it is known before the
+// probes are planned: the machine, the tool, the command.
+func newMetadata(opts Options, recorded, possible []int) *trace.Metadata {
 	meta := machine.Metadata(recorded, possible)
 	meta.ToolVersion = opts.ToolVersion
 	meta.BPFObjectSHA256 = bpf.ObjectSHA256()
 	meta.Command = opts.Command
+	return meta
+}
 
-	warn := opts.Warn
-	if warn == nil {
-		warn = func(string) {}
+// warner is Options.Warn, or a function that drops the warnings.
+func (opts Options) warner() func(string) {
+	if opts.Warn == nil {
+		return func(string) {}
 	}
+	return opts.Warn
+}
+
+// planProbes chooses each probe's attach method (planAttach) and reads the
+// per-CPU variables' offsets from the kernel's BTF.
+func planProbes(kernelSpec *btf.Spec, opts Options, meta *trace.Metadata) (*attachPlan, map[string]uint64, error) {
 	plan, err := planAttach(kernelSpec, func(p probe) bool { return !(opts.NoIO && p.input == inputIO) }, opts.ClassicTracepoints)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pcpu := perCPUOffsets(kernelSpec)
 	if len(meta.States) == 0 {
 		// Without a cpuidle driver there are no per-state counters to read.
 		pcpu["pcpu_cpuidle_devices"] = pcpuNone
 	}
-	// Before 5.11 the ring buffer and maps are charged to RLIMIT_MEMLOCK
-	// (a no-op where the memory cgroup accounts them).
+	return plan, pcpu, nil
+}
+
+// raiseMemlock lifts RLIMIT_MEMLOCK: before 5.11 the ring buffer and maps
+// are charged to it (a no-op where the memory cgroup accounts them).
+func raiseMemlock(warn func(string)) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		warn(fmt.Sprintf("raising RLIMIT_MEMLOCK: %v (loading may fail on kernels before 5.11)", err))
 	}
+}
+
+// attachPrograms loads and attaches the programs (loadAndAttach), then
+// sets attach_ns: requests allocated from then on have their issue traced.
+func attachPrograms(kernelSpec *btf.Spec, opts Options, plan *attachPlan, meta *trace.Metadata, pcpu map[string]uint64, possible, recorded []int) (*bpfObjects, []link.Link, error) {
 	objs, links, err := loadAndAttach(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// Requests allocated from now on have their issue traced.
 	if err := objs.AttachNs.Set(host.MonotonicNs()); err != nil {
 		closeAll(links)
 		objs.Close()
-		return nil, fmt.Errorf("setting attach_ns: %w", err)
+		return nil, nil, fmt.Errorf("setting attach_ns: %w", err)
 	}
-	defer objs.Close()
-	defer func() { closeAll(links) }()
+	return objs, links, nil
+}
+
+// describeInputs warns about each input the recording lacks, and records
+// in the metadata how each probe is attached and which inputs the trace
+// carries.
+func describeInputs(meta *trace.Metadata, plan *attachPlan, pcpu map[string]uint64, noIO bool, warn func(string)) {
 	for _, w := range plan.describeMissing() {
 		warn(w)
 	}
@@ -164,100 +238,111 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		warn("the kernel's BTF lists no cpuidle_devices in its per-CPU section: residencies are the traced ones, which include the tracepoints' own time")
 	}
 	meta.Probes = plan.metadata()
-	meta.Inputs = inputsOf(plan, perCPUBaseKnown(pcpu), opts.NoIO)
+	meta.Inputs = inputsOf(plan, perCPUBaseKnown(pcpu), noIO)
+}
 
+// newRecording creates the trace file, turns on BPF run-time statistics
+// when asked, opens the ring buffer and, where they can be counted, the
+// kernel's counts of the block tracepoints. release closes them, in the
+// reverse order.
+func newRecording(opts Options, objs *bpfObjects, plan *attachPlan, online []int, warn func(string)) (rec *recording, release func(), err error) {
+	var closers []func()
+	release = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
 	f, err := outfile.Create(opts.Output, opts.Force)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer f.Close()
-
-	var statsCloser interface{ Close() error }
+	closers = append(closers, func() { f.Close() })
 	if opts.BPFStats {
 		if c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
-			statsCloser = c
+			closers = append(closers, func() { c.Close() })
 		} else {
 			warn(fmt.Sprintf("BPF run-time statistics unavailable: %v", err))
 		}
 	}
-	if statsCloser != nil {
-		defer statsCloser.Close()
-	}
-
 	rd, err := ringbuf.NewReader(objs.Events)
 	if err != nil {
-		return nil, fmt.Errorf("opening the ring buffer: %w", err)
+		release()
+		return nil, nil, fmt.Errorf("opening the ring buffer: %w", err)
 	}
-	defer rd.Close()
+	closers = append(closers, func() { rd.Close() })
 
-	// Spin two ticks on each CPU so every CPU's tick fires once and the BPF
-	// side learns where its tick state lives.
-	spin := 10 * time.Millisecond
-	if meta.HZ > 0 {
-		spin = 2*time.Second/time.Duration(meta.HZ) + 2*time.Millisecond
-	}
-	rec := &recording{opts: opts, objs: objs, rd: rd, file: f, start: time.Now()}
+	rec = &recording{opts: opts, objs: objs, rd: rd, file: f, start: time.Now()}
 	rec.ioJoin = newIOTaskJoin(rec.writeBlockIO)
-	// The kernel's own count of the block tracepoints, to find the events
-	// it raised without running the programs. Not with classic
-	// tracepoints: their programs return 0, which drops the event for perf
-	// too, so perf could not count it.
-	// Without the counts (tracefs unreadable, as without root) the loss
-	// account estimates undelivered IO from issues left waiting, and says so.
-	if !opts.NoIO && plan.method["block:block_rq_issue"] == AttachTPBTF && plan.method["block:block_rq_complete"] == AttachTPBTF {
-		if rec.raisedIssue, rec.raisedComplete = openBlockCounters(online); rec.raisedIssue != nil {
-			defer rec.raisedIssue.close()
-			defer rec.raisedComplete.close()
-		}
+	if rec.countRaisedBlockEvents(plan, online) {
+		closers = append(closers, rec.raisedIssue.close, rec.raisedComplete.close)
 	}
-	meta.Start = machine.Snapshot(recorded, spin, rec.ioCounts)
+	return rec, release, nil
+}
 
-	rec.w, err = trace.NewWriter(f, meta)
+// countRaisedBlockEvents opens the kernel's own count of the block
+// tracepoints, to find the events it raised without running the programs,
+// and reports whether it did. Not with classic tracepoints: their programs
+// return 0, which drops the event for perf too, so perf could not count it.
+// Without the counts (tracefs unreadable, as without root) the loss
+// account estimates undelivered IO from issues left waiting, and says so.
+func (rec *recording) countRaisedBlockEvents(plan *attachPlan, online []int) bool {
+	if rec.opts.NoIO || plan.method["block:block_rq_issue"] != AttachTPBTF || plan.method["block:block_rq_complete"] != AttachTPBTF {
+		return false
+	}
+	rec.raisedIssue, rec.raisedComplete = openBlockCounters(online)
+	return rec.raisedIssue != nil
+}
+
+// tickSpin is how long the start snapshot spins on each CPU: two ticks, so
+// that every CPU's tick fires once and the BPF side learns where its tick
+// state lives.
+func tickSpin(hz int) time.Duration {
+	if hz > 0 {
+		return 2*time.Second/time.Duration(hz) + 2*time.Millisecond
+	}
+	return 10 * time.Millisecond
+}
+
+// launchCommand starts the command to record, if there is one. One found
+// by checkCommand but not startable leaves no trace of it: the programs
+// are detached, and the file is closed and removed.
+func (rec *recording) launchCommand(detach func()) (*command, error) {
+	if len(rec.opts.Command) == 0 {
+		return nil, nil
+	}
+	cmd, err := startCommand(rec.opts.Command)
 	if err != nil {
-		return nil, fmt.Errorf("writing %s: %w", opts.Output, err)
+		detach()
+		_ = rec.w.Close(&trace.End{StopReason: "error: " + err.Error()})
+		rec.file.Close()
+		os.Remove(rec.opts.Output)
+		return nil, err
 	}
-	w := rec.w
-	var cmdDone <-chan struct{}
-	var cmd *command
-	if len(opts.Command) > 0 {
-		if cmd, err = startCommand(opts.Command); err != nil {
-			// Found by checkCommand but not startable: no trace of it is kept.
-			closeAll(links)
-			links = nil
-			_ = w.Close(&trace.End{StopReason: "error: " + err.Error()})
-			f.Close()
-			os.Remove(opts.Output)
-			return nil, err
-		}
-		cmdDone = cmd.done
-	}
-	if opts.Started != nil {
-		opts.Started(meta)
-	}
-	if opts.Ready != nil {
-		opts.Ready()
-	}
+	return cmd, nil
+}
 
+// readUntilStop reads the ring buffer until the duration passes, the
+// command exits or ctx ends, and then stops the command. It returns the end
+// record, with the stop reason, and the first error.
+func (rec *recording) readUntilStop(ctx context.Context, cmd *command) (*trace.End, error) {
 	var deadline <-chan time.Time
-	if opts.Duration > 0 {
-		t := time.NewTimer(opts.Duration)
+	if rec.opts.Duration > 0 {
+		t := time.NewTimer(rec.opts.Duration)
 		defer t.Stop()
 		deadline = t.C
 	}
-
+	var cmdDone <-chan struct{}
+	if cmd != nil {
+		cmdDone = cmd.done
+	}
 	reason, loopErr := rec.loop(ctx, deadline, cmdDone)
 	end := &trace.End{StopReason: reason}
 	if cmd != nil {
 		if err := rec.stopCommand(cmd, reason, loopErr, end); loopErr == nil && err != nil {
-			reason, loopErr = "error: "+err.Error(), err
-			end.StopReason = reason
+			end.StopReason, loopErr = "error: "+err.Error(), err
 		}
 	}
-
-	// only with the kernel's residencies do closed periods wait (awaits_kernel)
-	awaitsKernel := pcpu["pcpu_cpuidle_devices"] != pcpuNone
-	loopErr = rec.stop(end, recorded, awaitsKernel, func() { closeAll(links); links = nil }, loopErr)
-	return rec.closeTrace(meta, end, loopErr)
+	return end, loopErr
 }
 
 // stop ends a recording: the end snapshot while still attached (every
