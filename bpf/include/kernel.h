@@ -4,7 +4,8 @@
  * preserve_access_index makes every access a CO-RE relocation, so offsets come
  * from the running kernel's BTF, not from this file. Names must match the
  * kernel's; the ___suffix variants are shims for older layouts
- * (bpf_core_field_exists picks the one the kernel has).
+ * (bpf_core_field_exists or bpf_core_type_exists picks the one the kernel
+ * has).
  */
 #ifndef IDLETRACE_KERNEL_H
 #define IDLETRACE_KERNEL_H
