@@ -281,8 +281,10 @@ func newRecording(opts Options, objs *bpfObjects, plan *attachPlan, online []int
 
 // countRaisedBlockEvents opens the kernel's own count of the block
 // tracepoints, to find the events it raised without running the programs,
-// and reports whether it did. Not with classic tracepoints: their programs
-// return 0, which drops the event for perf too, so perf could not count it.
+// and reports whether it did. Only with tp_btf, where the programs run
+// apart from perf's event: a classic program runs in perf's own path for
+// the tracepoint, where one returning 0 would drop the event for the
+// counter too (ours return 1, but the counts were never checked there).
 // Without the counts (tracefs unreadable, as without root) the loss
 // account estimates undelivered IO from issues left waiting, and says so.
 func (rec *recording) countRaisedBlockEvents(plan *attachPlan, online []int) bool {
