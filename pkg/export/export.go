@@ -62,7 +62,8 @@ type Summary struct {
 }
 
 // TraceStart is the instant the trace starts: its start snapshot, else
-// the first record its chunks' headers name, else 0.
+// the earliest time its idle and IO chunks' headers name (an entry, an
+// IO request's issue), else 0.
 func TraceStart(r *trace.Reader) uint64 {
 	if r.Meta != nil && r.Meta.Start != nil && r.Meta.Start.MonotonicNs != 0 {
 		return r.Meta.Start.MonotonicNs
@@ -107,6 +108,51 @@ type idleValues struct {
 	wakeCause                                                 string
 	above, below, beforeEntry, tickStopped, tickStoppedBefore bool
 	gotTick, pollTimedOut, loopEntry, stoppable, abortedB     bool
+}
+
+// detach makes r's pointer fields point into v, holding the same values:
+// a row kept past the call (a batch of Parquet rows) no longer shares the
+// exporter's scratch values.
+func (r *IdlePeriodRow) detach(v *idleValues) {
+	repoint(&r.KernelResidencyNs, &v.kernelRes)
+	repoint(&r.Above, &v.above)
+	repoint(&r.Below, &v.below)
+	repoint(&r.WakeCause, &v.wakeCause)
+	repoint(&r.WakeIRQ, &v.wakeIRQ)
+	repoint(&r.WakeRequestNs, &v.wakeRequest)
+	repoint(&r.WakeLatencyNs, &v.wakeLatency)
+	repoint(&r.WakeRequestedBeforeEntry, &v.beforeEntry)
+	repoint(&r.TickStopped, &v.tickStopped)
+	repoint(&r.TickStoppedBefore, &v.tickStoppedBefore)
+	repoint(&r.NextTimerNs, &v.nextTimer)
+	repoint(&r.NextEventNs, &v.nextEvent)
+	repoint(&r.GotTick, &v.gotTick)
+	repoint(&r.PollTimedOut, &v.pollTimedOut)
+	repoint(&r.IdleLoopEntry, &v.loopEntry)
+	repoint(&r.TickStoppable, &v.stoppable)
+	repoint(&r.NrIOWait, &v.nrIOWait)
+	repoint(&r.AbortedBefore, &v.abortedB)
+	repoint(&r.AbortsBefore, &v.abortsBefore)
+}
+
+func (r *IORequestRow) detach(v *ioValues) {
+	repoint(&r.WokeIdle, &v.wokeIdle)
+	repoint(&r.WokeIdleCause, &v.wokeCause)
+	repoint(&r.Tid, &v.tid)
+	repoint(&r.Pid, &v.pid)
+	repoint(&r.Comm, &v.comm)
+	repoint(&r.TaskWokenNs, &v.taskWoken)
+	repoint(&r.TaskRunNs, &v.taskRun)
+	repoint(&r.TaskCPU, &v.taskCPU)
+	repoint(&r.TaskLatencyNs, &v.taskLatency)
+}
+
+// repoint copies what *p points at into v and points *p at v (nil stays nil).
+func repoint[T any](p **T, v *T) {
+	if *p != nil {
+		*v = **p
+		*p = v
+	}
 }
 
 type ioValues struct {

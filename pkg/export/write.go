@@ -31,12 +31,12 @@ func Write(r *trace.Reader, o Options, format string, out map[string]io.Writer) 
 	var sink Sink
 	var closers []func() error
 	if w, ok := out[IdlePeriods]; ok {
-		t := newTable(w, format, IdlePeriods, IdlePeriodColumns, appendIdleCSV, kv)
+		t := newTable(w, format, IdlePeriods, IdlePeriodColumns, appendIdleCSV, (*IdlePeriodRow).detach, kv)
 		sink.IdlePeriod = t.write
 		closers = append(closers, t.close)
 	}
 	if w, ok := out[IORequests]; ok {
-		t := newTable(w, format, IORequests, IORequestColumns, appendIOCSV, kv)
+		t := newTable(w, format, IORequests, IORequestColumns, appendIOCSV, (*IORequestRow).detach, kv)
 		sink.IORequest = t.write
 		closers = append(closers, t.close)
 	}
@@ -77,27 +77,44 @@ type table[R any] struct {
 	close func() error
 }
 
-func newTable[R any](w io.Writer, format, name string, cols []Column, appendCSV func([]byte, *R) []byte, kv map[string]string) *table[R] {
+// parquetBatch is how many rows go to the Parquet writer at once.
+const parquetBatch = 1024
+
+func newTable[R, V any](w io.Writer, format, name string, cols []Column, appendCSV func([]byte, *R) []byte, detach func(*R, *V), kv map[string]string) *table[R] {
 	if format == "parquet" {
 		opts := []parquet.WriterOption{
 			parquet.Compression(&parquet.Zstd),
 			parquet.MaxRowsPerRowGroup(RowGroupRows),
+			parquet.PageBufferSize(64 << 10),
 			parquet.KeyValueMetadata("idletrace.table", name),
 		}
 		for k, v := range kv {
 			opts = append(opts, parquet.KeyValueMetadata(k, v))
 		}
 		pw := parquet.NewGenericWriter[R](w, opts...)
-		one := make([]R, 1)
+		// Rows are handed over in batches: a row's pointer fields point
+		// at the exporter's scratch values, so each kept row gets its own.
+		batch, vals := make([]R, 0, parquetBatch), make([]V, parquetBatch)
+		flush := func() error {
+			_, err := pw.Write(batch)
+			batch = batch[:0]
+			return err
+		}
 		return &table[R]{
-			// A row's pointer fields point at the exporter's scratch
-			// values: it is copied into the column buffers at once.
 			write: func(r *R) error {
-				one[0] = *r
-				_, err := pw.Write(one)
-				return err
+				batch = append(batch, *r)
+				detach(&batch[len(batch)-1], &vals[len(batch)-1])
+				if len(batch) == cap(batch) {
+					return flush()
+				}
+				return nil
 			},
-			close: pw.Close,
+			close: func() error {
+				if err := flush(); err != nil {
+					return err
+				}
+				return pw.Close()
+			},
 		}
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
