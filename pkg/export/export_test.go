@@ -3,8 +3,12 @@ package export
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -446,5 +451,126 @@ func BenchmarkExport(b *testing.B) {
 			}
 			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 		})
+	}
+}
+
+// duckdbCheck is the script DuckDB runs (scripts/duckdb; make test and
+// .ci/run install its package).
+const duckdbCheck = "../../scripts/duckdb/check.mjs"
+
+// TestDuckDB: DuckDB, a reader that shares nothing with idletrace, reads
+// both formats' tables of the bundled trace and of the synthetic one and
+// counts the rows and sums stats reports (issue 13 item 1). Under make
+// test and in CI it must run; a plain go test skips it without Node.js or
+// the package.
+func TestDuckDB(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(filepath.Dir(duckdbCheck), "node_modules", "@duckdb", "node-api"))
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" || os.Getenv(testenv.RequireRootEnv) == "1" {
+			t.Fatalf("DuckDB's check cannot run (make test and .ci/run install @duckdb/node-api in scripts/duckdb; this test must run there): %v", err)
+		}
+		t.Skip("DuckDB's check needs node and `npm ci` in scripts/duckdb (make test does it)")
+	}
+	synth := writeSynth(t, t.TempDir(), 30_000)
+	for _, path := range []string{bundledTrace, synth} {
+		s := statsOf(t, path)
+		r, err := trace.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var idleRecords, ioRecords uint64
+		for _, c := range r.Chunks() {
+			switch c.Type {
+			case trace.ChunkIdle:
+				idleRecords += c.Records
+			case trace.ChunkBlockIO:
+				ioRecords += c.Records
+			}
+		}
+		for _, format := range Formats {
+			dir := t.TempDir()
+			out := map[string]io.Writer{}
+			var files []*os.File
+			for _, name := range []string{IdlePeriods, IORequests} {
+				f, err := os.Create(filepath.Join(dir, name+Ext(format)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				files = append(files, f)
+				out[name] = f
+			}
+			if _, err := Write(r, Options{}, format, out); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command(node, duckdbCheck, dir, format)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			js, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s: %v: %s", duckdbCheck, err, stderr.String())
+			}
+			var got struct {
+				IdleRows string `json:"idle_rows"`
+				IORows   string `json:"io_rows"`
+				States   []struct {
+					CPU, Name, Usage, Above, Below string
+					TimeNs                         string `json:"time_ns"`
+				} `json:"states"`
+				WakeLatency []struct{ Name, Count, Max string } `json:"wake_latency"`
+				IO          struct {
+					Requests    string `json:"requests"`
+					WokeIdleCPU string `json:"woke_idle_cpu"`
+				} `json:"io"`
+			}
+			if err := json.Unmarshal(js, &got); err != nil {
+				t.Fatalf("%s: %v in %s", duckdbCheck, err, js)
+			}
+			what := fmt.Sprintf("DuckDB on %s's %s", path, format)
+			want := fmt.Sprint(idleRecords-s.Invalid, ioRecords)
+			if fmt.Sprint(got.IdleRows, " ", got.IORows) != want {
+				t.Errorf("%s: %s idle and %s IO rows, the trace holds %s", what, got.IdleRows, got.IORows, want)
+			}
+			var gotStates, wantStates []string
+			for _, st := range got.States {
+				gotStates = append(gotStates, fmt.Sprintf("%s/%s %s %s %s %s", st.CPU, st.Name, st.Usage, st.TimeNs, st.Above, st.Below))
+			}
+			for _, c := range s.CPUs {
+				for _, st := range c.States {
+					if st.Usage > 0 {
+						wantStates = append(wantStates, fmt.Sprintf("%d/%s %d %d %d %d", c.CPU, st.Name, st.Usage, st.TimeNs, st.Above, st.Below))
+					}
+				}
+			}
+			slices.Sort(wantStates)
+			if !slices.Equal(gotStates, wantStates) {
+				t.Errorf("%s: per CPU and state (usage, time_ns, above, below)\n got %v\nwant %v (stats)", what, gotStates, wantStates)
+			}
+			var gotWake, wantWake []string
+			for _, w := range got.WakeLatency {
+				gotWake = append(gotWake, fmt.Sprintf("%s %s %s", w.Name, w.Count, w.Max))
+			}
+			for name, l := range s.WakeLatencyNs {
+				if l.Count > 0 {
+					wantWake = append(wantWake, fmt.Sprintf("%s %d %d", name, l.Count, l.Max))
+				}
+			}
+			slices.Sort(wantWake)
+			if !slices.Equal(gotWake, wantWake) {
+				t.Errorf("%s: wake latency (count, max) %v, stats %v", what, gotWake, wantWake)
+			}
+			if got.IO.Requests != fmt.Sprint(s.IO.Requests) || got.IO.WokeIdleCPU != fmt.Sprint(s.IO.WokeIdleCPU) {
+				t.Errorf("%s: IO requests %s, woke an idle CPU %s; stats %d, %d", what, got.IO.Requests, got.IO.WokeIdleCPU, s.IO.Requests, s.IO.WokeIdleCPU)
+			}
+			t.Logf("%s: %s idle and %s IO rows; %d states, IO %s of which %s woke an idle CPU: as stats", what, got.IdleRows, got.IORows, len(got.States), got.IO.Requests, got.IO.WokeIdleCPU)
+		}
+		r.Close()
 	}
 }
