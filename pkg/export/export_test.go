@@ -574,3 +574,32 @@ func TestDuckDB(t *testing.T) {
 		r.Close()
 	}
 }
+
+// schemaMarkdown is the README's table of cols.
+func schemaMarkdown(cols []Column) string {
+	var b strings.Builder
+	b.WriteString("| column | type | unit | meaning |\n|---|---|---|---|\n")
+	for _, c := range cols {
+		unit := c.Unit
+		if unit == "" {
+			unit = "—"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", c.Name, c.Type, unit, c.Meaning)
+	}
+	return b.String()
+}
+
+// TestREADMESchema: the README gives both tables' schema as Columns has
+// it (go test ./pkg/export -run READMESchema -v prints the tables).
+func TestREADMESchema(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cols := range map[string][]Column{IdlePeriods: IdlePeriodColumns, IORequests: IORequestColumns} {
+		md := schemaMarkdown(cols)
+		if !strings.Contains(string(readme), md) {
+			t.Errorf("README.md lacks %s's schema as pkg/export has it:\n%s", name, md)
+		}
+	}
+}
