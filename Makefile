@@ -28,9 +28,12 @@ vet:
 # Without root, a plain `go test ./...` skips the tests that need it, each
 # with a message naming what it needs; make test sets IDLETRACE_REQUIRE_ROOT=1,
 # which makes them fail instead (internal/testenv).
-deps-test: ## Debian packages make test needs that Go does not bring (chromium, for the HTML report's browser test)
+deps-test: ## what make test needs that Go does not bring: chromium (the HTML report's browser test), DuckDB from npm (scripts/duckdb: the export tables' independent check)
 	@command -v chromium >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@test -d scripts/duckdb/node_modules/@duckdb/node-api || { \
+	  command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }; \
+	  cd scripts/duckdb && npm ci --no-audit --no-fund --loglevel=error >/dev/null; }
 
 test: build vet deps-test ## every test, kernel referee tests included (run as root: without root the root-only tests fail)
 	IDLETRACE_REQUIRE_ROOT=1 $(GO) test -count=1 -timeout 20m ./...

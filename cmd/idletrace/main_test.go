@@ -92,6 +92,8 @@ func TestBadInput(t *testing.T) {
 	badNsProfile := writeFile(t, "badns.json", []byte(`{"name":"x","states":[{"name":"C6","exit_latency_ns":170000,"target_residency_ns":600000},{"name":"C1E","exit_latency_ns":4000,"target_residency_ns":700000}]}`))
 	traceCopy := writeFile(t, "copy.trace", good)
 	existing := writeFile(t, "report.txt", []byte("an earlier report\n"))
+	exportDir := filepath.Join(t.TempDir(), "tables") // no case may create it
+	existingTables := filepath.Dir(writeFile(t, "io_requests.csv", []byte("an earlier table\n")))
 
 	cases := []struct {
 		name string
@@ -146,6 +148,24 @@ func TestBadInput(t *testing.T) {
 		{"experiment no command", []string{"experiment", "--policy", "menu"}, 2, "missing COMMAND"},
 		{"experiment boot parameter", []string{"experiment", "--policy", "menu+maxcstate=1", "--", "true"}, 2, "boot parameter"},
 		{"experiment model only", []string{"experiment", "--policy", "menu+blkqos=10us/3ms", "--", "true"}, 2, "blkqos="},
+		// export (issue 13 item 1): the input, then how it was invoked.
+		{"export missing file", []string{"export", "/nonexistent/x.trace", "--format", "csv", "-o", exportDir}, 1, "no such file"},
+		{"export truncated trace", []string{"export", headerOnly, "--format", "parquet", "-o", exportDir}, 1, "truncated"},
+		{"export garbage file", []string{"export", garbage, "--format", "csv", "-o", exportDir}, 1, "not an idletrace file"},
+		{"export unknown format", []string{"export", bundledTrace, "--format", "xml", "-o", exportDir}, 2, `--format "xml": must be one of csv, parquet`},
+		{"export without a format", []string{"export", bundledTrace, "-o", exportDir}, 2, "missing --format"},
+		{"export bad CPU list", []string{"export", bundledTrace, "--format", "csv", "-o", exportDir, "--cpus", "3-1"}, 2, "--cpus"},
+		{"export CPU the trace lacks", []string{"export", bundledTrace, "--format", "csv", "-o", exportDir, "--cpus", "0,7"}, 2, "CPU 7 is not in the trace"},
+		{"export -o unwritable", []string{"export", bundledTrace, "--format", "csv", "-o", filepath.Join(existing, "tables")}, 1, "not a directory"},
+		{"export two tables without -o", []string{"export", bundledTrace, "--format", "csv"}, 2, "give -o DIR"},
+		{"export Parquet to stdout", []string{"export", bundledTrace, "--format", "parquet", "--table", "io_requests"}, 2, "give -o DIR"},
+		{"export unknown table", []string{"export", bundledTrace, "--format", "csv", "--table", "cpus"}, 2, `unknown table "cpus"`},
+		{"export window backwards", []string{"export", bundledTrace, "--format", "csv", "-o", exportDir, "--from", "2s", "--to", "1s"}, 2, "--to 1s must come after --from 2s"},
+		{"export negative time", []string{"export", bundledTrace, "--format", "csv", "-o", exportDir, "--from", "-1s"}, 2, "cannot be negative"},
+		{"export bad duration", []string{"export", bundledTrace, "--format", "csv", "-o", exportDir, "--to", "soon"}, 2, "--to"},
+		{"export bad IO filter", []string{"export", bundledTrace, "--format", "csv", "-o", exportDir, "--io", "colour=red"}, 2, `unknown key "colour"`},
+		{"export over existing tables", []string{"export", bundledTrace, "--format", "csv", "-o", existingTables}, 2, "--force"},
+		{"export two traces", []string{"export", bundledTrace, bundledTrace, "--format", "csv", "-o", exportDir}, 2, "expected one"},
 	}
 	defer func() {
 		// Refused outputs leave their files as they were.
@@ -154,6 +174,12 @@ func TestBadInput(t *testing.T) {
 		}
 		if got, _ := os.ReadFile(existing); string(got) != "an earlier report\n" {
 			t.Errorf("whatif -o wrote over an existing file without --force")
+		}
+		if got, _ := os.ReadFile(filepath.Join(existingTables, "io_requests.csv")); string(got) != "an earlier table\n" {
+			t.Errorf("export -o wrote over an existing table without --force")
+		}
+		if _, err := os.Stat(exportDir); err == nil {
+			t.Errorf("a refused export created its -o directory")
 		}
 	}()
 	for _, tc := range cases {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/idletrace/idletrace/pkg/iowake"
 	"github.com/idletrace/idletrace/pkg/latency"
-	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -241,7 +240,6 @@ type cpuAcc struct {
 	periods, idleNs  uint64
 	causes           map[trace.WakeCause]uint64
 	ioWoke           uint64
-	table            []model.State // this CPU's state table; nil without one
 	wake             [maxStates]*latency.Histogram
 }
 
@@ -252,14 +250,11 @@ type devAcc struct{ requests, errors uint64 }
 // fit trace.Visitor), and AddLoss where the reader reports loss records; then
 // call Finish.
 type StatsBuilder struct {
-	meta     *trace.Metadata
-	end      *trace.End
-	noDriver bool
-	tables   map[int][]model.State // per CPU, indexed by state index
-	names    map[int][]string
+	*Rules // state names and tables, the windows
+	meta   *trace.Metadata
+	end    *trace.End
 
-	cpus             []*cpuAcc
-	winStart, winEnd uint64 // global window
+	cpus []*cpuAcc
 
 	haveRecord  bool
 	first, last uint64
@@ -289,18 +284,15 @@ func NewStatsBuilder(meta *trace.Metadata, end *trace.End) *StatsBuilder {
 		meta = &trace.Metadata{}
 	}
 	b := &StatsBuilder{
-		meta:     meta,
-		end:      end,
-		noDriver: meta.CPUIdleDriver == "none",
-		tables:   map[int][]model.State{},
-		names:    map[int][]string{},
-		winEnd:   math.MaxUint64,
-		causes:   map[trace.WakeCause]uint64{},
-		irqs:     map[int32]uint64{},
-		wake:     map[string]*latency.Histogram{},
-		devs:     map[uint32]*devAcc{},
-		losses:   map[uint32]trace.Loss{},
-		ioWoke:   map[trace.WakeCause]uint64{trace.WakeIRQ: 0, trace.WakeIPICall: 0},
+		Rules:  NewRules(meta, end),
+		meta:   meta,
+		end:    end,
+		causes: map[trace.WakeCause]uint64{},
+		irqs:   map[int32]uint64{},
+		wake:   map[string]*latency.Histogram{},
+		devs:   map[uint32]*devAcc{},
+		losses: map[uint32]trace.Loss{},
+		ioWoke: map[trace.WakeCause]uint64{trace.WakeIRQ: 0, trace.WakeIPICall: 0},
 	}
 	b.iowake.Match = func(cause trace.WakeCause, cpu uint32, _ struct{}) {
 		b.ioWoke[cause]++
@@ -309,59 +301,7 @@ func NewStatsBuilder(meta *trace.Metadata, end *trace.End) *StatsBuilder {
 		}
 	}
 	b.iowake.Miss = func(struct{}) {}
-	for _, cs := range meta.States {
-		tab, names := stateTable(cs.States)
-		b.tables[cs.CPU] = tab
-		b.names[cs.CPU] = names
-	}
-	b.winStart, b.winEnd = trace.SnapshotWindow(meta, end)
 	return b
-}
-
-// stateTable turns a sysfs state table into model states indexed by state
-// index (gaps become disabled placeholders so ClassifyMiss skips them).
-func stateTable(infos []trace.StateInfo) ([]model.State, []string) {
-	n := 0
-	for _, si := range infos {
-		if si.Index >= 0 && si.Index < maxStates && si.Index+1 > n {
-			n = si.Index + 1
-		}
-	}
-	tab := make([]model.State, n)
-	names := make([]string, n)
-	for i := range tab {
-		tab[i].Disabled = true
-		names[i] = fmt.Sprintf("state%d", i)
-	}
-	for _, si := range infos {
-		if si.Index < 0 || si.Index >= maxStates {
-			continue
-		}
-		tab[si.Index] = model.State{
-			Name: si.Name, Desc: si.Desc,
-			ExitLatencyNs: si.ExitLatencyNs, TargetResidencyNs: si.TargetResidencyNs,
-			Polling: si.Polling, Disabled: si.Disabled,
-		}
-		if si.Name != "" {
-			names[si.Index] = si.Name
-		}
-	}
-	return tab, names
-}
-
-func (b *StatsBuilder) stateName(cpu, idx int) string {
-	if names := b.names[cpu]; idx < len(names) {
-		return names[idx]
-	}
-	if b.noDriver {
-		switch idx {
-		case 0:
-			return NoDriverPOLL
-		case 1:
-			return NoDriverHLT
-		}
-	}
-	return fmt.Sprintf("state%d", idx)
 }
 
 // snapTime is the instant a snapshot took cpu's counters: its own entry in
@@ -401,15 +341,8 @@ func (b *StatsBuilder) cpu(c uint32) *cpuAcc {
 	}
 	a := b.cpus[c]
 	if a == nil {
-		a = &cpuAcc{cpu: int(c), winEnd: math.MaxUint64, table: b.tables[int(c)], causes: map[trace.WakeCause]uint64{}}
-		if t, ok := snapTime(b.meta.Start, b.meta.RecordedCPUs, int(c)); ok {
-			a.winStart = t
-		}
-		if b.end != nil {
-			if t, ok := snapTime(b.end.Snapshot, b.meta.RecordedCPUs, int(c)); ok {
-				a.winEnd = t
-			}
-		}
+		a = &cpuAcc{cpu: int(c), causes: map[trace.WakeCause]uint64{}}
+		a.winStart, a.winEnd = b.cpuWindow(c)
 		b.cpus[c] = a
 	}
 	return a
@@ -418,14 +351,14 @@ func (b *StatsBuilder) cpu(c uint32) *cpuAcc {
 // AddIdle feeds one idle period. It keeps no reference to p.
 func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	a := b.cpu(p.CPU)
-	if a == nil || p.State >= maxStates {
+	if a == nil || !b.Valid(p) {
 		b.invalid++
 		return nil
 	}
 	b.iowake.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, p.CPU)
 	// The kernel updates its counters at the exit, so a period belongs to
 	// the window its exit falls in.
-	if p.ExitNs <= a.winStart || p.ExitNs > a.winEnd {
+	if !b.IdleInWindow(p) {
 		b.outside.IdlePeriods++
 		return nil
 	}
@@ -450,8 +383,7 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 		s.usage++
 		s.timeNs += res
 	}
-	if a.table != nil && counted {
-		above, below := model.ClassifyMiss(a.table, idx, res)
+	if above, below, ok := b.Classify(p); ok {
 		if above {
 			s.above++
 		}
@@ -470,7 +402,7 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	if lat, ok := p.WakeLatencyNs(); ok {
 		h := a.wake[idx]
 		if h == nil {
-			name := b.stateName(a.cpu, idx)
+			name := b.StateName(a.cpu, idx)
 			h = b.wake[name]
 			if h == nil {
 				h = &latency.Histogram{}
@@ -493,7 +425,7 @@ func (b *StatsBuilder) SetIOFilter(f trace.IOFilter) { b.ioFilter = f }
 
 // AddBlockIO feeds one block IO request. It keeps no reference to io.
 func (b *StatsBuilder) AddBlockIO(io *trace.BlockIO) error {
-	if io.CompleteNs <= b.winStart || io.CompleteNs > b.winEnd {
+	if !b.IOInWindow(io) {
 		b.outside.IORequests++
 		return nil
 	}
@@ -788,7 +720,7 @@ func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
 		if tab == nil && !b.noDriver && acc.usage == 0 {
 			continue
 		}
-		st := StateStats{Index: i, Name: b.stateName(c, i), Usage: acc.usage, TimeNs: acc.timeNs, Above: acc.above, Below: acc.below}
+		st := StateStats{Index: i, Name: b.StateName(c, i), Usage: acc.usage, TimeNs: acc.timeNs, Above: acc.above, Below: acc.below}
 		if i < len(tab) {
 			el, tr := tab[i].ExitLatencyNs, tab[i].TargetResidencyNs
 			st.ExitLatencyNs, st.TargetResidencyNs = &el, &tr
@@ -961,7 +893,7 @@ func (b *StatsBuilder) kernelStats(cpuList []int) KernelStats {
 				}
 				rej := sub(e.Rejected, st0.Rejected)
 				cs.States = append(cs.States, StateStats{
-					Index: e.Index, Name: b.stateName(c, e.Index),
+					Index: e.Index, Name: b.StateName(c, e.Index),
 					Usage: sub(e.Usage, st0.Usage), TimeNs: sub(e.TimeUs, st0.TimeUs) * 1000,
 					Above: sub(e.Above, st0.Above), Below: sub(e.Below, st0.Below),
 					Rejected: &rej,

@@ -22,6 +22,17 @@ type IOFilter struct {
 // ioOps are the request operations a filter can name (REQ_OP_*).
 var ioOps = map[string]int{"read": OpRead, "write": OpWrite, "flush": OpFlush, "discard": OpDiscard, "write_zeroes": 9}
 
+// OpName is the name of a request operation (REQ_OP_*) as a filter spells
+// it (read, write, flush, discard, write_zeroes), else "op" and its number.
+func OpName(op uint8) string {
+	for name, v := range ioOps {
+		if v == int(op) {
+			return name
+		}
+	}
+	return "op" + strconv.Itoa(int(op))
+}
+
 // IOFilterHelp says how a filter is written.
 const IOFilterHelp = "comm=NAME, pid=N (process or thread), dev=NAME|MAJ:MIN, op=read|write|flush|discard|write_zeroes, size=N[k|m] or N-M; comma-separated, all must hold (e.g. comm=fio,op=read,size=4k)"
 

@@ -51,3 +51,16 @@ func TestIOFilter(t *testing.T) {
 		}
 	}
 }
+
+func TestOpName(t *testing.T) {
+	for op, want := range map[uint8]string{OpRead: "read", OpWrite: "write", OpFlush: "flush", OpDiscard: "discard", 9: "write_zeroes", 5: "op5"} {
+		if got := OpName(op); got != want {
+			t.Errorf("OpName(%d) = %q, want %q", op, got, want)
+		}
+		if want[:2] != "op" {
+			if _, err := ParseIOFilter("op="+want, nil); err != nil {
+				t.Errorf("the filter does not take the name OpName gives: %v", err)
+			}
+		}
+	}
+}
