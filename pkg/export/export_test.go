@@ -138,15 +138,7 @@ func TestTablesAddUpToStats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var idleRecords, ioRecords uint64
-		for _, c := range r.Chunks() {
-			switch c.Type {
-			case trace.ChunkIdle:
-				idleRecords += c.Records
-			case trace.ChunkBlockIO:
-				ioRecords += c.Records
-			}
-		}
+		idleRecords, ioRecords := recordCounts(r)
 		r.Close()
 		byFormat := map[string]exported{}
 		for _, format := range Formats {
@@ -481,15 +473,7 @@ func TestDuckDB(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var idleRecords, ioRecords uint64
-		for _, c := range r.Chunks() {
-			switch c.Type {
-			case trace.ChunkIdle:
-				idleRecords += c.Records
-			case trace.ChunkBlockIO:
-				ioRecords += c.Records
-			}
-		}
+		idleRecords, ioRecords := recordCounts(r)
 		for _, format := range Formats {
 			dir := t.TempDir()
 			out := map[string]io.Writer{}
@@ -602,4 +586,17 @@ func TestREADMESchema(t *testing.T) {
 			t.Errorf("README.md lacks %s's schema as pkg/export has it:\n%s", name, md)
 		}
 	}
+}
+
+// recordCounts: the idle and block IO records the trace's chunks hold.
+func recordCounts(r *trace.Reader) (idle, blockIO uint64) {
+	for _, c := range r.Chunks() {
+		switch c.Type {
+		case trace.ChunkIdle:
+			idle += c.Records
+		case trace.ChunkBlockIO:
+			blockIO += c.Records
+		}
+	}
+	return idle, blockIO
 }
