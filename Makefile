@@ -31,6 +31,9 @@ vet:
 deps-test: ## what make test needs that Go does not bring: chromium (the HTML report's browser test), DuckDB from npm (scripts/duckdb: the export tables' independent check)
 	@command -v chromium >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@$(MAKE) --no-print-directory deps-duckdb
+
+deps-duckdb: ## DuckDB from npm (scripts/duckdb), which pkg/export's TestDuckDB needs
 	@test -d scripts/duckdb/node_modules/@duckdb/node-api || { \
 	  command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }; \
 	  cd scripts/duckdb && npm ci --no-audit --no-fund --loglevel=error >/dev/null; }
@@ -42,7 +45,7 @@ test: build vet deps-test ## every test, kernel referee tests included (run as r
 # OwnMachine: skipped without root, failed under make test).
 RECORDER_TESTS = TestRecordKilled|TestRecordCommandEnd|TestRecordSignalStopsCommand|TestRecordDiskFull|TestRecordCapabilities|TestLossAccount|TestKernelReferee|TestGovernorFidelity|TestExperimentHaltpoll|TestExperimentSignalRestores|TestRunningKernel|TestTopTerminal|TestTopPipe|TestTopPipeClosed|TestRecordLive|TestRecordClassicBlockRecordNames
 
-test-short: ## tests that need neither root nor BPF (every test but RECORDER_TESTS)
+test-short: deps-duckdb ## tests that need neither root nor BPF (every test but RECORDER_TESTS)
 	$(GO) test -count=1 -skip '^($(RECORDER_TESTS))$$' ./...
 
 # The race detector on the packages without root or BPF, and on pkg/record's

@@ -19,7 +19,6 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -371,9 +370,6 @@ func (s *sampler) Write(b []byte) (int, error) {
 // length: four times the periods, and so four times the row groups, take
 // about the same live heap.
 func TestBoundedMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes and exports 1.5 million idle periods")
-	}
 	dir := t.TempDir()
 	peaks := map[int]uint64{}
 	for _, n := range []int{300_000, 1_200_000} {
@@ -453,18 +449,16 @@ const duckdbCheck = "../../scripts/duckdb/check.mjs"
 // TestDuckDB: DuckDB, a reader that shares nothing with idletrace, reads
 // both formats' tables of the bundled trace and of the synthetic one and
 // counts the rows and sums stats reports (issue 13 item 1). Under make
-// test and in CI it must run; a plain go test skips it without Node.js or
-// the package.
+// test, make test-short and in CI it must run, and it fails (never skips)
+// without Node.js or the package.
 func TestDuckDB(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err == nil {
 		_, err = os.Stat(filepath.Join(filepath.Dir(duckdbCheck), "node_modules", "@duckdb", "node-api"))
 	}
 	if err != nil {
-		if os.Getenv("CI") != "" || os.Getenv(testenv.RequireRootEnv) == "1" {
-			t.Fatalf("DuckDB's check cannot run (make test and .ci/run install @duckdb/node-api in scripts/duckdb; this test must run there): %v", err)
-		}
-		t.Skip("DuckDB's check needs node and `npm ci` in scripts/duckdb (make test does it)")
+		// Not a kernel feature: nothing excuses it (make deps-test installs it).
+		t.Fatalf("DuckDB's check cannot run (run `make deps-test`: it installs node and @duckdb/node-api in scripts/duckdb): %v", err)
 	}
 	synth := writeSynth(t, t.TempDir(), 30_000)
 	for _, path := range []string{bundledTrace, synth} {
