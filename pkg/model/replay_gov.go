@@ -1,0 +1,266 @@
+package model
+
+// Governor stepping: how a governor model (menu, teo, ladder, haltpoll)
+// runs over a recorded period: it selects at the entry, runs its own poll
+// deadlines and tick wake-ups up to the recorded exit, and closes each stay
+// with the residency the kernel would have measured, which it reflects to
+// the governor. It is apart from the main loop because it is the bulk of
+// one policy's work per period; the tick arithmetic it relies on is in
+// replay_tick.go.
+
+func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
+	if cs.hold {
+		cs.hold = false
+		if pi.chain {
+			if cs.needSelect {
+				// The stay ended at the recorded tick or time-out: the
+				// CPU was busy until this entry (the kernel selected
+				// here and measures from here), not idle.
+				cs.needSelect = false
+				ps.selectAt(c, cs, pi, pi.e, pi.e)
+			}
+		} else {
+			ps.endEpisode(cs, cs.holdAt, false, false, cs.holdWakeEl)
+		}
+	}
+	if !cs.open {
+		cs.open = true
+		cs.needSelect = false
+		cs.epStart = pi.e
+		cs.tickStopped = ps.r.tickAtEpisode(cs, pi)
+		ps.selectAt(c, cs, pi, pi.e, pi.e)
+	} else if next, _ := cs.nextEvent(ps.tab); next < pi.e {
+		ps.advance(c, cs, pi, pi.e, endGenuine)
+	}
+	// Periods the cpuidle core did not count (residency < 0) were no
+	// governor's selection.
+	if ps.r.agreement && pi.residency >= 0 {
+		ps.agreeN++
+		if ps.shadowSelect(c, cs, pi) == pi.rec {
+			ps.agreeHit++
+		}
+	}
+	if pi.tickFree && !cs.tickStopped && cs.segOpen && cs.nextTick < pi.x {
+		// The tick grid (phase of the last tick wake-up) can be off,
+		// most of all under emulation: the kernel's own stay shows that
+		// its next tick came after x.
+		cs.nextTick = c.tickDelivered(ps.r.nextBoundary(c, pi.x))
+	}
+	if next, _ := cs.nextEvent(ps.tab); next < pi.x {
+		ps.advance(c, cs, pi, pi.x, pi.kind)
+	}
+	t := ps.tab
+	switch pi.kind {
+	case endGenuine:
+		lat := t.paidLatency(cs.state)
+		cs.kernelRes = ps.r.kernelStay(cs, pi)
+		ps.endEpisode(cs, pi.x, true, pi.gotTick, ps.r.wakeEl(pi))
+		return lat
+	case endTick:
+		// The tick ends a halted stay, not a poll (poll_idle() leaves on
+		// need_resched or its time limit only; the tick just sets
+		// got_idle_tick, which the poll's end reflects).
+		if !cs.tickStopped && cs.segOpen && !t.polling[cs.state] {
+			cs.kernelRes = ps.r.kernelStay(cs, pi)
+			ps.endSegment(cs, pi.x, true, false, ps.r.wakeEl(pi))
+			cs.needSelect = true
+		}
+	case endPoll:
+		if cs.segOpen && t.polling[cs.state] && cs.pollDeadline <= pi.x+pollSnapNs {
+			ps.endSegment(cs, pi.x, pi.gotTick, true, noWake)
+			cs.needSelect = true
+		}
+	}
+	cs.hold, cs.holdAt, cs.holdWakeEl = true, pi.x, noWake
+	if pi.kind == endTick {
+		cs.holdWakeEl = ps.r.wakeEl(pi)
+	}
+	return 0
+}
+
+// advance runs the policy's own events (poll time limits, tick wake-ups
+// while it keeps the tick) strictly before until. A poll deadline or tick
+// just before a recorded poll timeout or tick at until is left to it.
+func (ps *polSim) advance(c *cpuShared, cs *cpuSim, pi *periodInfo, until int64, kind endKind) {
+	for cs.segOpen {
+		next, isTick := cs.nextEvent(ps.tab)
+		polling := !isTick && ps.tab.rows[cs.state].polling
+		if next >= until {
+			return
+		}
+		if isTick && kind == endTick && next >= until-tickSnapNs {
+			return
+		}
+		if isTick && next >= pi.lateFrom {
+			return // the clock event device was late: no tick before x
+		}
+		if !isTick && kind == endPoll && next >= until-pollSnapNs {
+			return
+		}
+		// A poll that saw a tick tells reflect so (got_idle_tick).
+		tickSeen := isTick || polling && !cs.tickStopped && cs.nextTick <= next
+		if tickSeen { // tick_nohz_irq_exit() restarts the idle time
+			cs.idleEntry = cs.nextTick
+		}
+		wake := int64(noWake)
+		if isTick {
+			wake = 0 // the policy's own tick: nothing of it is in the recording
+		}
+		ps.endSegment(cs, next, tickSeen, !isTick, wake)
+		ps.selectAt(c, cs, pi, next, next)
+	}
+}
+
+// nextEvent is the first of the open stay's own events advance handles:
+// a poll's deadline, or the tick while it runs (a tick interrupts a poll
+// without ending it: poll_idle() stops only on need_resched or its time
+// limit; it ends a halted stay); noLimit when none or no stay is open.
+func (cs *cpuSim) nextEvent(t *table) (next int64, isTick bool) {
+	switch {
+	case !cs.segOpen:
+		return noLimit, false
+	case t.rows[cs.state].polling:
+		return cs.pollDeadline, false
+	case !cs.tickStopped:
+		return cs.nextTick, true
+	}
+	return noLimit, false
+}
+
+func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t int64) {
+	tab := ps.tab
+	in := &cs.in
+	lat := ps.latReq(c, t)
+	stopped := cs.tickStopped
+	// The recorded selection at the period's entry gets the kernel's own
+	// inputs; later ones only what follows from them.
+	atEntry := t == pi.e
+	deltaNext, aborts := unknownTime, 0
+	if atEntry {
+		deltaNext, aborts = pi.deltaNext, pi.aborts
+		cs.idleEntry = pi.idleEntry
+	}
+	var tickFreeTo int64
+	if pi.tickFree {
+		tickFreeTo = pi.x
+	}
+	sleep := max(pi.nextTimer-cs.idleEntry, 0)
+	dt, nb := ps.r.deltaTick(c, t, cs.idleEntry, sleep, deltaNext, stopped, pi.devStopped, tickFreeTo)
+	// Field by field: a composite literal is built on the stack and copied
+	// with wide loads that stall on the narrow stores just before them.
+	in.latReq, in.sleepLen, in.deltaTick, in.tickStopped = lat, sleep, dt, stopped
+	in.nrIOWait, in.aborts = pi.nrIOWait, aborts
+	var idx int
+	var stop bool
+	if ps.gk == gkMenu {
+		idx, stop = cs.menu.selectState(in)
+	} else {
+		idx, stop = cs.gov.selectState(in)
+	}
+	if idx < 0 || idx >= tab.n {
+		idx = max(min(idx, tab.n-1), 0)
+	}
+	if ps.obs != nil {
+		ps.obsBuf = [8]int64{obsSelect, int64(c.id), t, in.latReq, in.sleepLen, in.deltaTick, int64(b2int(in.tickStopped)<<1 | b2int(stop)), int64(idx)}
+		ps.obs(&ps.obsBuf)
+	}
+	if stop && !cs.tickStopped && canStopTick(pi, t, nb) {
+		cs.tickStopped = true
+	}
+	cs.selected = true
+	cs.nextTick = nb
+	if nb != 0 {
+		cs.nextTick = c.tickDelivered(nb)
+	}
+	cs.state = idx
+	cs.segStart = segStart
+	cs.segOpen = true
+	ps.selections++
+	if tab.rows[idx].polling {
+		lim := ps.pollNs
+		if ps.dynPoll {
+			lim = cs.gov.(pollLimiter).pollLimit()
+		}
+		if lim <= 0 || lim == noLimit {
+			cs.pollDeadline = noLimit
+		} else {
+			cs.pollDeadline = t + max(lim, ps.r.pollFloorNs())
+			// A poll the kernel itself let run past its limit ends where
+			// the recorded one ended, under a limit no shorter.
+			if atEntry && pi.pollRanOn && lim >= ps.r.kernelPollNs && pi.rec >= 0 && pi.rec < tab.n && tab.polling[pi.rec] {
+				cs.pollDeadline = max(cs.pollDeadline, pi.x)
+			}
+		}
+	}
+}
+
+// kernelStay is the kernel's own measure of the stay (the cpuidle core's
+// residency) when the policy's open stay is the recorded one: same state,
+// from the recorded entry; else -1. The kernel's clock reads sit a little
+// inside the recorded bounds, which a governor near a boundary (menu's
+// iowait-scaled latency limit) notices.
+func (r *Replay) kernelStay(cs *cpuSim, pi *periodInfo) int64 {
+	if cs.segOpen && cs.segStart == pi.e && cs.state == pi.rec && pi.residency >= 0 {
+		return pi.residency
+	}
+	return -1
+}
+
+// noWake: a stay that ends without an interrupt (a poll's time limit).
+const noWake = -1
+
+// wakeEl is the exit latency of the recorded state that the wake-up ending
+// the recorded period paid inside it, as the kernel measures a stay
+// (cpuidle_enter_state's clock reads bracket the exit).
+func (r *Replay) wakeEl(pi *periodInfo) int64 {
+	if pi.rec < 0 || pi.rec >= r.recTab.n {
+		return 0
+	}
+	return r.recTab.el[pi.rec]
+}
+
+// endSegment closes the open stay at t. The time it adds is t minus its
+// start, on the recorded timeline; the stay the governor and the
+// above/below rules see is what the kernel would measure: an interrupt
+// arriving at t−wakeEl (the recorded state's exit latency, in the
+// recording) reaches the policy's state s, which takes its own exit
+// latency to leave. wakeEl noWake: no interrupt ended it.
+func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool, wakeEl int64) {
+	d := max(t-cs.segStart, 0)
+	s := cs.state
+	row := &ps.tab.rows[s]
+	ps.timeNs[s] += d
+	ps.energy += row.power*float64(d) + row.overhead
+	res := d
+	switch {
+	case cs.kernelRes >= 0:
+		res = cs.kernelRes
+	case wakeEl != noWake:
+		res = max(d+ps.tab.el[s]-wakeEl, 0)
+	}
+	cs.kernelRes = -1
+	a, b := row.classify(res)
+	ps.count(a, b)
+	if ps.obs != nil {
+		ps.obsBuf = [8]int64{obsEnd, int64(s), res, int64(b2int(tickWake)<<1 | b2int(pollTO))}
+		ps.obs(&ps.obsBuf)
+	}
+	if ps.gk == gkMenu {
+		cs.menu.reflect(s, res, tickWake, pollTO)
+	} else {
+		cs.gov.reflect(s, res, tickWake, pollTO)
+	}
+	cs.segOpen = false
+}
+
+func (ps *polSim) endEpisode(cs *cpuSim, t int64, counted, gotTick bool, wakeEl int64) {
+	if cs.segOpen {
+		if counted {
+			ps.wakeCount[cs.state]++
+		}
+		ps.endSegment(cs, t, gotTick, false, wakeEl)
+	}
+	cs.open = false
+	cs.hold = false
+	cs.needSelect = false
+}

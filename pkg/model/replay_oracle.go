@@ -1,0 +1,123 @@
+package model
+
+import "math"
+
+// The policies that make one whole stay per recorded period or episode
+// instead of stepping a governor: recorded, which replays the kernel's own
+// choice, and the oracle, which picks the least-energy state for an
+// episode once its length is known. They are apart from the governor
+// stepping (replay_gov.go) because they need none of its tick, poll-limit
+// or reflect machinery; wholeStay is the accounting both share.
+
+// periodRecorded, periodOracle and periodGov replay one recorded period
+// for a policy and return the exit latency a wake-up ending it pays under
+// the policy (Idle dispatches on the policy's kind).
+
+func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
+	t := ps.tab
+	if pi.rec < 0 {
+		cs.open = false
+		return 0
+	}
+	s := pi.rec
+	ps.wholeStay(s, pi.x-pi.e, pi.residency)
+	if ps.r.agreement {
+		ps.agreeN++
+		ps.agreeHit++
+	}
+	cs.state, cs.open = s, true
+	if pi.kind == endGenuine {
+		ps.wakeCount[s]++
+	}
+	return t.paidLatency(s)
+}
+
+func (ps *polSim) periodOracle(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
+	if cs.hold {
+		cs.hold = false
+		if !pi.chain {
+			ps.oracleEnd(cs, cs.holdAt, false)
+		}
+	}
+	if !cs.open {
+		cs.open = true
+		cs.epStart = pi.e
+		cs.latAtStart = ps.latReq(c, pi.e)
+		cs.recCounts = [MaxStates]uint32{}
+	}
+	if pi.rec >= 0 && pi.rec < MaxStates {
+		cs.recCounts[pi.rec]++
+	}
+	if pi.kind == endGenuine {
+		s := ps.oracleEnd(cs, pi.x, true)
+		return ps.tab.paidLatency(s)
+	}
+	cs.hold, cs.holdAt = true, pi.x
+	return 0
+}
+
+// oracleChoice is the least-energy state for an idle stay of d ns among
+// the enabled states that meet latReq (the shallowest enabled one if none
+// does).
+func (ps *polSim) oracleChoice(d int64, latReq int64) int {
+	t := ps.tab
+	best, bestCost := -1, math.Inf(1)
+	first := -1
+	for i := 0; i < t.n; i++ {
+		if t.disabled[i] {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		if t.el[i] > latReq {
+			continue
+		}
+		cost := t.power[i]*float64(d) + t.overhead[i]
+		if cost < bestCost {
+			best, bestCost = i, cost
+		}
+	}
+	if best < 0 {
+		best = max(first, 0)
+	}
+	return best
+}
+
+// wholeStay accounts one selection that stays in state s for d ns, as the
+// recorded and oracle policies make them: time, energy with the entry and
+// exit overhead, and the kernel's too-deep/too-shallow rule judged on a
+// residency of res ns (the kernel's own measure where the trace has it;
+// res < 0: a stay the kernel does not count).
+func (ps *polSim) wholeStay(s int, d, res int64) {
+	t := ps.tab
+	ps.timeNs[s] += d
+	ps.energy += t.power[s]*float64(d) + t.overhead[s]
+	if res >= 0 {
+		ps.count(t.rows[s].classify(res))
+	}
+	ps.selections++
+}
+
+func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
+	d := max(end-cs.epStart, 0)
+	s := ps.oracleChoice(d, cs.latAtStart)
+	if ps.obs != nil {
+		ps.obsBuf = [8]int64{obsOracle, int64(s), d, cs.latAtStart}
+		ps.obs(&ps.obsBuf)
+	}
+	ps.wholeStay(s, d, d)
+	if ps.r.agreement {
+		for i, n := range cs.recCounts {
+			ps.agreeN += uint64(n)
+			if i == s {
+				ps.agreeHit += uint64(n)
+			}
+		}
+	}
+	if counted {
+		ps.wakeCount[s]++
+	}
+	cs.open = false
+	return s
+}
