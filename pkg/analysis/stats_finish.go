@@ -1,0 +1,246 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/idletrace/idletrace/pkg/latency"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Turning a StatsBuilder's accumulators into a Stats report: the head
+// from the metadata, the window, the losses, each CPU's idle time and
+// per-state counters, the wake causes and latencies, and the warnings. It
+// is apart from the accumulation because it runs once per report, not per
+// record; the IO figures and the kernel's counters that finish also sets
+// are in stats_io.go and stats_kernel.go.
+
+func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
+	for _, l := range losses {
+		b.addLoss(l)
+	}
+	if b.end != nil {
+		for _, l := range b.end.Loss {
+			b.addLoss(l)
+		}
+	}
+	s := b.newStats()
+	b.window(s)
+	b.lossStats(s)
+	cpuList := b.cpuList()
+	s.CPUs = make([]CPUStats, 0, len(cpuList))
+	for _, c := range cpuList {
+		s.CPUs = append(s.CPUs, b.cpuStats(c, s.DurationNs))
+	}
+	s.Kernel = b.kernelStats(cpuList)
+	if s.Kernel.Available {
+		s.Mismatches = append(s.Mismatches, compareCPUIdle(s.CPUs, s.Kernel.CPUs)...)
+	}
+	b.wakeStats(s)
+	b.ioStats(s, flush)
+	b.warn(s)
+	return s
+}
+
+// newStats is the report's head: what the trace's metadata says.
+func (b *StatsBuilder) newStats() *Stats {
+	m := b.meta
+	s := &Stats{
+		KernelRelease:   m.KernelRelease,
+		CPUIdleDriver:   m.CPUIdleDriver,
+		CPUIdleGovernor: m.CPUIdleGovernor,
+		HZ:              m.HZ,
+		CutShort:        b.end == nil,
+		Probes:          m.Probes,
+		Inputs:          m.Inputs,
+		Invalid:         b.invalid,
+		OutsideWindow:   b.outside,
+		WakeLatencyNs:   map[string]latency.Summary{},
+		Mismatches:      []Mismatch{},
+		Warnings:        []string{},
+	}
+	if s.Probes == nil {
+		s.Probes = map[string]string{}
+	}
+	if b.end != nil {
+		s.StopReason = b.end.StopReason
+	}
+	return s
+}
+
+// window sets the measured window and its length: the snapshots' where the
+// trace has both, else what the records span.
+func (b *StatsBuilder) window(s *Stats) {
+	m := b.meta
+	switch {
+	case m.Start != nil && b.end != nil && b.end.Snapshot != nil:
+		s.Window = Window{StartNs: m.Start.MonotonicNs, EndNs: b.end.Snapshot.MonotonicNs, Source: "snapshots"}
+	case m.Start != nil:
+		s.Window = Window{StartNs: m.Start.MonotonicNs, EndNs: max(b.last, m.Start.MonotonicNs), Source: "start snapshot to last record"}
+	case b.haveRecord:
+		s.Window = Window{StartNs: b.first, EndNs: b.last, Source: "records"}
+	default:
+		s.Window = Window{Source: "records"}
+	}
+	if s.Window.EndNs > s.Window.StartNs {
+		s.DurationNs = s.Window.EndNs - s.Window.StartNs
+	}
+}
+
+// lossStats sets the losses, per CPU and in total.
+func (b *StatsBuilder) lossStats(s *Stats) {
+	lossCPUs := make([]uint32, 0, len(b.losses))
+	for c := range b.losses {
+		lossCPUs = append(lossCPUs, c)
+	}
+	sort.Slice(lossCPUs, func(i, j int) bool { return lossCPUs[i] < lossCPUs[j] })
+	s.Losses = []LossStats{}
+	perCPU := make([]trace.Loss, 0, len(lossCPUs))
+	for _, c := range lossCPUs {
+		l := b.losses[c]
+		perCPU = append(perCPU, l)
+		s.IO.Lost += l.IOLost
+		s.IO.Unmatched += l.IOUnmatched
+		if l.Total()+l.IOUnmatched > 0 {
+			s.Losses = append(s.Losses, LossStats{CPU: c, IdleLost: l.IdleLost, IOLost: l.IOLost, OtherLost: l.OtherLost, IOUnmatched: l.IOUnmatched,
+				IOOrphaned: l.IOOrphaned, IdleUnpaired: l.IdleUnpaired, IOTableFull: l.IOTableFull, IOUnissued: l.IOUnissued})
+		}
+	}
+	s.Loss = trace.NewLossAccount(perCPU, b.meta.Start, b.end)
+	s.LostEvents = s.Loss.Total()
+}
+
+// cpuList is the CPUs the report covers: the recorded ones, those with a
+// state table and those seen.
+func (b *StatsBuilder) cpuList() []int {
+	m := b.meta
+	cpuSet := map[int]bool{}
+	for _, c := range m.RecordedCPUs {
+		if c >= 0 && c < maxCPUs {
+			cpuSet[c] = true
+		}
+	}
+	for c := range b.tables {
+		if c >= 0 && c < maxCPUs && (len(m.RecordedCPUs) == 0 || cpuSet[c]) {
+			cpuSet[c] = true
+		}
+	}
+	for c, a := range b.cpus {
+		if a != nil && a.periods > 0 {
+			cpuSet[c] = true
+		}
+	}
+	cpuList := make([]int, 0, len(cpuSet))
+	for c := range cpuSet {
+		cpuList = append(cpuList, c)
+	}
+	sort.Ints(cpuList)
+
+	return cpuList
+}
+
+// cpuStats is one CPU's idle time and states; durationNs is the window's
+// length, the CPU's own where the trace does not bound it.
+func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
+	a := b.cpu(uint32(c))
+	cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{},
+		WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke} // the matcher's Flush (ioStats, after this) reports only misses
+	for _, cause := range trace.WakeCauses() {
+		cs.WakeCauses[cause.String()] = a.causes[cause]
+	}
+	switch {
+	case a.winStart > 0 && a.winEnd != math.MaxUint64 && a.winEnd > a.winStart:
+		cs.WindowNs = a.winEnd - a.winStart
+	default:
+		cs.WindowNs = durationNs
+	}
+	if cs.WindowNs > 0 {
+		cs.IdleFraction = float64(a.idleNs) / float64(cs.WindowNs)
+	}
+	tab := b.tables[c]
+	n := max(len(a.states), len(tab))
+	if b.noDriver && tab == nil && n < 2 {
+		n = 2 // show the default idle routine (state 1) even if unused
+	}
+	for i := 0; i < n; i++ {
+		var acc stateAcc
+		if i < len(a.states) {
+			acc = a.states[i]
+		}
+		if i < len(tab) && tab[i].Disabled && tab[i].Name == "" && acc.usage == 0 {
+			continue // a gap in the table
+		}
+		if b.noDriver && tab == nil && i == 0 && acc.usage == 0 {
+			continue // cpu_idle_poll unused
+		}
+		if tab == nil && !b.noDriver && acc.usage == 0 {
+			continue
+		}
+		st := StateStats{Index: i, Name: b.StateName(c, i), Usage: acc.usage, TimeNs: acc.timeNs, Above: acc.above, Below: acc.below}
+		if i < len(tab) {
+			el, tr := tab[i].ExitLatencyNs, tab[i].TargetResidencyNs
+			st.ExitLatencyNs, st.TargetResidencyNs = &el, &tr
+		}
+		cs.States = append(cs.States, st)
+	}
+	return cs
+}
+
+// wakeStats sets the wake causes and each state's wake-up latency.
+func (b *StatsBuilder) wakeStats(s *Stats) {
+	s.WakeCauses.Counts = map[string]uint64{}
+	for _, c := range trace.WakeCauses() {
+		s.WakeCauses.Counts[c.String()] = 0
+	}
+	for c, n := range b.causes {
+		s.WakeCauses.Counts[c.String()] += n
+		s.WakeCauses.Total += n
+	}
+	if s.WakeCauses.Total > 0 {
+		unknown := b.causes[trace.WakeUnknown]
+		s.WakeCauses.KnownFraction = float64(s.WakeCauses.Total-unknown) / float64(s.WakeCauses.Total)
+	}
+	s.WakeCauses.TopIRQs = []IRQCount{}
+	for irq, n := range b.irqs {
+		s.WakeCauses.TopIRQs = append(s.WakeCauses.TopIRQs, IRQCount{IRQ: irq, Count: n})
+	}
+	sort.Slice(s.WakeCauses.TopIRQs, func(i, j int) bool {
+		x, y := s.WakeCauses.TopIRQs[i], s.WakeCauses.TopIRQs[j]
+		if x.Count != y.Count {
+			return x.Count > y.Count
+		}
+		return x.IRQ < y.IRQ
+	})
+	if len(s.WakeCauses.TopIRQs) > 10 {
+		s.WakeCauses.TopIRQs = s.WakeCauses.TopIRQs[:10]
+	}
+
+	for name, h := range b.wake {
+		s.WakeLatencyNs[name] = h.Summary()
+	}
+	s.WakeRequestedBeforeEntry = b.wakeEarly
+}
+
+// warn adds the warnings a reader of the report must see.
+func (b *StatsBuilder) warn(s *Stats) {
+	m := b.meta
+	if b.end == nil {
+		s.Warnings = append(s.Warnings, "no end record: without the end snapshot the kernel's counters cannot be checked")
+	}
+	if s.Loss.Lost() > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("counts are lower bounds: %s", s.Loss))
+	}
+	if b.iowake.Uncertain > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: woke_idle_cpu may miss up to %d completions", b.iowake.Uncertain))
+	}
+	if b.invalid > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records had an impossible CPU or state number and were skipped", b.invalid))
+	}
+	if !m.Inputs.WakeCauses {
+		s.Warnings = append(s.Warnings, "this trace does not carry wake causes")
+	}
+	if !m.Inputs.WakeRequests {
+		s.Warnings = append(s.Warnings, "this trace does not carry remote wake requests: no wake latency can be measured")
+	}
+}

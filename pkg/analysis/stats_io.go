@@ -1,0 +1,135 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/idletrace/idletrace/pkg/iowake"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// The block IO part of the report: request and task latencies, the
+// completions that woke an idle CPU, and each device's requests checked
+// against the kernel's completed counts (/sys/block/DEV/stat). It is apart
+// from the rest of finish because it keeps its own reconciliation with the
+// kernel: completions whose issue the recorder never saw explain a
+// difference instead of raising a mismatch.
+
+// ioStats sets the block IO figures and checks the devices' completions
+// against the kernel's; flush first closes the IO-wake matcher.
+func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
+	m := b.meta
+	s.IO.Requests = b.io.Count()
+	s.IO.LatencyNs = b.io.Summary()
+	s.IO.Filter = b.ioFilter.Spec
+	if m.Inputs.TaskIO || b.taskIO.Count() > 0 {
+		t := b.taskIO.Summary()
+		s.IO.TaskLatencyNs, s.IO.TaskWaited = &t, t.Count
+	}
+	s.IO.Errors = b.ioErr
+	if flush {
+		b.iowake.Flush()
+	}
+	s.IO.WokeIdleCPUByCause = map[string]uint64{}
+	for cause, n := range b.ioWoke {
+		s.IO.WokeIdleCPU += n
+		s.IO.WokeIdleCPUByCause[cause.String()] = n
+	}
+	s.IO.WokeWindowNs = iowake.WindowNs
+	s.IO.Devices = b.deviceStats()
+	// The kernel also counts completions whose issue the recorder did not
+	// see (issued before it attached): the snapshots carry that count.
+	var undelivered *uint64
+	if unmatched, orphaned, ok := trace.IOUndelivered(m.Start, b.end); ok {
+		s.IO.WithoutIssueInWindow, s.IO.UndeliveredInWindow = &unmatched, &orphaned
+		d := unmatched + orphaned
+		undelivered = &d
+	}
+	var short uint64
+	over := false
+	for _, d := range s.IO.Devices {
+		if k := d.KernelCompleted; k != nil {
+			if d.Requests > *k {
+				over = true
+			} else {
+				short += *k - d.Requests
+			}
+		}
+	}
+	s.IO.KernelDiffExplained = !over && short > 0 && undelivered != nil && short == *undelivered
+	if !s.IO.KernelDiffExplained {
+		for _, d := range s.IO.Devices {
+			if d.KernelCompleted != nil && *d.KernelCompleted != d.Requests {
+				s.Mismatches = append(s.Mismatches, Mismatch{Kind: "block", CPU: -1, State: -1, Device: d.Name, Name: d.Name, Field: "completed", Traced: d.Requests, Kernel: *d.KernelCompleted})
+			}
+		}
+	}
+}
+
+func (b *StatsBuilder) deviceStats() []DeviceStats {
+	type key struct{ major, minor uint32 }
+	names := map[key]string{}
+	for _, d := range b.meta.BlockDevices {
+		names[key{d.Major, d.Minor}] = d.Name
+	}
+	var endSnap *trace.Snapshot
+	if b.end != nil {
+		endSnap = b.end.Snapshot
+	}
+	kernel := map[key]uint64{}
+	if b.meta.Start != nil && endSnap != nil {
+		start := map[key]uint64{}
+		for _, c := range b.meta.Start.Block {
+			start[key{c.Major, c.Minor}] = c.Completed()
+			if _, ok := names[key{c.Major, c.Minor}]; !ok && c.Name != "" {
+				names[key{c.Major, c.Minor}] = c.Name
+			}
+		}
+		for _, c := range endSnap.Block {
+			k := key{c.Major, c.Minor}
+			if s0, ok := start[k]; ok {
+				kernel[k] = sub(c.Completed(), s0)
+				if _, ok := names[k]; !ok && c.Name != "" {
+					names[k] = c.Name
+				}
+			}
+		}
+	}
+	seen := map[key]bool{}
+	var out []DeviceStats
+	add := func(k key, d *devAcc) {
+		if seen[k] {
+			return
+		}
+		seen[k] = true
+		ds := DeviceStats{Name: names[k], Major: k.major, Minor: k.minor}
+		if ds.Name == "" {
+			ds.Name = fmt.Sprintf("%d:%d", k.major, k.minor)
+		}
+		if d != nil {
+			ds.Requests, ds.Errors = d.requests, d.errors
+		}
+		if n, ok := kernel[k]; ok {
+			ds.KernelCompleted = &n
+		}
+		out = append(out, ds)
+	}
+	for dev, d := range b.devs {
+		add(key{dev >> 20, dev & (1<<20 - 1)}, d)
+	}
+	for k, n := range kernel {
+		if n > 0 {
+			add(k, nil)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Major<<20|out[i].Minor < out[j].Major<<20|out[j].Minor
+	})
+	if out == nil {
+		out = []DeviceStats{}
+	}
+	return out
+}
