@@ -26,15 +26,15 @@ import (
 //
 // Ordering: Idle must see each CPU's periods in exit order (the file's
 // order); CPUs may interleave arbitrarily. Block IO may arrive before or
-// after the idle periods around its completion: a completion waits in a
-// bounded per-CPU queue until that CPU's idle periods have passed its
-// time, and is matched against a ring of the CPU's recent interrupt
-// wake-ups (see ioRing). blkqos needs each CPU's IO issue times before the
-// idle periods they affect: the prepass keeps them as merged per-CPU
-// intervals [issue, issue+timeout) — memory grows with the number of IO
-// bursts separated by more than the timeout, not with the number of
-// requests. Without the prepass, issues are learned from BlockIO in the
-// main pass and only affect periods processed after them.
+// after the idle periods around its completion: iowake.Matcher holds
+// whichever of the two runs ahead, per CPU and in bounded memory, until
+// the other catches up (see replayio.go). blkqos needs each CPU's IO issue
+// times before the idle periods they affect: the prepass keeps them as
+// merged per-CPU intervals [issue, issue+timeout) (replay_qos.go) — memory
+// grows with the number of IO bursts separated by more than the timeout,
+// not with the number of requests. Without the prepass, issues are learned
+// from BlockIO in the main pass and only affect periods processed after
+// them.
 //
 // Memory is independent of the trace length apart from those intervals.
 type Replay struct {
