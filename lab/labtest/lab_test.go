@@ -2,12 +2,16 @@
 
 // Package labtest holds the lab's own checks (issue 9). They boot VMs under
 // QEMU TCG through scripts/lab.sh, need root and take minutes, so they build
-// only with the lab tag and are not part of `make test` yet:
+// only with the lab tag; `make test-kernels` runs the rows, the cross-governor
+// cases and the exit-latency check (scripts/lab-rows.sh, in CI), `make
+// test-lab` everything:
 //
 //	go test -tags lab -count=1 -v -timeout 30m ./lab/labtest
 //
-// IDLETRACE_LAB_TEST_PROFILES (default "spr icx") and IDLETRACE_LAB_TEST_KERNEL
-// (default 6.12) choose what runs.
+// IDLETRACE_LAB_TEST_PROFILES (default "spr icx lab/profiles/seed000.json")
+// and IDLETRACE_LAB_TEST_KERNEL (default 6.12) choose the exit-latency
+// check's tables and kernel; IDLETRACE_LAB_TEST_KEEP=DIR keeps each run's
+// samples there.
 package labtest
 
 import (
@@ -99,8 +103,10 @@ func env(k, def string) string {
 // longer and keep QEMU's thread busy spinning the exit latency: the IO
 // completions' spread (1 ms of emulated device and QEMU's main loop around
 // it) lets that reach the median, so their median is reported beside, not
-// judged (lab/README.md has the numbers). Differences below 20 us are
-// reported, not judged: TCG's own jitter is larger. Every state must also
+// judged (lab/README.md has the numbers). The bar is 10 %, or where the
+// run cannot resolve that, three standard errors of the measured difference
+// (diffVerdict); a difference below 20 us, or one the run's noise cannot
+// resolve to 30 %, is reported, not judged. Every state must also
 // have paid its exit latency once per stay (idle_emu's count against the
 // kernel's).
 //
@@ -115,7 +121,7 @@ func TestLabExitLatency(t *testing.T) {
 	root := repoRoot(t)
 	kernel := env("IDLETRACE_LAB_TEST_KERNEL", "6.12")
 	tcg := env("IDLETRACE_LAB_TCG", "multi")
-	for _, profile := range strings.Fields(env("IDLETRACE_LAB_TEST_PROFILES", "spr icx")) {
+	for _, profile := range strings.Fields(env("IDLETRACE_LAB_TEST_PROFILES", "spr icx lab/profiles/seed000.json")) {
 		t.Run(kernel+"/"+profile, func(t *testing.T) {
 			in, out := labInput(t, root, "lab/labtest/measure.sh"), t.TempDir()
 			cmd := exec.Command(filepath.Join(root, "scripts/lab.sh"), "--kernel", kernel, "--profile", profile,
@@ -135,7 +141,18 @@ func TestLabExitLatency(t *testing.T) {
 			if b, err := os.ReadFile(filepath.Join(out, "emu.txt")); err == nil {
 				t.Logf("idle_emu's account:\n%s", b)
 			}
-			check(t, profile, rs)
+			wakes, err := readTurns(filepath.Join(out, "pingpong.txt"), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads, err := readTurns(filepath.Join(out, "io.txt"), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keep := os.Getenv("IDLETRACE_LAB_TEST_KEEP"); keep != "" {
+				_ = exec.Command("cp", "-r", out, filepath.Join(keep, filepath.Base(profile))).Run()
+			}
+			check(t, profile, rs, wakes, reads)
 		})
 	}
 }
@@ -164,20 +181,57 @@ func readResults(t *testing.T, path string) []result {
 // minClean is the fewest clean samples of a kind a state must have.
 const minClean = 400
 
-func check(t *testing.T, profile string, rs []result) {
+// The bar (issue 9 item 1): a state's measured difference against the
+// shallowest halted state equals the table's within 10 %. Where the run
+// cannot resolve 10 % the bar is what it can resolve, three standard
+// errors of the measured difference (turn-block bootstrap, readTurns):
+// IO completions under TCG carry the null disk's spread, a standard error
+// of 7-8 µs on a lower quartile of 3,000 reads, a quarter of seed 000's
+// C3 difference (31 µs). A difference whose three standard errors exceed
+// 30 % of it is not resolved: reported, not judged; and each kind of
+// sample must have at least one state judged, so a run too noisy to
+// judge anything fails. Differences under 20 µs are never judged: TCG's
+// wake path itself (70-90 µs at C1) moves by a few µs after a spin.
+const (
+	barRel          = 0.10
+	barSEs          = 3.0
+	resolvedRel     = 0.30
+	minJudgedDiffNs = 20e3
+)
+
+// diffVerdict judges a measured difference got against the table's want,
+// with se the standard error of got: resolved says whether the run can
+// judge it at all, tol the distance allowed.
+func diffVerdict(got, want, se float64) (tol float64, resolved, pass bool) {
+	if want < minJudgedDiffNs || math.IsNaN(se) || barSEs*se > resolvedRel*want {
+		return 0, false, false
+	}
+	tol = math.Max(barRel*want, barSEs*se)
+	return tol, true, math.Abs(got-want) <= tol
+}
+
+func check(t *testing.T, profile string, rs []result, wakes, reads turnSamples) {
 	base := rs[0]
+	bState := int(base.num(t, "state"))
 	bLat := base.num(t, "latency_ns")
 	var judged, reported strings.Builder
-	fmt.Fprintf(&judged, "%s, judged (clean samples; against %s; ratio: measured difference / table difference)\n", profile, base["name"])
-	fmt.Fprintf(&judged, "| state | table exit µs | table diff µs | spun per stay µs | wake-up p50 µs | diff µs | ratio | IO p25 µs | diff µs | ratio |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&judged, "%s, judged (clean samples; against %s; ratio: measured difference / table difference; ±SE: the difference's standard error; bar: the distance allowed, \"-\" not judged)\n", profile, base["name"])
+	fmt.Fprintf(&judged, "| state | table exit µs | table diff µs | spun per stay µs | wake-up p50 µs | diff µs | ±SE | ratio | bar µs | IO p25 µs | diff µs | ±SE | ratio | bar µs |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&reported, "%s, reported (differences against %s, µs, and ratio)\n", profile, base["name"])
 	fmt.Fprintf(&reported, "| state | clean wake-ups | clean IO | wake-up p50, clean | IO p50, clean | wake-up p50, all | IO p50, all | IO p25, all |\n|---|---|---|---|---|---|---|---|\n")
 	ratio := func(got, want float64) string {
-		if want < 20e3 {
+		if want < minJudgedDiffNs {
 			return "-"
 		}
 		return fmt.Sprintf("%.3f", got/want)
 	}
+	kinds := []struct {
+		what    string
+		samples turnSamples
+		q       float64
+		key     string
+		judged  int
+	}{{"task wake-up (median)", wakes, 0.5, "clean_wake_p50_ns", 0}, {"IO completion (lower quartile)", reads, 0.25, "clean_io_p25_ns", 0}}
 	for _, r := range rs {
 		lat := r.num(t, "latency_ns")
 		want := lat - bLat
@@ -186,12 +240,32 @@ func check(t *testing.T, profile string, rs []result) {
 		if p := r.num(t, "paid"); p > 0 {
 			spun = r.num(t, "spun_ns") / p
 		}
-		wake, io := diff("clean_wake_p50_ns"), diff("clean_io_p25_ns")
-		fmt.Fprintf(&judged, "| %s | %.0f | %.0f | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %s |\n", r["name"], lat/1e3, want/1e3,
-			spun/1e3, r.num(t, "clean_wake_p50_ns")/1e3, wake/1e3, ratio(wake, want), r.num(t, "clean_io_p25_ns")/1e3, io/1e3, ratio(io, want))
+		state := int(r.num(t, "state"))
+		fmt.Fprintf(&judged, "| %s | %.0f | %.0f | %.1f", r["name"], lat/1e3, want/1e3, spun/1e3)
+		for i := range kinds {
+			k := &kinds[i]
+			got := diff(k.key)
+			if state == bState {
+				fmt.Fprintf(&judged, " | %.1f | - | - | - | -", r.num(t, k.key)/1e3)
+				continue
+			}
+			se := k.samples.diffSE(bState, state, k.q)
+			tol, resolved, pass := diffVerdict(got, want, se)
+			bar := "-"
+			if resolved {
+				k.judged++
+				bar = fmt.Sprintf("%.1f", tol/1e3)
+				if !pass {
+					t.Errorf("%s %s: %s latency minus %s's is %.1f µs, the table's difference %.1f µs: more than the bar of %.1f µs off (10 %%, or 3 standard errors of %.1f µs)",
+						profile, r["name"], k.what, base["name"], got/1e3, want/1e3, tol/1e3, se/1e3)
+				}
+			}
+			fmt.Fprintf(&judged, " | %.1f | %.1f | %.1f | %s | %s", r.num(t, k.key)/1e3, got/1e3, se/1e3, ratio(got, want), bar)
+		}
+		judged.WriteString(" |\n")
 		cell := func(k string) string {
 			d := diff(k)
-			if want < 20e3 {
+			if want < minJudgedDiffNs {
 				return fmt.Sprintf("%.1f", d/1e3)
 			}
 			return fmt.Sprintf("%.1f (%.3f)", d/1e3, d/want)
@@ -212,17 +286,10 @@ func check(t *testing.T, profile string, rs []result) {
 				t.Errorf("%s %s: %s=%.0f, fewer than %d clean samples to judge", profile, r["name"], k, r.num(t, k), minClean)
 			}
 		}
-		if r["name"] == base["name"] || want < 20e3 {
-			continue
-		}
-		for _, m := range []struct {
-			what string
-			got  float64
-		}{{"task wake-up (median)", wake}, {"IO completion (lower quartile)", io}} {
-			if math.Abs(m.got-want) > 0.10*want {
-				t.Errorf("%s %s: %s latency minus %s's is %.1f µs, the table's difference %.1f µs (more than 10 %% off)",
-					profile, r["name"], m.what, base["name"], m.got/1e3, want/1e3)
-			}
+	}
+	for _, k := range kinds {
+		if k.judged == 0 {
+			t.Errorf("%s: no state's %s difference was resolved (3 standard errors within 30 %% of a difference of 20 µs or more): nothing judged", profile, k.what)
 		}
 	}
 	t.Log(judged.String())
