@@ -171,6 +171,7 @@ func ComparisonFigures(before, predicted, measured *model.Result, states []strin
 		add(lf.key+".p50", lf.label+" p50", "ns", three(stat(func(s *model.LatencySummary) float64 { return float64(s.P50) })))
 		add(lf.key+".p99", lf.label+" p99", "ns", three(stat(func(s *model.LatencySummary) float64 { return float64(s.P99) })))
 	}
+	rows = append(rows, lessDeviceDrift(rows)...)
 	for _, st := range states {
 		add("state_share."+st, "Time in "+st, "share", three(func(r *model.Result) *float64 {
 			v := r.StateShare[st]
@@ -189,6 +190,40 @@ func ComparisonFigures(before, predicted, measured *model.Result, states []strin
 	add("above_share", "Above", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Above })))
 	add("below_share", "Below", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Below })))
 	return rows
+}
+
+// driftAdjusted are the IO figures that get a row less the device's drift.
+var driftAdjusted = []struct{ key, label string }{
+	{"task_io_latency_ns", "Task IO latency"},
+	{"io_latency_ns", "IO latency"},
+}
+
+// lessDeviceDrift makes, for each IO latency figure (mean, p50, p99), a row
+// whose measured value is less the device's own drift between the two
+// recordings (io_device_latency_ns, the same statistic, measured minus
+// before): the prediction holds the device fixed, so where the device
+// itself answered slower or faster in the second recording, that part of
+// the measured change is no policy's. Named FIGURE_less_device_drift, and
+// empty where a value is missing (no IO), as the other IO figures are.
+func lessDeviceDrift(rows []FigureRow) []FigureRow {
+	byName := map[string]FigureRow{}
+	for _, r := range rows {
+		byName[r.Figure] = r
+	}
+	var out []FigureRow
+	for _, a := range driftAdjusted {
+		for _, stat := range []string{"mean", "p50", "p99"} {
+			f, dev := byName[a.key+"."+stat], byName["io_device_latency_ns."+stat]
+			var m *float64
+			if f.Measured != nil && dev.Measured != nil && dev.Before != nil {
+				v := *f.Measured - (*dev.Measured - *dev.Before)
+				m = &v
+			}
+			out = append(out, figureRow(a.key+"."+stat+"_less_device_drift", a.label+" "+stat+", less the device's drift", "ns",
+				[3]*float64{f.Before, f.Predicted, m}))
+		}
+	}
+	return out
 }
 
 func figureRow(figure, label, unit string, v [3]*float64) FigureRow {

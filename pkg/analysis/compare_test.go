@@ -10,6 +10,49 @@ import (
 	"github.com/idletrace/idletrace/pkg/model"
 )
 
+// TestLessDeviceDrift: the IO figures less the device's drift take the
+// device's measured change out of the measured value, and keep before and
+// predicted as they are.
+func TestLessDeviceDrift(t *testing.T) {
+	io := func(task, io, dev uint64) model.Result {
+		return model.Result{Policy: "recorded", Selections: 1,
+			TaskIOLatencyNs:   &model.LatencySummary{Count: 100, Mean: float64(task), P50: task, P99: 2 * task},
+			IOLatencyNs:       &model.LatencySummary{Count: 100, Mean: float64(io), P50: io, P99: 2 * io},
+			IODeviceLatencyNs: &model.LatencySummary{Count: 100, Mean: float64(dev), P50: dev, P99: 2 * dev}}
+	}
+	// C6 enabled: predicted +150 µs for the task; measured +240, of which
+	// the device drifted +60.
+	before, predicted, measured := io(1_260_000, 1_200_000, 1_200_000), io(1_410_000, 1_350_000, 1_200_000), io(1_500_000, 1_420_000, 1_260_000)
+	by := map[string]FigureRow{}
+	for _, r := range ComparisonFigures(&before, &predicted, &measured, []string{"C1"}) {
+		by[r.Figure] = r
+	}
+	for _, c := range []struct {
+		figure                      string
+		before, predicted, measured float64
+		changeError                 float64
+	}{
+		{"task_io_latency_ns.p50_less_device_drift", 1_260_000, 1_410_000, 1_440_000, 30.0 / 180},
+		{"task_io_latency_ns.mean_less_device_drift", 1_260_000, 1_410_000, 1_440_000, 30.0 / 180},
+		{"task_io_latency_ns.p99_less_device_drift", 2_520_000, 2_820_000, 2_880_000, 60.0 / 360},
+		{"io_latency_ns.p50_less_device_drift", 1_200_000, 1_350_000, 1_360_000, 10.0 / 160},
+	} {
+		r, ok := by[c.figure]
+		if !ok {
+			t.Errorf("%s: missing", c.figure)
+			continue
+		}
+		if r.Before == nil || r.Predicted == nil || r.Measured == nil || r.ChangeError == nil ||
+			*r.Before != c.before || *r.Predicted != c.predicted || *r.Measured != c.measured || math.Abs(*r.ChangeError-c.changeError) > 1e-12 {
+			t.Errorf("%s: %+v; want before %g, predicted %g, measured %g, error on the change %g", c.figure, r, c.before, c.predicted, c.measured, c.changeError)
+		}
+	}
+	// The unadjusted figure is still there, with the whole measured change.
+	if r := by["task_io_latency_ns.p50"]; r.Measured == nil || *r.Measured != 1_500_000 {
+		t.Errorf("task IO p50: %+v", r)
+	}
+}
+
 // TestComparisonFigures: the error on the change and the plain error, a
 // measured change of ~0 said so instead of divided by, missing figures
 // left empty.
@@ -52,6 +95,10 @@ func TestComparisonFigures(t *testing.T) {
 	// No IO: the IO figures are there, empty.
 	if r := by["io_latency_ns.p99"]; r.Before != nil || r.ChangeError != nil || r.RelativeError != nil {
 		t.Errorf("io p99 without IO: %+v", r)
+	}
+
+	if r, ok := by["task_io_latency_ns.p50_less_device_drift"]; !ok || r.Before != nil || r.Measured != nil {
+		t.Errorf("task IO p50 less the device's drift without IO: %+v (present: %v)", r, ok)
 	}
 
 	rep := &ComparisonReport{Policy: predicted.Policy, BeforeTrace: "a.trace", AfterTrace: "b.trace",
