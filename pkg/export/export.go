@@ -59,7 +59,8 @@ type Summary struct {
 	TraceStartNs uint64
 	// Invalid counts idle periods with an impossible CPU or state number,
 	// skipped as stats skips them (in the ftrace text also those on a CPU
-	// beyond the trace's CPU count, or exiting before their entry).
+	// beyond the trace's CPU count or one it does not record, or exiting
+	// before their entry).
 	Invalid uint64
 	// Uncertain counts IO completions whose woke_idle the bounded memory
 	// of the IO-wake matcher may have got wrong (stats warns of the same).

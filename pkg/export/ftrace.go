@@ -12,8 +12,8 @@ package export
 //	# ...                        idlestat's topology reader skips
 //	clusterA:                    the topology (read_cpu_topo_info): the trace
 //		core0                    records none, so one cluster, one core per CPU
-//			cpu0
-//	cpuid 0:                     per CPU, exactly 16 (MAXCSTATE) states:
+//			cpu0                 written (recorded and selected)
+//	cpuid 0:                     per such CPU, exactly 16 (MAXCSTATE) states:
 //		POLL                     the name (sscanf "\t%s")
 //		0                        the target residency in µs ("\t%d")
 //	...
@@ -147,18 +147,26 @@ type ftracer struct {
 
 	// later[i] is the smallest timestamp chunk i and the chunks after it
 	// can hold: every event before it may be written.
-	later   []uint64
-	held    eventHeap
-	seq     uint64
-	ios     []trace.BlockIO // IO requests with a line still held
-	ioRefs  []uint8         // lines of each still held
-	freeIO  []int32
-	idle    []bool // per CPU: inside an idle period, as written so far
-	last    uint64 // the latest timestamp written
-	written bool
-	out     *bufio.Writer
-	line    []byte
-	maxHeld int
+	later  []uint64
+	held   eventHeap
+	seq    uint64
+	ios    []trace.BlockIO // IO requests with a line still held
+	ioRefs []uint8         // lines of each still held
+	freeIO []int32
+	idle   []bool // per CPU: inside an idle period, as written so far
+	// listed are the CPUs the header's topology and state table list:
+	// those the trace records idle periods of (all where it does not
+	// say), and of them those selected. idlestat takes every CPU of its
+	// topology for one that ran (its cluster figures are the time all of
+	// them were idle at once), and a cpu_idle line for a CPU beyond it
+	// would crash it.
+	listed   []bool
+	recorded []bool // nil: every CPU
+	last     uint64 // the latest timestamp written
+	written  bool
+	out      *bufio.Writer
+	line     []byte
+	maxHeld  int
 }
 
 // errOutOfOrder is a record earlier than lines already written: its chunk
@@ -186,6 +194,20 @@ func newFtracer(r *trace.Reader, o Options, w io.Writer) *ftracer {
 	}
 	f.sum.TraceStartNs = f.sel.start
 	f.idle = make([]bool, f.ncpus)
+	if len(r.Meta.RecordedCPUs) > 0 {
+		f.recorded = cpuSet(r.Meta.RecordedCPUs)
+	}
+	f.listed = make([]bool, f.ncpus)
+	some := false
+	for c := range f.listed {
+		f.listed[c] = (f.recorded == nil || inSet(f.recorded, uint32(c))) && (f.sel.cpus == nil || inSet(f.sel.cpus, uint32(c)))
+		some = some || f.listed[c]
+	}
+	if !some { // no selected CPU has idle periods: list the recorded ones (idlestat refuses a topology without a CPU)
+		for c := range f.listed {
+			f.listed[c] = f.recorded == nil || inSet(f.recorded, uint32(c))
+		}
+	}
 	infos := r.ChunkInfos()
 	f.later = make([]uint64, len(infos)+1)
 	f.later[len(infos)] = math.MaxUint64
@@ -250,17 +272,24 @@ func ftraceCPUs(m *trace.Metadata) int {
 	return min(max(n, 1), trace.MaxCPUs)
 }
 
-// keepIdle says whether a period is written: valid, on a CPU the header
-// lists, whole (an exit before its entry is no kernel's), and selected.
-func (f *ftracer) keepIdle(p *trace.IdlePeriod) bool {
-	return f.rules.Valid(p) && int64(p.CPU) < int64(f.ncpus) && p.ExitNs >= p.EntryNs && f.sel.idle(p)
+// impossible says a period is no kernel's: an impossible CPU or state
+// number, a CPU beyond the trace's count or one it does not record, an
+// exit before its entry.
+func (f *ftracer) impossible(p *trace.IdlePeriod) bool {
+	return !f.rules.Valid(p) || int64(p.CPU) >= int64(f.ncpus) || p.ExitNs < p.EntryNs ||
+		(f.recorded != nil && !inSet(f.recorded, p.CPU))
 }
 
+// keepIdle says whether a period is written: possible and selected (so
+// on a CPU the header lists).
+func (f *ftracer) keepIdle(p *trace.IdlePeriod) bool { return !f.impossible(p) && f.sel.idle(p) }
+
 func (f *ftracer) addIdle(p *trace.IdlePeriod) error {
-	if !f.keepIdle(p) {
-		if !f.rules.Valid(p) || int64(p.CPU) >= int64(f.ncpus) || p.ExitNs < p.EntryNs {
-			f.sum.Invalid++
-		}
+	if f.impossible(p) {
+		f.sum.Invalid++
+		return nil
+	}
+	if !f.sel.idle(p) {
 		return nil
 	}
 	if f.written && p.EntryNs < f.last {
@@ -367,7 +396,9 @@ func (f *ftracer) writeHeader(lines uint64) {
 `, lines, lines, f.ncpus)
 	w.WriteString("clusterA:\n")
 	for cpu := range f.ncpus {
-		fmt.Fprintf(w, "\tcore%d\n\t\tcpu%d\n", cpu, cpu)
+		if f.listed[cpu] {
+			fmt.Fprintf(w, "\tcore%d\n\t\tcpu%d\n", cpu, cpu)
+		}
 	}
 	tables := map[int][]trace.StateInfo{}
 	for _, cs := range f.meta.States {
@@ -375,6 +406,9 @@ func (f *ftracer) writeHeader(lines uint64) {
 	}
 	noDriver := f.meta.CPUIdleDriver == "none"
 	for cpu := range f.ncpus {
+		if !f.listed[cpu] {
+			continue
+		}
 		var names [idlestatStates]string
 		var residencyUs [idlestatStates]uint64
 		for _, si := range tables[cpu] {
@@ -397,9 +431,10 @@ func (f *ftracer) writeHeader(lines uint64) {
 	}
 }
 
-// idlestatName is a state's name as one word (idlestat reads it with %s).
+// idlestatName is a state's name as one word (idlestat reads it with %s,
+// into 128 bytes: a kernel's names have at most 15).
 func idlestatName(s string) string {
-	b := []byte(s)
+	b := []byte(s[:min(len(s), 100)])
 	for i, c := range b {
 		if c <= ' ' || c == 0x7f {
 			b[i] = '_'

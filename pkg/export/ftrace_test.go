@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,6 +66,11 @@ func TestFtraceLines(t *testing.T) {
 	for _, c := range []trace.WakeCause{trace.WakeUnknown, trace.WakeRemoteNoIPI, trace.WakePollTimeout} {
 		if b, ok := appendWake(nil, 0, 1, c, -1); ok || len(b) != 0 {
 			t.Errorf("%v: wrote %q, want no event", c, b)
+		}
+	}
+	for in, want := range map[string]string{"C1E": "C1E", "": "", "C6 deep\tx": "C6_deep_x", strings.Repeat("x", 300): strings.Repeat("x", 100)} {
+		if got := idlestatName(in); got != want {
+			t.Errorf("state name %q as %q, want %q", in, got, want)
 		}
 	}
 	if b, ok := appendWake(nil, 0, 1, trace.WakeIRQ, -1); ok || len(b) != 0 {
@@ -173,10 +179,15 @@ func parseFtrace(t testing.TB, data []byte) ftraceText {
 			}
 		}
 	}
+	var listed []int
 	for ; !strings.HasPrefix(l, "cpuid "); l = next("the state table") {
 		p.topology = append(p.topology, l)
+		var cpu int
+		if _, err := fmt.Sscanf(l, "\t\tcpu%d", &cpu); err == nil {
+			listed = append(listed, cpu)
+		}
 	}
-	for cpu := 0; cpu < p.cpus; cpu++ {
+	for k, cpu := range listed {
 		if l != fmt.Sprintf("cpuid %d:", cpu) {
 			t.Fatalf("%q, want cpuid %d:", l, cpu)
 		}
@@ -190,7 +201,7 @@ func parseFtrace(t testing.TB, data []byte) ftraceText {
 			}
 			p.states[cpu] = append(p.states[cpu], [2]string{name[1:], res[1:]})
 		}
-		if cpu < p.cpus-1 {
+		if k < len(listed)-1 {
 			l = next("the next CPU's states")
 		}
 	}
@@ -332,36 +343,57 @@ func TestFtraceText(t *testing.T) {
 }
 
 // TestFtraceHeader: idlestat's header gives the CPU count, one cluster of
-// one core per CPU (the trace records no topology) and each CPU's states
-// from the trace's table, idlestat's 16 slots filled with (null) beyond it;
-// without a cpuidle driver, POLL and HLT.
+// one core per CPU written (the trace records no topology; the CPUs it
+// records, of them those selected) and each such CPU's states from the
+// trace's table, idlestat's 16 slots filled with (null) beyond it; without
+// a cpuidle driver, POLL and HLT. Every cpu_idle line is on a listed CPU.
 func TestFtraceHeader(t *testing.T) {
-	p, _ := ftraceOf(t, writeSynth(t, t.TempDir(), 100), Options{})
-	if p.cpus != 4 {
-		t.Errorf("cpus=%d, want the 4 the synthetic machine has", p.cpus)
-	}
-	want := []string{"clusterA:"}
-	for cpu := range 4 {
-		want = append(want, fmt.Sprintf("\tcore%d", cpu), fmt.Sprintf("\t\tcpu%d", cpu))
-	}
-	if fmt.Sprint(p.topology) != fmt.Sprint(want) {
-		t.Errorf("topology %q, want %q", p.topology, want)
-	}
+	synth := writeSynth(t, t.TempDir(), 100)
 	table := [][2]string{{"POLL", "0"}, {"C1", "2"}, {"C6", "400"}}
-	for cpu := range 4 {
-		for i, s := range p.states[cpu] {
-			w := [2]string{"(null)", "0"}
-			if cpu < 2 && i < len(table) { // the synthetic trace has tables for CPUs 0 and 1
-				w = table[i]
-			}
-			if s != w {
-				t.Errorf("cpu %d state %d: %v, want %v", cpu, i, s, w)
+	for _, tc := range []struct {
+		path   string
+		o      Options
+		cpus   int
+		listed []int
+		states [][2]string
+	}{
+		{synth, Options{}, 4, []int{0, 1}, table}, // 4 CPUs, of which 0 and 1 recorded
+		{synth, Options{CPUs: []int{1, 3}}, 4, []int{1}, table},
+		{synth, Options{CPUs: []int{3}}, 4, []int{0, 1}, table}, // CPU 3's IO only: the recorded CPUs, without periods
+		{bundledTrace, Options{}, 2, []int{0, 1}, [][2]string{{"POLL", "0"}, {"HLT", "0"}}},
+		{bundledTrace, Options{CPUs: []int{1}}, 2, []int{1}, [][2]string{{"POLL", "0"}, {"HLT", "0"}}},
+	} {
+		name := fmt.Sprintf("%s %v", tc.path, tc.o.CPUs)
+		p, _ := ftraceOf(t, tc.path, tc.o)
+		if p.cpus != tc.cpus {
+			t.Errorf("%s: cpus=%d, want %d", name, p.cpus, tc.cpus)
+		}
+		want := []string{"clusterA:"}
+		for _, cpu := range tc.listed {
+			want = append(want, fmt.Sprintf("\tcore%d", cpu), fmt.Sprintf("\t\tcpu%d", cpu))
+		}
+		if fmt.Sprint(p.topology) != fmt.Sprint(want) {
+			t.Errorf("%s: topology %q, want %q", name, p.topology, want)
+		}
+		if len(p.states) != len(tc.listed) {
+			t.Errorf("%s: state tables for CPUs %v, want %v", name, p.states, tc.listed)
+		}
+		for _, cpu := range tc.listed {
+			for i, s := range p.states[cpu] {
+				w := [2]string{"(null)", "0"}
+				if i < len(tc.states) {
+					w = tc.states[i]
+				}
+				if s != w {
+					t.Errorf("%s: cpu %d state %d: %v, want %v", name, cpu, i, s, w)
+				}
 			}
 		}
-	}
-	demo, _ := ftraceOf(t, bundledTrace, Options{CPUs: []int{1}})
-	if demo.cpus != 2 || demo.states[0][0] != [2]string{"POLL", "0"} || demo.states[1][1] != [2]string{"HLT", "0"} || demo.states[1][2][0] != "(null)" {
-		t.Errorf("the bundled trace (no cpuidle driver): cpus=%d, states %v", demo.cpus, demo.states)
+		for _, e := range p.events {
+			if e.event == "cpu_idle" && (!slices.Contains(tc.listed, e.cpu) || tc.o.CPUs != nil && !slices.Contains(tc.o.CPUs, e.cpu)) {
+				t.Fatalf("%s: %+v on a CPU the header does not list or not selected", name, e)
+			}
+		}
 	}
 }
 
