@@ -175,10 +175,15 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 // writeFtrace writes the ftrace text to the one file in files (removed
 // again should the export fail), or to stdout.
 func writeFtrace(r *trace.Reader, opts export.Options, files []string, force, quiet bool, stdout, stderr io.Writer) error {
+	warn := func(sum export.Summary) {
+		if sum.Invalid > 0 {
+			fmt.Fprintf(stderr, "warning: %d idle periods had an impossible CPU or state number, a CPU the trace does not record or an exit before their entry, and were left out\n", sum.Invalid)
+		}
+	}
 	if files == nil {
 		sum, err := export.WriteFtrace(r, opts, stdout)
 		if err == nil {
-			exportWarnings(stderr, sum)
+			warn(sum)
 		}
 		return err
 	}
@@ -194,7 +199,7 @@ func writeFtrace(r *trace.Reader, opts export.Options, files []string, force, qu
 		os.Remove(files[0])
 		return err
 	}
-	exportWarnings(stderr, sum)
+	warn(sum)
 	if !quiet {
 		fmt.Fprintf(stderr, "idletrace export: %d idle periods and %d IO requests as %d ftrace events to %s\n", sum.IdlePeriods, sum.IORequests, sum.Events, files[0])
 	}
@@ -204,7 +209,7 @@ func writeFtrace(r *trace.Reader, opts export.Options, files []string, force, qu
 // exportWarnings says what the rows may lack.
 func exportWarnings(stderr io.Writer, sum export.Summary) {
 	if sum.Invalid > 0 {
-		fmt.Fprintf(stderr, "warning: %d idle periods had an impossible CPU or state number (or, in the ftrace text, exit time) and were skipped\n", sum.Invalid)
+		fmt.Fprintf(stderr, "warning: %d idle periods had an impossible CPU or state number and were skipped\n", sum.Invalid)
 	}
 	if sum.Uncertain > 0 {
 		fmt.Fprintf(stderr, "warning: the idle and IO records lie too far apart in the file to pair them all in bounded memory: woke_idle may be wrong for up to %d IO requests\n", sum.Uncertain)

@@ -21,10 +21,12 @@ package export
 //
 // idlestat parses an event line with "%*[^]]] %*s %lf:%*[^=]=%u%*[^=]=%d"
 // (the timestamp as a double: nanoseconds are kept) and a wake-up with
-// "%*[^[][%d] %*[^=]=%d%*[^=]=%16s" (irq_handler_entry); Perfetto finds
-// ftrace text by "# tracer" in the file's first 64 bytes and skips the
-// lines that are not events. Times are CLOCK_MONOTONIC, as the recorder
-// read them (the kernel's trace clock "mono").
+// "%*[^[][%d] %*[^=]=%d%*[^=]=%16s" (irq_handler_entry). Perfetto's
+// sources (not run here) take a file with "# tracer" in its first 64 bytes
+// for ftrace text (trace_type.cc) and count a line that is not an event
+// as a parse failure and go on (systrace_trace_parser.cc): hence the
+// kernel's header right after idlestat's first two lines. Times are
+// CLOCK_MONOTONIC, as the recorder read them (the trace clock "mono").
 
 import (
 	"bufio"
