@@ -6,7 +6,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/idletrace
 
-.PHONY: build generate check-generated deps-test test test-short test-race tidy-check lint staticcheck test-kernels test-lab demo bench fuzz vet clean deps-generate
+.PHONY: build generate check-generated deps-test deps-duckdb deps-idlestat test test-short test-race tidy-check lint staticcheck test-kernels test-lab demo bench fuzz vet clean deps-generate
 
 build: ## static binary in bin/idletrace (needs only Go: BPF objects are committed)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/idletrace
@@ -28,15 +28,19 @@ vet:
 # Without root, a plain `go test ./...` skips the tests that need it, each
 # with a message naming what it needs; make test sets IDLETRACE_REQUIRE_ROOT=1,
 # which makes them fail instead (internal/testenv).
-deps-test: ## what make test needs that Go does not bring: chromium (the HTML report's browser test), DuckDB from npm (scripts/duckdb: the export tables' independent check)
+deps-test: ## what make test needs that Go does not bring: chromium (the HTML report's browser test), DuckDB from npm (scripts/duckdb: the export tables' independent check), idlestat (the ftrace export's)
 	@command -v chromium >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@$(MAKE) --no-print-directory deps-duckdb
+	@$(MAKE) --no-print-directory deps-duckdb deps-idlestat
 
 deps-duckdb: ## DuckDB from npm (scripts/duckdb), which pkg/export's TestDuckDB needs
 	@test -d scripts/duckdb/node_modules/@duckdb/node-api || { \
 	  command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }; \
 	  cd scripts/duckdb && npm ci --no-audit --no-fund --loglevel=error >/dev/null; }
+
+deps-idlestat: ## Debian's idlestat, which cmd/idletrace's TestIdlestat runs on the ftrace export
+	@command -v idlestat >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq idlestat >/dev/null; }
 
 test: build vet deps-test ## every test, kernel referee tests included (run as root: without root the root-only tests fail)
 	IDLETRACE_REQUIRE_ROOT=1 $(GO) test -count=1 -timeout 20m ./...
@@ -45,7 +49,7 @@ test: build vet deps-test ## every test, kernel referee tests included (run as r
 # OwnMachine: skipped without root, failed under make test).
 RECORDER_TESTS = TestRecordKilled|TestRecordCommandEnd|TestRecordSignalStopsCommand|TestRecordDiskFull|TestRecordCapabilities|TestLossAccount|TestKernelReferee|TestGovernorFidelity|TestExperimentHaltpoll|TestExperimentSignalRestores|TestRunningKernel|TestTopTerminal|TestTopPipe|TestTopPipeClosed|TestRecordLive|TestRecordClassicBlockRecordNames
 
-test-short: deps-duckdb ## tests that need neither root nor BPF (every test but RECORDER_TESTS)
+test-short: deps-duckdb deps-idlestat ## tests that need neither root nor BPF (every test but RECORDER_TESTS)
 	$(GO) test -count=1 -skip '^($(RECORDER_TESTS))$$' ./...
 
 # The race detector on the packages without root or BPF, and on pkg/record's

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idletrace/idletrace/internal/outfile"
@@ -15,23 +16,30 @@ import (
 
 // exportHelp is export --help's account of where the tables go (README:
 // "Exporting a trace").
-const exportHelp = `Two tables, one file each in DIR: idle_periods.FORMAT (one row per idle
-period) and io_requests.FORMAT (one row per block IO request); README.md
-lists their columns. --table NAME writes one of them; without -o, one CSV
-table goes to stdout. Existing files are refused without --force.
+const exportHelp = `csv and parquet: two tables, one file each in DIR: idle_periods.FORMAT (one
+row per idle period) and io_requests.FORMAT (one row per block IO request);
+README.md lists their columns. --table NAME writes one of them; without -o,
+one CSV table goes to stdout.
+ftrace: the kernel's text trace format (cpu_idle, the wake-up events,
+block_rq_issue and block_rq_complete, in time order) under the header
+idlestat --import reads, to -o FILE, to DIR/TRACE-NAME.txt when -o names a
+directory, else to stdout. --stats-window keeps what stats counts, so that
+idlestat's figures can be set beside stats'.
+Existing files are refused without --force.
 `
 
 func runExport(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("export", stderr)
 	usage := fs.Usage
 	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+exportHelp) }
-	format := fs.String("format", "", "file format: csv or parquet (required)")
-	dir := fs.StringP("output", "o", "", "directory for the tables (created if missing)")
+	format := fs.String("format", "", "file format: csv, parquet or ftrace (required)")
+	dir := fs.StringP("output", "o", "", "directory for the tables (created if missing); for ftrace a file or a directory")
 	table := fs.String("table", "", "write only this table: "+export.IdlePeriods+" or "+export.IORequests+" (default both)")
 	cpus := fs.String("cpus", "", "only these CPUs (e.g. 0-3,8): their idle periods, and the IO requests issued or completed on them")
 	from := fs.Duration("from", 0, "only records from this long after the trace's start (an idle period by its exit, an IO request by its completion)")
 	to := fs.Duration("to", 0, "only records up to this long after the trace's start")
 	ioFilter := fs.String("io", "", "IO requests only these: "+trace.IOFilterHelp)
+	statsWindow := fs.Bool("stats-window", false, "only the records stats counts: idle periods whose exit falls in their CPU's window between the start and end snapshots, IO requests completed between them")
 	force := fs.Bool("force", false, "overwrite existing table files")
 	quiet := fs.BoolP("quiet", "q", false, "no summary line on stderr")
 	pos, err := parse(fs, args)
@@ -39,21 +47,24 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *format == "" {
-		return usagef("missing --format: csv or parquet")
+		return usagef("missing --format: csv, parquet or ftrace")
 	}
-	if err := checkFormat(*format, export.Formats...); err != nil {
+	if err := checkFormat(*format, append(slices.Clone(export.Formats), export.Ftrace)...); err != nil {
 		return err
 	}
 	tables := []string{export.IdlePeriods, export.IORequests}
-	if *table != "" {
+	switch {
+	case *format == export.Ftrace && *table != "":
+		return usagef("--table is for the csv and parquet tables: the ftrace text holds every event")
+	case *table != "":
 		if tables, err = export.TablesOf([]string{*table}); err != nil {
 			return usagef("--table: %v", err)
 		}
 	}
-	if *dir == "" && (len(tables) != 1 || *format != "csv") {
+	if *format != export.Ftrace && *dir == "" && (len(tables) != 1 || *format != "csv") {
 		return usagef("give -o DIR for the table files (without -o, --table NAME writes one CSV table to stdout)")
 	}
-	opts := export.Options{From: *from, To: *to, HasFrom: fs.Changed("from"), HasTo: fs.Changed("to")}
+	opts := export.Options{From: *from, To: *to, HasFrom: fs.Changed("from"), HasTo: fs.Changed("to"), StatsWindow: *statsWindow}
 	if *from < 0 || *to < 0 {
 		return usagef("--from and --to count from the trace's start: they cannot be negative")
 	}
@@ -70,7 +81,16 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var files []string // the table files, in tables' order
-	if *dir != "" {
+	if *format == export.Ftrace && *dir != "" {
+		out := *dir
+		if fi, err := os.Stat(out); err == nil && fi.IsDir() {
+			out = filepath.Join(out, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".txt")
+		}
+		if err := checkOutput(out, path, *force); err != nil {
+			return err
+		}
+		files = []string{out}
+	} else if *dir != "" {
 		for _, t := range tables {
 			f := filepath.Join(*dir, t+export.Ext(*format))
 			if err := checkOutput(f, path, *force); err != nil {
@@ -96,6 +116,9 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	if *format == export.Ftrace {
+		return writeFtrace(r, opts, files, *force, *quiet, stdout, stderr)
+	}
 	out := map[string]io.Writer{}
 	if files == nil {
 		out[tables[0]] = stdout
@@ -145,6 +168,40 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 			parts = append(parts, fmt.Sprintf("%d %s to %s", n, what, files[i]))
 		}
 		fmt.Fprintf(stderr, "idletrace export: %s\n", strings.Join(parts, ", "))
+	}
+	return nil
+}
+
+// writeFtrace writes the ftrace text to the one file in files (removed
+// again should the export fail), or to stdout.
+func writeFtrace(r *trace.Reader, opts export.Options, files []string, force, quiet bool, stdout, stderr io.Writer) error {
+	warn := func(sum export.Summary) {
+		if sum.Invalid > 0 {
+			fmt.Fprintf(stderr, "warning: %d idle periods had an impossible CPU or state number, a CPU the trace does not record or an exit before their entry, and were left out\n", sum.Invalid)
+		}
+	}
+	if files == nil {
+		sum, err := export.WriteFtrace(r, opts, stdout)
+		if err == nil {
+			warn(sum)
+		}
+		return err
+	}
+	f, err := outfile.Create(files[0], force)
+	if err != nil {
+		return err
+	}
+	sum, err := export.WriteFtrace(r, opts, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(files[0])
+		return err
+	}
+	warn(sum)
+	if !quiet {
+		fmt.Fprintf(stderr, "idletrace export: %d idle periods and %d IO requests as %d ftrace events to %s\n", sum.IdlePeriods, sum.IORequests, sum.Events, files[0])
 	}
 	return nil
 }

@@ -38,6 +38,10 @@ type Options struct {
 	HasFrom, HasTo bool
 	// IOFilter keeps only the IO requests it selects (stats' --io).
 	IOFilter trace.IOFilter
+	// StatsWindow keeps only the records stats counts: idle periods
+	// whose exit falls in their CPU's window between the start and end
+	// snapshots, IO requests completed between them (in_stats_window).
+	StatsWindow bool
 }
 
 // Sink takes the rows. A nil func skips that table: its records are still
@@ -54,11 +58,15 @@ type Summary struct {
 	// TraceStartNs is the instant From and To count from.
 	TraceStartNs uint64
 	// Invalid counts idle periods with an impossible CPU or state number,
-	// skipped as stats skips them.
+	// skipped as stats skips them (in the ftrace text also those on a CPU
+	// beyond the trace's CPU count or one it does not record, or exiting
+	// before their entry).
 	Invalid uint64
 	// Uncertain counts IO completions whose woke_idle the bounded memory
 	// of the IO-wake matcher may have got wrong (stats warns of the same).
 	Uncertain uint64
+	// Events counts the ftrace text's event lines (WriteFtrace only).
+	Events uint64
 }
 
 // TraceStart is the instant the trace starts: its start snapshot, else
@@ -81,15 +89,11 @@ func TraceStart(r *trace.Reader) uint64 {
 type exporter struct {
 	meta  *trace.Metadata
 	rules *analysis.Rules
-	opt   Options
 	sink  Sink
 	err   error // the first error from the sink: stops the scan
 
-	cpus       []bool // nil: every CPU
+	sel        selection
 	recorded   []bool // CPUs whose idle periods the trace kept; nil: all
-	start      uint64
-	fromNs     int64
-	toNs       int64
 	devNames   map[uint32]string
 	matcher    iowake.Matcher[struct{}, trace.BlockIO]
 	sum        Summary
@@ -164,27 +168,16 @@ type ioValues struct {
 
 // Export reads r once and hands the rows o selects to sink.
 func Export(r *trace.Reader, o Options, sink Sink) (Summary, error) {
+	rules := analysis.NewRules(r.Meta, r.End)
 	e := &exporter{
 		meta:       r.Meta,
-		rules:      analysis.NewRules(r.Meta, r.End),
-		opt:        o,
+		rules:      rules,
 		sink:       sink,
-		start:      TraceStart(r),
-		fromNs:     math.MinInt64,
-		toNs:       math.MaxInt64,
+		sel:        newSelection(r, rules, o),
 		devNames:   map[uint32]string{},
 		wakeCauses: r.Meta.Inputs.WakeCauses,
 	}
-	e.sum.TraceStartNs = e.start
-	if o.HasFrom {
-		e.fromNs = o.From.Nanoseconds()
-	}
-	if o.HasTo {
-		e.toNs = o.To.Nanoseconds()
-	}
-	if o.CPUs != nil {
-		e.cpus = cpuSet(o.CPUs)
-	}
+	e.sum.TraceStartNs = e.sel.start
 	if len(r.Meta.RecordedCPUs) > 0 {
 		e.recorded = cpuSet(r.Meta.RecordedCPUs)
 	}
@@ -225,10 +218,47 @@ func cpuSet(cpus []int) []bool {
 
 func inSet(set []bool, cpu uint32) bool { return int64(cpu) < int64(len(set)) && set[cpu] }
 
+// selection is Options' choice of records, one rule for every format.
+type selection struct {
+	rules        *analysis.Rules
+	opt          Options
+	cpus         []bool // nil: every CPU
+	start        uint64
+	fromNs, toNs int64
+}
+
+func newSelection(r *trace.Reader, rules *analysis.Rules, o Options) selection {
+	s := selection{rules: rules, opt: o, start: TraceStart(r), fromNs: math.MinInt64, toNs: math.MaxInt64}
+	if o.HasFrom {
+		s.fromNs = o.From.Nanoseconds()
+	}
+	if o.HasTo {
+		s.toNs = o.To.Nanoseconds()
+	}
+	if o.CPUs != nil {
+		s.cpus = cpuSet(o.CPUs)
+	}
+	return s
+}
+
 // inTime says whether t falls in (From, To] since the trace's start.
-func (e *exporter) inTime(t uint64) bool {
-	since := int64(t) - int64(e.start)
-	return since > e.fromNs && since <= e.toNs
+func (s *selection) inTime(t uint64) bool {
+	since := int64(t) - int64(s.start)
+	return since > s.fromNs && since <= s.toNs
+}
+
+// idle says whether a (valid) idle period is selected: its CPU, its exit.
+func (s *selection) idle(p *trace.IdlePeriod) bool {
+	return (s.cpus == nil || inSet(s.cpus, p.CPU)) && s.inTime(p.ExitNs) && (!s.opt.StatsWindow || s.rules.IdleInWindow(p))
+}
+
+// io says whether an IO request is selected: issued or completed on a
+// selected CPU, its completion, the IO filter.
+func (s *selection) io(b *trace.BlockIO) bool {
+	if s.cpus != nil && !inSet(s.cpus, b.IssueCPU) && !inSet(s.cpus, b.CompleteCPU) {
+		return false
+	}
+	return s.inTime(b.CompleteNs) && (!s.opt.StatsWindow || s.rules.IOInWindow(b)) && s.opt.IOFilter.Match(b)
 }
 
 func (e *exporter) addIdle(p *trace.IdlePeriod) error {
@@ -242,7 +272,7 @@ func (e *exporter) addIdle(p *trace.IdlePeriod) error {
 	if e.sink.IORequest != nil {
 		e.matcher.Period(p.CPU, p.EntryNs, p.ExitNs, p.WakeCause, struct{}{})
 	}
-	if e.sink.IdlePeriod == nil || (e.cpus != nil && !inSet(e.cpus, p.CPU)) || !e.inTime(p.ExitNs) {
+	if e.sink.IdlePeriod == nil || !e.sel.idle(p) {
 		return nil
 	}
 	e.idleRow(p)
@@ -333,10 +363,7 @@ func (e *exporter) addIO(b *trace.BlockIO) error {
 	}
 	// Only the requests kept wait for the matcher's answer: each
 	// completion's answer depends on the idle periods alone.
-	if e.cpus != nil && !inSet(e.cpus, b.IssueCPU) && !inSet(e.cpus, b.CompleteCPU) {
-		return nil
-	}
-	if !e.inTime(b.CompleteNs) || !e.opt.IOFilter.Match(b) {
+	if !e.sel.io(b) {
 		return nil
 	}
 	e.matcher.Completion(b.CompleteCPU, b.CompleteNs, *b)

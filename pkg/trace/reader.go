@@ -50,6 +50,34 @@ type Visitor struct {
 	BlockIO  func(*BlockIO) error
 	HaltPoll func(*HaltPollChange) error
 	Loss     func(*Loss) error
+	// Chunk, when set, is called before the records of each chunk Scan
+	// delivers, with the chunk's position in ChunkInfos' list. A reader
+	// that merges the record types by time learns from the chunks still
+	// to come which timestamps can no longer appear.
+	Chunk func(i int) error
+}
+
+// ChunkInfo is what a chunk's header says of its records.
+type ChunkInfo struct {
+	Type    ChunkType
+	Records uint32
+	// FirstNs and LastNs bound every timestamp of every record in the
+	// chunk (an idle period's entry and exit, an IO request's issue and
+	// completion); 0 for chunk types without timestamps.
+	FirstNs, LastNs uint64
+}
+
+// ChunkInfos lists the file's chunks in file order, the order Scan reads
+// them in, from the index or the chunk headers (no payload is read).
+func (r *Reader) ChunkInfos() []ChunkInfo {
+	out := make([]ChunkInfo, len(r.chunks))
+	for i, c := range r.chunks {
+		out[i] = ChunkInfo{Type: c.typ, Records: c.records}
+		if hasTimestamps(c.typ) {
+			out[i].FirstNs, out[i].LastNs = c.firstNs, c.lastNs
+		}
+	}
+	return out
 }
 
 // ChunkSummary describes all chunks of one type, for `idletrace info`.
@@ -484,6 +512,11 @@ func (r *Reader) Scan(v Visitor) error {
 				continue
 			}
 			return r.errorf("%w", err)
+		}
+		if v.Chunk != nil {
+			if err := v.Chunk(i); err != nil {
+				return err
+			}
 		}
 		switch c.typ {
 		case ChunkIdle:

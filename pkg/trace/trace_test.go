@@ -599,6 +599,50 @@ func TestScanVisitor(t *testing.T) {
 	must(t, r.Scan(Visitor{})) // nothing wanted, nothing read
 }
 
+// Visitor.Chunk is called once before each delivered chunk's records,
+// with its place in ChunkInfos, and every record lies within the times
+// that chunk's header gives; its error stops Scan.
+func TestScanChunkHook(t *testing.T) {
+	data, want := smallTrace(t)
+	r, err := NewReader(bytes.NewReader(data), int64(len(data)))
+	must(t, err)
+	infos := r.ChunkInfos()
+	cur, calls, records := -1, 0, 0
+	inChunk := func(what string, ts ...uint64) {
+		if cur < 0 {
+			t.Fatalf("%s before any Chunk call", what)
+		}
+		for _, v := range ts {
+			if v < infos[cur].FirstNs || v > infos[cur].LastNs {
+				t.Fatalf("%s at %d outside chunk %d's [%d, %d]", what, v, cur, infos[cur].FirstNs, infos[cur].LastNs)
+			}
+		}
+		records++
+	}
+	must(t, r.Scan(Visitor{
+		Chunk: func(i int) error {
+			if i <= cur || i >= len(infos) {
+				t.Fatalf("Chunk(%d) after Chunk(%d), %d chunks", i, cur, len(infos))
+			}
+			if ty := infos[i].Type; ty != ChunkIdle && ty != ChunkBlockIO {
+				t.Errorf("Chunk(%d) for a %v chunk, which the visitor does not read", i, ty)
+			}
+			cur = i
+			calls++
+			return nil
+		},
+		Idle:    func(p *IdlePeriod) error { inChunk("idle period", p.EntryNs, p.ExitNs); return nil },
+		BlockIO: func(b *BlockIO) error { inChunk("IO request", b.IssueNs, b.CompleteNs); return nil },
+	}))
+	if records != len(want.idle)+len(want.blockIO) || calls == 0 {
+		t.Errorf("%d records in %d chunks, want %d", records, calls, len(want.idle)+len(want.blockIO))
+	}
+	stop := errors.New("enough")
+	if err := r.Scan(Visitor{Idle: func(*IdlePeriod) error { return nil }, Chunk: func(int) error { return stop }}); err != stop {
+		t.Errorf("Scan returned %v, want the Chunk func's error", err)
+	}
+}
+
 // Add* must not allocate per record once buffers have grown.
 func TestAddDoesNotAllocate(t *testing.T) {
 	w, err := NewWriter(io.Discard, nil)

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestExportFtrace: --format ftrace writes to -o FILE, into -o DIR as
+// TRACE-NAME.txt, or to stdout, with a one-line summary; refuses an
+// existing file without --force and --table; leaves no partial file.
+func TestExportFtrace(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "t.txt")
+	r := runBin(t, "export", bundledTrace, "--format", "ftrace", "-o", file)
+	want := "idletrace export: 78448 idle periods and 58723 IO requests as 352790 ftrace events to " + file + "\n"
+	if r.code != 0 || r.stderr != want || r.stdout != "" {
+		t.Fatalf("exit %d, stderr %q, stdout %.80q; want exit 0 and stderr %q", r.code, r.stderr, r.stdout, want)
+	}
+	text, _ := os.ReadFile(file)
+	if !bytes.HasPrefix(text, []byte("idlestat version = 0.8\ncpus=2\n# tracer: nop\n")) {
+		t.Errorf("%s begins %.80q", file, text)
+	}
+	if r := runBin(t, "export", bundledTrace, "--format", "ftrace", "-o", file); r.code != 2 || !strings.Contains(r.stderr, "--force") {
+		t.Errorf("again without --force: exit %d, %q", r.code, r.stderr)
+	}
+	if r := runBin(t, "export", bundledTrace, "--format", "ftrace", "-o", file, "--force", "-q", "--cpus", "1", "--from", "1s"); r.code != 0 || r.stderr != "" {
+		t.Errorf("--force -q: exit %d, %q", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(file); bytes.Equal(text, after) || bytes.Contains(after, []byte("cpu_id=0\n")) {
+		t.Errorf("--force --cpus 1 --from 1s: %s holds CPU 0's periods or is unchanged", file)
+	}
+	if r := runBin(t, "export", bundledTrace, "--format", "ftrace", "-o", dir, "-q"); r.code != 0 {
+		t.Errorf("-o DIR: exit %d, %q", r.code, r.stderr)
+	} else if named, _ := os.ReadFile(filepath.Join(dir, "demo.txt")); !bytes.Equal(named, text) {
+		t.Errorf("-o DIR: %s/demo.txt is not the export", dir)
+	}
+	r = runBin(t, "export", bundledTrace, "--format", "ftrace", "--stats-window")
+	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "# entries-in-buffer/entries-written: 352712/352712   #P:2\n") {
+		t.Errorf("to stdout with --stats-window: exit %d, stderr %q, stdout %.600q", r.code, r.stderr, r.stdout)
+	}
+	if r := runBin(t, "export", bundledTrace, "--format", "ftrace", "--table", "idle_periods"); r.code != 2 || !strings.Contains(r.stderr, "--table") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("--table: exit %d, %q", r.code, r.stderr)
+	}
+	cut := writeFile(t, "cut.trace", []byte("IDLETRC\x00garbage"))
+	gone := filepath.Join(dir, "cut.txt")
+	if r := runBin(t, "export", cut, "--format", "ftrace", "-o", gone); r.code != 1 || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("a broken trace: exit %d, %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(gone); err == nil {
+		t.Errorf("a failed export left %s", gone)
+	}
+}
+
+// idlestatState is one row of idlestat's C-state table for a CPU.
+type idlestatState struct {
+	name  string
+	hits  uint64
+	usSum float64 // total (us)
+}
+
+// runIdlestat runs Debian's idlestat 0.8 in --import mode on an ftrace
+// export and returns its C-state table's CPU rows (its cluster and core
+// rows, which combine CPUs, left out).
+func runIdlestat(t *testing.T, bin, text string) map[int][]idlestatState {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), "report.csv")
+	cmd := exec.Command(bin, "--import", "-f", text, "-c", "-C", "-o", report)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("idlestat --import -f %s: %v: %s", text, err, stderr.String())
+	}
+	data, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("idlestat: %s", strings.TrimSpace(stderr.String()))
+	rd := csv.NewReader(bytes.NewReader(data))
+	rd.FieldsPerRecord = -1
+	recs, err := rd.ReadAll()
+	if err != nil {
+		t.Fatalf("idlestat's CSV: %v\n%s", err, data)
+	}
+	got := map[int][]idlestatState{}
+	cpu := -1
+	for _, rec := range recs {
+		switch {
+		case len(rec) == 3 && strings.HasPrefix(rec[2], "cpu"):
+			if cpu, err = strconv.Atoi(rec[2][3:]); err != nil {
+				t.Fatalf("idlestat's CSV: %q", rec)
+			}
+		case len(rec) == 1 || len(rec) == 2 && rec[0] == "": // a cluster, a core
+			cpu = -1
+		case len(rec) == 11 && rec[0] == "" && rec[3] != "C-state" && cpu >= 0:
+			hits, err1 := strconv.ParseUint(rec[8], 10, 64)
+			total, err2 := strconv.ParseFloat(rec[7], 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("idlestat's CSV: %q", rec)
+			}
+			got[cpu] = append(got[cpu], idlestatState{rec[3], hits, total})
+		}
+	}
+	return got
+}
+
+// TestIdlestat: Debian's idlestat 0.8, a reader that shares nothing with
+// idletrace, reads the ftrace export of the bundled trace in --import mode
+// and finds, per CPU and state, stats' usage and residency within 0.5 %
+// (issue 13 item 1). It fails, never skips, without idlestat (make
+// deps-test and .ci/run install it).
+//
+// The comparison applies stats' rule on both sides: stats counts the idle
+// periods whose exit falls in their CPU's window between the start and
+// end snapshots, idlestat every period in its file, so the export is
+// made with --stats-window. Two more of idlestat's rules differ from
+// stats' but change nothing on this trace (either would show as a
+// difference): it drops a period of zero length (the timestamps keep
+// nanoseconds, and no period of the trace is that short), and a state's
+// residency is the traced time, exit minus entry, where stats' time_ns is
+// the cpuidle core's own measure when the trace has it (the bundled trace,
+// recorded without a cpuidle driver, has not). idlestat's loader drops the state names it reads from the
+// header (tracefile_idlestat.c assigns '\0' to the name where it means to
+// test it), so its rows are matched to stats' states in state order.
+func TestIdlestat(t *testing.T) {
+	bin, err := exec.LookPath("idlestat")
+	if err != nil {
+		// Not a kernel feature: nothing excuses it.
+		t.Fatalf("idlestat is not installed (apt-get install idlestat; make deps-test and .ci/run install it): %v", err)
+	}
+	text := filepath.Join(t.TempDir(), "demo.txt")
+	if r := runBin(t, "export", bundledTrace, "--format", "ftrace", "--stats-window", "-o", text); r.code != 0 {
+		t.Fatalf("export: exit %d, %s", r.code, r.stderr)
+	}
+	got := runIdlestat(t, bin, text)
+
+	r := runBin(t, "stats", bundledTrace, "--format", "json")
+	if r.code != 0 {
+		t.Fatalf("stats: %s", r.stderr)
+	}
+	var s struct {
+		CPUs []struct {
+			CPU    int `json:"cpu"`
+			States []struct {
+				Name   string `json:"name"`
+				Usage  uint64 `json:"usage"`
+				TimeNs uint64 `json:"time_ns"`
+			} `json:"states"`
+		} `json:"cpus"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	worst, compared := 0.0, 0
+	rel := func(a, b float64) float64 {
+		if b == 0 {
+			return math.Abs(a)
+		}
+		return math.Abs(a-b) / b
+	}
+	for _, c := range s.CPUs {
+		var used []int // stats' states with periods, in index order: idlestat lists those
+		for i, st := range c.States {
+			if st.Usage > 0 {
+				used = append(used, i)
+			}
+		}
+		rows := got[c.CPU]
+		if len(rows) != len(used) {
+			t.Errorf("cpu %d: idlestat has %d states with periods, stats %d (%+v)", c.CPU, len(rows), len(used), rows)
+			continue
+		}
+		for k, i := range used {
+			st, row := c.States[i], rows[k]
+			if row.name != "" && row.name != st.Name {
+				t.Errorf("cpu %d: idlestat's state %d is %q, stats' %q", c.CPU, k, row.name, st.Name)
+			}
+			du, dt := rel(float64(row.hits), float64(st.Usage)), rel(row.usSum*1000, float64(st.TimeNs))
+			worst = max(worst, du, dt)
+			compared++
+			t.Logf("cpu %d %s: usage idletrace %d, idlestat %d (%.2g %%); residency idletrace %d ns, idlestat %.6f µs (%.2g %%)",
+				c.CPU, st.Name, st.Usage, row.hits, 100*du, st.TimeNs, row.usSum, 100*dt)
+			if du > 0.005 || dt > 0.005 {
+				t.Errorf("cpu %d %s: idlestat's usage %d and residency %.3f µs against stats' %d and %d ns: more than 0.5 %% apart",
+					c.CPU, st.Name, row.hits, row.usSum, st.Usage, st.TimeNs)
+			}
+		}
+	}
+	var statsCPUs []int
+	for _, c := range s.CPUs {
+		statsCPUs = append(statsCPUs, c.CPU)
+	}
+	for cpu, rows := range got {
+		if !slices.Contains(statsCPUs, cpu) {
+			t.Errorf("idlestat reports cpu %d (%+v), which stats does not", cpu, rows)
+		}
+	}
+	if compared == 0 {
+		t.Fatal("nothing compared")
+	}
+	t.Logf("%d CPU states compared: worst relative difference %.2g %%", compared, 100*worst)
+}

@@ -1,0 +1,681 @@
+package export
+
+// The ftrace text: the events behind a trace's records in the kernel's
+// text trace format (what `cat /sys/kernel/tracing/trace` prints with the
+// nop tracer), time-ordered across CPUs as the kernel merges its per-CPU
+// buffers, under the header Debian's idlestat 0.8 reads in --import mode
+// (its "idlestat native" format, tracefile_idlestat.c):
+//
+//	idlestat version = 0.8       the first 16 characters are idlestat's magic
+//	cpus=N                       idlestat's CPU count (sscanf "cpus=%u")
+//	# tracer: nop                the kernel's header: comment lines, which
+//	# ...                        idlestat's topology reader skips
+//	clusterA:                    the topology (read_cpu_topo_info): the trace
+//		core0                    records none, so one cluster, one core per CPU
+//			cpu0                 written (recorded and selected)
+//	cpuid 0:                     per such CPU, exactly 16 (MAXCSTATE) states:
+//		POLL                     the name (sscanf "\t%s")
+//		0                        the target residency in µs ("\t%d")
+//	...
+//	          <idle>-0       [000] d..1.  2033.066737291: cpu_idle: state=1 cpu_id=0
+//
+// idlestat parses an event line with "%*[^]]] %*s %lf:%*[^=]=%u%*[^=]=%d"
+// (the timestamp as a double: nanoseconds are kept) and a wake-up with
+// "%*[^[][%d] %*[^=]=%d%*[^=]=%16s" (irq_handler_entry). Perfetto's
+// sources (not run here) take a file with "# tracer" in its first 64 bytes
+// for ftrace text (trace_type.cc) and count a line that is not an event
+// as a parse failure and go on (systrace_trace_parser.cc): hence the
+// kernel's header right after idlestat's first two lines. Times are
+// CLOCK_MONOTONIC, as the recorder read them (the trace clock "mono").
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Ftrace is the format name of the ftrace text.
+const Ftrace = "ftrace"
+
+const (
+	// idlestatVersion is what the header's first line names.
+	idlestatVersion = "0.8"
+	// idlestatStates is idlestat's MAXCSTATE: its header holds exactly
+	// this many states per CPU.
+	idlestatStates = 16
+	// cpuIdleExit is cpu_idle's state for an exit (PWR_EVENT_EXIT, -1 as u32).
+	cpuIdleExit = math.MaxUint32
+
+	// The x86 vectors the irq_vectors events print
+	// (arch/x86/include/asm/irq_vectors.h).
+	localTimerVector         = 0xec
+	rescheduleVector         = 0xfd
+	callFunctionSingleVector = 0xfb
+)
+
+// The latency-format flags column (irqs-off, need-resched, hardirq/softirq,
+// preempt depth, migrate-disable), which the trace does not record: the
+// idle loop runs cpu_idle with interrupts off, the wake events are
+// interrupt handlers, and the block events' context is unknown.
+const (
+	flagsIdle  = "d..1."
+	flagsIRQ   = "d.h1."
+	flagsBlock = "....."
+)
+
+// The ftrace event kinds, in the order one record's lines come at one instant.
+const (
+	evEntry uint8 = iota
+	evExit
+	evWake
+	evIssue
+	evComplete
+)
+
+// ftraceEvent is one line waiting for its turn.
+type ftraceEvent struct {
+	ns, seq uint64
+	cpu     uint32
+	state   uint32 // evEntry
+	irq     int32  // evWake: the device IRQ, -1 for none
+	io      int32  // evIssue, evComplete: its slot in ftracer.ios
+	kind    uint8
+	cause   trace.WakeCause // evWake
+}
+
+// eventHeap is a min-heap of events by time, then by the order they were
+// made in (a CPU's exit before its next entry at the same instant).
+type eventHeap []ftraceEvent
+
+func (h eventHeap) less(i, j int) bool {
+	if h[i].ns != h[j].ns {
+		return h[i].ns < h[j].ns
+	}
+	return h[i].seq < h[j].seq
+}
+
+func (h *eventHeap) push(e ftraceEvent) {
+	*h = append(*h, e)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() ftraceEvent {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && s.less(l, m) {
+			m = l
+		}
+		if l+1 < n && s.less(l+1, m) {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// ftracer writes one trace's ftrace text.
+type ftracer struct {
+	r          *trace.Reader
+	meta       *trace.Metadata
+	rules      *analysis.Rules
+	sel        selection
+	ncpus      int
+	wakeCauses bool
+	sum        Summary
+
+	// later[i] is the smallest timestamp chunk i and the chunks after it
+	// can hold: every event before it may be written.
+	later  []uint64
+	held   eventHeap
+	seq    uint64
+	ios    []trace.BlockIO // IO requests with a line still held
+	ioRefs []uint8         // lines of each still held
+	freeIO []int32
+	idle   []bool // per CPU: inside an idle period, as written so far
+	// listed are the CPUs the header's topology and state table list:
+	// those the trace records idle periods of (all where it does not
+	// say), and of them those selected. idlestat takes every CPU of its
+	// topology for one that ran (its cluster figures are the time all of
+	// them were idle at once), and a cpu_idle line for a CPU beyond it
+	// would crash it.
+	listed   []bool
+	recorded []bool // nil: every CPU
+	last     uint64 // the latest timestamp written
+	written  bool
+	out      *bufio.Writer
+	line     []byte
+	maxHeld  int
+}
+
+// errOutOfOrder is a record earlier than lines already written: its chunk
+// lies about its time range.
+var errOutOfOrder = errors.New("the trace's records lie outside their chunks' time ranges (damaged file?): cannot write them in time order")
+
+// WriteFtrace writes the ftrace text of r's records that o selects to w:
+// per idle period its cpu_idle entry and exit and the event behind its
+// wake cause, per IO request its block_rq_issue and block_rq_complete.
+// Memory holds the events between the earliest time a chunk yet to be
+// read may hold and the latest read (a chunk spans about a second; more
+// while an IO request stays in flight). Summary.Events counts the lines.
+func WriteFtrace(r *trace.Reader, o Options, w io.Writer) (Summary, error) {
+	f := newFtracer(r, o, w)
+	err := f.run()
+	return f.sum, err
+}
+
+func newFtracer(r *trace.Reader, o Options, w io.Writer) *ftracer {
+	rules := analysis.NewRules(r.Meta, r.End)
+	f := &ftracer{
+		r: r, meta: r.Meta, rules: rules, sel: newSelection(r, rules, o),
+		ncpus: ftraceCPUs(r.Meta), wakeCauses: r.Meta.Inputs.WakeCauses,
+		out: bufio.NewWriterSize(w, 64<<10),
+	}
+	f.sum.TraceStartNs = f.sel.start
+	f.idle = make([]bool, f.ncpus)
+	if len(r.Meta.RecordedCPUs) > 0 {
+		f.recorded = cpuSet(r.Meta.RecordedCPUs)
+	}
+	f.listed = make([]bool, f.ncpus)
+	some := false
+	for c := range f.listed {
+		f.listed[c] = (f.recorded == nil || inSet(f.recorded, uint32(c))) && (f.sel.cpus == nil || inSet(f.sel.cpus, uint32(c)))
+		some = some || f.listed[c]
+	}
+	if !some { // no selected CPU has idle periods: list the recorded ones (idlestat refuses a topology without a CPU)
+		for c := range f.listed {
+			f.listed[c] = f.recorded == nil || inSet(f.recorded, uint32(c))
+		}
+	}
+	infos := r.ChunkInfos()
+	f.later = make([]uint64, len(infos)+1)
+	f.later[len(infos)] = math.MaxUint64
+	for i := len(infos) - 1; i >= 0; i-- {
+		f.later[i] = f.later[i+1]
+		if c := infos[i]; (c.Type == trace.ChunkIdle || c.Type == trace.ChunkBlockIO) && c.Records > 0 {
+			f.later[i] = min(f.later[i], c.FirstNs)
+		}
+	}
+	return f
+}
+
+// run makes two passes over the trace: one counts the lines for the
+// header's entries line, the next writes them.
+func (f *ftracer) run() error {
+	var lines uint64
+	err := f.r.Scan(trace.Visitor{
+		Idle: func(p *trace.IdlePeriod) error {
+			if f.keepIdle(p) {
+				lines += 2
+				if _, _, ok := wakeEvent(p.WakeCause, p.WakeIRQ); ok && f.wakeCauses {
+					lines++
+				}
+			}
+			return nil
+		},
+		BlockIO: func(b *trace.BlockIO) error {
+			if f.sel.io(b) {
+				lines += 2
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	f.writeHeader(lines)
+	err = f.r.Scan(trace.Visitor{
+		Chunk:   func(i int) error { return f.release(f.later[i]) },
+		Idle:    f.addIdle,
+		BlockIO: f.addIO,
+	})
+	if err == nil {
+		err = f.release(math.MaxUint64)
+	}
+	if err == nil {
+		err = f.out.Flush()
+	}
+	return err
+}
+
+// ftraceCPUs is the header's CPU count: the machine's possible CPUs, or
+// more where the trace names a CPU beyond them.
+func ftraceCPUs(m *trace.Metadata) int {
+	n := m.NumCPUs
+	for _, c := range m.RecordedCPUs {
+		n = max(n, c+1)
+	}
+	for _, cs := range m.States {
+		n = max(n, cs.CPU+1)
+	}
+	return min(max(n, 1), trace.MaxCPUs)
+}
+
+// impossible says a period is no kernel's: an impossible CPU or state
+// number, a CPU beyond the trace's count or one it does not record, an
+// exit before its entry.
+func (f *ftracer) impossible(p *trace.IdlePeriod) bool {
+	return !f.rules.Valid(p) || int64(p.CPU) >= int64(f.ncpus) || p.ExitNs < p.EntryNs ||
+		(f.recorded != nil && !inSet(f.recorded, p.CPU))
+}
+
+// keepIdle says whether a period is written: possible and selected (so
+// on a CPU the header lists).
+func (f *ftracer) keepIdle(p *trace.IdlePeriod) bool { return !f.impossible(p) && f.sel.idle(p) }
+
+func (f *ftracer) addIdle(p *trace.IdlePeriod) error {
+	if f.impossible(p) {
+		f.sum.Invalid++
+		return nil
+	}
+	if !f.sel.idle(p) {
+		return nil
+	}
+	if f.written && p.EntryNs < f.last {
+		return errOutOfOrder
+	}
+	f.hold(ftraceEvent{ns: p.EntryNs, cpu: p.CPU, kind: evEntry, state: p.State})
+	f.hold(ftraceEvent{ns: p.ExitNs, cpu: p.CPU, kind: evExit})
+	if _, _, ok := wakeEvent(p.WakeCause, p.WakeIRQ); ok && f.wakeCauses {
+		f.hold(ftraceEvent{ns: p.ExitNs, cpu: p.CPU, kind: evWake, cause: p.WakeCause, irq: p.WakeIRQ})
+	}
+	f.sum.IdlePeriods++
+	return nil
+}
+
+func (f *ftracer) addIO(b *trace.BlockIO) error {
+	if !f.sel.io(b) {
+		return nil
+	}
+	if f.written && min(b.IssueNs, b.CompleteNs) < f.last {
+		return errOutOfOrder
+	}
+	var slot int32
+	if n := len(f.freeIO); n > 0 {
+		slot, f.freeIO = f.freeIO[n-1], f.freeIO[:n-1]
+		f.ios[slot] = *b
+		f.ioRefs[slot] = 2
+	} else {
+		slot = int32(len(f.ios))
+		f.ios = append(f.ios, *b)
+		f.ioRefs = append(f.ioRefs, 2)
+	}
+	f.hold(ftraceEvent{ns: b.IssueNs, cpu: b.IssueCPU, kind: evIssue, io: slot})
+	f.hold(ftraceEvent{ns: b.CompleteNs, cpu: b.CompleteCPU, kind: evComplete, io: slot})
+	f.sum.IORequests++
+	return nil
+}
+
+func (f *ftracer) hold(e ftraceEvent) {
+	e.seq = f.seq
+	f.seq++
+	f.held.push(e)
+	f.maxHeld = max(f.maxHeld, len(f.held))
+}
+
+// release writes every held event before the instant upTo (all of them
+// for math.MaxUint64).
+func (f *ftracer) release(upTo uint64) error {
+	for len(f.held) > 0 && (f.held[0].ns < upTo || upTo == math.MaxUint64) {
+		e := f.held.pop()
+		if err := f.write(&e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *ftracer) write(e *ftraceEvent) error {
+	b := f.line[:0]
+	switch e.kind {
+	case evEntry:
+		b = appendCPUIdle(b, e.cpu, e.ns, e.state)
+		f.idle[e.cpu] = true
+	case evExit:
+		b = appendCPUIdle(b, e.cpu, e.ns, cpuIdleExit)
+		f.idle[e.cpu] = false
+	case evWake:
+		b, _ = appendWake(b, e.cpu, e.ns, e.cause, e.irq)
+	case evIssue, evComplete:
+		io := &f.ios[e.io]
+		if e.kind == evIssue {
+			b = appendIssue(b, io)
+		} else {
+			b = appendComplete(b, io, int64(e.cpu) < int64(f.ncpus) && f.idle[e.cpu])
+		}
+		if f.ioRefs[e.io]--; f.ioRefs[e.io] == 0 {
+			f.ios[e.io] = trace.BlockIO{}
+			f.freeIO = append(f.freeIO, e.io)
+		}
+	}
+	f.line = b
+	f.last, f.written = e.ns, true
+	f.sum.Events++
+	_, err := f.out.Write(b)
+	return err
+}
+
+// writeHeader writes idlestat's header around the kernel's: see the top
+// of this file.
+func (f *ftracer) writeHeader(lines uint64) {
+	w := f.out
+	fmt.Fprintf(w, "idlestat version = %s\ncpus=%d\n", idlestatVersion, f.ncpus)
+	fmt.Fprintf(w, `# tracer: nop
+#
+# entries-in-buffer/entries-written: %d/%d   #P:%d
+#
+#                                _-----=> irqs-off/BH-disabled
+#                               / _----=> need-resched
+#                              | / _---=> hardirq/softirq
+#                              || / _--=> preempt-depth
+#                              ||| / _-=> migrate-disable
+#                              |||| /     delay
+#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
+#              | |         |   |||||     |         |
+`, lines, lines, f.ncpus)
+	w.WriteString("clusterA:\n")
+	for cpu := range f.ncpus {
+		if f.listed[cpu] {
+			fmt.Fprintf(w, "\tcore%d\n\t\tcpu%d\n", cpu, cpu)
+		}
+	}
+	tables := map[int][]trace.StateInfo{}
+	for _, cs := range f.meta.States {
+		tables[cs.CPU] = cs.States
+	}
+	noDriver := f.meta.CPUIdleDriver == "none"
+	for cpu := range f.ncpus {
+		if !f.listed[cpu] {
+			continue
+		}
+		var names [idlestatStates]string
+		var residencyUs [idlestatStates]uint64
+		for _, si := range tables[cpu] {
+			if si.Index >= 0 && si.Index < idlestatStates {
+				names[si.Index] = idlestatName(si.Name)
+				residencyUs[si.Index] = si.TargetResidencyNs / 1000
+			}
+		}
+		if noDriver && len(tables[cpu]) == 0 {
+			names[0], names[1] = analysis.NoDriverPOLL, analysis.NoDriverHLT
+		}
+		fmt.Fprintf(w, "cpuid %d:\n", cpu)
+		for i := range idlestatStates {
+			name := names[i]
+			if name == "" {
+				name = "(null)" // what idlestat writes for a state the CPU lacks
+			}
+			fmt.Fprintf(w, "\t%s\n\t%d\n", name, min(residencyUs[i], math.MaxInt32))
+		}
+	}
+}
+
+// idlestatName is a state's name as one word (idlestat reads it with %s,
+// into 128 bytes: a kernel's names have at most 15).
+func idlestatName(s string) string {
+	b := []byte(s[:min(len(s), 100)])
+	for i, c := range b {
+		if c <= ' ' || c == 0x7f {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// wakeEvent is the event behind a wake cause, as x86 kernels trace it:
+// the device's irq_handler_entry, the local timer's interrupt (the timer
+// and the tick alike: which hrtimer ran the trace does not keep), the
+// reschedule IPI, and for a function-call IPI call_function_single_entry
+// (the trace does not tell single from many; remote wake-ups queue their
+// task with a single-CPU call). No event for a poll that timed out, a
+// wake-up without an IPI (its sched_wake_idle_without_ipi is on the waking
+// CPU, which the trace does not keep) or an unknown cause.
+func wakeEvent(c trace.WakeCause, irq int32) (event string, vector int, ok bool) {
+	switch c {
+	case trace.WakeIRQ:
+		return "irq_handler_entry", 0, irq >= 0
+	case trace.WakeTimer, trace.WakeTick:
+		return "local_timer_entry", localTimerVector, true
+	case trace.WakeIPIResched:
+		return "reschedule_entry", rescheduleVector, true
+	case trace.WakeIPICall:
+		return "call_function_single_entry", callFunctionSingleVector, true
+	}
+	return "", 0, false
+}
+
+// appendHead appends an event line's leading columns as the kernel's
+// trace_print_context prints them (the task's name right-aligned in 16
+// columns, its pid left-aligned in 7, the CPU in 3 digits, the flags),
+// the timestamp in seconds with nanoseconds, and the event's name.
+func appendHead(b []byte, comm string, pid, cpu uint32, flags string, ns uint64, event string) []byte {
+	for i := len(comm); i < 16; i++ {
+		b = append(b, ' ')
+	}
+	for i := 0; i < len(comm); i++ {
+		c := comm[i]
+		if c < ' ' || c == 0x7f { // a line break would end the line
+			c = '?'
+		}
+		b = append(b, c)
+	}
+	b = append(b, '-')
+	n := len(b)
+	b = strconv.AppendUint(b, uint64(pid), 10)
+	for len(b)-n < 7 {
+		b = append(b, ' ')
+	}
+	b = append(b, " ["...)
+	b = appendPadded(b, uint64(cpu), 3, '0')
+	b = append(b, "] "...)
+	b = append(b, flags...)
+	b = append(b, ' ')
+	b = appendPadded(b, ns/1e9, 5, ' ')
+	b = append(b, '.')
+	b = appendPadded(b, ns%1e9, 9, '0')
+	b = append(b, ": "...)
+	b = append(b, event...)
+	return append(b, ": "...)
+}
+
+// appendPadded appends v right-aligned in width columns, padded with pad.
+func appendPadded(b []byte, v uint64, width int, pad byte) []byte {
+	var d [20]byte
+	s := strconv.AppendUint(d[:0], v, 10)
+	for i := len(s); i < width; i++ {
+		b = append(b, pad)
+	}
+	return append(b, s...)
+}
+
+// appendCPUIdle appends a cpu_idle line (power.h: "state=%lu cpu_id=%lu").
+func appendCPUIdle(b []byte, cpu uint32, ns uint64, state uint32) []byte {
+	b = appendHead(b, "<idle>", 0, cpu, flagsIdle, ns, "cpu_idle")
+	b = append(b, "state="...)
+	b = strconv.AppendUint(b, uint64(state), 10)
+	b = append(b, " cpu_id="...)
+	b = strconv.AppendUint(b, uint64(cpu), 10)
+	return append(b, '\n')
+}
+
+// appendWake appends the wake event's line (irq.h: "irq=%d name=%s";
+// irq_vectors.h: "vector=%d"); ok is false for a cause without one. The
+// trace keeps the device IRQ's number, not its name.
+func appendWake(b []byte, cpu uint32, ns uint64, c trace.WakeCause, irq int32) ([]byte, bool) {
+	event, vector, ok := wakeEvent(c, irq)
+	if !ok {
+		return b, false
+	}
+	b = appendHead(b, "<idle>", 0, cpu, flagsIRQ, ns, event)
+	if c == trace.WakeIRQ {
+		b = append(b, "irq="...)
+		b = strconv.AppendInt(b, int64(irq), 10)
+		b = append(b, " name=unknown\n"...)
+		return b, true
+	}
+	b = append(b, "vector="...)
+	b = strconv.AppendInt(b, int64(vector), 10)
+	return append(b, '\n'), true
+}
+
+// appendIssue appends a block_rq_issue line in the kernel's form before
+// it added the I/O priority (block.h: "%d,%d %s %u (%s) %llu + %u [%s]":
+// device, rwbs, bytes, the empty command, sector, sectors, task), from the
+// issuing task's context.
+func appendIssue(b []byte, io *trace.BlockIO) []byte {
+	comm, pid := io.Comm, io.Tid
+	if io.Tid == 0 {
+		comm = "<...>" // ftrace's name for a task it does not know
+	}
+	b = appendHead(b, comm, pid, io.IssueCPU, flagsBlock, io.IssueNs, "block_rq_issue")
+	b = appendDev(b, io)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(io.Bytes), 10)
+	b = append(b, " () "...)
+	b = appendSectors(b, io)
+	b = append(b, " ["...)
+	b = append(b, comm...)
+	return append(b, "]\n"...)
+}
+
+// appendComplete appends a block_rq_complete line ("%d,%d %s (%s) %llu +
+// %u [%d]": device, rwbs, the empty command, sector, sectors, errno), in
+// the context of the idle task when the completing CPU was idle, else of
+// a task the trace does not know.
+func appendComplete(b []byte, io *trace.BlockIO, onIdle bool) []byte {
+	comm := "<...>"
+	if onIdle {
+		comm = "<idle>"
+	}
+	b = appendHead(b, comm, 0, io.CompleteCPU, flagsBlock, io.CompleteNs, "block_rq_complete")
+	b = appendDev(b, io)
+	b = append(b, " () "...)
+	b = appendSectors(b, io)
+	b = append(b, " ["...)
+	b = strconv.AppendInt(b, int64(blkErrno(io.Error)), 10)
+	return append(b, "]\n"...)
+}
+
+// appendDev appends "MAJ,MIN RWBS".
+func appendDev(b []byte, io *trace.BlockIO) []byte {
+	b = strconv.AppendUint(b, uint64(io.DevMajor()), 10)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, uint64(io.DevMinor()), 10)
+	b = append(b, ' ')
+	return appendRWBS(b, io.CmdFlags)
+}
+
+// appendSectors appends "SECTOR + NR_SECTORS" (a sector never set, -1,
+// prints 0 as blk_rq_trace_sector has it).
+func appendSectors(b []byte, io *trace.BlockIO) []byte {
+	sector := io.Sector
+	if sector == math.MaxUint64 {
+		sector = 0
+	}
+	b = strconv.AppendUint(b, sector, 10)
+	b = append(b, " + "...)
+	return strconv.AppendUint(b, uint64(io.Bytes>>9), 10)
+}
+
+// The request flags blk_fill_rwbs shows (include/linux/blk_types.h,
+// enum req_flag_bits: the same bits from 4.10 on).
+const (
+	reqOpMask   = 0xff
+	reqSync     = 1 << 11
+	reqMeta     = 1 << 12
+	reqFUA      = 1 << 17
+	reqPreflush = 1 << 18
+	reqRahead   = 1 << 19
+	reqOpSecure = 5 // REQ_OP_SECURE_ERASE
+)
+
+// appendRWBS appends the request's rwbs as the kernel's blk_fill_rwbs
+// writes it: F for a preflush, the operation (R, W, D, DE, F; N for any
+// other), then F for FUA, A read-ahead, S sync, M metadata.
+func appendRWBS(b []byte, flags uint32) []byte {
+	if flags&reqPreflush != 0 {
+		b = append(b, 'F')
+	}
+	switch flags & reqOpMask {
+	case trace.OpWrite:
+		b = append(b, 'W')
+	case trace.OpDiscard:
+		b = append(b, 'D')
+	case reqOpSecure:
+		b = append(b, 'D', 'E')
+	case trace.OpFlush:
+		b = append(b, 'F')
+	case trace.OpRead:
+		b = append(b, 'R')
+	default:
+		b = append(b, 'N')
+	}
+	if flags&reqFUA != 0 {
+		b = append(b, 'F')
+	}
+	if flags&reqRahead != 0 {
+		b = append(b, 'A')
+	}
+	if flags&reqSync != 0 {
+		b = append(b, 'S')
+	}
+	if flags&reqMeta != 0 {
+		b = append(b, 'M')
+	}
+	return b
+}
+
+// blkErrno is the errno block_rq_complete prints for a completion's
+// status (blk_status_to_errno). The trace holds the blk_status_t where
+// the recorder read the request (tp_btf), a negative errno already where
+// it read the classic tracepoint's record. Statuses above 13, whose
+// numbers moved between releases, print as -EIO, the kernel's own
+// fallback.
+func blkErrno(status int32) int32 {
+	if status <= 0 {
+		return status
+	}
+	errnos := [...]int32{
+		0,    // BLK_STS_OK
+		-95,  // BLK_STS_NOTSUPP: -EOPNOTSUPP
+		-110, // BLK_STS_TIMEOUT: -ETIMEDOUT
+		-28,  // BLK_STS_NOSPC: -ENOSPC
+		-67,  // BLK_STS_TRANSPORT: -ENOLINK
+		-121, // BLK_STS_TARGET: -EREMOTEIO
+		-52,  // BLK_STS_RESV_CONFLICT, formerly BLK_STS_NEXUS: -EBADE
+		-61,  // BLK_STS_MEDIUM: -ENODATA
+		-84,  // BLK_STS_PROTECTION: -EILSEQ
+		-12,  // BLK_STS_RESOURCE: -ENOMEM
+		-5,   // BLK_STS_IOERR: -EIO
+		-5,   // 11: BLK_STS_DM_REQUEUE in older kernels (device-mapper's own)
+		-11,  // BLK_STS_AGAIN: -EAGAIN
+		-16,  // BLK_STS_DEV_RESOURCE: -EBUSY
+	}
+	if int(status) < len(errnos) {
+		return errnos[status]
+	}
+	return -5
+}
