@@ -138,6 +138,8 @@ func TestLabExperiment(t *testing.T) {
 					Measured: f.Measured, ChangeError: f.ChangeError, RelativeError: f.RelativeError, Judged: true, Pass: pass})
 				if !pass {
 					t.Errorf("%s: %s", b.figure, verdict)
+				} else {
+					t.Logf("%s (judged, %s bar): %s", b.figure, b.kind, verdict)
 				}
 			}
 			for _, name := range []string{"task_io_latency_ns.p50", "task_io_latency_ns.mean", "task_io_latency_ns.mean_less_device_drift",
