@@ -92,7 +92,8 @@ var expEnv = []string{"IDLETRACE_LAB_TCG=multi", "IDLETRACE_LAB_NULL_LATENCY_NS=
 
 type expFigure = analysis.ComparisonFigureJSON
 
-// TestLabExperiment runs each experiment on the lab kernel's icx table with
+// TestLabExperiment runs each experiment (but those IDLETRACE_LAB_EXPERIMENT_SKIP
+// names, comma-separated) on the lab kernel's icx table with
 // POLL disabled (as the cross-governor cases, for the same reason: under
 // TCG a polling vCPU delays timer interrupts) and judges its bars. Results
 // go to IDLETRACE_LAB_EXPERIMENT_RESULTS (a JSON file) when set.
@@ -114,7 +115,14 @@ func TestLabExperiment(t *testing.T) {
 			}
 		}
 	})
+	skip := map[string]bool{}
+	for _, n := range strings.Split(os.Getenv("IDLETRACE_LAB_EXPERIMENT_SKIP"), ",") {
+		skip[strings.TrimSpace(n)] = true
+	}
 	for _, c := range expCases {
+		if skip[c.name] {
+			continue // left out by the caller (scripts/lab-rows.sh says why)
+		}
 		t.Run(c.name, func(t *testing.T) {
 			script := "for f in /sys/devices/system/cpu/cpu*/cpuidle/state0/disable; do echo 1 >$f; done; " + c.setup +
 				" && taskset -c 2 idletrace experiment --cpus 0,1 --runs " + fmt.Sprint(expRuns) + " -q -o /out/exp --format json --io comm=fio --policy '" + c.policy +

@@ -253,7 +253,11 @@ func haveFuncs(spec *btf.Spec, progs []fentryProg) bool {
 
 // demote moves a probe off a method the kernel refused at load or attach
 // time: tp_btf to its classic tracepoint, fentry to missing (only optional
-// probes have fentry programs). It reports whether anything changed.
+// probes have fentry programs), and an optional probe's refused classic
+// tracepoint to missing too: the recording goes on without that input, as
+// it does where the kernel lacks the tracepoint, and says so. It reports
+// whether anything changed; a required probe's classic tracepoint has
+// nothing to fall back to.
 func (plan *attachPlan) demote(p probe, why string) bool {
 	switch plan.method[p.name()] {
 	case AttachTPBTF:
@@ -261,6 +265,12 @@ func (plan *attachPlan) demote(p probe, why string) bool {
 	case AttachFentry:
 		delete(plan.method, p.name())
 		plan.reason[p.name()] = "the kernel has no such tracepoint and refused its fentry programs: " + why
+	case AttachTracepoint:
+		if p.required {
+			return false
+		}
+		delete(plan.method, p.name())
+		plan.reason[p.name()] = "the kernel refused its tracepoint program: " + why
 	default:
 		return false
 	}

@@ -33,6 +33,16 @@ func TestAttachPlanBookkeeping(t *testing.T) {
 	if plan.demote(idle, "refused") {
 		t.Error("a classic tracepoint has nothing to fall back to")
 	}
+	// An optional probe whose classic tracepoint the kernel refuses goes
+	// missing; the recording goes on without it.
+	plan.method[halt.name()] = AttachTracepoint
+	if !plan.demote(halt, "EINVAL") {
+		t.Error("an optional probe's refused tracepoint not demoted")
+	}
+	if _, ok := plan.method[halt.name()]; ok || plan.programs(halt) != nil {
+		t.Errorf("refused optional tracepoint still planned: %v", plan.method)
+	}
+	plan.reason[halt.name()] = "the kernel has no such tracepoint" // as before, for the checks below
 	if !plan.demote(ipi, "EPERM") {
 		t.Error("fentry not demoted")
 	}
