@@ -82,12 +82,11 @@ func TestLoadPlanned(t *testing.T) {
 			fix:    "record on another kernel",
 		},
 		{
-			name:   "a classic block program refused: record without IO",
-			plan:   classic,
-			refuse: []string{bpf.IdletraceProgTpBlockRqComplete},
-			calls:  []string{bpf.IdletraceProgTpBlockRqComplete},
-			err:    "tracepoint block:block_rq_complete: tracepoint: " + errRefused.Error(),
-			fix:    "--no-io",
+			name:    "a classic block program refused: the recording goes on without block IO, every block probe missing",
+			plan:    classic,
+			refuse:  []string{bpf.IdletraceProgTpBlockRqComplete},
+			calls:   []string{bpf.IdletraceProgTpBlockRqComplete, bpf.IdletraceProgTpIrqHandlerEntry},
+			changed: map[string]string{"block:block_rq_issue": "", "block:block_rq_complete": "", "block:block_rq_requeue": ""},
 		},
 	}
 	for _, c := range cases {

@@ -254,8 +254,9 @@ func haveFuncs(spec *btf.Spec, progs []fentryProg) bool {
 // demote moves a probe off a method the kernel refused at load or attach
 // time: tp_btf to its classic tracepoint, fentry to missing (only optional
 // probes have fentry programs), and an optional probe's refused classic
-// tracepoint to missing too: the recording goes on without that input, as
-// it does where the kernel lacks the tracepoint, and says so. It reports
+// tracepoint to missing too, with every other probe of its input: the
+// recording goes on without that input, as it does where the kernel lacks
+// the tracepoint, and says so. It reports
 // whether anything changed; a required probe's classic tracepoint has
 // nothing to fall back to.
 func (plan *attachPlan) demote(p probe, why string) bool {
@@ -269,8 +270,15 @@ func (plan *attachPlan) demote(p probe, why string) bool {
 		if p.required {
 			return false
 		}
-		delete(plan.method, p.name())
-		plan.reason[p.name()] = "the kernel refused its tracepoint program: " + why
+		// The input goes as a whole: block IO with issues and no
+		// completions would be worse than none.
+		for _, q := range probes {
+			if q.input != p.input || plan.method[q.name()] == "" {
+				continue
+			}
+			delete(plan.method, q.name())
+			plan.reason[q.name()] = "the kernel refused the tracepoint program of " + p.name() + ": " + why
+		}
 	default:
 		return false
 	}

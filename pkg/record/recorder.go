@@ -693,17 +693,13 @@ func (e *probeLoadError) Error() string {
 func (e *probeLoadError) Unwrap() error { return e.err }
 
 // loadError says what refused a load, and what to do where something can be
-// done: privileges, or leaving out the input whose programs the verifier
-// rejects.
+// done (privileges). Only a required probe's refusal gets here: an optional
+// one's input goes missing instead (attachPlan.demote).
 func loadError(err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
-		fix := "record on another kernel, and report this message with the kernel release (uname -r)"
-		var pe *probeLoadError
-		if errors.As(err, &pe) && pe.probe.input == inputIO {
-			fix = "record without block IO (--no-io), and report this message with the kernel release (uname -r)"
-		}
-		return &FeatureError{Problem: fmt.Sprintf("the kernel's verifier rejected idletrace's BPF programs: %v", err), Fix: fix}
+		return &FeatureError{Problem: fmt.Sprintf("the kernel's verifier rejected idletrace's BPF programs: %v", err),
+			Fix: "record on another kernel, and report this message with the kernel release (uname -r)"}
 	}
 	if errors.Is(err, unix.EPERM) {
 		return &FeatureError{Problem: "loading BPF programs was refused (EPERM)", Fix: "run as root; check kernel.unprivileged_bpf_disabled and lockdown mode"}
