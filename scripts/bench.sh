@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# idletrace against perf record on the same workload, in one run:
+# idletrace against perf record on the same workload and the same
+# tracepoints, in one run:
 #   workload throughput with no tracer, with perf record, with idletrace (ratios),
-#   bytes on disk per idle period, BPF run time per event, lost records.
-# Then the Go benchmarks of the trace format and the replay.
+#   bytes on disk per idle period, BPF run time per event, lost records;
+# then idletrace stats against idlestat --import on the same periods (wall
+# time, peak RSS), export throughput per format, and the Go benchmarks of
+# the trace format and the replay.
 # Usage: scripts/bench.sh [BIN] (as root). REPS=3 SECS=5 by default.
 set -euo pipefail
 bin=${1:-bin/idletrace}
@@ -45,8 +48,7 @@ run_cfg() { # name, then the tracer command prefix (empty: none)
     if [ "$name" = none ]; then
       r=$(workload)
     elif [ "$name" = perf ]; then
-      perf record -q -o "$work/perf.data" -e power:cpu_idle -e block:block_rq_issue -e block:block_rq_complete -a \
-        >/dev/null 2>"$work/perf.err" &
+      perf record -q -o "$work/perf.data" "${perf_events[@]}" -a >/dev/null 2>"$work/perf.err" &
       local ppid=$!; sleep 1
       r=$(workload)
       kill -INT $ppid; wait $ppid || true
@@ -62,7 +64,20 @@ run_cfg() { # name, then the tracer command prefix (empty: none)
   done
 }
 
+# perf records the event set idletrace attaches on this kernel (every
+# tracepoint a short recording's metadata lists as attached, not missing),
+# so that the two tracers pay for the same events.
+"$bin" record -o "$work/probe.trace" --force -q -d 1s >/dev/null 2>&1
+perf_events=()
+while read -r ev; do perf_events+=(-e "$ev"); done < <("$bin" info --format json "$work/probe.trace" | python3 -c '
+import json, sys
+for name, method in sorted(json.load(sys.stdin)["metadata"]["probes"].items()):
+    if not method.startswith("missing"):
+        print(name)')
+[ ${#perf_events[@]} -gt 0 ] || { echo "bench.sh: no attached tracepoints in a test recording" >&2; exit 1; }
+
 echo "bench: $reps runs of $secs s each per configuration (fio 4 KiB O_DIRECT randread + perf bench sched pipe on CPUs 0,1)"
+echo "bench: perf record and idletrace both on $(( ${#perf_events[@]} / 2 )) tracepoints: ${perf_events[*]//-e /}"
 IT_FLAGS=""
 for cfg in none perf idletrace; do run_cfg $cfg; done
 # One more idletrace run with the kernel's BPF statistics on (they cost two
@@ -107,6 +122,51 @@ print("| lost records (ring buffer full) | | %d | %d | | |" % ($perf_lost, $it_l
 print("| events the kernel raised without running the BPF programs | | | %d | | |" % ($it_undelivered))
 print("| BPF run time per event (ns, kernel BPF stats) | | | %s | | |" % ("$it_ns_per_event"))
 PY
+
+# Reading the trace: idletrace stats on its trace against idlestat --import
+# (Debian's idlestat 0.8) on the same periods exported as ftrace text
+# (--stats-window: the periods stats counts), wall time and peak RSS, the
+# median of $reps runs each; then export's throughput per format.
+if command -v idlestat >/dev/null; then
+  trace="$work/idletrace.trace"
+  "$bin" export "$trace" --format ftrace --stats-window -q -o "$work/t.txt"
+  periods=$("$bin" stats "$trace" --format json | python3 -c 'import json,sys; print(sum(c["periods"] for c in json.load(sys.stdin)["cpus"]))')
+  timed() { # reps of "$@": median wall s and peak RSS KiB
+    local w=() m=()
+    for i in $(seq "$reps"); do
+      /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null 2>&1
+      read -r a b <"$work/time.txt"
+      w+=("$a"); m+=("$b")
+    done
+    echo "$(echo "${w[*]}" | median) $(echo "${m[*]}" | median)"
+  }
+  read -r it_s it_kb <<<"$(timed "$bin" stats "$trace" --format json)"
+  read -r is_s is_kb <<<"$(timed idlestat --import -f "$work/t.txt" -o "$work/idlestat.out")"
+  ex=()
+  for f in ftrace csv parquet; do
+    mkdir -p "$work/ex-$f"
+    read -r s _ <<<"$(timed "$bin" export "$trace" --format $f --force -q -o "$work/ex-$f")"
+    ex+=("$f" "$s")
+  done
+  python3 - <<PY
+periods, it_s, it_kb, is_s, is_kb = $periods, $it_s, $it_kb, $is_s, $is_kb
+print()
+print("| reading %d idle periods | idletrace stats | idlestat --import | idlestat/idletrace |" % periods)
+print("|---|---|---|---|")
+print("| wall time (s, median of $reps) | %.3f | %.3f | %.1f× |" % (it_s, is_s, is_s / max(it_s, 1e-3)))
+print("| idle periods per second | %.0f | %.0f | |" % (periods / max(it_s, 1e-3), periods / max(is_s, 1e-3)))
+print("| peak RSS (MiB) | %.1f | %.1f | %.2f |" % (it_kb / 1024, is_kb / 1024, is_kb / max(it_kb, 1)))
+ex = "${ex[*]}".split()
+print()
+print("| export format | wall time (s) | idle periods per second |")
+print("|---|---|---|")
+for f, s in zip(ex[::2], ex[1::2]):
+    print("| %s | %.3f | %.0f |" % (f, float(s), periods / max(float(s), 1e-3)))
+print("| import | — | not built yet (issue 13 item 2) |")
+PY
+else
+  echo "bench: no idlestat (apt-get install idlestat): the stats/idlestat comparison is left out" >&2
+fi
 
 echo
 echo "Go benchmarks (trace format, replay):"
