@@ -136,6 +136,20 @@ func TestComparisonFigures(t *testing.T) {
 			t.Errorf("%s:\n%s", format, buf.String())
 		}
 	}
+	// Outside its tables a text or Markdown report keeps within reportWidth
+	// columns, with traces named by long paths too.
+	rep.BeforeTrace, rep.AfterTrace = "/srv/traces/2026-12-04/host-a/before-c6-on.trace", "/srv/traces/2026-12-04/host-a/after-c6-off.trace"
+	for _, format := range []string{"text", "markdown"} {
+		buf.Reset()
+		if err := RenderComparison(&buf, rep, format); err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range strings.Split(buf.String(), "\n") {
+			if n := displayLen(l); n > reportWidth && strings.TrimLeft(l, "|│┌├└") == l {
+				t.Errorf("%s line %d: %d columns, more than %d: %s", format, i+1, n, reportWidth, l)
+			}
+		}
+	}
 }
 
 // TestCombineRuns: an experiment of several before/after pairs reports each

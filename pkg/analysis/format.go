@@ -120,7 +120,7 @@ func (d *doc) para(s string) {
 }
 
 // lines writes short lines without a gap between them (in Markdown, each
-// ends in a hard line break; one too long is continued on the next lines).
+// ends in a hard line break); one too long is continued on the next lines.
 func (d *doc) lines(ls ...string) {
 	d.gap()
 	for _, l := range ls {
@@ -128,7 +128,7 @@ func (d *doc) lines(ls ...string) {
 			// The two spaces of the hard break count in the width.
 			fmt.Fprintf(d.w, "%s  \n", strings.TrimSuffix(mdWrap(mdInline(l), reportWidth-2, "", ""), "\n"))
 		} else {
-			fmt.Fprintf(d.w, "%s\n", l)
+			d.w.WriteString(wrap(l, reportWidth, ""))
 		}
 	}
 }
