@@ -202,8 +202,16 @@ CGO_ENABLED=0 go build -trimpath -o "$WORK/idletrace" ./cmd/idletrace 2>"$WORK/g
 	{ tail -5 "$WORK/go.log" >&2; die "building idletrace failed"; }
 CGO_ENABLED=0 go build -trimpath -o "$WORK/labprofile" ./lab/labprofile 2>"$WORK/go.log" ||
 	{ tail -5 "$WORK/go.log" >&2; die "building lab/labprofile failed"; }
-"$WORK/idletrace" profiles "$PROFILE_ARG" --format json >"$WORK/profile.json" 2>"$WORK/profile.err" ||
-	die "$(head -1 "$WORK/profile.err")"
+# No such profile, or a profile file idletrace cannot read, is a usage
+# error (2, as idletrace gives it); one it reads but the lab cannot emulate
+# is the lab's (125, below).
+prc=0
+"$WORK/idletrace" profiles "$PROFILE_ARG" --format json >"$WORK/profile.json" 2>"$WORK/profile.err" || prc=$?
+if [ $prc -ne 0 ]; then
+	echo "lab.sh: $(head -1 "$WORK/profile.err")" >&2
+	[ $prc -eq 2 ] && exit 2
+	exit 125
+fi
 params=$("$WORK/labprofile" <"$WORK/profile.json" 2>"$WORK/profile.err") || die "$(head -1 "$WORK/profile.err")"
 phz=$(sed -n 's/^  "hz": \([0-9]*\),*$/\1/p' "$WORK/profile.json")
 khz=$(sed -n 's/^CONFIG_HZ=//p' "$config")
