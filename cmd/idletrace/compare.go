@@ -63,6 +63,7 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 		Before: b, Predicted: p, Measured: m,
 		Figures:     analysis.ComparisonFigures(&b, &p, &m, states),
 		Assumptions: prep.Assumptions,
+		Recorded:    recordedOn(bmeta, ameta),
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("knobs as recorded: before %s; after %s", knobs(bmeta), knobs(ameta)))
 	if own.profile == "measured" {
@@ -75,6 +76,19 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 		rep.Notes = append(rep.Notes, "after ("+after+"): "+n)
 	}
 	return rep, nil
+}
+
+// recordedOn says where BEFORE and AFTER were recorded, once where they
+// agree.
+func recordedOn(b, a *trace.Metadata) string {
+	where := func(m *trace.Metadata) string {
+		return fmt.Sprintf("%s (%s, kernel %s, %d CPUs)", m.Hostname, m.CPUModel, m.KernelRelease, m.NumCPUs)
+	}
+	wb, wa := where(b), where(a)
+	if wb != wa {
+		return "Recorded on " + wb + " (before) and " + wa + " (after)."
+	}
+	return "Recorded on " + wb + "."
 }
 
 // predictionReference is the policy a prediction on another profile than

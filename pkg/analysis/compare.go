@@ -30,6 +30,9 @@ type ComparisonReport struct {
 	// Command is the command line (argv) that made the report, as in
 	// WhatifReport.
 	Command []string
+	// Recorded says where the traces were recorded (host, CPU, kernel,
+	// CPUs), for a report pasted away from them; "" leaves it out.
+	Recorded string
 	// Runs is how many before/after pairs the figures are the medians of
 	// (0 or 1: one pair, whose results Before, Predicted and Measured are;
 	// more: those are the first pair's, see CombineRuns).
@@ -427,10 +430,16 @@ func comparisonHead(rep *ComparisonReport) []string {
 		fmt.Sprintf("Policy %s, predicted from %s (%d idle periods) on %s.", rep.Policy, rep.BeforeTrace, rep.Predicted.IdlePeriods, prof),
 		fmt.Sprintf("Before: %s as recorded. Measured: %s as recorded, on its own table (%d idle periods).", rep.BeforeTrace, rep.AfterTrace, rep.Measured.IdlePeriods),
 	}
+	if rep.Recorded != "" {
+		head = append(head, rep.Recorded)
+	}
 	if rep.Runs > 1 {
 		head = append(head, fmt.Sprintf("Medians of %d before/after pairs recorded alternately (the traces named are the first pair's). "+
 			"Before spread: how far before moved between the runs with nothing changed, the noise a measured change is to be read against; "+
 			"\"within noise\" marks a measured change no larger than it.", rep.Runs))
+	} else {
+		head = append(head, "One before/after pair: how far the figures move between runs with nothing changed was not measured "+
+			"(idletrace experiment --runs 3 or more on a shared or virtual machine).")
 	}
 	return head
 }
