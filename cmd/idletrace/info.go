@@ -87,7 +87,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		p("chunks "+c.Type.String(), "%d chunks, %d records, %s%s", c.Chunks, c.Records, humanBytes(c.Bytes), span)
 	}
 	if r.End != nil {
-		p("end", "stopped by %s; %d idle periods, %d IO requests, %d open at stop", r.End.StopReason, r.End.IdlePeriods, r.End.BlockIOs, r.End.OpenPeriods)
+		p("end", "stop reason: %s; %d idle periods, %d IO requests; %d idle periods still open at stop (CPUs idle as recording ended)", r.End.StopReason, r.End.IdlePeriods, r.End.BlockIOs, r.End.OpenPeriods)
 		if len(m.Command) > 0 {
 			if how := r.End.CommandEnded(m.Command[0]); how != "" {
 				p("command end", "%s", how)

@@ -329,8 +329,13 @@ func renderStatsIO(d *doc, s *Stats) error {
 		}
 	}
 	if io.WithoutIssueInWindow != nil && io.UndeliveredInWindow != nil && *io.WithoutIssueInWindow+*io.UndeliveredInWindow > 0 {
-		ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d requests the trace lacks: %d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs).",
-			*io.WithoutIssueInWindow+*io.UndeliveredInWindow, *io.WithoutIssueInWindow, *io.UndeliveredInWindow))
+		n := *io.WithoutIssueInWindow + *io.UndeliveredInWindow
+		noun := "requests"
+		if n == 1 {
+			noun = "request"
+		}
+		ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d %s the trace lacks: %d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs).",
+			n, noun, *io.WithoutIssueInWindow, *io.UndeliveredInWindow))
 	}
 	if io.Errors > 0 {
 		ioLines = append(ioLines, fmt.Sprintf("Errors: %d.", io.Errors))
