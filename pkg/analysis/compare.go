@@ -381,6 +381,8 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 		switch {
 		case v == nil:
 			return dash
+		case unit == "share" && math.Abs(*v*100) < 0.05:
+			return "0 pts" // not "-0.0 pts"
 		case unit == "share":
 			return fmt.Sprintf("%+.1f pts", *v*100)
 		case *v > 0:
