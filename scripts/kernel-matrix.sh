@@ -78,15 +78,9 @@ if [ $FETCH = 0 ]; then
 	command -v unshare >/dev/null || need+=(util-linux)
 fi
 if [ ${#need[@]} -gt 0 ]; then
-	# apt under the lab scripts' lock: make test-kernels builds the lab
-	# kernel beside the matrix, and two apt-get runs at once fail on dpkg's.
-	mkdir -p "$CACHE"
-	exec 7>"$CACHE/.lab.lock"
-	flock 7
 	log "installing ${need[*]}"
 	apt_update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-	flock -u 7
 fi
 
 # --- kernels (cached) --------------------------------------------------------
