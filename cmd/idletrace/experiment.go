@@ -75,21 +75,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// One pair: before.trace and after.trace; more: before-1.trace, ...
-	pairs := make([][2]string, *runs)
-	for i := range pairs {
-		b, a := "before.trace", "after.trace"
-		if *runs > 1 {
-			b, a = fmt.Sprintf("before-%d.trace", i+1), fmt.Sprintf("after-%d.trace", i+1)
-		}
-		pairs[i] = [2]string{filepath.Join(*dir, b), filepath.Join(*dir, a)}
-		if !*force {
-			for _, p := range pairs[i] {
-				if _, err := os.Stat(p); err == nil {
-					return usagef("%s already exists; use --force to overwrite it", p)
-				}
-			}
-		}
+	pairs, err := experimentPaths(*dir, *runs, *force)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
@@ -98,49 +86,10 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if plan.Empty() {
 		say("the machine is already as " + pol.Spec + " asks: nothing to change between the two recordings")
 	}
-
-	// SIGINT and SIGTERM stop the recording under way and put the knobs
-	// back at once; the deferred Restore covers every other way out.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var (
-		mu      sync.Mutex
-		applied *tune.Applied
-	)
-	restore := func() error {
-		mu.Lock()
-		a := applied
-		mu.Unlock()
-		return a.Restore()
-	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	var interrupted error
-	go func() {
-		for s := range sigs {
-			mu.Lock()
-			interrupted = fmt.Errorf("stopped by %v", s)
-			mu.Unlock()
-			cancel()
-			if err := restore(); err != nil {
-				say(err.Error())
-			}
-		}
-	}()
-	defer func() {
-		if err := restore(); err != nil {
-			say(err.Error())
-		}
-	}()
-	stopped := func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if interrupted != nil {
-			return fmt.Errorf("%v; the machine's idle knobs are as they were", interrupted)
-		}
-		return nil
-	}
+	guard := newKnobGuard(cancel, say)
+	defer guard.close()
 
 	opts := func(out string) record.Options {
 		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, ToolVersion: version, CPUs: cpuSet,
@@ -155,28 +104,26 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 		if _, err := recordTrace(ctx, opts(before), *quiet, stderr); err != nil {
 			return err
 		}
-		if err := stopped(); err != nil {
+		if err := guard.stopped(); err != nil {
 			return err
 		}
 		a, err := plan.Apply(say)
 		if err != nil {
 			return err
 		}
-		mu.Lock()
-		applied = a
-		mu.Unlock()
-		if err := stopped(); err != nil { // a signal during Apply
+		guard.set(a)
+		if err := guard.stopped(); err != nil { // a signal during Apply
 			return err
 		}
 		say("recording " + after + " under " + pol.Spec)
 		_, rerr := recordTrace(ctx, opts(after), *quiet, stderr)
-		if err := restore(); err != nil {
+		if err := guard.restore(); err != nil {
 			return errors.Join(rerr, err)
 		}
 		if rerr != nil {
 			return rerr
 		}
-		if err := stopped(); err != nil {
+		if err := guard.stopped(); err != nil {
 			return err
 		}
 		rep, err := compareTraces(before, after, pol, replayOptions{profile: *profileName, ioFilter: *ioFilter}, stderr)
@@ -188,4 +135,87 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	rep := analysis.CombineRuns(reps)
 	rep.Command = argv("experiment", args)
 	return analysis.RenderComparison(stdout, rep, *format)
+}
+
+// experimentPaths names each run's pair of traces in dir: one pair is
+// before.trace and after.trace, more are before-1.trace, after-1.trace, ...;
+// without force, a name already taken is a usage error.
+func experimentPaths(dir string, runs int, force bool) ([][2]string, error) {
+	pairs := make([][2]string, runs)
+	for i := range pairs {
+		b, a := "before.trace", "after.trace"
+		if runs > 1 {
+			b, a = fmt.Sprintf("before-%d.trace", i+1), fmt.Sprintf("after-%d.trace", i+1)
+		}
+		pairs[i] = [2]string{filepath.Join(dir, b), filepath.Join(dir, a)}
+		if !force {
+			for _, p := range pairs[i] {
+				if _, err := os.Stat(p); err == nil {
+					return nil, usagef("%s already exists; use --force to overwrite it", p)
+				}
+			}
+		}
+	}
+	return pairs, nil
+}
+
+// knobGuard puts the idle knobs an experiment changed back on every way
+// out: SIGINT and SIGTERM cancel the recording under way and restore at
+// once, close restores on any other.
+type knobGuard struct {
+	mu          sync.Mutex
+	applied     *tune.Applied
+	interrupted error
+	sigs        chan os.Signal
+	say         func(string)
+}
+
+func newKnobGuard(cancel context.CancelFunc, say func(string)) *knobGuard {
+	g := &knobGuard{sigs: make(chan os.Signal, 2), say: say}
+	signal.Notify(g.sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for s := range g.sigs {
+			g.mu.Lock()
+			g.interrupted = fmt.Errorf("stopped by %v", s)
+			g.mu.Unlock()
+			cancel()
+			if err := g.restore(); err != nil {
+				say(err.Error())
+			}
+		}
+	}()
+	return g
+}
+
+// set records what was applied, for restore to put back.
+func (g *knobGuard) set(a *tune.Applied) {
+	g.mu.Lock()
+	g.applied = a
+	g.mu.Unlock()
+}
+
+// restore puts back what was applied (nothing when nothing is).
+func (g *knobGuard) restore() error {
+	g.mu.Lock()
+	a := g.applied
+	g.mu.Unlock()
+	return a.Restore()
+}
+
+// stopped is the signal that stopped the experiment, if one did.
+func (g *knobGuard) stopped() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.interrupted != nil {
+		return fmt.Errorf("%v; the machine's idle knobs are as they were", g.interrupted)
+	}
+	return nil
+}
+
+// close restores, then stops taking signals.
+func (g *knobGuard) close() {
+	if err := g.restore(); err != nil {
+		g.say(err.Error())
+	}
+	signal.Stop(g.sigs)
 }
