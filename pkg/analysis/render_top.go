@@ -58,6 +58,18 @@ func topLines(f *TopFrame, v TopView) []string {
 		return nil
 	}
 	noDriver := total.CPUIdleDriver == "none"
+	states := topStates(total, last)
+	out := topHeader(f, v)
+	out = append(out, topStateTables(last, total, states, noDriver)...)
+	out = append(out, topCPUTable(f, states, noDriver)...)
+	out = append(out, topCauseTable(last, total)...)
+	out = append(out, topNotes(total, v, noDriver)...)
+	return wrapTopLines(out, v.Width)
+}
+
+// topHeader: the machine, and the last interval's and the whole run's counts.
+func topHeader(f *TopFrame, v TopView) []string {
+	last, total := f.Interval, f.Total
 	secs := float64(f.IntervalNs) / 1e9
 	var out []string
 	out = append(out, fmt.Sprintf("idletrace top · %s · kernel %s · driver %s, governor %s · HZ %s",
@@ -69,9 +81,12 @@ func topLines(f *TopFrame, v TopView) []string {
 	if v.Status != "" {
 		out = append(out, v.Status)
 	}
+	return out
+}
 
-	states := topStates(total, last)
-
+// topStateTables: per state, all CPUs.
+func topStateTables(last, total *Stats, states []string, noDriver bool) []string {
+	var out []string
 	// Per state, all CPUs: two tables, so that each fits 80 columns.
 	out = append(out, "")
 	rows := [][]string{{"state", "exit µs", "target µs", "idle share %", "entries", "above", "below"}}
@@ -107,7 +122,14 @@ func topLines(f *TopFrame, v TopView) []string {
 	out = append(out, alignRows(rows, 0)...)
 	out = append(out, "")
 	out = append(out, alignRows(lat, 0)...)
+	return out
+}
 
+// topCPUTable: per CPU, time and states.
+func topCPUTable(f *TopFrame, states []string, noDriver bool) []string {
+	last := f.Interval
+	var out []string
+	var rows [][]string
 	// Per CPU: time and states.
 	out = append(out, "")
 	head := []string{"CPU", "idle %", "periods"}
@@ -159,7 +181,14 @@ func topLines(f *TopFrame, v TopView) []string {
 		rows = append(rows, row)
 	}
 	out = append(out, alignRows(rows)...)
+	return out
+}
 
+// topCauseTable: per CPU, what woke it.
+func topCauseTable(last, total *Stats) []string {
+	var out []string
+	var head []string
+	var rows [][]string
 	// Per CPU: what woke it. The rarer causes get a column once seen.
 	out = append(out, "")
 	head = []string{"CPU"}
@@ -192,7 +221,12 @@ func topLines(f *TopFrame, v TopView) []string {
 		}
 		out = append(out, "device IRQs that woke a CPU: "+strings.Join(parts, ", "))
 	}
+	return out
+}
 
+// topNotes: what the figures mean, and what they cannot say here.
+func topNotes(total *Stats, v TopView, noDriver bool) []string {
+	var out []string
 	// What the figures mean, and what they cannot say here.
 	out = append(out, "")
 	out = append(out, "Counts are of the last interval: a period counts when the recorder receives it, after it ended. "+
@@ -208,9 +242,14 @@ func topLines(f *TopFrame, v TopView) []string {
 	for _, w := range v.Warnings {
 		out = append(out, "warning: "+w)
 	}
+	return out
+}
+
+// wrapTopLines wraps long lines of prose at width (0: TopPipeWidth); table
+// lines are cut on a terminal.
+func wrapTopLines(out []string, width int) []string {
 	// Long lines of prose wrap, at the terminal's width or, piped, at
 	// TopPipeWidth; table lines are cut on a terminal.
-	width := v.Width
 	if width == 0 {
 		width = TopPipeWidth
 	}
