@@ -188,12 +188,11 @@ type ioKey struct {
 
 func newPass(format string, w *trace.Writer) *pass {
 	return &pass{format: format, w: w, seen: map[string]uint64{}, maxCPU: -1,
-		states: map[int][]trace.StateInfo{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1}
+		states: map[int][]trace.StateInfo{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1,
+		sum: Summary{Format: format, Skipped: map[string]uint64{}, Unused: map[string]uint64{}}}
 }
 
 func (p *pass) run(in io.Reader) error {
-	p.sum.Format = p.format
-	p.sum.Skipped, p.sum.Unused = map[string]uint64{}, map[string]uint64{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {

@@ -2,8 +2,6 @@ package importer
 
 import (
 	"bytes"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -67,7 +65,7 @@ func TestImportBlockRqFormats(t *testing.T) {
 		want         blockRq
 	}{
 		{"issue", "254,0 WS 4096 () 29120984 + 8 [fio]", true,
-			blockRq{dev: 254<<20 | 0, cmdFlags: trace.OpWrite | reqSync, bytes: 4096, sector: 29120984, sectors: 8, last: "fio"}},
+			blockRq{dev: 254 << 20, cmdFlags: trace.OpWrite | reqSync, bytes: 4096, sector: 29120984, sectors: 8, last: "fio"}},
 		{"issue with ioprio", "8,16 RA 131072 () 2048 + 256 be,0,4 [kworker/u4:2]", true,
 			blockRq{dev: 8<<20 | 16, cmdFlags: trace.OpRead | reqRahead, bytes: 131072, sector: 2048, sectors: 256, last: "kworker/u4:2"}},
 		{"issue, comm with spaces, command bytes", "8,0 N 0 (12 00 00) 0 + 0 none,0,0 [my task]", true,
@@ -124,7 +122,7 @@ func TestImportErrors(t *testing.T) {
 	good := "          <idle>-0       [000] d..1.     1.000000000: cpu_idle: state=1 cpu_id=0\n"
 	tests := []struct {
 		name, capture, want string
-		line             uint64
+		line                uint64
 	}{
 		{"empty", "", "no event lines", 0},
 		{"comments only", "# tracer: nop\n#\n", "no event lines", 0},
@@ -289,5 +287,23 @@ func TestImportProfileStates(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
-var _ = os.Getenv
+// No line makes the parsers panic.
+func FuzzImportLine(f *testing.F) {
+	for _, s := range []string{
+		"          <idle>-0       [000] d..1.  2033.066737291: cpu_idle: state=1 cpu_id=0",
+		"             fio  4242 [000] 12.000000123: block:block_rq_issue: 254,0 R 4096 () 8 + 8 be,0,4 [fio]",
+		"   kworker/0:1H-123   [000]    10.000002: block_rq_complete:    8,0 WS () 100 + 8 [0]",
+		"cpus=2", "cpuid 0:", "\tPOLL", "x [1] 1.1: a:b: (",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p := newPass(Auto, nil)
+		p.line(s)
+		p.line(s)
+		if ev, err := parseLine(s); err == nil {
+			parseBlockRq(ev.fields, true)
+			parseBlockRq(ev.fields, false)
+		}
+	})
+}
