@@ -214,6 +214,12 @@ func (p *pass) run(in io.Reader) error {
 func (p *pass) line(s string) error {
 	t := strings.TrimSpace(s)
 	if t == "" || t[0] == '#' {
+		// tracefs' header gives the CPU count: "... #P:N".
+		if k := strings.Index(t, "#P:"); k >= 0 && p.sum.Events == 0 {
+			if n, err := strconv.Atoi(strings.TrimSpace(t[k+3:])); err == nil && n > 0 && n <= trace.MaxCPUs {
+				p.headerCPUs = n
+			}
+		}
 		return nil
 	}
 	ev, err := parseLine(s)

@@ -307,3 +307,33 @@ func FuzzImportLine(f *testing.F) {
 		}
 	})
 }
+
+// trace-cmd report's and tracefs' headers: the CPU count, empty CPUs,
+// lost events counted, no state table.
+func TestImportHeaders(t *testing.T) {
+	tests := []struct {
+		name, capture string
+		cpus          int
+		lost          uint64
+	}{
+		{"trace-cmd report", "version = 6\nCPU 2 is empty\ncpus=4\n" +
+			"          <idle>-0     [001]    10.000001: cpu_idle:             state=1 cpu_id=1\n" +
+			"CPU:1 [LOST 12 EVENTS]\n" +
+			"          <idle>-0     [001]    10.000101: cpu_idle:             state=4294967295 cpu_id=1\n", 4, 12},
+		{"tracefs", "# tracer: nop\n#\n# entries-in-buffer/entries-written: 2/2   #P:8\n#\n" +
+			"          <idle>-0       [003] d..1.    10.000001000: cpu_idle: state=2 cpu_id=3\n" +
+			"          <idle>-0       [003] d..1.    10.000101000: cpu_idle: state=4294967295 cpu_id=3\n", 8, 0},
+		{"no header", "  swapper 0 [005] 1.0: power:cpu_idle: state=1 cpu_id=5\n  swapper 0 [005] 1.5: power:cpu_idle: state=4294967295 cpu_id=5\n", 6, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, sum, err := importString(t, tc.capture, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Meta.NumCPUs != tc.cpus || len(r.Meta.RecordedCPUs) != tc.cpus || sum.Lost != tc.lost || sum.IdlePeriods != 1 || len(r.Meta.States) != 0 {
+				t.Errorf("CPUs %d (recorded %v), lost %d, periods %d, states %v; want %d CPUs, %d lost, 1 period", r.Meta.NumCPUs, r.Meta.RecordedCPUs, sum.Lost, sum.IdlePeriods, r.Meta.States, tc.cpus, tc.lost)
+			}
+		})
+	}
+}
