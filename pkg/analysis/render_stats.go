@@ -307,6 +307,18 @@ func renderStatsWakeLatency(d *doc, s *Stats) error {
 	return nil
 }
 
+// wokeIdleLine says how many completions woke an idle CPU: unknown, not
+// 0, where the trace carries no wake causes (an imported capture), since
+// the rule needs the idle period's.
+func wokeIdleLine(s *Stats) string {
+	io := s.IO
+	if !s.Inputs.WakeCauses {
+		return "How many of them woke an idle CPU is unknown: the trace does not carry wake causes."
+	}
+	return fmt.Sprintf("%d of them woke an idle CPU (%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
+		io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000)
+}
+
 // renderStatsIO writes the block IO figures and the devices beside the kernel's counts.
 func renderStatsIO(d *doc, s *Stats) error {
 	d.heading("Block IO")
@@ -321,8 +333,7 @@ func renderStatsIO(d *doc, s *Stats) error {
 		ioLines = append(ioLines,
 			fmt.Sprintf("%d requests completed; latency (issue → completion) mean %s µs, p50 %s µs, p99 %s µs, max %s µs.",
 				io.Requests, FormatUsF(io.LatencyNs.Mean), FormatUs(io.LatencyNs.P50), FormatUs(io.LatencyNs.P99), FormatUs(io.LatencyNs.Max)),
-			fmt.Sprintf("%d of them woke an idle CPU (%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
-				io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000))
+			wokeIdleLine(s))
 		if t := io.TaskLatencyNs; t != nil && t.Count > 0 {
 			ioLines = append(ioLines, fmt.Sprintf("%d requests had their task waiting; issue → that task running again: mean %s µs, p50 %s µs, p99 %s µs, p99.9 %s µs, max %s µs.",
 				t.Count, FormatUsF(t.Mean), FormatUs(t.P50), FormatUs(t.P99), FormatUs(t.P999), FormatUs(t.Max)))

@@ -203,9 +203,14 @@ func Recorded(meta *trace.Metadata) (*Profile, error) {
 		rel = "unknown kernel"
 	}
 	if meta.CPUIdleDriver == "none" || len(meta.States) == 0 || len(meta.States[0].States) == 0 {
+		why := "the kernel had no cpuidle driver, so no governor ran and it idled in default_idle_call (HLT, traced as state 1)"
+		if meta.CPUIdleDriver == "" {
+			// An imported capture: neither a driver nor a table is known.
+			why = "the trace has no state table and does not name the cpuidle driver (an imported capture; give --profile), so POLL and HLT are assumed"
+		}
 		p := &Profile{Name: "recorded", HZ: hz,
-			Source: fmt.Sprintf("trace (%s): the kernel had no cpuidle driver, so no governor ran and it idled in default_idle_call (HLT, traced as state 1); "+
-				"HLT exit latency and target residency of 1 µs assumed as cpuidle-haltpoll's table states them; power estimated%s", rel, hzNote)}
+			Source: fmt.Sprintf("trace (%s): %s; "+
+				"HLT exit latency and target residency of 1 µs assumed as cpuidle-haltpoll's table states them; power estimated%s", rel, why, hzNote)}
 		p.States = []State{
 			{Name: "POLL", Desc: "cpu_idle_poll (idle=poll or broadcast timer)", Polling: true},
 			{Name: "HLT", Desc: "default_idle_call (architecture default idle)", ExitLatencyNs: 1000, TargetResidencyNs: 1000},

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/idletrace/idletrace/internal/outfile"
+	"github.com/idletrace/idletrace/pkg/importer"
+	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// importHelp is import --help's account of what a capture lacks (README:
+// "Importing perf and trace-cmd captures").
+const importHelp = `Reads perf script output of a perf record capture (-e power:cpu_idle
+-e block:block_rq_issue -e block:block_rq_complete; perf record -k mono
+puts its times on the clock idletrace records with), trace-cmd report
+output, or tracefs/ftrace text (idletrace export --format ftrace
+included), by event name and key=value fields. The trace marks what a
+capture cannot carry as not recorded (wake causes and requests, tick
+state, the kernel's counters, the IO's task): stats and whatif show it as
+unknown. Without --profile, the states are named by index (state0, ...)
+unless the capture's header lists them.
+`
+
+func runImport(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("import", stderr)
+	usage := fs.Usage
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+importHelp) }
+	out := fs.StringP("output", "o", "", "trace file to write (default: FILE with .trace for its extension)")
+	format := fs.String("format", importer.Auto, "capture format: "+strings.Join(importer.Formats, ", "))
+	profile := fs.String("profile", "", "idle-state table to give the CPUs: a built-in name (idletrace profiles) or a JSON profile file")
+	force := fs.Bool("force", false, "overwrite an existing trace file")
+	quiet := fs.BoolP("quiet", "q", false, "no summary line on stderr")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := checkFormat(*format, importer.Formats...); err != nil {
+		return err
+	}
+	path, err := oneFile(pos)
+	if err != nil {
+		return err
+	}
+	var states []trace.StateInfo
+	if *profile != "" {
+		if *profile == "recorded" || *profile == "measured" {
+			return usagef("--profile %s: a capture records no state table; give a built-in name or a profile file", *profile)
+		}
+		p, err := model.LoadProfile(*profile, nil)
+		if err != nil {
+			return usagef("--profile: %v", err)
+		}
+		for i, s := range p.States {
+			states = append(states, trace.StateInfo{Index: i, Name: s.Name, Desc: s.Desc, ExitLatencyNs: s.ExitLatencyNs,
+				TargetResidencyNs: s.TargetResidencyNs, Disabled: s.Disabled, Polling: s.Polling})
+		}
+	}
+	if *out == "" {
+		*out = strings.TrimSuffix(path, filepath.Ext(path)) + ".trace"
+	}
+	if err := checkOutput(*out, path, *force); err != nil {
+		return err
+	}
+	in, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	f, err := outfile.Create(*out, *force)
+	if err != nil {
+		return err
+	}
+	sum, err := importer.Import(in, importer.Options{Format: *format, States: states, Source: filepath.Base(path), ToolVersion: version}, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(*out)
+		if n := importer.LineOf(err); n > 0 {
+			return fmt.Errorf("%s:%s", path, strings.TrimPrefix(err.Error(), "line "))
+		}
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	if !*quiet {
+		fmt.Fprintf(stderr, "idletrace import: %s (%s): %d events, %d idle periods, %d IO requests on %d CPUs to %s\n",
+			path, sum.Format, sum.Events, sum.IdlePeriods, sum.BlockIOs, sum.CPUs, *out)
+		if n := sumCounts(sum.Skipped); n > 0 {
+			fmt.Fprintf(stderr, "idletrace import: skipped %d events of other kinds: %s\n", n, countList(sum.Skipped))
+		}
+		if n := sumCounts(sum.Unused); n > 0 {
+			fmt.Fprintf(stderr, "idletrace import: %d wake and scheduler events not imported (wake causes stay unknown): %s\n", n, countList(sum.Unused))
+		}
+		if sum.IdleUnpaired > 0 || sum.Lost > 0 {
+			fmt.Fprintf(stderr, "warning: %d cpu_idle events without their pair, %d events the tracer reported lost\n", sum.IdleUnpaired, sum.Lost)
+		}
+	}
+	return nil
+}
+
+func sumCounts(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func countList(m map[string]uint64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}

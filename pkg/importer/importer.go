@@ -1,0 +1,558 @@
+// Package importer turns another tracer's text capture of the kernel's
+// idle and block events (perf script of a perf record capture, trace-cmd
+// report, the tracefs trace file, idletrace's own ftrace export) into an
+// idletrace trace file that stats and whatif read. Lines are read by the
+// event's name and its fields, never by column position: the leading
+// columns differ between tools, their versions and trace clocks.
+//
+// A capture holds only the events: no state table, no kernel counters, no
+// wake-cause or tick inputs, no issuing task's wait. The trace's metadata
+// says so (its Inputs are false, its Probes name each input as missing),
+// so that stats and whatif report those figures as unknown, never as zero.
+package importer
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// The formats Import reads.
+const (
+	Auto       = "auto"
+	PerfScript = "perf-script"
+	Ftrace     = "ftrace" // trace-cmd report, the tracefs trace file, idletrace export --format ftrace
+)
+
+// Formats lists the --format values.
+var Formats = []string{Auto, PerfScript, Ftrace}
+
+// cpuIdleExit is cpu_idle's state for an exit (PWR_EVENT_EXIT, -1 as u32).
+const cpuIdleExit = math.MaxUint32
+
+// maxLine is the longest line read (a block event's command may be long).
+const maxLine = 1 << 20
+
+// Options are what the capture does not say itself.
+type Options struct {
+	// Format is Auto, PerfScript or Ftrace. Auto takes perf script's
+	// "comm PID [CPU]" form or ftrace's "comm-PID [CPU]" from the first
+	// event line.
+	Format string
+	// States is the idle-state table to give every CPU (a profile's), nil
+	// for none: the states are then named by index (state0, state1, ...),
+	// unless the capture's header (idletrace's ftrace export) lists them.
+	States []trace.StateInfo
+	// Source names the capture in the trace's metadata (its file name).
+	Source string
+	// ToolVersion is the idletrace version writing the trace.
+	ToolVersion string
+}
+
+// Summary is what an import read and wrote.
+type Summary struct {
+	Format      string
+	Lines       uint64 // lines read
+	Events      uint64 // event lines
+	IdlePeriods uint64
+	BlockIOs    uint64
+	CPUs        int
+	// Skipped counts the events of other kinds, by name.
+	Skipped map[string]uint64
+	// Unused counts events recognised but not turned into records (wake
+	// and scheduler events: see the README), by name.
+	Unused map[string]uint64
+	// IdleUnpaired: a cpu_idle entry while a period was open on its CPU
+	// (its exit is missing) or an exit with none open after the CPU's
+	// first event (the first exit of each CPU closes a period that began
+	// before the capture and is not counted).
+	IdleUnpaired uint64
+	OpenPeriods  uint64 // periods still open at the capture's end
+	IOUnmatched  uint64 // completions without an issue in the capture
+	IOInFlight   uint64 // issues without a completion
+	Lost         uint64 // events the tracer said it lost ("LOST N EVENTS")
+	FirstNs      uint64
+	LastNs       uint64
+}
+
+// lineError is bad input: which line, and why.
+type lineError struct {
+	line uint64
+	msg  string
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
+
+// LineOf is the line a parse error names, 0 for another error.
+func LineOf(err error) uint64 {
+	var le *lineError
+	if errors.As(err, &le) {
+		return le.line
+	}
+	return 0
+}
+
+// wakeEvents are the events behind wake causes and remote wake requests:
+// recognised, counted, not yet turned into the trace's wake inputs.
+var wakeEvents = map[string]bool{
+	"irq_handler_entry": true, "local_timer_entry": true, "reschedule_entry": true,
+	"call_function_entry": true, "call_function_single_entry": true,
+	"sched_waking": true, "sched_switch": true, "sched_wakeup": true,
+}
+
+// Import reads a capture from in (read twice: a first pass finds the CPUs
+// and the events present, for the metadata the trace file starts with)
+// and writes the trace to out.
+func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
+	format := o.Format
+	if format == "" {
+		format = Auto
+	}
+	if !slices.Contains(Formats, format) {
+		return Summary{}, fmt.Errorf("format %q: must be one of %s", format, strings.Join(Formats, ", "))
+	}
+	p := newPass(format, nil)
+	if err := p.run(in); err != nil {
+		return p.sum, err
+	}
+	if p.sum.Events == 0 {
+		return p.sum, errors.New("no event lines: not a perf script, trace-cmd report or ftrace text capture")
+	}
+	if p.seen["cpu_idle"] == 0 {
+		return p.sum, errors.New("no power:cpu_idle events: record with -e power:cpu_idle")
+	}
+	meta := p.metadata(o)
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return p.sum, err
+	}
+	w, err := trace.NewWriter(out, meta)
+	if err != nil {
+		return p.sum, err
+	}
+	p2 := newPass(p.format, w)
+	p2.ncpus = meta.NumCPUs
+	err = p2.run(in)
+	if err == nil {
+		err = p2.finish()
+	}
+	if cerr := w.Close(p2.end()); err == nil {
+		err = cerr
+	}
+	p2.sum.CPUs = meta.NumCPUs
+	return p2.sum, err
+}
+
+// pass is one read of the capture: the first only looks, the second
+// (w set) writes.
+type pass struct {
+	format string
+	w      *trace.Writer
+	sum    Summary
+	seen   map[string]uint64
+
+	// The header's facts, where it has them.
+	headerCPUs int
+	states     map[int][]trace.StateInfo // idletrace's ftrace export's header
+	inHeader   bool                      // within the idlestat header's state table
+	curCPU     int
+	curState   []trace.StateInfo
+	pendName   string
+
+	maxCPU int
+	ncpus  int // second pass: the metadata's CPU count
+
+	open    []openPeriod // per CPU
+	started []bool       // per CPU: an idle event was seen
+	loss    []trace.Loss
+	ios     map[ioKey][]trace.BlockIO
+}
+
+type openPeriod struct {
+	entryNs uint64
+	state   uint32
+	open    bool
+}
+
+type ioKey struct {
+	dev    uint32
+	sector uint64
+}
+
+func newPass(format string, w *trace.Writer) *pass {
+	return &pass{format: format, w: w, seen: map[string]uint64{}, maxCPU: -1,
+		states: map[int][]trace.StateInfo{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1,
+		sum: Summary{Format: format, Skipped: map[string]uint64{}, Unused: map[string]uint64{}}}
+}
+
+func (p *pass) run(in io.Reader) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for sc.Scan() {
+		p.sum.Lines++
+		if err := p.line(sc.Text()); err != nil {
+			return &lineError{p.sum.Lines, err.Error()}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return &lineError{p.sum.Lines + 1, fmt.Sprintf("longer than %d bytes", maxLine)}
+		}
+		return err
+	}
+	p.endHeaderState()
+	return nil
+}
+
+func (p *pass) line(s string) error {
+	t := strings.TrimSpace(s)
+	if t == "" || t[0] == '#' {
+		// tracefs' header gives the CPU count: "... #P:N".
+		if k := strings.Index(t, "#P:"); k >= 0 && p.sum.Events == 0 {
+			if n, err := strconv.Atoi(strings.TrimSpace(t[k+3:])); err == nil && n > 0 && n <= trace.MaxCPUs {
+				p.headerCPUs = n
+			}
+		}
+		return nil
+	}
+	ev, err := parseLine(s)
+	if err != nil {
+		if p.sum.Events == 0 && p.header(s, t) {
+			return nil
+		}
+		if strings.Contains(t, "LOST") && strings.Contains(t, "EVENTS") {
+			p.lost(t)
+			return nil
+		}
+		return fmt.Errorf("%v: %q", err, clip(s))
+	}
+	if p.sum.Events == 0 {
+		p.endHeaderState()
+		if p.format == Auto {
+			p.format = detect(s)
+			p.sum.Format = p.format
+		}
+	}
+	p.sum.Events++
+	if p.sum.FirstNs == 0 || ev.ns < p.sum.FirstNs {
+		p.sum.FirstNs = ev.ns
+	}
+	p.sum.LastNs = max(p.sum.LastNs, ev.ns)
+	p.seen[ev.name]++
+	if int(ev.cpu) >= trace.MaxCPUs {
+		return fmt.Errorf("CPU %d is beyond %d", ev.cpu, trace.MaxCPUs)
+	}
+	p.maxCPU = max(p.maxCPU, int(ev.cpu))
+	switch ev.name {
+	case "cpu_idle":
+		state, cpu, err := cpuIdle(ev.fields)
+		if err != nil {
+			return fmt.Errorf("cpu_idle: %v: %q", err, clip(s))
+		}
+		if cpu >= trace.MaxCPUs {
+			return fmt.Errorf("cpu_idle: cpu_id=%d is beyond %d", cpu, trace.MaxCPUs)
+		}
+		if state != cpuIdleExit && state >= 1<<16 {
+			return fmt.Errorf("cpu_idle: state=%d is no idle state", state)
+		}
+		p.maxCPU = max(p.maxCPU, int(cpu))
+		return p.cpuIdle(uint32(cpu), state, ev.ns)
+	case "block_rq_issue", "block_rq_complete":
+		issue := ev.name == "block_rq_issue"
+		b, err := parseBlockRq(ev.fields, issue)
+		if err != nil {
+			return fmt.Errorf("%s: %v: %q", ev.name, err, clip(s))
+		}
+		return p.block(&ev, &b, issue)
+	}
+	if wakeEvents[ev.name] {
+		p.sum.Unused[ev.name]++
+	} else {
+		p.sum.Skipped[ev.name]++
+	}
+	return nil
+}
+
+// detect tells perf script's "comm PID [CPU]" from ftrace's "comm-PID [CPU]".
+func detect(line string) string {
+	k := strings.IndexByte(line, '[')
+	if k > 0 {
+		before := strings.TrimRight(line[:k], " \t")
+		if j := strings.LastIndexAny(before, " \t"); j >= 0 {
+			if _, err := strconv.ParseUint(before[j+1:], 10, 64); err == nil {
+				return PerfScript
+			}
+		}
+	}
+	return Ftrace
+}
+
+// header reads the lines before the first event: trace-cmd report's
+// "version = N", "cpus=N" and "CPU N is empty", and the header
+// idletrace's ftrace export writes for idlestat ("idlestat version",
+// "cpus=N", a topology, and per CPU "cpuid N:" with a name and a target
+// residency in µs per state). It says whether the line was one.
+func (p *pass) header(s, t string) bool {
+	switch {
+	case strings.HasPrefix(t, "idlestat version"), strings.HasPrefix(t, "version ="), strings.HasPrefix(t, "version:"):
+		return true
+	case strings.HasPrefix(t, "cpus="):
+		n, err := strconv.Atoi(strings.TrimPrefix(t, "cpus="))
+		if err == nil && n > 0 && n <= trace.MaxCPUs {
+			p.headerCPUs = n
+			return true
+		}
+		return false
+	case strings.HasPrefix(t, "CPU ") && strings.HasSuffix(t, " is empty"):
+		return true
+	case strings.HasPrefix(t, "cluster") && strings.HasSuffix(t, ":"),
+		strings.HasPrefix(t, "core") && !strings.ContainsAny(t, " :"),
+		strings.HasPrefix(t, "cpu") && !strings.ContainsAny(t, " :") && !p.inHeader:
+		return true
+	case strings.HasPrefix(t, "cpuid ") && strings.HasSuffix(t, ":"):
+		p.endHeaderState()
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(t, "cpuid "), ":"))
+		if err != nil || n < 0 || n >= trace.MaxCPUs {
+			return false
+		}
+		p.inHeader, p.curCPU, p.curState, p.pendName = true, n, nil, ""
+		return true
+	case p.inHeader && strings.HasPrefix(s, "\t"):
+		if p.pendName == "" {
+			p.pendName = t
+			return true
+		}
+		us, err := strconv.ParseUint(t, 10, 32)
+		if err != nil {
+			return false
+		}
+		if p.pendName != "(null)" {
+			p.curState = append(p.curState, trace.StateInfo{Index: len(p.curState), Name: p.pendName, TargetResidencyNs: us * 1000})
+		} else {
+			p.curState = append(p.curState, trace.StateInfo{Index: -1})
+		}
+		p.pendName = ""
+		return true
+	}
+	return false
+}
+
+// endHeaderState keeps the CPU's table the header has just listed.
+func (p *pass) endHeaderState() {
+	if p.inHeader && p.curCPU >= 0 {
+		var sts []trace.StateInfo
+		for _, si := range p.curState {
+			if si.Index >= 0 {
+				sts = append(sts, si)
+			}
+		}
+		if len(sts) > 0 {
+			p.states[p.curCPU] = sts
+		}
+	}
+	p.inHeader, p.curCPU, p.curState, p.pendName = false, -1, nil, ""
+}
+
+// lost reads perf's and trace-cmd's "LOST N EVENTS" lines.
+func (p *pass) lost(t string) {
+	f := strings.Fields(t)
+	for i, w := range f {
+		if strings.Contains(w, "LOST") && i+1 < len(f) {
+			if n, err := strconv.ParseUint(f[i+1], 10, 64); err == nil {
+				p.sum.Lost += n
+				return
+			}
+		}
+	}
+	p.sum.Lost++
+}
+
+// grow makes the per-CPU state hold cpu.
+func (p *pass) grow(cpu uint32) {
+	for int(cpu) >= len(p.open) {
+		p.open = append(p.open, openPeriod{})
+		p.started = append(p.started, false)
+		p.loss = append(p.loss, trace.Loss{CPU: uint32(len(p.loss))})
+	}
+}
+
+func (p *pass) cpuIdle(cpu uint32, state uint64, ns uint64) error {
+	p.grow(cpu)
+	o := &p.open[cpu]
+	first := !p.started[cpu]
+	p.started[cpu] = true
+	if state == cpuIdleExit {
+		if !o.open {
+			if !first {
+				p.sum.IdleUnpaired++
+				p.loss[cpu].IdleUnpaired++
+			}
+			return nil
+		}
+		o.open = false
+		if ns < o.entryNs {
+			return fmt.Errorf("cpu_idle exit on CPU %d at %d ns is before its entry at %d ns (lines out of time order)", cpu, ns, o.entryNs)
+		}
+		p.sum.IdlePeriods++
+		if p.w == nil {
+			return nil
+		}
+		rec := trace.IdlePeriod{EntryNs: o.entryNs, ExitNs: ns, CPU: cpu, State: o.state, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1}
+		return p.w.AddIdle(&rec)
+	}
+	if o.open {
+		p.sum.IdleUnpaired++
+		p.loss[cpu].IdleUnpaired++
+	}
+	*o = openPeriod{entryNs: ns, state: uint32(state), open: true}
+	return nil
+}
+
+func (p *pass) block(ev *event, b *blockRq, issue bool) error {
+	p.grow(ev.cpu)
+	k := ioKey{b.dev, b.sector}
+	if issue {
+		r := trace.BlockIO{Dev: b.dev, Sector: b.sector, Bytes: b.bytes, Op: uint8(b.cmdFlags & 0xff), CmdFlags: b.cmdFlags,
+			IssueNs: ev.ns, IssueCPU: ev.cpu, Comm: b.last}
+		if ev.pid > 0 && ev.pid <= math.MaxUint32 {
+			r.Tid = uint32(ev.pid)
+		}
+		p.ios[k] = append(p.ios[k], r)
+		return nil
+	}
+	p.loss[ev.cpu].IOCompletions++
+	q := p.ios[k]
+	if len(q) == 0 {
+		p.sum.IOUnmatched++
+		p.loss[ev.cpu].IOUnmatched++
+		return nil
+	}
+	r := q[0]
+	if b.sectors > 0 && r.Bytes>>9 > b.sectors {
+		// A partial completion (blk_update_request): the rest of the
+		// request stays in flight from the next sector.
+		p.loss[ev.cpu].IOCompletions--
+		rest := r
+		rest.Sector += uint64(b.sectors)
+		p.dequeue(k)
+		nk := ioKey{b.dev, rest.Sector}
+		p.ios[nk] = append(p.ios[nk], rest)
+		return nil
+	}
+	p.dequeue(k)
+	r.CompleteNs, r.CompleteCPU = ev.ns, ev.cpu
+	e, _ := strconv.ParseInt(b.last, 10, 32)
+	r.Error = int32(e) // a negative errno, as the classic tracepoint's record holds it
+	p.sum.BlockIOs++
+	if p.w == nil {
+		return nil
+	}
+	if r.CompleteNs < r.IssueNs {
+		return fmt.Errorf("block_rq_complete at %d ns is before its issue at %d ns (lines out of time order)", r.CompleteNs, r.IssueNs)
+	}
+	return p.w.AddBlockIO(&r)
+}
+
+func (p *pass) dequeue(k ioKey) {
+	q := p.ios[k]
+	if len(q) <= 1 {
+		delete(p.ios, k)
+		return
+	}
+	p.ios[k] = q[1:]
+}
+
+// finish counts what the capture left open and gives the writer the loss counters.
+func (p *pass) finish() error {
+	for _, o := range p.open {
+		if o.open {
+			p.sum.OpenPeriods++
+		}
+	}
+	for _, q := range p.ios {
+		p.sum.IOInFlight += uint64(len(q))
+	}
+	for _, l := range p.loss {
+		if err := p.w.AddLoss(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *pass) end() *trace.End {
+	return &trace.End{StopReason: "imported", OpenPeriods: p.sum.OpenPeriods, IOInFlight: p.sum.IOInFlight}
+}
+
+// metadata is what the first pass learnt, with every input the capture
+// does not carry marked as missing.
+func (p *pass) metadata(o Options) *trace.Metadata {
+	n := max(p.headerCPUs, p.maxCPU+1, 1)
+	n = min(n, trace.MaxCPUs)
+	tool := map[string]string{PerfScript: "perf script", Ftrace: "ftrace text"}[p.format]
+	if tool == "" {
+		tool = "text capture"
+	}
+	if o.Source != "" {
+		tool += " (" + o.Source + ")"
+	}
+	m := &trace.Metadata{
+		ToolVersion: o.ToolVersion,
+		NumCPUs:     n,
+		// The capture does not say: "" where the field has no unknown.
+		CPUIdleDriver:   "",
+		CPUIdleGovernor: "",
+		PMQoS:           trace.PMQoS{CPUDMALatencyUs: -1},
+		Clock:           "imported from " + tool + ": the capture's trace clock",
+		Command:         nil,
+		Probes:          map[string]string{},
+	}
+	for c := range n {
+		m.RecordedCPUs = append(m.RecordedCPUs, c)
+	}
+	table := func(c int) []trace.StateInfo {
+		if o.States != nil {
+			return o.States
+		}
+		return p.states[c]
+	}
+	for c := range n {
+		if sts := table(c); len(sts) > 0 {
+			m.States = append(m.States, trace.CPUStates{CPU: c, States: slices.Clone(sts)})
+		}
+	}
+	m.Probes["power:cpu_idle"] = "imported: " + tool
+	if p.seen["block_rq_issue"] > 0 || p.seen["block_rq_complete"] > 0 {
+		m.Inputs.BlockIO = true
+		m.Probes["block:block_rq_issue"] = "imported: " + tool
+		m.Probes["block:block_rq_complete"] = "imported: " + tool
+	} else {
+		m.Probes["block:block_rq_issue"] = "missing: not in the capture"
+		m.Probes["block:block_rq_complete"] = "missing: not in the capture"
+	}
+	missing := "missing: not imported (a capture's events do not carry it)"
+	for _, k := range []string{"wake causes", "wake requests", "tick state", "next timer", "tick wake-ups", "poll time limit", "task io", "kernel counters", "haltpoll"} {
+		m.Probes[k] = missing
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.seen)) {
+		if wakeEvents[name] {
+			m.Probes["event "+name] = "in the capture, not imported (wake causes are unknown)"
+		}
+	}
+	return m
+}
+
+// clip shortens a line quoted in an error.
+func clip(s string) string {
+	if len(s) > 120 {
+		return s[:117] + "..."
+	}
+	return s
+}

@@ -1,0 +1,339 @@
+package importer
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/export"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+const bundledTrace = "../../testdata/demo.trace"
+
+// The three leading-column forms, with the event's own fields the same.
+func TestImportParseLinePrefixes(t *testing.T) {
+	tests := []struct {
+		name, line string
+		cpu        uint32
+		ns         uint64
+		pid        int64
+		event      string
+		fields     string
+	}{
+		{"perf script", "         swapper     0 [001]  2033.066751: power:cpu_idle: state=1 cpu_id=1",
+			1, 2033066751000, 0, "cpu_idle", "state=1 cpu_id=1"},
+		{"perf script --ns", "             fio  4242 [000] 12.000000123: block:block_rq_issue: 254,0 R 4096 () 8 + 8 be,0,4 [fio]",
+			0, 12000000123, 4242, "block_rq_issue", "254,0 R 4096 () 8 + 8 be,0,4 [fio]"},
+		{"perf script, comm with spaces", "  kworker/u4:1 my 77 [003]  5.5: power:cpu_idle: state=4294967295 cpu_id=3",
+			3, 5500000000, 77, "cpu_idle", "state=4294967295 cpu_id=3"},
+		{"trace-cmd report", "          <idle>-0     [001]  2033.066751: cpu_idle:             state=1 cpu_id=1",
+			1, 2033066751000, 0, "cpu_idle", "state=1 cpu_id=1"},
+		{"trace-cmd report, comm with a dash", "   kworker/0:1H-123   [000]    10.000002: block_rq_complete:    8,0 WS () 100 + 8 [0]",
+			0, 10000002000, 123, "block_rq_complete", "8,0 WS () 100 + 8 [0]"},
+		{"tracefs", "          <idle>-0       [000] d..1.  2033.066737291: cpu_idle: state=1 cpu_id=0",
+			0, 2033066737291, 0, "cpu_idle", "state=1 cpu_id=0"},
+		{"tracefs, old flags column", "            bash-1234  [002] d.h2   99.123456: irq_handler_entry: irq=36 name=virtio0",
+			2, 99123456000, 1234, "irq_handler_entry", "irq=36 name=virtio0"},
+		{"tracefs with tgid column", "            bash-1234  (   1234) [002] ....   99.123456: sched_waking: comm=a pid=1 prio=120 target_cpu=000",
+			2, 99123456000, -1, "sched_waking", "comm=a pid=1 prio=120 target_cpu=000"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := parseLine(tc.line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.cpu != tc.cpu || ev.ns != tc.ns || ev.pid != tc.pid || ev.name != tc.event || ev.fields != tc.fields {
+				t.Errorf("got cpu %d ns %d pid %d event %q fields %q, want %d %d %d %q %q", ev.cpu, ev.ns, ev.pid, ev.name, ev.fields, tc.cpu, tc.ns, tc.pid, tc.event, tc.fields)
+			}
+		})
+	}
+	for _, bad := range []string{"", "garbage", "[000] 1.5 cpu_idle: state=1", "comm 1 [000] 1.5: : x", "comm 1 [00x] 1.5: cpu_idle: state=1", "comm 1 [000] 1.5x: cpu_idle:"} {
+		if _, err := parseLine(bad); err == nil {
+			t.Errorf("parseLine(%q): no error", bad)
+		}
+	}
+}
+
+// Both block.h forms of each event: before and after the I/O priority.
+func TestImportBlockRqFormats(t *testing.T) {
+	tests := []struct {
+		name, fields string
+		issue        bool
+		want         blockRq
+	}{
+		{"issue", "254,0 WS 4096 () 29120984 + 8 [fio]", true,
+			blockRq{dev: 254 << 20, cmdFlags: trace.OpWrite | reqSync, bytes: 4096, sector: 29120984, sectors: 8, last: "fio"}},
+		{"issue with ioprio", "8,16 RA 131072 () 2048 + 256 be,0,4 [kworker/u4:2]", true,
+			blockRq{dev: 8<<20 | 16, cmdFlags: trace.OpRead | reqRahead, bytes: 131072, sector: 2048, sectors: 256, last: "kworker/u4:2"}},
+		{"issue, comm with spaces, command bytes", "8,0 N 0 (12 00 00) 0 + 0 none,0,0 [my task]", true,
+			blockRq{dev: 8 << 20, cmdFlags: reqOpOther, sector: 0, last: "my task"}},
+		{"complete", "254,0 WS () 29120984 + 8 [0]", false,
+			blockRq{dev: 254 << 20, cmdFlags: trace.OpWrite | reqSync, sector: 29120984, sectors: 8, last: "0"}},
+		{"complete with ioprio", "8,0 FF () 0 + 0 none,0,0 [-5]", false,
+			blockRq{dev: 8 << 20, cmdFlags: reqPreflush | trace.OpFlush, last: "-5"}},
+		{"complete, preflush write FUA", "259,1 FWFS () 77 + 8 be,0,4 [0]", false,
+			blockRq{dev: 259<<20 | 1, cmdFlags: reqPreflush | trace.OpWrite | reqFUA | reqSync, sector: 77, sectors: 8, last: "0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseBlockRq(tc.fields, tc.issue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	for _, bad := range []struct {
+		fields string
+		issue  bool
+	}{
+		{"254 WS 4096 () 1 + 8 [fio]", true}, {"254,0 XS 4096 () 1 + 8 [fio]", true}, {"254,0 W x () 1 + 8 [fio]", true},
+		{"254,0 W 4096 1 + 8 [fio]", true}, {"254,0 W 4096 () 1 8 [fio]", true}, {"254,0 W 4096 () 1 + 8", true},
+		{"254,0 W () 1 + 8 [x]", false}, {"254,0 W () 1 + 8 junk [0]", false}, {"254,0 W (", false},
+	} {
+		if _, err := parseBlockRq(bad.fields, bad.issue); err == nil {
+			t.Errorf("parseBlockRq(%q): no error", bad.fields)
+		}
+	}
+}
+
+// importString imports a capture held in a string.
+func importString(t *testing.T, capture string, o Options) (*trace.Reader, Summary, error) {
+	t.Helper()
+	var out bytes.Buffer
+	sum, err := Import(strings.NewReader(capture), o, &out)
+	if err != nil {
+		return nil, sum, err
+	}
+	r, err := trace.NewReader(bytes.NewReader(out.Bytes()), int64(out.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, sum, nil
+}
+
+// Bad input is one error naming the line, never a panic.
+func TestImportErrors(t *testing.T) {
+	good := "          <idle>-0       [000] d..1.     1.000000000: cpu_idle: state=1 cpu_id=0\n"
+	tests := []struct {
+		name, capture, want string
+		line                uint64
+	}{
+		{"empty", "", "no event lines", 0},
+		{"comments only", "# tracer: nop\n#\n", "no event lines", 0},
+		{"no cpu_idle", "  fio 1 [000] 1.0: block:block_rq_issue: 8,0 R 4096 () 8 + 8 [fio]\n", "no power:cpu_idle events", 0},
+		{"garbage first", "hello world\n" + good, "line 1: not an event line", 1},
+		{"garbage after events", good + "hello\n", "line 2: not an event line", 2},
+		{"truncated fields", good + "          <idle>-0       [000] d..1.     1.000001000: cpu_idle: state=4294967295 cpu_", "line 2: cpu_idle: no cpu_id= field", 2},
+		{"truncated prefix", good + "          <idle>-0       [000] d..1.     1.00", "line 2: not an event line", 2},
+		{"bad state", "  swapper 0 [000] 1.0: power:cpu_idle: state=x cpu_id=0\n", "line 1: cpu_idle: state=\"x\" is not a number", 1},
+		{"bad block", good + "  fio 1 [000] 1.1: block:block_rq_issue: 8,0 R () 8 + 8 [fio]\n", "line 2: block_rq_issue: bytes", 2},
+		{"out of order", good + "          <idle>-0       [000] d..1.     0.500000000: cpu_idle: state=4294967295 cpu_id=0\n", "line 2: cpu_idle exit on CPU 0", 2},
+		{"huge CPU", "  swapper 0 [000] 1.0: power:cpu_idle: state=1 cpu_id=99999999\n", "line 1: cpu_idle: cpu_id=99999999", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := importString(t, tc.capture, Options{})
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q, want one line with %q", err, tc.want)
+			}
+			if LineOf(err) != tc.line {
+				t.Errorf("LineOf = %d, want %d", LineOf(err), tc.line)
+			}
+		})
+	}
+}
+
+// A small perf script capture: periods paired per CPU, the first exit
+// (a period begun before the capture) and unknown events skipped and
+// counted, IO paired by device and sector, inputs the capture lacks marked.
+func TestImportPerfScript(t *testing.T) {
+	capture := `         swapper     0 [000]    10.000001: power:cpu_idle: state=4294967295 cpu_id=0
+         swapper     0 [000]    10.000010: power:cpu_idle: state=2 cpu_id=0
+         swapper     0 [001]    10.000020: power:cpu_idle: state=1 cpu_id=1
+             fio  4242 [001]    10.000030: block:block_rq_issue: 254,0 R 4096 () 8 + 8 be,0,4 [fio]
+         swapper     0 [000]    10.000050: irq:irq_handler_entry: irq=36 name=virtio1
+         swapper     0 [000]    10.000051: block:block_rq_complete: 254,0 R () 8 + 8 be,0,4 [0]
+         swapper     0 [000]    10.000052: power:cpu_idle: state=4294967295 cpu_id=0
+         swapper     0 [000]    10.000053: sched:sched_migrate_task: comm=a pid=1 prio=120 orig_cpu=0 dest_cpu=1
+         swapper     0 [000]    10.000060: block:block_rq_complete: 254,0 W () 99 + 8 be,0,4 [0]
+`
+	r, sum, err := importString(t, capture, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Format != PerfScript || sum.Events != 9 || sum.IdlePeriods != 1 || sum.BlockIOs != 1 || sum.OpenPeriods != 1 || sum.IOUnmatched != 1 ||
+		sum.Skipped["sched_migrate_task"] != 1 || sum.Unused["irq_handler_entry"] != 1 || sum.IdleUnpaired != 0 {
+		t.Errorf("summary %+v", sum)
+	}
+	m := r.Meta
+	if m.NumCPUs != 2 || len(m.States) != 0 || !m.Inputs.BlockIO || m.Inputs.WakeCauses || m.Inputs.WakeRequests || m.Inputs.TickState || m.Inputs.TaskIO || m.Inputs.NextTimer || m.Start != nil {
+		t.Errorf("metadata %+v", m)
+	}
+	var periods []trace.IdlePeriod
+	var ios []trace.BlockIO
+	if err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error { periods = append(periods, *p); return nil },
+		BlockIO: func(b *trace.BlockIO) error { ios = append(ios, *b); return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(periods) != 1 || periods[0].CPU != 0 || periods[0].State != 2 || periods[0].EntryNs != 10000010000 || periods[0].ExitNs != 10000052000 ||
+		periods[0].WakeCause != trace.WakeUnknown || periods[0].NrIOWait != -1 || periods[0].TickStopped != trace.Unknown {
+		t.Errorf("periods %+v", periods)
+	}
+	if len(ios) != 1 || ios[0].IssueCPU != 1 || ios[0].CompleteCPU != 0 || ios[0].LatencyNs() != 21000 || ios[0].Tid != 4242 || ios[0].Comm != "fio" || ios[0].Bytes != 4096 || ios[0].Dev != 254<<20 {
+		t.Errorf("IO %+v", ios)
+	}
+	st, err := analysis.StatsFromReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CPUs[0]; len(c.States) == 0 || c.States[len(c.States)-1].Name != "state2" || c.States[len(c.States)-1].Usage != 1 {
+		t.Errorf("stats CPU 0: %+v", c)
+	}
+}
+
+// stateFigures is stats' usage and residency per CPU and state index.
+type stateKey struct{ cpu, state int }
+type stateFig struct {
+	name          string
+	usage, timeNs uint64
+}
+
+func figures(st *analysis.Stats) map[stateKey]stateFig {
+	out := map[stateKey]stateFig{}
+	for _, c := range st.CPUs {
+		for _, s := range c.States {
+			out[stateKey{c.CPU, s.Index}] = stateFig{s.Name, s.Usage, s.TimeNs}
+		}
+	}
+	return out
+}
+
+// The round trip: idletrace's own ftrace export of the bundled trace (the
+// periods stats counts), imported, gives stats' figures per CPU and state.
+func TestImportRoundTrip(t *testing.T) {
+	r, err := trace.Open(bundledTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want, err := analysis.StatsFromReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if _, err := export.WriteFtrace(r, export.Options{StatsWindow: true}, &text); err != nil {
+		t.Fatal(err)
+	}
+	ir, sum, err := importString(t, text.String(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Format != Ftrace || sum.IdleUnpaired != 0 || sum.OpenPeriods != 0 || sum.IOUnmatched != 0 || sum.IOInFlight != 0 {
+		t.Errorf("summary %+v", sum)
+	}
+	got, err := analysis.StatsFromReader(ir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, g := figures(want), figures(got)
+	if len(w) == 0 {
+		t.Fatal("no states in the bundled trace's stats")
+	}
+	for k, wf := range w {
+		gf := g[k]
+		if wf.usage == 0 && gf.usage == 0 {
+			continue
+		}
+		if gf.usage != wf.usage || gf.timeNs != wf.timeNs || gf.name != wf.name {
+			t.Errorf("CPU %d state %d: import %s %d periods %d ns, stats %s %d periods %d ns", k.cpu, k.state, gf.name, gf.usage, gf.timeNs, wf.name, wf.usage, wf.timeNs)
+		}
+		t.Logf("CPU %d %s: usage %d, residency %d ns (import and original)", k.cpu, wf.name, gf.usage, gf.timeNs)
+	}
+	if got.IO.Requests != want.IO.Requests {
+		t.Errorf("IO requests: import %d, original %d", got.IO.Requests, want.IO.Requests)
+	}
+	if got.IO.LatencyNs.P50 != want.IO.LatencyNs.P50 || got.IO.LatencyNs.Max != want.IO.LatencyNs.Max {
+		t.Errorf("IO latency: import %+v, original %+v", got.IO.LatencyNs, want.IO.LatencyNs)
+	}
+}
+
+// A profile's table names the states; without one or a header, state N.
+func TestImportProfileStates(t *testing.T) {
+	capture := "  swapper 0 [000] 1.0: power:cpu_idle: state=1 cpu_id=0\n  swapper 0 [000] 1.5: power:cpu_idle: state=4294967295 cpu_id=0\n"
+	states := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true}, {Index: 1, Name: "C1", ExitLatencyNs: 2000, TargetResidencyNs: 2000}}
+	r, _, err := importString(t, capture, Options{States: states})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := analysis.StatsFromReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := figures(st)[stateKey{0, 1}]
+	if f.name != "C1" || f.usage != 1 || f.timeNs != 500e6 {
+		t.Errorf("state 1: %+v", f)
+	}
+	if len(r.Meta.States) != 1 || r.Meta.States[0].States[1].ExitLatencyNs != 2000 {
+		t.Errorf("states %+v", r.Meta.States)
+	}
+}
+
+// No line makes the parsers panic.
+func FuzzImportLine(f *testing.F) {
+	for _, s := range []string{
+		"          <idle>-0       [000] d..1.  2033.066737291: cpu_idle: state=1 cpu_id=0",
+		"             fio  4242 [000] 12.000000123: block:block_rq_issue: 254,0 R 4096 () 8 + 8 be,0,4 [fio]",
+		"   kworker/0:1H-123   [000]    10.000002: block_rq_complete:    8,0 WS () 100 + 8 [0]",
+		"cpus=2", "cpuid 0:", "\tPOLL", "x [1] 1.1: a:b: (",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p := newPass(Auto, nil)
+		p.line(s)
+		p.line(s)
+		if ev, err := parseLine(s); err == nil {
+			parseBlockRq(ev.fields, true)
+			parseBlockRq(ev.fields, false)
+		}
+	})
+}
+
+// trace-cmd report's and tracefs' headers: the CPU count, empty CPUs,
+// lost events counted, no state table.
+func TestImportHeaders(t *testing.T) {
+	tests := []struct {
+		name, capture string
+		cpus          int
+		lost          uint64
+	}{
+		{"trace-cmd report", "version = 6\nCPU 2 is empty\ncpus=4\n" +
+			"          <idle>-0     [001]    10.000001: cpu_idle:             state=1 cpu_id=1\n" +
+			"CPU:1 [LOST 12 EVENTS]\n" +
+			"          <idle>-0     [001]    10.000101: cpu_idle:             state=4294967295 cpu_id=1\n", 4, 12},
+		{"tracefs", "# tracer: nop\n#\n# entries-in-buffer/entries-written: 2/2   #P:8\n#\n" +
+			"          <idle>-0       [003] d..1.    10.000001000: cpu_idle: state=2 cpu_id=3\n" +
+			"          <idle>-0       [003] d..1.    10.000101000: cpu_idle: state=4294967295 cpu_id=3\n", 8, 0},
+		{"no header", "  swapper 0 [005] 1.0: power:cpu_idle: state=1 cpu_id=5\n  swapper 0 [005] 1.5: power:cpu_idle: state=4294967295 cpu_id=5\n", 6, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, sum, err := importString(t, tc.capture, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Meta.NumCPUs != tc.cpus || len(r.Meta.RecordedCPUs) != tc.cpus || sum.Lost != tc.lost || sum.IdlePeriods != 1 || len(r.Meta.States) != 0 {
+				t.Errorf("CPUs %d (recorded %v), lost %d, periods %d, states %v; want %d CPUs, %d lost, 1 period", r.Meta.NumCPUs, r.Meta.RecordedCPUs, sum.Lost, sum.IdlePeriods, r.Meta.States, tc.cpus, tc.lost)
+			}
+		})
+	}
+}
