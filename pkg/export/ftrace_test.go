@@ -413,8 +413,8 @@ func TestFtraceBoundedMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Close()
-		held[n] = f.maxHeld
-		t.Logf("%d idle periods, %d IO requests, %d lines: at most %d held, %d IO slots", f.sum.IdlePeriods, f.sum.IORequests, f.sum.Events, f.maxHeld, len(f.ios))
+		held[n] = f.tl.maxHeld
+		t.Logf("%d idle periods, %d IO requests, %d lines: at most %d held, %d IO slots", f.sum.IdlePeriods, f.sum.IORequests, f.sum.Events, f.tl.maxHeld, len(f.tl.ios))
 	}
 	if held[1_200_000] > held[300_000]*5/4 {
 		t.Errorf("%d events held for 1.2 M periods against %d for 0.3 M: it grows with the trace", held[1_200_000], held[300_000])
