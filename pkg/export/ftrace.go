@@ -176,12 +176,17 @@ func ftraceCPUs(m *trace.Metadata) int {
 	return min(max(n, 1), trace.MaxCPUs)
 }
 
-// impossible says a period is no kernel's: an impossible CPU or state
-// number, a CPU beyond the trace's count or one it does not record, an
-// exit before its entry.
 func (f *ftracer) impossible(p *trace.IdlePeriod) bool {
-	return !f.rules.Valid(p) || int64(p.CPU) >= int64(f.ncpus) || p.ExitNs < p.EntryNs ||
-		(f.recorded != nil && !inSet(f.recorded, p.CPU))
+	return impossible(f.rules, f.ncpus, f.recorded, p)
+}
+
+// impossible says a period is no kernel's: an impossible CPU or state
+// number, a CPU beyond the trace's count (ncpus) or one it does not record
+// (recorded, nil for all), an exit before its entry. The event formats
+// leave such a period out.
+func impossible(rules *analysis.Rules, ncpus int, recorded []bool, p *trace.IdlePeriod) bool {
+	return !rules.Valid(p) || int64(p.CPU) >= int64(ncpus) || p.ExitNs < p.EntryNs ||
+		(recorded != nil && !inSet(recorded, p.CPU))
 }
 
 // keepIdle says whether a period is written: possible and selected (so
