@@ -29,7 +29,6 @@ package export
 // CLOCK_MONOTONIC, as the recorder read them (the trace clock "mono").
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
@@ -70,15 +69,7 @@ const (
 
 // ftracer writes one trace's ftrace text.
 type ftracer struct {
-	r          *trace.Reader
-	meta       *trace.Metadata
-	rules      *analysis.Rules
-	sel        selection
-	ncpus      int
-	wakeCauses bool
-	sum        Summary
-
-	tl   timeline
+	eventWriter
 	idle []bool // per CPU: inside an idle period, as written so far
 	// listed are the CPUs the header's topology and state table list:
 	// those the trace records idle periods of (all where it does not
@@ -86,10 +77,8 @@ type ftracer struct {
 	// topology for one that ran (its cluster figures are the time all of
 	// them were idle at once), and a cpu_idle line for a CPU beyond it
 	// would crash it.
-	listed   []bool
-	recorded []bool // nil: every CPU
-	out      *bufio.Writer
-	line     []byte
+	listed []bool
+	line   []byte
 }
 
 // WriteFtrace writes the ftrace text of r's records that o selects to w:
@@ -105,17 +94,8 @@ func WriteFtrace(r *trace.Reader, o Options, w io.Writer) (Summary, error) {
 }
 
 func newFtracer(r *trace.Reader, o Options, w io.Writer) *ftracer {
-	rules := analysis.NewRules(r.Meta, r.End)
-	f := &ftracer{
-		r: r, meta: r.Meta, rules: rules, sel: newSelection(r, rules, o),
-		ncpus: ftraceCPUs(r.Meta), wakeCauses: r.Meta.Inputs.WakeCauses,
-		out: bufio.NewWriterSize(w, 64<<10),
-	}
-	f.sum.TraceStartNs = f.sel.start
+	f := &ftracer{eventWriter: newEventWriter(r, o, w)}
 	f.idle = make([]bool, f.ncpus)
-	if len(r.Meta.RecordedCPUs) > 0 {
-		f.recorded = cpuSet(r.Meta.RecordedCPUs)
-	}
 	f.listed = make([]bool, f.ncpus)
 	some := false
 	for c := range f.listed {
@@ -156,37 +136,11 @@ func (f *ftracer) run() error {
 		return err
 	}
 	f.writeHeader(lines)
-	err = f.tl.scan(f.r, trace.Visitor{Idle: f.addIdle, BlockIO: f.addIO})
+	err = f.tl.scan(f.r, trace.Visitor{Idle: f.addIdle, BlockIO: f.holdIO})
 	if err == nil {
 		err = f.out.Flush()
 	}
 	return err
-}
-
-// ftraceCPUs is the header's CPU count: the machine's possible CPUs, or
-// more where the trace names a CPU beyond them.
-func ftraceCPUs(m *trace.Metadata) int {
-	n := m.NumCPUs
-	for _, c := range m.RecordedCPUs {
-		n = max(n, c+1)
-	}
-	for _, cs := range m.States {
-		n = max(n, cs.CPU+1)
-	}
-	return min(max(n, 1), trace.MaxCPUs)
-}
-
-func (f *ftracer) impossible(p *trace.IdlePeriod) bool {
-	return impossible(f.rules, f.ncpus, f.recorded, p)
-}
-
-// impossible says a period is no kernel's: an impossible CPU or state
-// number, a CPU beyond the trace's count (ncpus) or one it does not record
-// (recorded, nil for all), an exit before its entry. The event formats
-// leave such a period out.
-func impossible(rules *analysis.Rules, ncpus int, recorded []bool, p *trace.IdlePeriod) bool {
-	return !rules.Valid(p) || int64(p.CPU) >= int64(ncpus) || p.ExitNs < p.EntryNs ||
-		(recorded != nil && !inSet(recorded, p.CPU))
 }
 
 // keepIdle says whether a period is written: possible and selected (so
@@ -194,34 +148,13 @@ func impossible(rules *analysis.Rules, ncpus int, recorded []bool, p *trace.Idle
 func (f *ftracer) keepIdle(p *trace.IdlePeriod) bool { return !f.impossible(p) && f.sel.idle(p) }
 
 func (f *ftracer) addIdle(p *trace.IdlePeriod) error {
-	if f.impossible(p) {
-		f.sum.Invalid++
-		return nil
+	kept, err := f.holdPeriod(p)
+	if !kept {
+		return err
 	}
-	if !f.sel.idle(p) {
-		return nil
-	}
-	if f.tl.before(p.EntryNs) {
-		return errOutOfOrder
-	}
-	f.tl.hold(event{ns: p.EntryNs, cpu: p.CPU, kind: evEntry, state: p.State})
-	f.tl.hold(event{ns: p.ExitNs, cpu: p.CPU, kind: evExit})
 	if _, _, ok := wakeEvent(p.WakeCause, p.WakeIRQ); ok && f.wakeCauses {
 		f.tl.hold(event{ns: p.ExitNs, cpu: p.CPU, kind: evWake, cause: p.WakeCause, irq: p.WakeIRQ})
 	}
-	f.sum.IdlePeriods++
-	return nil
-}
-
-func (f *ftracer) addIO(b *trace.BlockIO) error {
-	if !f.sel.io(b) {
-		return nil
-	}
-	if f.tl.before(min(b.IssueNs, b.CompleteNs)) {
-		return errOutOfOrder
-	}
-	f.tl.holdIO(b)
-	f.sum.IORequests++
 	return nil
 }
 

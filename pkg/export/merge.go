@@ -11,11 +11,64 @@ package export
 // flight), not the trace.
 
 import (
+	"bufio"
 	"errors"
+	"io"
 	"math"
 
+	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
+
+// eventWriter is what the event formats' writers share: the trace, the
+// selection, the CPUs, the output.
+type eventWriter struct {
+	r          *trace.Reader
+	meta       *trace.Metadata
+	rules      *analysis.Rules
+	sel        selection
+	ncpus      int    // the CPU count (ftraceCPUs)
+	recorded   []bool // the CPUs the trace records idle periods of; nil: every CPU
+	wakeCauses bool
+	sum        Summary
+	out        *bufio.Writer
+	tl         timeline // set by the writer, with its write
+}
+
+func newEventWriter(r *trace.Reader, o Options, w io.Writer) eventWriter {
+	rules := analysis.NewRules(r.Meta, r.End)
+	e := eventWriter{
+		r: r, meta: r.Meta, rules: rules, sel: newSelection(r, rules, o),
+		ncpus: ftraceCPUs(r.Meta), wakeCauses: r.Meta.Inputs.WakeCauses,
+		out: bufio.NewWriterSize(w, 64<<10),
+	}
+	e.sum.TraceStartNs = e.sel.start
+	if len(r.Meta.RecordedCPUs) > 0 {
+		e.recorded = cpuSet(r.Meta.RecordedCPUs)
+	}
+	return e
+}
+
+// ftraceCPUs is the CPU count the event formats know: the machine's
+// possible CPUs, or more where the trace names a CPU beyond them.
+func ftraceCPUs(m *trace.Metadata) int {
+	n := m.NumCPUs
+	for _, c := range m.RecordedCPUs {
+		n = max(n, c+1)
+	}
+	for _, cs := range m.States {
+		n = max(n, cs.CPU+1)
+	}
+	return min(max(n, 1), trace.MaxCPUs)
+}
+
+// impossible says a period is no kernel's: an impossible CPU or state
+// number, a CPU beyond the trace's count or one it does not record, an
+// exit before its entry. The event formats leave such a period out.
+func (e *eventWriter) impossible(p *trace.IdlePeriod) bool {
+	return !e.rules.Valid(p) || int64(p.CPU) >= int64(e.ncpus) || p.ExitNs < p.EntryNs ||
+		(e.recorded != nil && !inSet(e.recorded, p.CPU))
+}
 
 // The event kinds, in the order one record's events come at one instant.
 const (
@@ -177,5 +230,37 @@ func (t *timeline) release(upTo uint64) error {
 		}
 		t.last, t.written = max(t.last, e.ns), true
 	}
+	return nil
+}
+
+// holdPeriod holds a period's entry and exit where the period is possible
+// and selected, and says whether it was.
+func (e *eventWriter) holdPeriod(p *trace.IdlePeriod) (bool, error) {
+	if e.impossible(p) {
+		e.sum.Invalid++
+		return false, nil
+	}
+	if !e.sel.idle(p) {
+		return false, nil
+	}
+	if e.tl.before(p.EntryNs) {
+		return false, errOutOfOrder
+	}
+	e.tl.hold(event{ns: p.EntryNs, cpu: p.CPU, kind: evEntry, state: p.State})
+	e.tl.hold(event{ns: p.ExitNs, cpu: p.CPU, kind: evExit})
+	e.sum.IdlePeriods++
+	return true, nil
+}
+
+// holdIO holds a selected IO request's issue and completion.
+func (e *eventWriter) holdIO(b *trace.BlockIO) error {
+	if !e.sel.io(b) {
+		return nil
+	}
+	if e.tl.before(min(b.IssueNs, b.CompleteNs)) {
+		return errOutOfOrder
+	}
+	e.tl.holdIO(b)
+	e.sum.IORequests++
 	return nil
 }

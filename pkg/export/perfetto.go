@@ -47,14 +47,12 @@ package export
 // events in any case.
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -228,18 +226,9 @@ type bundle struct {
 
 // perfettoWriter writes one trace's Perfetto trace.
 type perfettoWriter struct {
-	r            *trace.Reader
-	meta         *trace.Metadata
-	rules        *analysis.Rules
-	sel          selection
-	ncpus        int
-	recorded     []bool // nil: every CPU
-	wakeCauses   bool
+	eventWriter
 	wakeRequests bool
-	sum          Summary
 
-	tl      timeline
-	out     *bufio.Writer
 	p, ev   pb       // the packet being made, an ftrace event
 	bundles []bundle // per CPU
 	// wakeTracks: per CPU, its wake-ups track is described.
@@ -266,18 +255,11 @@ func WritePerfetto(r *trace.Reader, o Options, w io.Writer) (Summary, error) {
 }
 
 func newPerfettoWriter(r *trace.Reader, o Options, w io.Writer) *perfettoWriter {
-	rules := analysis.NewRules(r.Meta, r.End)
 	f := &perfettoWriter{
-		r: r, meta: r.Meta, rules: rules, sel: newSelection(r, rules, o),
-		ncpus: ftraceCPUs(r.Meta), wakeCauses: r.Meta.Inputs.WakeCauses,
+		eventWriter:  newEventWriter(r, o, w),
 		wakeRequests: r.Meta.Inputs.WakeCauses && r.Meta.Inputs.WakeRequests,
-		out:          bufio.NewWriterSize(w, 64<<10),
 		lanes:        map[uint32][]uint64{},
 		devNames:     map[uint32]string{},
-	}
-	f.sum.TraceStartNs = f.sel.start
-	if len(r.Meta.RecordedCPUs) > 0 {
-		f.recorded = cpuSet(r.Meta.RecordedCPUs)
 	}
 	f.bundles = make([]bundle, f.ncpus)
 	f.wakeTracks = make([]bool, f.ncpus)
@@ -316,18 +298,10 @@ func (f *perfettoWriter) run() error {
 }
 
 func (f *perfettoWriter) addIdle(p *trace.IdlePeriod) error {
-	if impossible(f.rules, f.ncpus, f.recorded, p) {
-		f.sum.Invalid++
-		return nil
+	kept, err := f.holdPeriod(p)
+	if !kept {
+		return err
 	}
-	if !f.sel.idle(p) {
-		return nil
-	}
-	if f.tl.before(p.EntryNs) {
-		return errOutOfOrder
-	}
-	f.tl.hold(event{ns: p.EntryNs, cpu: p.CPU, kind: evEntry, state: p.State})
-	f.tl.hold(event{ns: p.ExitNs, cpu: p.CPU, kind: evExit})
 	if f.wakeCauses && p.WakeCause != trace.WakeUnknown {
 		w := event{ns: p.ExitNs, cpu: p.CPU, kind: evWake, cause: p.WakeCause, irq: p.WakeIRQ, state: p.State}
 		if f.wakeRequests && p.WakeCause.IsRemoteWake() && p.WakeRequestNs != 0 && p.WakeRequestNs <= p.ExitNs {
@@ -337,24 +311,17 @@ func (f *perfettoWriter) addIdle(p *trace.IdlePeriod) error {
 		}
 		f.tl.hold(w)
 	}
-	f.sum.IdlePeriods++
 	return nil
 }
 
 func (f *perfettoWriter) addIO(b *trace.BlockIO) error {
-	if !f.sel.io(b) {
-		return nil
-	}
 	if b.CompleteNs < b.IssueNs || b.IssueCPU >= trace.MaxCPUs || b.CompleteCPU >= trace.MaxCPUs {
-		f.sum.Invalid++ // no slice can show it
+		if f.sel.io(b) {
+			f.sum.Invalid++ // no slice can show it
+		}
 		return nil
 	}
-	if f.tl.before(b.IssueNs) {
-		return errOutOfOrder
-	}
-	f.tl.holdIO(b)
-	f.sum.IORequests++
-	return nil
+	return f.holdIO(b)
 }
 
 func (f *perfettoWriter) write(e *event) error {
