@@ -107,7 +107,6 @@ const (
 	pfEventTerminatingFlowIDs protowire.Number = 48 // fixed64: repeated fixed64 terminating_flow_ids
 
 	// DebugAnnotation
-	pfAnnotationBool   protowire.Number = 2  // varint: bool bool_value
 	pfAnnotationUint   protowire.Number = 3  // varint: uint64 uint_value
 	pfAnnotationInt    protowire.Number = 4  // varint: int64 int_value
 	pfAnnotationString protowire.Number = 6  // bytes: string string_value
@@ -176,8 +175,6 @@ func (p *pb) uint(n protowire.Number, v uint64) {
 // int writes an int32 or int64 field (two's complement, as protobuf does).
 func (p *pb) int(n protowire.Number, v int64) { p.uint(n, uint64(v)) }
 
-func (p *pb) bool(n protowire.Number, v bool) { p.uint(n, protowire.EncodeBool(v)) }
-
 func (p *pb) fixed64(n protowire.Number, v uint64) {
 	p.b = protowire.AppendFixed64(protowire.AppendTag(p.b, n, protowire.Fixed64Type), v)
 }
@@ -208,12 +205,6 @@ func (p *pb) annInt(name string, v int64) {
 func (p *pb) annString(name, v string) {
 	p.annotate(name)
 	p.str(pfAnnotationString, v)
-	p.end()
-}
-
-func (p *pb) annBool(name string, v bool) {
-	p.annotate(name)
-	p.bool(pfAnnotationBool, v)
 	p.end()
 }
 

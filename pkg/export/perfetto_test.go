@@ -29,7 +29,6 @@ func TestPBEncoders(t *testing.T) {
 		{"uint max", func(p *pb) { p.uint(1, 1<<64-1) }, []byte{0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
 		{"field 60", func(p *pb) { p.uint(60, 1) }, []byte{0xe0, 0x03, 0x01}},
 		{"int -1", func(p *pb) { p.int(4, -1) }, []byte{0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
-		{"bool", func(p *pb) { p.bool(2, true); p.bool(2, false) }, []byte{0x10, 0x01, 0x10, 0x00}},
 		{"fixed64", func(p *pb) { p.fixed64(47, 0x0102030405060708) }, []byte{0xf9, 0x02, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}},
 		{"string", func(p *pb) { p.str(23, "read") }, []byte{0xba, 0x01, 0x04, 'r', 'e', 'a', 'd'}},
 		{"empty message", func(p *pb) { p.begin(1); p.end() }, []byte{0x0a, 0x00}},
@@ -111,7 +110,6 @@ var perfettoLayout = map[string]map[protowire.Number]fieldSpec{
 		48: {"terminating_flow_ids", protowire.Fixed64Type, "", true},
 	},
 	"DebugAnnotation": {
-		2:  {"bool_value", protowire.VarintType, "", false},
 		3:  {"uint_value", protowire.VarintType, "", false},
 		4:  {"int_value", protowire.VarintType, "", false},
 		6:  {"string_value", protowire.BytesType, "string", false},
