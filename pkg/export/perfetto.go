@@ -30,9 +30,10 @@ package export
 //   - Wake-ups, where the trace has wake causes: an instant per idle
 //     period's exit on "wake-ups cpu N" named by what ended it (timer,
 //     tick, irq N, ipi-resched, ipi-call, remote-no-ipi, poll-timeout;
-//     none for unknown; annotated with the state left), and, where the trace has wake requests and a
-//     remote wake ended the period, a flow from the request (an instant
-//     on the track "wake requests") to that exit. The trace keeps when a
+//     none for unknown; annotated with the state left), and, where the
+//     trace has wake requests and a remote wake ended the period, a flow
+//     from the request (an instant on the track "wake requests") to that
+//     exit. The trace keeps when a
 //     remote CPU asked the idle one to wake (an IPI send, sched_waking, a
 //     no-IPI wake of a polling CPU), not which CPU asked: the requests
 //     share one track instead of the sender's.
