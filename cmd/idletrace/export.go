@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/term"
+
 	"github.com/idletrace/idletrace/internal/outfile"
 	"github.com/idletrace/idletrace/pkg/export"
 	"github.com/idletrace/idletrace/pkg/host"
@@ -66,6 +68,11 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	case *table != "":
 		if tables, err = export.TablesOf([]string{*table}); err != nil {
 			return usagef("--table: %v", err)
+		}
+	}
+	if *format == export.Perfetto && *dir == "" {
+		if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			return usagef("the Perfetto trace is binary: give -o FILE or send stdout to a file or a pipe")
 		}
 	}
 	if !events && *dir == "" && (len(tables) != 1 || *format != "csv") {
