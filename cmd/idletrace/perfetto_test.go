@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -147,6 +148,10 @@ func TestExportPerfetto(t *testing.T) {
 	}
 	if r := runBin(t, "export", bundledTrace, "--format", "perfetto", "--table", "idle_periods"); r.code != 2 || !strings.Contains(r.stderr, "--table") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("--table: exit %d, %q", r.code, r.stderr)
+	}
+	cmd, _, out, errb := runOnPTY(t, "export", bundledTrace, "--format", "perfetto")
+	if code := waitExit(t, cmd, out, 30*time.Second); code != 2 || !strings.Contains(errb.String(), "-o FILE") || out.String() != "" {
+		t.Errorf("to a terminal: exit %d, stderr %q, %d bytes on the terminal", code, errb.String(), len(out.String()))
 	}
 	for _, bad := range [][]byte{[]byte("IDLETRC\x00garbage"), nil, []byte("not a trace at all")} {
 		cut := writeFile(t, "cut.trace", bad)
