@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/term"
+
 	"github.com/idletrace/idletrace/internal/outfile"
 	"github.com/idletrace/idletrace/pkg/export"
 	"github.com/idletrace/idletrace/pkg/host"
@@ -25,6 +27,12 @@ block_rq_issue and block_rq_complete, in time order) under the header
 idlestat --import reads, to -o FILE, to DIR/TRACE-NAME.txt when -o names a
 directory, else to stdout. --stats-window keeps what stats counts, so that
 idlestat's figures can be set beside stats'.
+perfetto: Perfetto's protobuf trace format (open it in ui.perfetto.dev):
+the cpu_idle events as the kernel's ftrace events (the UI's CPU idle
+tracks), block IO as slices on the issuing CPU's "block IO cpu N" track
+with a flow to an instant on the completing CPU's, and the wake-ups, with
+a flow from each remote wake request to the idle exit it caused; to -o
+FILE, to DIR/TRACE-NAME.pftrace when -o names a directory, else to stdout.
 Existing files are refused without --force.
 `
 
@@ -32,8 +40,8 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("export", stderr)
 	usage := fs.Usage
 	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+exportHelp) }
-	format := fs.String("format", "", "file format: csv, parquet or ftrace (required)")
-	dir := fs.StringP("output", "o", "", "directory for the tables (created if missing); for ftrace a file or a directory")
+	format := fs.String("format", "", "file format: csv, parquet, ftrace or perfetto (required)")
+	dir := fs.StringP("output", "o", "", "directory for the tables (created if missing); for ftrace and perfetto a file or a directory")
 	table := fs.String("table", "", "write only this table: "+export.IdlePeriods+" or "+export.IORequests+" (default both)")
 	cpus := fs.String("cpus", "", "only these CPUs (e.g. 0-3,8): their idle periods, and the IO requests issued or completed on them")
 	from := fs.Duration("from", 0, "only records from this long after the trace's start (an idle period by its exit, an IO request by its completion)")
@@ -47,21 +55,27 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *format == "" {
-		return usagef("missing --format: csv, parquet or ftrace")
+		return usagef("missing --format: csv, parquet, ftrace or perfetto")
 	}
-	if err := checkFormat(*format, append(slices.Clone(export.Formats), export.Ftrace)...); err != nil {
+	if err := checkFormat(*format, append(slices.Clone(export.Formats), export.Ftrace, export.Perfetto)...); err != nil {
 		return err
 	}
+	events := *format == export.Ftrace || *format == export.Perfetto // one file of events, not tables
 	tables := []string{export.IdlePeriods, export.IORequests}
 	switch {
-	case *format == export.Ftrace && *table != "":
-		return usagef("--table is for the csv and parquet tables: the ftrace text holds every event")
+	case events && *table != "":
+		return usagef("--table is for the csv and parquet tables: the %s trace holds every event", *format)
 	case *table != "":
 		if tables, err = export.TablesOf([]string{*table}); err != nil {
 			return usagef("--table: %v", err)
 		}
 	}
-	if *format != export.Ftrace && *dir == "" && (len(tables) != 1 || *format != "csv") {
+	if *format == export.Perfetto && *dir == "" {
+		if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			return usagef("the Perfetto trace is binary: give -o FILE or send stdout to a file or a pipe")
+		}
+	}
+	if !events && *dir == "" && (len(tables) != 1 || *format != "csv") {
 		return usagef("give -o DIR for the table files (without -o, --table NAME writes one CSV table to stdout)")
 	}
 	opts := export.Options{From: *from, To: *to, HasFrom: fs.Changed("from"), HasTo: fs.Changed("to"), StatsWindow: *statsWindow}
@@ -81,10 +95,14 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var files []string // the table files, in tables' order
-	if *format == export.Ftrace && *dir != "" {
+	if events && *dir != "" {
 		out := *dir
 		if fi, err := os.Stat(out); err == nil && fi.IsDir() {
-			out = filepath.Join(out, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".txt")
+			ext := ".txt"
+			if *format == export.Perfetto {
+				ext = export.PerfettoExt
+			}
+			out = filepath.Join(out, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+ext)
 		}
 		if err := checkOutput(out, path, *force); err != nil {
 			return err
@@ -116,8 +134,8 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	if *format == export.Ftrace {
-		return writeFtrace(r, opts, files, *force, *quiet, stdout, stderr)
+	if events {
+		return writeEvents(r, *format, opts, files, *force, *quiet, stdout, stderr)
 	}
 	out := map[string]io.Writer{}
 	if files == nil {
@@ -172,16 +190,24 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// writeFtrace writes the ftrace text to the one file in files (removed
-// again should the export fail), or to stdout.
-func writeFtrace(r *trace.Reader, opts export.Options, files []string, force, quiet bool, stdout, stderr io.Writer) error {
+// writeEvents writes the ftrace text or the Perfetto trace to the one
+// file in files (removed again should the export fail), or to stdout.
+func writeEvents(r *trace.Reader, format string, opts export.Options, files []string, force, quiet bool, stdout, stderr io.Writer) error {
+	write := export.WriteFtrace
+	if format == export.Perfetto {
+		write = export.WritePerfetto
+	}
 	warn := func(sum export.Summary) {
 		if sum.Invalid > 0 {
-			fmt.Fprintf(stderr, "warning: %d idle periods had an impossible CPU or state number, a CPU the trace does not record or an exit before their entry, and were left out\n", sum.Invalid)
+			what := "idle periods"
+			if format == export.Perfetto {
+				what = "idle periods or IO requests"
+			}
+			fmt.Fprintf(stderr, "warning: %d %s had an impossible CPU or state number, a CPU the trace does not record or an end before their start, and were left out\n", sum.Invalid, what)
 		}
 	}
 	if files == nil {
-		sum, err := export.WriteFtrace(r, opts, stdout)
+		sum, err := write(r, opts, stdout)
 		if err == nil {
 			warn(sum)
 		}
@@ -191,7 +217,7 @@ func writeFtrace(r *trace.Reader, opts export.Options, files []string, force, qu
 	if err != nil {
 		return err
 	}
-	sum, err := export.WriteFtrace(r, opts, f)
+	sum, err := write(r, opts, f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -200,7 +226,11 @@ func writeFtrace(r *trace.Reader, opts export.Options, files []string, force, qu
 		return err
 	}
 	warn(sum)
-	if !quiet {
+	switch {
+	case quiet:
+	case format == export.Perfetto:
+		fmt.Fprintf(stderr, "idletrace export: %d idle periods, %d IO requests and %d wake-request flows as %d Perfetto events to %s\n", sum.IdlePeriods, sum.IORequests, sum.Flows, sum.Events, files[0])
+	default:
 		fmt.Fprintf(stderr, "idletrace export: %d idle periods and %d IO requests as %d ftrace events to %s\n", sum.IdlePeriods, sum.IORequests, sum.Events, files[0])
 	}
 	return nil

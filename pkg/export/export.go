@@ -58,15 +58,21 @@ type Summary struct {
 	// TraceStartNs is the instant From and To count from.
 	TraceStartNs uint64
 	// Invalid counts idle periods with an impossible CPU or state number,
-	// skipped as stats skips them (in the ftrace text also those on a CPU
-	// beyond the trace's CPU count or one it does not record, or exiting
-	// before their entry).
+	// skipped as stats skips them (in the ftrace text and the Perfetto
+	// trace also those on a CPU beyond the trace's CPU count or one it
+	// does not record, or exiting before their entry; in the Perfetto
+	// trace IO requests completing before their issue too).
 	Invalid uint64
 	// Uncertain counts IO completions whose woke_idle the bounded memory
 	// of the IO-wake matcher may have got wrong (stats warns of the same).
 	Uncertain uint64
-	// Events counts the ftrace text's event lines (WriteFtrace only).
+	// Events counts the ftrace text's event lines (WriteFtrace), the
+	// Perfetto trace's cpu_idle events and TrackEvents (WritePerfetto).
 	Events uint64
+	// Flows counts the Perfetto trace's flows from a wake request to the
+	// idle exit it caused (WritePerfetto only; each IO request has one
+	// more, from its issue to its completion).
+	Flows uint64
 }
 
 // TraceStart is the instant the trace starts: its start snapshot, else

@@ -29,8 +29,6 @@ package export
 // CLOCK_MONOTONIC, as the recorder read them (the trace clock "mono").
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -69,111 +67,19 @@ const (
 	flagsBlock = "....."
 )
 
-// The ftrace event kinds, in the order one record's lines come at one instant.
-const (
-	evEntry uint8 = iota
-	evExit
-	evWake
-	evIssue
-	evComplete
-)
-
-// ftraceEvent is one line waiting for its turn.
-type ftraceEvent struct {
-	ns, seq uint64
-	cpu     uint32
-	state   uint32 // evEntry
-	irq     int32  // evWake: the device IRQ, -1 for none
-	io      int32  // evIssue, evComplete: its slot in ftracer.ios
-	kind    uint8
-	cause   trace.WakeCause // evWake
-}
-
-// eventHeap is a min-heap of events by time, then by the order they were
-// made in (a CPU's exit before its next entry at the same instant).
-type eventHeap []ftraceEvent
-
-func (h eventHeap) less(i, j int) bool {
-	if h[i].ns != h[j].ns {
-		return h[i].ns < h[j].ns
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *eventHeap) push(e ftraceEvent) {
-	*h = append(*h, e)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !s.less(i, p) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
-}
-
-func (h *eventHeap) pop() ftraceEvent {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < n && s.less(l, m) {
-			m = l
-		}
-		if l+1 < n && s.less(l+1, m) {
-			m = l + 1
-		}
-		if m == i {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
-}
-
 // ftracer writes one trace's ftrace text.
 type ftracer struct {
-	r          *trace.Reader
-	meta       *trace.Metadata
-	rules      *analysis.Rules
-	sel        selection
-	ncpus      int
-	wakeCauses bool
-	sum        Summary
-
-	// later[i] is the smallest timestamp chunk i and the chunks after it
-	// can hold: every event before it may be written.
-	later  []uint64
-	held   eventHeap
-	seq    uint64
-	ios    []trace.BlockIO // IO requests with a line still held
-	ioRefs []uint8         // lines of each still held
-	freeIO []int32
-	idle   []bool // per CPU: inside an idle period, as written so far
+	eventWriter
+	idle []bool // per CPU: inside an idle period, as written so far
 	// listed are the CPUs the header's topology and state table list:
 	// those the trace records idle periods of (all where it does not
 	// say), and of them those selected. idlestat takes every CPU of its
 	// topology for one that ran (its cluster figures are the time all of
 	// them were idle at once), and a cpu_idle line for a CPU beyond it
 	// would crash it.
-	listed   []bool
-	recorded []bool // nil: every CPU
-	last     uint64 // the latest timestamp written
-	written  bool
-	out      *bufio.Writer
-	line     []byte
-	maxHeld  int
+	listed []bool
+	line   []byte
 }
-
-// errOutOfOrder is a record earlier than lines already written: its chunk
-// lies about its time range.
-var errOutOfOrder = errors.New("the trace's records lie outside their chunks' time ranges (damaged file?): cannot write them in time order")
 
 // WriteFtrace writes the ftrace text of r's records that o selects to w:
 // per idle period its cpu_idle entry and exit and the event behind its
@@ -188,17 +94,8 @@ func WriteFtrace(r *trace.Reader, o Options, w io.Writer) (Summary, error) {
 }
 
 func newFtracer(r *trace.Reader, o Options, w io.Writer) *ftracer {
-	rules := analysis.NewRules(r.Meta, r.End)
-	f := &ftracer{
-		r: r, meta: r.Meta, rules: rules, sel: newSelection(r, rules, o),
-		ncpus: ftraceCPUs(r.Meta), wakeCauses: r.Meta.Inputs.WakeCauses,
-		out: bufio.NewWriterSize(w, 64<<10),
-	}
-	f.sum.TraceStartNs = f.sel.start
+	f := &ftracer{eventWriter: newEventWriter(r, o, w)}
 	f.idle = make([]bool, f.ncpus)
-	if len(r.Meta.RecordedCPUs) > 0 {
-		f.recorded = cpuSet(r.Meta.RecordedCPUs)
-	}
 	f.listed = make([]bool, f.ncpus)
 	some := false
 	for c := range f.listed {
@@ -210,15 +107,7 @@ func newFtracer(r *trace.Reader, o Options, w io.Writer) *ftracer {
 			f.listed[c] = f.recorded == nil || inSet(f.recorded, uint32(c))
 		}
 	}
-	infos := r.ChunkInfos()
-	f.later = make([]uint64, len(infos)+1)
-	f.later[len(infos)] = math.MaxUint64
-	for i := len(infos) - 1; i >= 0; i-- {
-		f.later[i] = f.later[i+1]
-		if c := infos[i]; (c.Type == trace.ChunkIdle || c.Type == trace.ChunkBlockIO) && c.Records > 0 {
-			f.later[i] = min(f.later[i], c.FirstNs)
-		}
-	}
+	f.tl = newTimeline(r, f.write)
 	return f
 }
 
@@ -247,39 +136,11 @@ func (f *ftracer) run() error {
 		return err
 	}
 	f.writeHeader(lines)
-	err = f.r.Scan(trace.Visitor{
-		Chunk:   func(i int) error { return f.release(f.later[i]) },
-		Idle:    f.addIdle,
-		BlockIO: f.addIO,
-	})
-	if err == nil {
-		err = f.release(math.MaxUint64)
-	}
+	err = f.tl.scan(f.r, trace.Visitor{Idle: f.addIdle, BlockIO: f.holdIO})
 	if err == nil {
 		err = f.out.Flush()
 	}
 	return err
-}
-
-// ftraceCPUs is the header's CPU count: the machine's possible CPUs, or
-// more where the trace names a CPU beyond them.
-func ftraceCPUs(m *trace.Metadata) int {
-	n := m.NumCPUs
-	for _, c := range m.RecordedCPUs {
-		n = max(n, c+1)
-	}
-	for _, cs := range m.States {
-		n = max(n, cs.CPU+1)
-	}
-	return min(max(n, 1), trace.MaxCPUs)
-}
-
-// impossible says a period is no kernel's: an impossible CPU or state
-// number, a CPU beyond the trace's count or one it does not record, an
-// exit before its entry.
-func (f *ftracer) impossible(p *trace.IdlePeriod) bool {
-	return !f.rules.Valid(p) || int64(p.CPU) >= int64(f.ncpus) || p.ExitNs < p.EntryNs ||
-		(f.recorded != nil && !inSet(f.recorded, p.CPU))
 }
 
 // keepIdle says whether a period is written: possible and selected (so
@@ -287,68 +148,17 @@ func (f *ftracer) impossible(p *trace.IdlePeriod) bool {
 func (f *ftracer) keepIdle(p *trace.IdlePeriod) bool { return !f.impossible(p) && f.sel.idle(p) }
 
 func (f *ftracer) addIdle(p *trace.IdlePeriod) error {
-	if f.impossible(p) {
-		f.sum.Invalid++
-		return nil
+	kept, err := f.holdPeriod(p)
+	if !kept {
+		return err
 	}
-	if !f.sel.idle(p) {
-		return nil
-	}
-	if f.written && p.EntryNs < f.last {
-		return errOutOfOrder
-	}
-	f.hold(ftraceEvent{ns: p.EntryNs, cpu: p.CPU, kind: evEntry, state: p.State})
-	f.hold(ftraceEvent{ns: p.ExitNs, cpu: p.CPU, kind: evExit})
 	if _, _, ok := wakeEvent(p.WakeCause, p.WakeIRQ); ok && f.wakeCauses {
-		f.hold(ftraceEvent{ns: p.ExitNs, cpu: p.CPU, kind: evWake, cause: p.WakeCause, irq: p.WakeIRQ})
-	}
-	f.sum.IdlePeriods++
-	return nil
-}
-
-func (f *ftracer) addIO(b *trace.BlockIO) error {
-	if !f.sel.io(b) {
-		return nil
-	}
-	if f.written && min(b.IssueNs, b.CompleteNs) < f.last {
-		return errOutOfOrder
-	}
-	var slot int32
-	if n := len(f.freeIO); n > 0 {
-		slot, f.freeIO = f.freeIO[n-1], f.freeIO[:n-1]
-		f.ios[slot] = *b
-		f.ioRefs[slot] = 2
-	} else {
-		slot = int32(len(f.ios))
-		f.ios = append(f.ios, *b)
-		f.ioRefs = append(f.ioRefs, 2)
-	}
-	f.hold(ftraceEvent{ns: b.IssueNs, cpu: b.IssueCPU, kind: evIssue, io: slot})
-	f.hold(ftraceEvent{ns: b.CompleteNs, cpu: b.CompleteCPU, kind: evComplete, io: slot})
-	f.sum.IORequests++
-	return nil
-}
-
-func (f *ftracer) hold(e ftraceEvent) {
-	e.seq = f.seq
-	f.seq++
-	f.held.push(e)
-	f.maxHeld = max(f.maxHeld, len(f.held))
-}
-
-// release writes every held event before the instant upTo (all of them
-// for math.MaxUint64).
-func (f *ftracer) release(upTo uint64) error {
-	for len(f.held) > 0 && (f.held[0].ns < upTo || upTo == math.MaxUint64) {
-		e := f.held.pop()
-		if err := f.write(&e); err != nil {
-			return err
-		}
+		f.tl.hold(event{ns: p.ExitNs, cpu: p.CPU, kind: evWake, cause: p.WakeCause, irq: p.WakeIRQ})
 	}
 	return nil
 }
 
-func (f *ftracer) write(e *ftraceEvent) error {
+func (f *ftracer) write(e *event) error {
 	b := f.line[:0]
 	switch e.kind {
 	case evEntry:
@@ -360,19 +170,14 @@ func (f *ftracer) write(e *ftraceEvent) error {
 	case evWake:
 		b, _ = appendWake(b, e.cpu, e.ns, e.cause, e.irq)
 	case evIssue, evComplete:
-		io := &f.ios[e.io]
+		io := &f.tl.ios[e.io]
 		if e.kind == evIssue {
 			b = appendIssue(b, io)
 		} else {
 			b = appendComplete(b, io, int64(e.cpu) < int64(f.ncpus) && f.idle[e.cpu])
 		}
-		if f.ioRefs[e.io]--; f.ioRefs[e.io] == 0 {
-			f.ios[e.io] = trace.BlockIO{}
-			f.freeIO = append(f.freeIO, e.io)
-		}
 	}
 	f.line = b
-	f.last, f.written = e.ns, true
 	f.sum.Events++
 	_, err := f.out.Write(b)
 	return err

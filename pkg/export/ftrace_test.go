@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -222,8 +221,9 @@ func parseFtrace(t testing.TB, data []byte) ftraceText {
 	return p
 }
 
-// ftraceOf exports path as ftrace text with o and parses it.
-func ftraceOf(t testing.TB, path string, o Options) (ftraceText, Summary) {
+// eventsOf exports path with o in an event format (WriteFtrace,
+// WritePerfetto).
+func eventsOf(t testing.TB, path string, o Options, write func(*trace.Reader, Options, io.Writer) (Summary, error)) ([]byte, Summary) {
 	t.Helper()
 	r, err := trace.Open(path)
 	if err != nil {
@@ -231,11 +231,18 @@ func ftraceOf(t testing.TB, path string, o Options) (ftraceText, Summary) {
 	}
 	defer r.Close()
 	var buf bytes.Buffer
-	sum, err := WriteFtrace(r, o, &buf)
+	sum, err := write(r, o, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := parseFtrace(t, buf.Bytes())
+	return buf.Bytes(), sum
+}
+
+// ftraceOf exports path as ftrace text with o and parses it.
+func ftraceOf(t testing.TB, path string, o Options) (ftraceText, Summary) {
+	t.Helper()
+	data, sum := eventsOf(t, path, o, WriteFtrace)
+	p := parseFtrace(t, data)
 	if uint64(len(p.events)) != sum.Events {
 		t.Errorf("%d event lines, the summary says %d", len(p.events), sum.Events)
 	}
@@ -394,52 +401,5 @@ func TestFtraceHeader(t *testing.T) {
 				t.Fatalf("%s: %+v on a CPU the header does not list or not selected", name, e)
 			}
 		}
-	}
-}
-
-// TestFtraceBoundedMemory: the events held back to be written in time
-// order do not grow with the trace's length: they span the chunks being
-// read, not the trace.
-func TestFtraceBoundedMemory(t *testing.T) {
-	dir := t.TempDir()
-	held := map[int]int{}
-	for _, n := range []int{300_000, 1_200_000} {
-		r, err := trace.Open(writeSynth(t, dir, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := newFtracer(r, Options{}, io.Discard)
-		if err := f.run(); err != nil {
-			t.Fatal(err)
-		}
-		r.Close()
-		held[n] = f.maxHeld
-		t.Logf("%d idle periods, %d IO requests, %d lines: at most %d held, %d IO slots", f.sum.IdlePeriods, f.sum.IORequests, f.sum.Events, f.maxHeld, len(f.ios))
-	}
-	if held[1_200_000] > held[300_000]*5/4 {
-		t.Errorf("%d events held for 1.2 M periods against %d for 0.3 M: it grows with the trace", held[1_200_000], held[300_000])
-	}
-}
-
-// TestFtraceDamaged: a trace cut anywhere exports what it holds, in time
-// order, or fails with one line; never a panic.
-func TestFtraceDamaged(t *testing.T) {
-	data, err := os.ReadFile(writeSynth(t, t.TempDir(), 2_000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for cut := 16; cut < len(data); cut += len(data)/97 + 1 {
-		r, err := trace.NewReader(bytes.NewReader(data[:cut]), int64(cut))
-		if err != nil {
-			continue // not even the metadata
-		}
-		var buf bytes.Buffer
-		if _, err := WriteFtrace(r, Options{}, &buf); err != nil {
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("cut at %d: a multi-line error %q", cut, err)
-			}
-			continue
-		}
-		parseFtrace(t, buf.Bytes())
 	}
 }

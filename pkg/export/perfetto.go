@@ -1,0 +1,527 @@
+package export
+
+// The Perfetto trace: a trace's records in Perfetto's protobuf trace
+// format (a Trace message: repeated TracePacket packet = 1), written with
+// protowire straight from the field numbers below, which are those of
+// Perfetto's protos (protos/perfetto/trace/: trace.proto,
+// trace_packet.proto, ftrace/ftrace_event_bundle.proto,
+// ftrace/ftrace_event.proto, ftrace/power.proto,
+// track_event/track_event.proto, track_descriptor.proto,
+// debug_annotation.proto); no generated code, no copied .proto file.
+//
+//   - Idle periods: the kernel's own cpu_idle events (CpuIdleFtraceEvent
+//     state and cpu_id, the entry's state and 4294967295 for the exit),
+//     pid 0, in one FtraceEventBundle per CPU at a time, each CPU's in
+//     time order: what Perfetto records from a kernel, and what its
+//     trace processor turns into the per-CPU "cpuidle" counter tracks the
+//     UI shows as CPU idle state.
+//   - Block IO: TrackEvents on a track per CPU, "block IO cpu N", under a
+//     parent track "idletrace": a slice (TYPE_SLICE_BEGIN at the issue,
+//     TYPE_SLICE_END at the completion) on the issuing CPU's track, an
+//     instant at the completion on the completing CPU's track, and a flow
+//     from the one to the other. Requests in flight at once lie on sibling
+//     tracks of the same name (lanes: TrackEvent slices on one track must
+//     nest), which the UI merges into one track (TrackDescriptor's
+//     sibling merge by name, its default) and the trace processor
+//     multiplexes as it does any merged tracks. Debug annotations: on the
+//     slice device, sector, bytes, op, the completing CPU and the task
+//     where recorded; on the completion the issuing CPU, the latency and
+//     the error.
+//   - Wake-ups, where the trace has wake causes: an instant per idle
+//     period's exit on "wake-ups cpu N" named by what ended it (timer,
+//     tick, irq N, ipi-resched, ipi-call, remote-no-ipi, poll-timeout;
+//     none for unknown; annotated with the state left), and, where the
+//     trace has wake requests and a remote wake ended the period, a flow
+//     from the request (an instant on the track "wake requests") to that
+//     exit. The trace keeps when a
+//     remote CPU asked the idle one to wake (an IPI send, sched_waking, a
+//     no-IPI wake of a polling CPU), not which CPU asked: the requests
+//     share one track instead of the sender's.
+//
+// Timestamps are the trace's CLOCK_MONOTONIC nanoseconds, written with no
+// clock id, so in Perfetto's default trace clock: the ftrace events and
+// the TrackEvents share it. TrackEvents and TrackDescriptors are on one
+// packet sequence (trusted_packet_sequence_id 1), whose first packet
+// clears its incremental state; nothing is interned. The events come
+// merged in time order (the timeline), but for wake requests made before
+// events already written: Perfetto's trace processor sorts a file's
+// events in any case.
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Perfetto is the format name of the Perfetto trace, PerfettoExt its file
+// name extension (the one Perfetto's own tools write).
+const (
+	Perfetto    = "perfetto"
+	PerfettoExt = ".pftrace"
+)
+
+// The messages' fields the writer writes: number, and in the comment the
+// wire type and the field's name in Perfetto's protos.
+const (
+	// Trace
+	pfTracePacket protowire.Number = 1 // bytes: repeated TracePacket packet
+
+	// TracePacket
+	pfPacketFtraceEvents    protowire.Number = 1  // bytes: FtraceEventBundle ftrace_events
+	pfPacketTimestamp       protowire.Number = 8  // varint: uint64 timestamp
+	pfPacketSequenceID      protowire.Number = 10 // varint: uint32 trusted_packet_sequence_id
+	pfPacketTrackEvent      protowire.Number = 11 // bytes: TrackEvent track_event
+	pfPacketSequenceFlags   protowire.Number = 13 // varint: uint32 sequence_flags
+	pfPacketTrackDescriptor protowire.Number = 60 // bytes: TrackDescriptor track_descriptor
+
+	// FtraceEventBundle
+	pfBundleCPU   protowire.Number = 1 // varint: uint32 cpu
+	pfBundleEvent protowire.Number = 2 // bytes: repeated FtraceEvent event
+
+	// FtraceEvent
+	pfFtraceTimestamp protowire.Number = 1  // varint: uint64 timestamp
+	pfFtracePid       protowire.Number = 2  // varint: uint32 pid
+	pfFtraceCPUIdle   protowire.Number = 13 // bytes: CpuIdleFtraceEvent cpu_idle
+
+	// CpuIdleFtraceEvent
+	pfCPUIdleState protowire.Number = 1 // varint: uint32 state
+	pfCPUIdleCPUID protowire.Number = 2 // varint: uint32 cpu_id
+
+	// TrackDescriptor
+	pfTrackUUID          protowire.Number = 1  // varint: uint64 uuid
+	pfTrackName          protowire.Number = 2  // bytes: string name
+	pfTrackParentUUID    protowire.Number = 5  // varint: uint64 parent_uuid
+	pfTrackChildOrdering protowire.Number = 11 // varint: ChildTracksOrdering child_ordering
+	pfTrackSiblingRank   protowire.Number = 12 // varint: int32 sibling_order_rank
+	pfTrackDescription   protowire.Number = 14 // bytes: string description
+
+	// TrackEvent
+	pfEventDebugAnnotation    protowire.Number = 4  // bytes: repeated DebugAnnotation debug_annotations
+	pfEventType               protowire.Number = 9  // varint: Type type
+	pfEventTrackUUID          protowire.Number = 11 // varint: uint64 track_uuid
+	pfEventName               protowire.Number = 23 // bytes: string name
+	pfEventFlowIDs            protowire.Number = 47 // fixed64: repeated fixed64 flow_ids
+	pfEventTerminatingFlowIDs protowire.Number = 48 // fixed64: repeated fixed64 terminating_flow_ids
+
+	// DebugAnnotation
+	pfAnnotationUint   protowire.Number = 3  // varint: uint64 uint_value
+	pfAnnotationInt    protowire.Number = 4  // varint: int64 int_value
+	pfAnnotationString protowire.Number = 6  // bytes: string string_value
+	pfAnnotationName   protowire.Number = 10 // bytes: string name
+)
+
+// Enum values.
+const (
+	seqIncrementalStateCleared = 1 // TracePacket.SequenceFlags SEQ_INCREMENTAL_STATE_CLEARED
+	childOrderingExplicit      = 3 // TrackDescriptor.ChildTracksOrdering EXPLICIT
+	typeSliceBegin             = 1 // TrackEvent.Type TYPE_SLICE_BEGIN
+	typeSliceEnd               = 2 // TYPE_SLICE_END
+	typeInstant                = 3 // TYPE_INSTANT
+)
+
+// The writer's track uuids: the parent, the wake requests, and per CPU
+// its wake-ups and its IO lanes (kind<<48 | cpu<<24 | lane).
+const (
+	sequenceID             = 1
+	rootTrack       uint64 = 1
+	requestTrack    uint64 = 2
+	wakeTrackKind   uint64 = 1 << 48
+	ioTrackKind     uint64 = 2 << 48
+	maxLanes               = 1 << 24
+	bundleMaxEvents        = 512 // cpu_idle events a CPU's bundle holds before it is written
+)
+
+// pb builds one message in the wire format: fields are appended, and a
+// nested message is opened with begin and closed with end, which puts
+// its length in front of it.
+type pb struct {
+	b    []byte
+	open []int
+}
+
+func (p *pb) reset() { p.b, p.open = p.b[:0], p.open[:0] }
+
+func (p *pb) begin(n protowire.Number) {
+	p.b = protowire.AppendTag(p.b, n, protowire.BytesType)
+	p.open = append(p.open, len(p.b))
+}
+
+func (p *pb) end() {
+	start := p.open[len(p.open)-1]
+	p.open = p.open[:len(p.open)-1]
+	n := len(p.b) - start
+	k := protowire.SizeVarint(uint64(n))
+	for range k {
+		p.b = append(p.b, 0)
+	}
+	copy(p.b[start+k:], p.b[start:start+n])
+	protowire.AppendVarint(p.b[start:start], uint64(n))
+}
+
+// endAll closes every message still open.
+func (p *pb) endAll() {
+	for len(p.open) > 0 {
+		p.end()
+	}
+}
+
+func (p *pb) uint(n protowire.Number, v uint64) {
+	p.b = protowire.AppendVarint(protowire.AppendTag(p.b, n, protowire.VarintType), v)
+}
+
+// int writes an int32 or int64 field (two's complement, as protobuf does).
+func (p *pb) int(n protowire.Number, v int64) { p.uint(n, uint64(v)) }
+
+func (p *pb) fixed64(n protowire.Number, v uint64) {
+	p.b = protowire.AppendFixed64(protowire.AppendTag(p.b, n, protowire.Fixed64Type), v)
+}
+
+func (p *pb) str(n protowire.Number, s string) {
+	p.b = protowire.AppendString(protowire.AppendTag(p.b, n, protowire.BytesType), s)
+}
+
+// The debug annotations: a name and a value.
+
+func (p *pb) annotate(name string) {
+	p.begin(pfEventDebugAnnotation)
+	p.str(pfAnnotationName, name)
+}
+
+func (p *pb) annUint(name string, v uint64) {
+	p.annotate(name)
+	p.uint(pfAnnotationUint, v)
+	p.end()
+}
+
+func (p *pb) annInt(name string, v int64) {
+	p.annotate(name)
+	p.int(pfAnnotationInt, v)
+	p.end()
+}
+
+func (p *pb) annString(name, v string) {
+	p.annotate(name)
+	p.str(pfAnnotationString, v)
+	p.end()
+}
+
+// bundle is a CPU's cpu_idle events not yet written, each an encoded
+// FtraceEventBundle.event field.
+type bundle struct {
+	events []byte
+	n      int
+}
+
+// perfettoWriter writes one trace's Perfetto trace.
+type perfettoWriter struct {
+	eventWriter
+	wakeRequests bool
+
+	p, ev   pb       // the packet being made, an ftrace event
+	bundles []bundle // per CPU
+	// wakeTracks: per CPU, its wake-ups track is described.
+	wakeTracks  []bool
+	requests    bool                // the wake requests track is described
+	lanes       map[uint32][]uint64 // per CPU, the instant each IO lane is busy until
+	slotLane    []uint64            // per IO slot of the timeline: its slice's track
+	slotFlow    []uint64            // and its flow
+	flow        uint64              // the last flow id given
+	devNames    map[uint32]string
+	opNames     [256]string
+	maxInFlight int
+}
+
+// WritePerfetto writes the Perfetto trace of r's records that o selects
+// to w (see the top of this file). Memory holds the events between the
+// earliest time a chunk yet to be read may hold and the latest read, as
+// for the ftrace text. Summary.Events counts the events written (cpu_idle
+// events and TrackEvents), Summary.Flows the wake-request flows.
+func WritePerfetto(r *trace.Reader, o Options, w io.Writer) (Summary, error) {
+	f := newPerfettoWriter(r, o, w)
+	err := f.run()
+	return f.sum, err
+}
+
+func newPerfettoWriter(r *trace.Reader, o Options, w io.Writer) *perfettoWriter {
+	f := &perfettoWriter{
+		eventWriter:  newEventWriter(r, o, w),
+		wakeRequests: r.Meta.Inputs.WakeCauses && r.Meta.Inputs.WakeRequests,
+		lanes:        map[uint32][]uint64{},
+		devNames:     map[uint32]string{},
+	}
+	f.bundles = make([]bundle, f.ncpus)
+	f.wakeTracks = make([]bool, f.ncpus)
+	for _, d := range r.Meta.BlockDevices {
+		f.devNames[d.Dev()] = d.Name
+	}
+	f.tl = newTimeline(r, f.write)
+	return f
+}
+
+func (f *perfettoWriter) run() error {
+	// The first packet on the sequence: the parent track, which orders
+	// its children by rank.
+	f.p.reset()
+	f.p.begin(pfTracePacket)
+	f.p.uint(pfPacketSequenceID, sequenceID)
+	f.p.uint(pfPacketSequenceFlags, seqIncrementalStateCleared)
+	f.p.begin(pfPacketTrackDescriptor)
+	f.p.uint(pfTrackUUID, rootTrack)
+	f.p.str(pfTrackName, "idletrace")
+	f.p.str(pfTrackDescription, "block IO and wake-ups from an idletrace recording; idle states are the CPUs' cpuidle tracks")
+	f.p.uint(pfTrackChildOrdering, childOrderingExplicit)
+	if err := f.writePacket(); err != nil {
+		return err
+	}
+	err := f.tl.scan(f.r, trace.Visitor{Idle: f.addIdle, BlockIO: f.addIO})
+	for cpu := range f.bundles {
+		if err == nil {
+			err = f.flushBundle(uint32(cpu))
+		}
+	}
+	if err == nil {
+		err = f.out.Flush()
+	}
+	return err
+}
+
+func (f *perfettoWriter) addIdle(p *trace.IdlePeriod) error {
+	kept, err := f.holdPeriod(p)
+	if !kept {
+		return err
+	}
+	if f.wakeCauses && p.WakeCause != trace.WakeUnknown {
+		w := event{ns: p.ExitNs, cpu: p.CPU, kind: evWake, cause: p.WakeCause, irq: p.WakeIRQ, state: p.State}
+		if f.wakeRequests && p.WakeCause.IsRemoteWake() && p.WakeRequestNs != 0 && p.WakeRequestNs <= p.ExitNs {
+			f.flow++
+			w.flow = f.flow
+			f.tl.hold(event{ns: p.WakeRequestNs, cpu: p.CPU, kind: evWakeRequest, flow: w.flow})
+		}
+		f.tl.hold(w)
+	}
+	return nil
+}
+
+func (f *perfettoWriter) addIO(b *trace.BlockIO) error {
+	if b.CompleteNs < b.IssueNs || b.IssueCPU >= trace.MaxCPUs || b.CompleteCPU >= trace.MaxCPUs {
+		if f.sel.io(b) {
+			f.sum.Invalid++ // no slice can show it
+		}
+		return nil
+	}
+	return f.holdIO(b)
+}
+
+func (f *perfettoWriter) write(e *event) error {
+	switch e.kind {
+	case evEntry:
+		return f.cpuIdle(e.cpu, e.ns, e.state)
+	case evExit:
+		return f.cpuIdle(e.cpu, e.ns, cpuIdleExit)
+	case evWake:
+		return f.wakeUp(e)
+	case evWakeRequest:
+		return f.wakeRequest(e)
+	case evIssue:
+		return f.issue(e)
+	case evComplete:
+		return f.complete(e)
+	}
+	return nil
+}
+
+// writePacket closes the packet being made and writes it.
+func (f *perfettoWriter) writePacket() error {
+	f.p.endAll()
+	_, err := f.out.Write(f.p.b)
+	f.p.reset()
+	return err
+}
+
+// cpuIdle adds a cpu_idle event to its CPU's bundle, written when full.
+func (f *perfettoWriter) cpuIdle(cpu uint32, ns uint64, state uint32) error {
+	ev := &f.ev
+	ev.reset()
+	ev.begin(pfBundleEvent)
+	ev.uint(pfFtraceTimestamp, ns)
+	ev.uint(pfFtracePid, 0) // the idle task
+	ev.begin(pfFtraceCPUIdle)
+	ev.uint(pfCPUIdleState, uint64(state))
+	ev.uint(pfCPUIdleCPUID, uint64(cpu))
+	ev.endAll()
+	b := &f.bundles[cpu]
+	b.events = append(b.events, ev.b...)
+	b.n++
+	f.sum.Events++
+	if b.n >= bundleMaxEvents {
+		return f.flushBundle(cpu)
+	}
+	return nil
+}
+
+func (f *perfettoWriter) flushBundle(cpu uint32) error {
+	b := &f.bundles[cpu]
+	if b.n == 0 {
+		return nil
+	}
+	f.p.reset()
+	f.p.begin(pfTracePacket)
+	f.p.begin(pfPacketFtraceEvents)
+	f.p.uint(pfBundleCPU, uint64(cpu))
+	f.p.b = append(f.p.b, b.events...)
+	b.events, b.n = b.events[:0], 0
+	return f.writePacket()
+}
+
+// describe writes a track's descriptor, a child of the parent track.
+func (f *perfettoWriter) describe(uuid uint64, name, description string, rank int32) error {
+	f.p.reset()
+	f.p.begin(pfTracePacket)
+	f.p.uint(pfPacketSequenceID, sequenceID)
+	f.p.begin(pfPacketTrackDescriptor)
+	f.p.uint(pfTrackUUID, uuid)
+	f.p.uint(pfTrackParentUUID, rootTrack)
+	f.p.str(pfTrackName, name)
+	f.p.str(pfTrackDescription, description)
+	f.p.int(pfTrackSiblingRank, int64(rank))
+	return f.writePacket()
+}
+
+// trackEvent begins a TrackEvent packet; its fields follow, writePacket
+// ends it.
+func (f *perfettoWriter) trackEvent(ns uint64, typ uint64, track uint64, name string) {
+	f.p.reset()
+	f.p.begin(pfTracePacket)
+	f.p.uint(pfPacketTimestamp, ns)
+	f.p.uint(pfPacketSequenceID, sequenceID)
+	f.p.begin(pfPacketTrackEvent)
+	f.p.uint(pfEventType, typ)
+	f.p.uint(pfEventTrackUUID, track)
+	if name != "" {
+		f.p.str(pfEventName, name)
+	}
+	f.sum.Events++
+}
+
+// wakeName is the name of a wake-up's instant.
+func wakeName(c trace.WakeCause, irq int32) string {
+	if c == trace.WakeIRQ && irq >= 0 {
+		return "irq " + strconv.Itoa(int(irq))
+	}
+	return c.String()
+}
+
+func (f *perfettoWriter) wakeUp(e *event) error {
+	track := wakeTrackKind | uint64(e.cpu)<<24
+	if !f.wakeTracks[e.cpu] {
+		f.wakeTracks[e.cpu] = true
+		if err := f.describe(track, fmt.Sprintf("wake-ups cpu %d", e.cpu), "what ended each idle period, at its exit; a flow comes from the remote wake request that caused it", 1+2*int32(e.cpu)); err != nil {
+			return err
+		}
+	}
+	f.trackEvent(e.ns, typeInstant, track, wakeName(e.cause, e.irq))
+	f.p.annString("state", f.rules.StateName(int(e.cpu), int(e.state)))
+	if e.flow != 0 {
+		f.p.fixed64(pfEventTerminatingFlowIDs, e.flow)
+		f.sum.Flows++
+	}
+	return f.writePacket()
+}
+
+func (f *perfettoWriter) wakeRequest(e *event) error {
+	if !f.requests {
+		f.requests = true
+		if err := f.describe(requestTrack, "wake requests", "a remote CPU asked an idle CPU to wake (IPI send, sched_waking, a no-IPI wake of a polling CPU); the trace does not record which CPU asked", 0); err != nil {
+			return err
+		}
+	}
+	f.trackEvent(e.ns, typeInstant, requestTrack, fmt.Sprintf("wake cpu %d", e.cpu))
+	f.p.annUint("target_cpu", uint64(e.cpu))
+	f.p.fixed64(pfEventFlowIDs, e.flow)
+	return f.writePacket()
+}
+
+// lane finds cpu an IO track free from the instant from on (a lane busy
+// only before it), busy until until from now on, describing a new one
+// where none is free.
+func (f *perfettoWriter) lane(cpu uint32, from, until uint64) (uint64, error) {
+	lanes := f.lanes[cpu]
+	for i, busy := range lanes {
+		if busy < from {
+			lanes[i] = until
+			return ioTrackKind | uint64(cpu)<<24 | uint64(i), nil
+		}
+	}
+	i := len(lanes)
+	if i >= maxLanes {
+		return 0, fmt.Errorf("more than %d IO requests in flight on CPU %d", maxLanes, cpu)
+	}
+	f.lanes[cpu] = append(lanes, until)
+	f.maxInFlight = max(f.maxInFlight, i+1)
+	uuid := ioTrackKind | uint64(cpu)<<24 | uint64(i)
+	return uuid, f.describe(uuid, fmt.Sprintf("block IO cpu %d", cpu), "block IO requests issued on this CPU (slices, issue to completion) and completed on it (instants); a flow joins the two", 2+2*int32(cpu))
+}
+
+func (f *perfettoWriter) opName(op uint8) string {
+	if f.opNames[op] == "" {
+		f.opNames[op] = trace.OpName(op)
+	}
+	return f.opNames[op]
+}
+
+func (f *perfettoWriter) device(b *trace.BlockIO) string {
+	if name, ok := f.devNames[b.Dev]; ok {
+		return name
+	}
+	name := fmt.Sprintf("%d:%d", b.DevMajor(), b.DevMinor())
+	f.devNames[b.Dev] = name
+	return name
+}
+
+func (f *perfettoWriter) issue(e *event) error {
+	b := &f.tl.ios[e.io]
+	track, err := f.lane(b.IssueCPU, b.IssueNs, b.CompleteNs)
+	if err != nil {
+		return err
+	}
+	for int(e.io) >= len(f.slotLane) {
+		f.slotLane = append(f.slotLane, 0)
+		f.slotFlow = append(f.slotFlow, 0)
+	}
+	f.flow++
+	f.slotLane[e.io], f.slotFlow[e.io] = track, f.flow
+	f.trackEvent(e.ns, typeSliceBegin, track, f.opName(b.Op))
+	f.p.annString("device", f.device(b))
+	f.p.annUint("sector", b.Sector)
+	f.p.annUint("bytes", uint64(b.Bytes))
+	f.p.annString("op", f.opName(b.Op))
+	f.p.annUint("complete_cpu", uint64(b.CompleteCPU))
+	if b.Tid != 0 {
+		f.p.annUint("tid", uint64(b.Tid))
+		f.p.annString("comm", b.Comm)
+	}
+	f.p.fixed64(pfEventFlowIDs, f.flow)
+	return f.writePacket()
+}
+
+func (f *perfettoWriter) complete(e *event) error {
+	b := &f.tl.ios[e.io]
+	f.trackEvent(e.ns, typeSliceEnd, f.slotLane[e.io], "")
+	if err := f.writePacket(); err != nil {
+		return err
+	}
+	track, err := f.lane(b.CompleteCPU, b.CompleteNs, b.CompleteNs)
+	if err != nil {
+		return err
+	}
+	f.trackEvent(e.ns, typeInstant, track, f.opName(b.Op)+" complete")
+	f.p.annUint("issue_cpu", uint64(b.IssueCPU))
+	f.p.annUint("latency_ns", b.LatencyNs())
+	f.p.annInt("error", int64(b.Error))
+	f.p.fixed64(pfEventTerminatingFlowIDs, f.slotFlow[e.io])
+	return f.writePacket()
+}
