@@ -136,10 +136,11 @@ func TestComparisonFigures(t *testing.T) {
 			t.Errorf("%s:\n%s", format, buf.String())
 		}
 	}
-	// Outside its tables a text or Markdown report keeps within reportWidth
-	// columns, with traces named by long paths too.
+	// Outside its tables a Markdown report keeps within reportWidth
+	// columns, with traces named by long paths too (README: for a GitHub
+	// comment or a mailing list).
 	rep.BeforeTrace, rep.AfterTrace = "/srv/traces/2026-12-04/host-a/before-c6-on.trace", "/srv/traces/2026-12-04/host-a/after-c6-off.trace"
-	for _, format := range []string{"text", "markdown"} {
+	for _, format := range []string{"markdown"} {
 		buf.Reset()
 		if err := RenderComparison(&buf, rep, format); err != nil {
 			t.Fatal(err)

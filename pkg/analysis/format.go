@@ -119,8 +119,9 @@ func (d *doc) para(s string) {
 	d.w.WriteString(wrap(s, reportWidth, ""))
 }
 
-// lines writes short lines without a gap between them (in Markdown, each
-// ends in a hard line break); one too long is continued on the next lines.
+// lines writes short lines without a gap between them: in text whole, so
+// that a line such as the loss account can be found with grep; in Markdown
+// each ends in a hard line break, one too long continued on the next.
 func (d *doc) lines(ls ...string) {
 	d.gap()
 	for _, l := range ls {
@@ -128,7 +129,7 @@ func (d *doc) lines(ls ...string) {
 			// The two spaces of the hard break count in the width.
 			fmt.Fprintf(d.w, "%s  \n", strings.TrimSuffix(mdWrap(mdInline(l), reportWidth-2, "", ""), "\n"))
 		} else {
-			d.w.WriteString(wrap(l, reportWidth, ""))
+			fmt.Fprintf(d.w, "%s\n", l) // whole, for grep (a loss account, a head line)
 		}
 	}
 }

@@ -405,31 +405,19 @@ func appendSectors(b []byte, io *trace.BlockIO) []byte {
 	return strconv.AppendUint(b, uint64(io.Bytes>>9), 10)
 }
 
-// The request flags blk_fill_rwbs shows (include/linux/blk_types.h,
-// enum req_flag_bits: the same bits from 4.10 on).
-const (
-	reqOpMask   = 0xff
-	reqSync     = 1 << 11
-	reqMeta     = 1 << 12
-	reqFUA      = 1 << 17
-	reqPreflush = 1 << 18
-	reqRahead   = 1 << 19
-	reqOpSecure = 5 // REQ_OP_SECURE_ERASE
-)
-
 // appendRWBS appends the request's rwbs as the kernel's blk_fill_rwbs
 // writes it: F for a preflush, the operation (R, W, D, DE, F; N for any
 // other), then F for FUA, A read-ahead, S sync, M metadata.
 func appendRWBS(b []byte, flags uint32) []byte {
-	if flags&reqPreflush != 0 {
+	if flags&trace.ReqPreflush != 0 {
 		b = append(b, 'F')
 	}
-	switch flags & reqOpMask {
+	switch flags & trace.OpMask {
 	case trace.OpWrite:
 		b = append(b, 'W')
 	case trace.OpDiscard:
 		b = append(b, 'D')
-	case reqOpSecure:
+	case trace.OpSecureErase:
 		b = append(b, 'D', 'E')
 	case trace.OpFlush:
 		b = append(b, 'F')
@@ -438,16 +426,16 @@ func appendRWBS(b []byte, flags uint32) []byte {
 	default:
 		b = append(b, 'N')
 	}
-	if flags&reqFUA != 0 {
+	if flags&trace.ReqFUA != 0 {
 		b = append(b, 'F')
 	}
-	if flags&reqRahead != 0 {
+	if flags&trace.ReqRahead != 0 {
 		b = append(b, 'A')
 	}
-	if flags&reqSync != 0 {
+	if flags&trace.ReqSync != 0 {
 		b = append(b, 'S')
 	}
-	if flags&reqMeta != 0 {
+	if flags&trace.ReqMeta != 0 {
 		b = append(b, 'M')
 	}
 	return b

@@ -18,9 +18,9 @@ import (
 // TestFtraceLines: each event line as the kernel prints it: the columns
 // of trace_print_context, then the event's TP_printk.
 func TestFtraceLines(t *testing.T) {
-	fio := &trace.BlockIO{Dev: 254<<20 | 16, Sector: 29120984, Bytes: 4096, CmdFlags: trace.OpWrite | reqSync,
+	fio := &trace.BlockIO{Dev: 254<<20 | 16, Sector: 29120984, Bytes: 4096, CmdFlags: trace.OpWrite | trace.ReqSync,
 		IssueNs: 2033_354219144, CompleteNs: 2033_391665144, IssueCPU: 0, CompleteCPU: 1, Tid: 4242, Tgid: 4240, Comm: "fio"}
-	flush := &trace.BlockIO{Dev: 8 << 20, Sector: math.MaxUint64, CmdFlags: trace.OpFlush | reqPreflush,
+	flush := &trace.BlockIO{Dev: 8 << 20, Sector: math.MaxUint64, CmdFlags: trace.OpFlush | trace.ReqPreflush,
 		IssueNs: 5_000000001, CompleteNs: 5_000100000, IssueCPU: 12, CompleteCPU: 1234, Error: 10}
 	for _, tc := range []struct {
 		name string
@@ -93,16 +93,16 @@ func TestFtraceRWBS(t *testing.T) {
 		want  string
 	}{
 		{trace.OpRead, "R"},
-		{trace.OpRead | reqRahead, "RA"},
-		{trace.OpRead | reqSync | reqMeta, "RSM"},
+		{trace.OpRead | trace.ReqRahead, "RA"},
+		{trace.OpRead | trace.ReqSync | trace.ReqMeta, "RSM"},
 		{trace.OpWrite, "W"},
-		{trace.OpWrite | reqSync, "WS"},
-		{trace.OpWrite | reqFUA | reqSync, "WFS"},
-		{trace.OpWrite | reqPreflush | reqFUA | reqSync, "FWFS"},
-		{trace.OpFlush | reqPreflush, "FF"},
+		{trace.OpWrite | trace.ReqSync, "WS"},
+		{trace.OpWrite | trace.ReqFUA | trace.ReqSync, "WFS"},
+		{trace.OpWrite | trace.ReqPreflush | trace.ReqFUA | trace.ReqSync, "FWFS"},
+		{trace.OpFlush | trace.ReqPreflush, "FF"},
 		{trace.OpFlush, "F"},
 		{trace.OpDiscard, "D"},
-		{reqOpSecure, "DE"},
+		{trace.OpSecureErase, "DE"},
 		{9, "N"},                                                   // REQ_OP_WRITE_ZEROES
 		{trace.OpWrite | 1<<8 | 1<<9 | 1<<10 | 1<<13 | 1<<14, "W"}, // failfast, prio and nomerge show nothing
 	} {

@@ -111,17 +111,8 @@ func parseBlockRq(fields string, issue bool) (blockRq, error) {
 	return b, nil
 }
 
-// The request flags blk_fill_rwbs shows (include/linux/blk_types.h), as
-// pkg/export writes them.
-const (
-	reqSync     = 1 << 11
-	reqMeta     = 1 << 12
-	reqFUA      = 1 << 17
-	reqPreflush = 1 << 18
-	reqRahead   = 1 << 19
-	reqOpSecure = 5 // REQ_OP_SECURE_ERASE
-	reqOpOther  = 0xff
-)
+// reqOpOther stands for an operation rwbs does not name.
+const reqOpOther = 0xff
 
 // parseRWBS turns blk_fill_rwbs' spelling back into cmd_flags: F for a
 // preflush, the operation (R, W, D, DE, F; N for any other, kept as an
@@ -129,12 +120,12 @@ const (
 func parseRWBS(s string) (uint32, bool) {
 	var f uint32
 	if strings.HasPrefix(s, "F") && len(s) > 1 && strings.ContainsAny(s[1:2], "RWDFN") {
-		f |= reqPreflush
+		f |= trace.ReqPreflush
 		s = s[1:]
 	}
 	switch {
 	case strings.HasPrefix(s, "DE"):
-		f |= reqOpSecure
+		f |= trace.OpSecureErase
 		s = s[2:]
 	case strings.HasPrefix(s, "R"):
 		f |= trace.OpRead
@@ -157,13 +148,13 @@ func parseRWBS(s string) (uint32, bool) {
 	for _, c := range []byte(s) {
 		switch c {
 		case 'F':
-			f |= reqFUA
+			f |= trace.ReqFUA
 		case 'A':
-			f |= reqRahead
+			f |= trace.ReqRahead
 		case 'S':
-			f |= reqSync
+			f |= trace.ReqSync
 		case 'M':
-			f |= reqMeta
+			f |= trace.ReqMeta
 		default:
 			return 0, false
 		}

@@ -65,17 +65,17 @@ func TestImportBlockRqFormats(t *testing.T) {
 		want         blockRq
 	}{
 		{"issue", "254,0 WS 4096 () 29120984 + 8 [fio]", true,
-			blockRq{dev: 254 << 20, cmdFlags: trace.OpWrite | reqSync, bytes: 4096, sector: 29120984, sectors: 8, last: "fio"}},
+			blockRq{dev: 254 << 20, cmdFlags: trace.OpWrite | trace.ReqSync, bytes: 4096, sector: 29120984, sectors: 8, last: "fio"}},
 		{"issue with ioprio", "8,16 RA 131072 () 2048 + 256 be,0,4 [kworker/u4:2]", true,
-			blockRq{dev: 8<<20 | 16, cmdFlags: trace.OpRead | reqRahead, bytes: 131072, sector: 2048, sectors: 256, last: "kworker/u4:2"}},
+			blockRq{dev: 8<<20 | 16, cmdFlags: trace.OpRead | trace.ReqRahead, bytes: 131072, sector: 2048, sectors: 256, last: "kworker/u4:2"}},
 		{"issue, comm with spaces, command bytes", "8,0 N 0 (12 00 00) 0 + 0 none,0,0 [my task]", true,
 			blockRq{dev: 8 << 20, cmdFlags: reqOpOther, sector: 0, last: "my task"}},
 		{"complete", "254,0 WS () 29120984 + 8 [0]", false,
-			blockRq{dev: 254 << 20, cmdFlags: trace.OpWrite | reqSync, sector: 29120984, sectors: 8, last: "0"}},
+			blockRq{dev: 254 << 20, cmdFlags: trace.OpWrite | trace.ReqSync, sector: 29120984, sectors: 8, last: "0"}},
 		{"complete with ioprio", "8,0 FF () 0 + 0 none,0,0 [-5]", false,
-			blockRq{dev: 8 << 20, cmdFlags: reqPreflush | trace.OpFlush, last: "-5"}},
+			blockRq{dev: 8 << 20, cmdFlags: trace.ReqPreflush | trace.OpFlush, last: "-5"}},
 		{"complete, preflush write FUA", "259,1 FWFS () 77 + 8 be,0,4 [0]", false,
-			blockRq{dev: 259<<20 | 1, cmdFlags: reqPreflush | trace.OpWrite | reqFUA | reqSync, sector: 77, sectors: 8, last: "0"}},
+			blockRq{dev: 259<<20 | 1, cmdFlags: trace.ReqPreflush | trace.OpWrite | trace.ReqFUA | trace.ReqSync, sector: 77, sectors: 8, last: "0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +22,7 @@ import (
 // kernel's BTF, with the type renamed as a kernel before 5.18 names it,
 // stands for such a kernel (--kernel-btf, classic tracepoints): block IO is
 // recorded, with its devices. With neither name the verifier rejects the
-// program and the error says to record without IO.
+// program, and the recording goes on without block IO, saying why.
 func TestRecordClassicBlockRecordNames(t *testing.T) {
 	testenv.RequireRecorder(t)
 	const current = "trace_event_raw_block_rq_completion"
@@ -67,13 +66,33 @@ func TestRecordClassicBlockRecordNames(t *testing.T) {
 		t.Errorf("%d IO requests recorded, %d of them on a known device with a size", ios, known)
 	}
 
+	// With neither name the verifier refuses the program; the recording
+	// goes on without block IO and says why, every block probe missing.
 	neither := kernelBTFRenamed(t, dir, current, "trace_event_raw_block_rq_gone")
+	var warnings []string
+	npath := filepath.Join(dir, "neither.trace")
 	_, err = record.Record(context.Background(), record.Options{
-		Output: filepath.Join(dir, "neither.trace"), Duration: time.Second, KernelBTF: neither, ClassicTracepoints: true,
+		Output: npath, Duration: time.Second, KernelBTF: neither, ClassicTracepoints: true,
+		Warn: func(s string) { warnings = append(warnings, s) },
 	})
-	var fe *record.FeatureError
-	if !errors.As(err, &fe) || !strings.Contains(fe.Problem, "block:block_rq_complete") || !strings.Contains(fe.Fix, "--no-io") {
-		t.Errorf("without either record type: %v, want the verifier's refusal of block_rq_complete and --no-io", err)
+	if err != nil {
+		t.Fatalf("without either record type: %v, want a recording without block IO", err)
+	}
+	nr, err := trace.Open(npath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nr.Close()
+	for _, name := range []string{"block:block_rq_issue", "block:block_rq_complete", "block:block_rq_requeue"} {
+		if m := nr.Meta.Probes[name]; !strings.HasPrefix(m, "missing: the kernel refused the tracepoint program of block:block_rq_complete") {
+			t.Errorf("without either record type: %s is %q, want missing with the kernel's refusal", name, m)
+		}
+	}
+	if nr.Meta.Inputs.BlockIO {
+		t.Error("without either record type: the trace claims block IO")
+	}
+	if w := strings.Join(warnings, "\n"); !strings.Contains(w, "block:block_rq_complete") {
+		t.Errorf("without either record type: no warning names block_rq_complete: %q", w)
 	}
 }
 

@@ -215,10 +215,23 @@ func (p *IdlePeriod) WakeLatencyNs() (uint64, bool) {
 
 // Block request operations (the low byte of the kernel's cmd_flags, REQ_OP_*).
 const (
-	OpRead    = 0
-	OpWrite   = 1
-	OpFlush   = 2
-	OpDiscard = 3
+	OpRead        = 0
+	OpWrite       = 1
+	OpFlush       = 2
+	OpDiscard     = 3
+	OpSecureErase = 5
+	OpMask        = 0xff // the operation's part of cmd_flags
+)
+
+// The cmd_flags bits the kernel's rwbs string shows (blk_fill_rwbs;
+// include/linux/blk_types.h, enum req_flag_bits: the same bits from 4.10
+// on), for the exporter that writes rwbs and the importer that reads it.
+const (
+	ReqSync     = 1 << 11
+	ReqMeta     = 1 << 12
+	ReqFUA      = 1 << 17
+	ReqPreflush = 1 << 18
+	ReqRahead   = 1 << 19
 )
 
 // BlockIO is one block request from issue to its final completion, paired in
