@@ -4,7 +4,7 @@
 #   workload throughput with no tracer, with perf record, with idletrace (ratios),
 #   bytes on disk per idle period, BPF run time per event, lost records;
 # then idletrace stats against idlestat --import on the same periods (wall
-# time, peak RSS), export throughput per format, and the Go benchmarks of
+# time, peak RSS), export and import throughput, and the Go benchmarks of
 # the trace format and the replay.
 # Usage: scripts/bench.sh [BIN] (as root). REPS=3 SECS=5 by default.
 set -euo pipefail
@@ -143,11 +143,13 @@ if command -v idlestat >/dev/null; then
   read -r it_s it_kb <<<"$(timed "$bin" stats "$trace" --format json)"
   read -r is_s is_kb <<<"$(timed idlestat --import -f "$work/t.txt" -o "$work/idlestat.out")"
   ex=()
-  for f in ftrace csv parquet; do
+  for f in ftrace csv parquet perfetto; do
     mkdir -p "$work/ex-$f"
     read -r s _ <<<"$(timed "$bin" export "$trace" --format $f --force -q -o "$work/ex-$f")"
     ex+=("$f" "$s")
   done
+  # Import: the ftrace text back into a trace.
+  read -r im_s _ <<<"$(timed "$bin" import "$work/t.txt" -o "$work/imported.trace" --force -q)"
   python3 - <<PY
 periods, it_s, it_kb, is_s, is_kb = $periods, $it_s, $it_kb, $is_s, $is_kb
 print()
@@ -162,7 +164,7 @@ print("| export format | wall time (s) | idle periods per second |")
 print("|---|---|---|")
 for f, s in zip(ex[::2], ex[1::2]):
     print("| %s | %.3f | %.0f |" % (f, float(s), periods / max(float(s), 1e-3)))
-print("| import | — | not built yet (issue 13 item 2) |")
+print("| import (of the ftrace text) | %.3f | %.0f |" % ($im_s, periods / max($im_s, 1e-3)))
 PY
 else
   echo "bench: no idlestat (apt-get install idlestat): the stats/idlestat comparison is left out" >&2
