@@ -77,7 +77,8 @@ for name, method in sorted(json.load(sys.stdin)["metadata"]["probes"].items()):
 [ ${#perf_events[@]} -gt 0 ] || { echo "bench.sh: no attached tracepoints in a test recording" >&2; exit 1; }
 
 echo "bench: $reps runs of $secs s each per configuration (fio 4 KiB O_DIRECT randread + perf bench sched pipe on CPUs 0,1)"
-echo "bench: perf record and idletrace both on $(( ${#perf_events[@]} / 2 )) tracepoints: ${perf_events[*]//-e /}"
+names=$(printf '%s\n' "${perf_events[@]}" | grep -v '^-e$' | paste -sd' ')
+echo "bench: perf record and idletrace both on $(( ${#perf_events[@]} / 2 )) tracepoints: $names"
 IT_FLAGS=""
 for cfg in none perf idletrace; do run_cfg $cfg; done
 # One more idletrace run with the kernel's BPF statistics on (they cost two
