@@ -34,7 +34,7 @@ func TestImportPerfRecord(t *testing.T) {
 	perf, err := exec.LookPath("perf")
 	if err != nil {
 		if os.Getenv(testenv.RequireRootEnv) == "1" {
-			t.Fatal("perf is not installed (linux-perf): make test installs it")
+			t.Fatal("perf is not installed: apt-get install linux-perf (.ci/run does)")
 		}
 		t.Skip("skipped: perf is not installed (linux-perf)")
 	}
