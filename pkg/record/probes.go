@@ -76,6 +76,18 @@ var btfTrailingArgsOK = map[string]bool{"sched_switch": true}
 
 func (p probe) name() string { return p.category + ":" + p.event }
 
+// Tracepoints lists every tracepoint the recorder may attach to, as
+// "category:event" (the spelling of tracefs and the kernel's trace_event=
+// boot parameter). The lab enables them at boot so that attaching later
+// patches no kernel text (lab/README.md: multi-threaded TCG and int3).
+func Tracepoints() []string {
+	names := make([]string, len(probes))
+	for i, p := range probes {
+		names[i] = p.name()
+	}
+	return names
+}
+
 // fentryProg is one fentry program and the kernel function it attaches to.
 type fentryProg struct{ prog, fn string }
 
