@@ -28,12 +28,12 @@ vet:
 # Without root, a plain `go test ./...` skips the tests that need it, each
 # with a message naming what it needs; make test sets IDLETRACE_REQUIRE_ROOT=1,
 # which makes them fail instead (internal/testenv).
-deps-test: ## what make test needs that Go does not bring: chromium (the HTML report's browser test), DuckDB from npm (scripts/duckdb: the export tables' independent check), idlestat (the ftrace export's)
+deps-test: ## what make test needs that Go does not bring: chromium (the HTML report's browser test), DuckDB from npm (scripts/duckdb: the export tables' and fleet files' independent check), idlestat (the ftrace export's)
 	@command -v chromium >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@$(MAKE) --no-print-directory deps-duckdb deps-idlestat
 
-deps-duckdb: ## DuckDB from npm (scripts/duckdb), which pkg/export's TestDuckDB needs
+deps-duckdb: ## DuckDB from npm (scripts/duckdb), which pkg/export's TestDuckDB and pkg/fleet's TestFleetDuckDB need
 	@test -d scripts/duckdb/node_modules/@duckdb/node-api || { \
 	  command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }; \
 	  cd scripts/duckdb && npm ci --no-audit --no-fund --loglevel=error >/dev/null; }

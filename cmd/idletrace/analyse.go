@@ -10,24 +10,42 @@ import (
 	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/internal/outfile"
 	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/fleet"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
 func runStats(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("stats", stderr)
-	format := fs.String("format", "text", "output format: text, markdown or json")
+	usage := fs.Usage
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+fleetHelp) }
+	format := fs.String("format", "text", "output format: text, markdown or json; jsonl or parquet: fleet summary rows keyed by host and trace (several FILEs)")
 	ioFilter := fs.String("io", "", "IO figures cover only these requests: "+trace.IOFilterHelp)
+	host := fs.String("host", "", "jsonl and parquet: the host the rows are keyed by (default: the hostname the trace recorded)")
+	out := fs.StringP("output", "o", "", "write to this file instead of stdout (parquet: required)")
+	force := fs.Bool("force", false, "overwrite an existing --output file")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := checkFormat(*format, "text", "markdown", "json"); err != nil {
+	if err := checkFormat(*format, "text", "markdown", "json", fleet.JSONL, fleet.Parquet); err != nil {
 		return err
+	}
+	if isFleetFormat(*format) {
+		o := fleetOptions{format: *format, host: *host, out: *out, force: *force, ioFilter: *ioFilter}
+		return fleetStats(pos, o, stdout, stderr)
+	}
+	if *host != "" {
+		return usagef("--host keys the rows of --format jsonl and parquet: %s has none", *format)
 	}
 	path, err := oneFile(pos)
 	if err != nil {
 		return err
+	}
+	if *out != "" {
+		if err := checkOutput(*out, path, *force); err != nil {
+			return err
+		}
 	}
 	r, err := openTrace(path, stderr)
 	if err != nil {
@@ -45,16 +63,17 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	if s.Empty() {
 		return noRecords(path, "count")
 	}
-	return analysis.RenderStatsCommand(stdout, s, *format, argv("stats", args))
+	return writeReport(stdout, *out, *force, func(w io.Writer) error { return analysis.RenderStatsCommand(w, s, *format, argv("stats", args)) })
 }
 
 func runWhatif(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("whatif", stderr)
 	usage := fs.Usage
-	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+model.PolicyHelp()) }
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+model.PolicyHelp()+"\n"+fleetHelp) }
 	profileName := fs.String("profile", "recorded", "state table to replay on: recorded, measured, a built-in name (idletrace profiles) or a JSON file")
 	policies := fs.StringArray("policy", nil, "GOVERNOR[+MODIFIER]... (repeatable; see Policies below; default: recorded and oracle, or on another machine's profile the recorded governor and oracle)")
-	format := fs.String("format", "text", "output format: text, markdown, json or html")
+	format := fs.String("format", "text", "output format: text, markdown, json or html; jsonl or parquet: fleet summary rows keyed by host and trace (several FILEs)")
+	host := fs.String("host", "", "jsonl and parquet: the host the rows are keyed by (default: the hostname the trace recorded)")
 	out := fs.StringP("output", "o", "", "write the report to this file instead of stdout")
 	force := fs.Bool("force", false, "overwrite an existing --output file")
 	hz := fs.Int("hz", 0, "override the trace's HZ")
@@ -64,11 +83,25 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkFormat(*format, "text", "markdown", "json", "html"); err != nil {
+	if err := checkFormat(*format, "text", "markdown", "json", "html", fleet.JSONL, fleet.Parquet); err != nil {
 		return err
 	}
 	if *hz < 0 || *hz > 10000 {
 		return usagef("--hz %d: must be between 1 and 10000", *hz)
+	}
+	if isFleetFormat(*format) {
+		if *measured != "" {
+			return usagef("--measured compares two recordings in a report: --format %s has no rows for it", *format)
+		}
+		pols, err := parsePolicies(*policies)
+		if err != nil {
+			return err
+		}
+		o := fleetOptions{format: *format, host: *host, out: *out, force: *force, ioFilter: *ioFilter}
+		return fleetWhatif(pos, o, replayOptions{*profileName, *hz, *ioFilter}, pols, stdout, stderr)
+	}
+	if *host != "" {
+		return usagef("--host keys the rows of --format jsonl and parquet: %s has none", *format)
 	}
 	path, err := oneFile(pos)
 	if err != nil {
@@ -140,12 +173,17 @@ func ioFilterFor(spec string, meta *trace.Metadata) (trace.IOFilter, error) {
 }
 
 func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Writer) (*analysis.WhatifReport, error) {
-	profileName, hz := o.profile, o.hz
 	r, err := openTrace(path, stderr)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
+	return replayReader(r, path, o, pols)
+}
+
+// replayReader is replayTrace on a trace already open.
+func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Policy) (*analysis.WhatifReport, error) {
+	profileName, hz := o.profile, o.hz
 	ioFilter, err := ioFilterFor(o.ioFilter, r.Meta)
 	if err != nil {
 		return nil, err

@@ -41,8 +41,8 @@ func init() {
 	commands = []command{
 		{"record", "[-o FILE] [-d DURATION] [--cpus LIST] [--no-io] [--force] [-- COMMAND [ARG...]]", "record idle periods and block IO into a trace file (needs root)", runRecord},
 		{"info", "FILE [--format text|json]", "show what a trace file holds and where it was recorded", runInfo},
-		{"stats", "FILE [--format text|markdown|json]", "per-CPU, per-state statistics checked against the kernel's counters", runStats},
-		{"whatif", "FILE [--profile NAME|PATH] [--policy SPEC]... [--measured AFTER] [--format text|markdown|json|html] [-o OUT]", "replay the idle periods through other governors and policies; with --measured, one policy's prediction beside what AFTER measured", runWhatif},
+		{"stats", "FILE [--io FILTER] [--format text|markdown|json] [-o OUT] | FILE... --format jsonl|parquet [--host NAME] [-o OUT]", "per-CPU, per-state statistics checked against the kernel's counters; jsonl and parquet: fleet summary rows keyed by host and trace", runStats},
+		{"whatif", "FILE [--profile NAME|PATH] [--policy SPEC]... [--measured AFTER] [--format text|markdown|json|html|jsonl|parquet] [--host NAME] [-o OUT]", "replay the idle periods through other governors and policies; with --measured, one policy's prediction beside what AFTER measured; jsonl and parquet take several FILEs", runWhatif},
 		{"experiment", "--policy SPEC [-d DURATION] [-o DIR] [--format text|markdown|json|html] -- COMMAND [ARG...]", "record COMMAND, apply the policy's knobs to the running kernel, record it again, restore, compare (needs root)", runExperiment},
 		{"export", "FILE --format csv|parquet|ftrace [-o DIR|FILE] [--table NAME] [--cpus LIST] [--from DURATION] [--to DURATION] [--io FILTER] [--stats-window] [--force]", "write the idle periods and block IO requests as tables (CSV or Parquet) for SQL tools, or as ftrace text for idlestat and Perfetto", runExport},
 		{"import", "FILE [-o OUT.trace] [--format auto|perf-script|ftrace] [--profile NAME|FILE] [--force]", "turn a perf script, trace-cmd report or ftrace text capture of cpu_idle and block events into a trace file", runImport},

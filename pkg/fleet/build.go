@@ -1,0 +1,290 @@
+package fleet
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/latency"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// Key is what every row of one trace starts with: which host and trace it
+// is, and what the trace says of its machine.
+type Key struct {
+	Host                string
+	Trace               string
+	RecordedStartUnixNs *int64
+	KernelRelease       *string
+	CPUModel            *string
+	Driver              *string
+	Governor            *string
+	HZ                  *int32
+}
+
+// NoHostError is KeyOf's refusal of a trace that names no host when no
+// --host was given: rows without a host cannot be merged with others.
+type NoHostError struct{ Trace string }
+
+func (e *NoHostError) Error() string {
+	return fmt.Sprintf("%s names no host (an imported capture?): give --host NAME", e.Trace)
+}
+
+// KeyOf is the key of the trace at path (as given on the command line):
+// host overrides the hostname the trace recorded.
+func KeyOf(path, host string, meta *trace.Metadata) (Key, error) {
+	if meta == nil {
+		meta = &trace.Metadata{}
+	}
+	if host == "" {
+		host = meta.Hostname
+	}
+	if host == "" {
+		return Key{}, &NoHostError{Trace: path}
+	}
+	k := Key{Host: host, Trace: path, RecordedStartUnixNs: RecordedStartUnixNs(meta),
+		KernelRelease: str(meta.KernelRelease), CPUModel: str(meta.CPUModel),
+		Driver: str(meta.CPUIdleDriver), Governor: str(meta.CPUIdleGovernor)}
+	if meta.HZ > 0 {
+		k.HZ = i32(meta.HZ)
+	}
+	return k, nil
+}
+
+// RecordedStartUnixNs is the wall-clock time of the trace's start
+// snapshot, from its wall-clock anchor (a monotonic instant and the Unix
+// time at it, taken when recording began); the anchor's own time without a
+// start snapshot; nil without an anchor.
+//
+// Choice: the start snapshot, not the first record, so that a trace's
+// stats and whatif rows carry the same instant whatever each counts.
+func RecordedStartUnixNs(meta *trace.Metadata) *int64 {
+	wc := meta.WallClock
+	if wc.UnixNs == 0 {
+		return nil
+	}
+	t := wc.UnixNs
+	if meta.Start != nil && meta.Start.MonotonicNs != 0 && wc.MonotonicNs != 0 {
+		t += int64(meta.Start.MonotonicNs) - int64(wc.MonotonicNs)
+	}
+	return &t
+}
+
+// WakeByCPU is the wake latency stats measures per state name, split by
+// CPU and state index: what a state row's wake_latency_ns_* columns say.
+type WakeByCPU map[[2]int]*latency.Histogram
+
+func (w WakeByCPU) record(cpu, state int, ns uint64) {
+	k := [2]int{cpu, state}
+	h := w[k]
+	if h == nil {
+		h = &latency.Histogram{}
+		w[k] = h
+	}
+	h.Record(ns)
+}
+
+// StatsRows are the rows of one trace's stats: a state row per CPU and
+// state that stats reports (those the kernel's counters hold too), then
+// the trace row. wake is the per-CPU wake latency (nil: none measured).
+func StatsRows(k Key, s *analysis.Stats, wake WakeByCPU) []StatsRow {
+	head := StatsRow{Host: k.Host, Trace: k.Trace, RecordedStartUnixNs: k.RecordedStartUnixNs,
+		KernelRelease: k.KernelRelease, CPUModel: k.CPUModel, Driver: k.Driver, Governor: k.Governor, HZ: k.HZ,
+		DurationNs: int64(s.DurationNs), LostEvents: int64(s.LostEvents)}
+	kernel := map[int][]analysis.StateStats{}
+	if s.Kernel.Available {
+		for _, c := range s.Kernel.CPUs {
+			kernel[c.CPU] = c.States
+		}
+	}
+	// Above and below are judged only on a state table: stats shows 0
+	// without one (its note says why), a row NULL.
+	classified := s.CPUIdleDriver != "none"
+	var rows []StatsRow
+	var periods uint64
+	for _, c := range s.CPUs {
+		periods += c.Periods
+		ks, haveKernel := kernel[c.CPU]
+		for _, idx := range stateIndexes(c.States, ks) {
+			r := head
+			r.Kind = KindState
+			r.CPU, r.StateIndex, r.WindowNs = i32(c.CPU), i32(idx), u64(c.WindowNs)
+			var t analysis.StateStats
+			if p := findState(c.States, idx); p != nil {
+				t = *p
+			} else {
+				t = *findState(ks, idx)
+				t.Usage, t.TimeNs, t.Above, t.Below = 0, 0, 0, 0 // the trace saw none
+				t.ExitLatencyNs, t.TargetResidencyNs = nil, nil
+			}
+			r.State = &t.Name
+			r.ExitLatencyNs, r.TargetResidencyNs = u64p(t.ExitLatencyNs), u64p(t.TargetResidencyNs)
+			r.Usage, r.TimeNs = u64(t.Usage), u64(t.TimeNs)
+			if classified && t.ExitLatencyNs != nil {
+				r.Above, r.Below = u64(t.Above), u64(t.Below)
+			}
+			if haveKernel {
+				if ke := findState(ks, idx); ke != nil {
+					r.KernelUsage, r.KernelTimeNs = u64(ke.Usage), u64(ke.TimeNs)
+					r.KernelAbove, r.KernelBelow, r.KernelRejected = u64(ke.Above), u64(ke.Below), u64p(ke.Rejected)
+				}
+			}
+			if s.Inputs.WakeRequests {
+				var sum latency.Summary
+				if h := wake[[2]int{c.CPU, idx}]; h != nil {
+					sum = h.Summary()
+				}
+				r.WakeLatency = wakeLatency(sum)
+			}
+			rows = append(rows, r)
+		}
+	}
+	r := head
+	r.Kind = KindTrace
+	r.CPUs, r.IdlePeriods = i32(len(s.CPUs)), u64(periods)
+	r.CutShort, r.Mismatches = &s.CutShort, i64(int64(len(s.Mismatches)))
+	r.IOFilter = str(s.IO.Filter)
+	if s.Inputs.BlockIO {
+		io := &s.IO
+		r.IORequests, r.IOErrors = u64(io.Requests), u64(io.Errors)
+		if s.Inputs.WakeCauses {
+			r.IOWokeIdle = u64(io.WokeIdleCPU)
+		}
+		r.IOLatency = IOLatency(summaryCols(&io.LatencyNs, io.Requests))
+		if s.Inputs.TaskIO {
+			r.TaskIOWaited = u64(io.TaskWaited)
+			r.TaskIOLatency = TaskIOLatency(summaryCols(io.TaskLatencyNs, io.TaskWaited))
+		}
+	}
+	return append(rows, r)
+}
+
+// WhatifRows are the rows of one trace's what-if report: one per policy,
+// in the report's (the command line's) order. ioFilter is the --io filter
+// the replay applied ("" for none).
+func WhatifRows(k Key, rep *analysis.WhatifReport, ioFilter string) []WhatifRow {
+	head := WhatifRow{Kind: KindPolicy, Host: k.Host, Trace: k.Trace, RecordedStartUnixNs: k.RecordedStartUnixNs,
+		KernelRelease: k.KernelRelease, CPUModel: k.CPUModel, Driver: k.Driver, Governor: k.Governor, HZ: k.HZ,
+		IOFilter: str(ioFilter)}
+	if p := rep.Profile; p != nil {
+		head.Profile = p.Name
+		if p.HZ > 0 {
+			head.HZ = i32(p.HZ)
+		}
+	}
+	rows := make([]WhatifRow, 0, len(rep.Results))
+	for i := range rep.Results {
+		res := &rep.Results[i]
+		r := head
+		r.PolicyIndex, r.Policy = int32(i), res.Policy
+		r.IdlePeriods, r.Selections = int64(res.IdlePeriods), int64(res.Selections)
+		r.PollLimitNs = u64p(res.PollLimitNs)
+		w := summaryCols(&res.WakeLatencyNs, res.WakeLatencyNs.Count)
+		r.PolicyWakeLatency = PolicyWakeLatency{Count: *w.Count, Mean: w.Mean, P50: w.P50, P99: w.P99, P999: w.P999, Max: w.Max}
+		if res.IOLatencyNs != nil {
+			r.IOLatency = IOLatency(summaryCols(res.IOLatencyNs, res.IOLatencyNs.Count))
+		}
+		r.IOWokeIdle = u64p(res.IOWokeIdle)
+		if res.TaskIOLatencyNs != nil {
+			r.TaskIOLatency = TaskIOLatency(summaryCols(res.TaskIOLatencyNs, res.TaskIOLatencyNs.Count))
+		}
+		r.Above, r.Below = int64(res.Above), int64(res.Below)
+		r.EnergyRel = finite(res.EnergyRel)
+		if res.Agreement != nil {
+			r.Agreement = finite(*res.Agreement)
+		}
+		r.StateShare = make(map[string]Float, len(res.StateShare))
+		for name, v := range res.StateShare {
+			if f := finite(v); f != nil {
+				r.StateShare[name] = *f
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// summary is the columns of one latency summary over n values: count,
+// then NULL for the rest without a value.
+type summary struct {
+	Count *int64
+	Mean  *Float
+	P50   *int64
+	P99   *int64
+	P999  *int64
+	Max   *int64
+}
+
+func summaryCols(s *latency.Summary, n uint64) summary {
+	out := summary{Count: u64(n)}
+	if s == nil || s.Count == 0 || n == 0 {
+		return out
+	}
+	out.Mean = finite(s.Mean)
+	out.P50, out.P99, out.P999, out.Max = u64(s.P50), u64(s.P99), u64(s.P999), u64(s.Max)
+	return out
+}
+
+func wakeLatency(s latency.Summary) WakeLatency { return WakeLatency(summaryCols(&s, s.Count)) }
+
+// stateIndexes is the sorted union of the state indexes in the lists.
+func stateIndexes(lists ...[]analysis.StateStats) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, l := range lists {
+		for _, st := range l {
+			if !seen[st.Index] {
+				seen[st.Index] = true
+				out = append(out, st.Index)
+			}
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func findState(states []analysis.StateStats, idx int) *analysis.StateStats {
+	for i := range states {
+		if states[i].Index == idx {
+			return &states[i]
+		}
+	}
+	return nil
+}
+
+func str(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func i32(v int) *int32 {
+	x := int32(v)
+	return &x
+}
+
+func i64(v int64) *int64 { return &v }
+
+// u64 is a count or a time in ns as Parquet's (and Spark's) signed int64;
+// none comes near 2^63.
+func u64(v uint64) *int64 {
+	x := int64(min(v, math.MaxInt64))
+	return &x
+}
+
+func u64p(v *uint64) *int64 {
+	if v == nil {
+		return nil
+	}
+	return u64(*v)
+}
+
+func finite(f float64) *Float {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	x := Float(f)
+	return &x
+}
