@@ -194,8 +194,10 @@ func (b *StatsBuilder) wakeStats(s *Stats) {
 		s.WakeCauses.Counts[c.String()] = 0
 	}
 	for c, n := range b.causes {
-		s.WakeCauses.Counts[c.String()] += n
-		s.WakeCauses.Total += n
+		if n > 0 {
+			s.WakeCauses.Counts[trace.WakeCause(c).String()] += n
+			s.WakeCauses.Total += n
+		}
 	}
 	if s.WakeCauses.Total > 0 {
 		unknown := b.causes[trace.WakeUnknown]
