@@ -231,15 +231,25 @@ func TestExperimentHaltpoll(t *testing.T) {
 	}
 	c := decodeComparison(t, r.stdout)
 	found := false
+	heldP50 := false
 	for _, f := range c.Comparison.Figures {
 		// Issue 10 item 6 asks for the change in wake latency, mean and
-		// p50, within 25 % on the measured profile. Logged, not held: in
-		// 1 of 3 runs the mean's error was 25.7 % (the workload ran
-		// faster with polling, so its idle periods were not those
-		// replayed; see the README).
+		// p50, within 25 % on the measured profile. The p50's is held (0
+		// in every run so far: polling catches most wake-ups, before and
+		// predicted alike); the mean's is logged: in 1 of 6 runs its
+		// error was 25.7 % (the workload ran faster with polling, so its
+		// idle periods were not those replayed; see the README), as are
+		// task IO's, which the first-order replay cannot follow.
 		switch f.Figure {
 		case "wake_latency_ns.mean", "wake_latency_ns.p50", "task_io_latency_ns.mean", "task_io_latency_ns.p99":
 			t.Logf("%s: before %s, predicted %s, measured %s ns, error on the change %s", f.Figure, ptrStr(f.Before), ptrStr(f.Predicted), ptrStr(f.Measured), ptrStr(f.ChangeError))
+		}
+		if f.Figure == "wake_latency_ns.p50" {
+			heldP50 = true
+			if f.ChangeError == nil || *f.ChangeError > 0.25 {
+				t.Errorf("wake latency p50: before %s, predicted %s, measured %s ns: error on the change %s, want ≤ 0.25",
+					ptrStr(f.Before), ptrStr(f.Predicted), ptrStr(f.Measured), ptrStr(f.ChangeError))
+			}
 		}
 		if f.Figure != "state_share.POLL" {
 			continue
@@ -252,6 +262,9 @@ func TestExperimentHaltpoll(t *testing.T) {
 	}
 	if !found {
 		t.Error("no state_share.POLL figure")
+	}
+	if !heldP50 {
+		t.Error("no wake_latency_ns.p50 figure")
 	}
 }
 
