@@ -180,7 +180,7 @@ func stateRows(s *Stats, mm map[[2]int][]string) [][]string {
 		if haveKernel && kc != nil {
 			kernelStates = kc.States
 		}
-		for _, i := range stateIndexes(c.States, kernelStates) {
+		for _, i := range StateIndexes(c.States, kernelStates) {
 			var t, k StateStats
 			var tp *StateStats
 			if tp = findState(c.States, i); tp != nil {

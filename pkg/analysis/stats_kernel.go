@@ -141,7 +141,7 @@ func compareCPUIdle(traced []CPUStats, kernel []KernelCPU) []Mismatch {
 		if tc == nil {
 			continue
 		}
-		for _, i := range stateIndexes(kc.States, tc.States) {
+		for _, i := range StateIndexes(kc.States, tc.States) {
 			var t, k StateStats
 			name := ""
 			if p := findState(tc.States, i); p != nil {
@@ -170,8 +170,9 @@ func compareCPUIdle(traced []CPUStats, kernel []KernelCPU) []Mismatch {
 	return out
 }
 
-// stateIndexes is the sorted union of the state indexes in the given lists.
-func stateIndexes(lists ...[]StateStats) []int {
+// StateIndexes is the sorted union of the state indexes in the given
+// lists (a CPU's states in the trace and in the kernel's counters).
+func StateIndexes(lists ...[]StateStats) []int {
 	seen := map[int]bool{}
 	var out []int
 	for _, l := range lists {

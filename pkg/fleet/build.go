@@ -3,7 +3,6 @@ package fleet
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/latency"
@@ -106,7 +105,7 @@ func StatsRows(k Key, s *analysis.Stats, wake WakeByCPU) []StatsRow {
 	for _, c := range s.CPUs {
 		periods += c.Periods
 		ks, haveKernel := kernel[c.CPU]
-		for _, idx := range stateIndexes(c.States, ks) {
+		for _, idx := range analysis.StateIndexes(c.States, ks) {
 			r := head
 			r.Kind = KindState
 			r.CPU, r.StateIndex, r.WindowNs = i32(c.CPU), i32(idx), u64(c.WindowNs)
@@ -227,22 +226,6 @@ func summaryCols(s *latency.Summary, n uint64) summary {
 }
 
 func wakeLatency(s latency.Summary) WakeLatency { return WakeLatency(summaryCols(&s, s.Count)) }
-
-// stateIndexes is the sorted union of the state indexes in the lists.
-func stateIndexes(lists ...[]analysis.StateStats) []int {
-	seen := map[int]bool{}
-	var out []int
-	for _, l := range lists {
-		for _, st := range l {
-			if !seen[st.Index] {
-				seen[st.Index] = true
-				out = append(out, st.Index)
-			}
-		}
-	}
-	sort.Ints(out)
-	return out
-}
 
 func findState(states []analysis.StateStats, idx int) *analysis.StateStats {
 	for i := range states {
