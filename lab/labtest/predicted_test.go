@@ -156,6 +156,13 @@ func TestLabExperiment(t *testing.T) {
 			}
 			checkPinned(t, out)
 			figs := readComparison(t, filepath.Join(out, "cmp.json"))
+			defer func() {
+				if t.Failed() { // what the report says moved between the recordings
+					for _, n := range workloadNotes(t, filepath.Join(out, "cmp.json")) {
+						t.Log(n)
+					}
+				}
+			}()
 			for _, b := range c.bars {
 				f, ok := figs[b.figure]
 				if !ok {
@@ -239,6 +246,29 @@ func readComparison(t *testing.T, path string) map[string]expFigure {
 		t.Fatalf("%s: no figures", path)
 	}
 	return figs
+}
+
+// workloadNotes are the report's notes on the recordings differing in a
+// way no policy explains (analysis.TickRefusalNote).
+func workloadNotes(t *testing.T, path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	var doc struct {
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Errorf("%s: %v", path, err)
+	}
+	var out []string
+	for _, n := range doc.Notes {
+		if strings.HasPrefix(n, analysis.WorkloadMovedNote) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // judge applies a bar to one figure; verdict says why in either case.

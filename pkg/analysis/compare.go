@@ -27,6 +27,10 @@ type ComparisonReport struct {
 	Figures     []FigureRow
 	Assumptions string
 	Notes       []string
+	// WorkloadNotes, also in Notes, say where the two recordings differ in
+	// ways no policy explains (TickRefusalNote); CombineRuns keeps every
+	// pair's.
+	WorkloadNotes []string
 	// Command is the command line (argv) that made the report, as in
 	// WhatifReport.
 	Command []string
@@ -53,6 +57,11 @@ func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
 	out.Runs = len(reps)
 	if len(reps) == 1 {
 		return &out
+	}
+	out.Notes, out.WorkloadNotes = slices.Clone(out.Notes), slices.Clone(out.WorkloadNotes)
+	for _, r := range reps[1:] {
+		out.Notes = append(out.Notes, r.WorkloadNotes...)
+		out.WorkloadNotes = append(out.WorkloadNotes, r.WorkloadNotes...)
 	}
 	out.Figures = nil
 	for i, f := range reps[0].Figures {
