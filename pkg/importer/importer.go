@@ -6,9 +6,20 @@
 // columns differ between tools, their versions and trace clocks.
 //
 // A capture holds only the events: no state table, no kernel counters, no
-// wake-cause or tick inputs, no issuing task's wait. The trace's metadata
-// says so (its Inputs are false, its Probes name each input as missing),
-// so that stats and whatif report those figures as unknown, never as zero.
+// tick state, no remote wake requests, no issuing task's wait. The trace's
+// metadata says so (its Inputs are false, its Probes name each input as
+// missing), so that stats and whatif report those figures as unknown,
+// never as zero.
+//
+// Wake causes are imported where the capture was recorded with
+// irq_handler_entry, local_timer_entry, reschedule_entry,
+// call_function_entry and call_function_single_entry (a line of each, or
+// perf script --header's or idletrace's export header listing it), by
+// the recorder's BPF rule (wake.go): the first wake event while idle, the
+// last in a polling state, else the next one within 50 µs of the exit;
+// hrtimer_expire_entry of the tick's function with local_timer_exit tells
+// the tick from other timers. A capture lacking any of the five keeps
+// every cause unknown and its Probes entry names what it lacks.
 package importer
 
 import (
