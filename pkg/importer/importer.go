@@ -597,7 +597,9 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 	}
 	p.wakeMetadata(m, tool)
 	for _, name := range slices.Sorted(maps.Keys(p.seen)) {
-		if wakeEvents[name] && (!m.Inputs.WakeCauses || wakeCauseEvents[name] == 0) {
+		used := m.Inputs.WakeCauses && (wakeCauseEvents[name] != 0 || name == "local_timer_exit") ||
+			m.Inputs.TickWakeups && name == "hrtimer_expire_entry"
+		if wakeEvents[name] && !used {
 			m.Probes["event "+name] = "in the capture, not imported"
 		}
 	}

@@ -157,15 +157,9 @@ func (p *pass) wakeEvent(ev *event, cause trace.WakeCause) error {
 	if !p.wakeOn || p.w == nil {
 		return nil
 	}
-	irq := int32(-1)
+	irq := int32(-1) // a device IRQ whose number the line does not give stays -1
 	if cause == trace.WakeIRQ {
-		n, err := uintField(ev.fields, "irq")
-		if err != nil || n > 1<<31-1 {
-			// An IRQ number the line does not give: the cause stays a
-			// device IRQ, its number unknown (-1).
-			n = 1 << 32
-		}
-		if n < 1<<31 {
+		if n, err := uintField(ev.fields, "irq"); err == nil && n < 1<<31 {
 			irq = int32(n)
 		}
 	}

@@ -18,7 +18,8 @@ type wl struct {
 
 var category = map[string]string{"cpu_idle": "power", "irq_handler_entry": "irq", "hrtimer_expire_entry": "timer"}
 
-// captureText writes lines in perf script's or trace-cmd report's shape.
+// captureText writes lines in perf script's, tracefs' (Ftrace: with the
+// flags column) or trace-cmd report's shape.
 func captureText(format string, header string, lines []wl) string {
 	var b strings.Builder
 	b.WriteString(header)
@@ -31,6 +32,9 @@ func captureText(format string, header string, lines []wl) string {
 				cat = "irq_vectors"
 			}
 			fmt.Fprintf(&b, "%16s %5d [%03d] %s: %s:%s: %s\n", "swapper", 0, l.cpu, ts, cat, l.name, l.fields)
+		} else if format == "trace-cmd" {
+			// trace-cmd report without the latency columns.
+			fmt.Fprintf(&b, "%16s-%-5d [%03d] %s: %s: %s\n", "<idle>", 0, l.cpu, ts, l.name, l.fields)
 		} else {
 			fmt.Fprintf(&b, "%16s-%-7d [%03d] d.h1. %s: %s: %s\n", "<idle>", 0, l.cpu, ts, l.name, l.fields)
 		}
@@ -145,7 +149,7 @@ func TestImportWakeCauses(t *testing.T) {
 			lines:  []wl{entry(10, 1), ev(20, "local_timer_entry"), exit(21)},
 			want:   []cause{{timer, -1}}, wakes: "imported", ticks: "missing: the capture lacks hrtimer_expire_entry, local_timer_exit"},
 	}
-	for _, format := range []string{PerfScript, Ftrace} {
+	for _, format := range []string{PerfScript, Ftrace, "trace-cmd"} {
 		for _, tc := range tests {
 			t.Run(format+"/"+tc.name, func(t *testing.T) {
 				text := captureText(format, tc.header, append(preamble(tc.drop...), tc.lines...))
@@ -153,7 +157,7 @@ func TestImportWakeCauses(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%v\n%s", err, text)
 				}
-				if sum.Format != format {
+				if want := strings.Replace(format, "trace-cmd", Ftrace, 1); sum.Format != want {
 					t.Errorf("format %s", sum.Format)
 				}
 				var got []cause
