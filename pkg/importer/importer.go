@@ -90,6 +90,9 @@ type Summary struct {
 	IOUnmatched  uint64 // completions without an issue in the capture
 	IOInFlight   uint64 // issues without a completion
 	Lost         uint64 // events the tracer said it lost ("LOST N EVENTS")
+	// WakeCauses is the trace's "wake causes" probe: "imported: ..." or
+	// "missing: the capture lacks ...".
+	WakeCauses string
 	FirstNs      uint64
 	LastNs       uint64
 }
@@ -163,6 +166,7 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 		err = cerr
 	}
 	p2.sum.CPUs = meta.NumCPUs
+	p2.sum.WakeCauses = meta.Probes["wake causes"]
 	return p2.sum, err
 }
 
