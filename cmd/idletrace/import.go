@@ -22,9 +22,14 @@ const importHelp = `Reads perf script output of a perf record capture (-e power:
 puts its times on the clock idletrace records with), trace-cmd report
 output, or tracefs/ftrace text (idletrace export --format ftrace
 included), by event name and key=value fields. The trace marks what a
-capture cannot carry as not recorded (wake causes and requests, tick
-state, the kernel's counters, the IO's task): stats and whatif show it as
-unknown. Without --profile, the states are named by index (state0, ...)
+capture cannot carry as not recorded (wake requests, tick state, the
+kernel's counters, the IO's task): stats and whatif show it as unknown.
+Wake causes are imported, by the recorder's rule, from a capture recorded
+with -e irq:irq_handler_entry -e irq_vectors:local_timer_entry
+-e irq_vectors:local_timer_exit -e irq_vectors:reschedule_entry
+-e irq_vectors:call_function_entry -e irq_vectors:call_function_single_entry
+-e timer:hrtimer_expire_entry (perf script --header lists them); lacking
+one of the first five, they are unknown. Without --profile, the states are named by index (state0, ...)
 unless the capture's header lists them.
 `
 
@@ -95,8 +100,9 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "idletrace import: skipped %d events of other kinds: %s\n", n, countList(sum.Skipped))
 		}
 		if n := sumCounts(sum.Unused); n > 0 {
-			fmt.Fprintf(stderr, "idletrace import: %d wake and scheduler events not imported (wake causes stay unknown): %s\n", n, countList(sum.Unused))
+			fmt.Fprintf(stderr, "idletrace import: %d wake and scheduler events not imported: %s\n", n, countList(sum.Unused))
 		}
+		fmt.Fprintf(stderr, "idletrace import: wake causes %s\n", sum.WakeCauses)
 		if sum.IdleUnpaired > 0 || sum.Lost > 0 {
 			fmt.Fprintf(stderr, "warning: %d cpu_idle events without their pair, %d events the tracer reported lost\n", sum.IdleUnpaired, sum.Lost)
 		}

@@ -191,7 +191,7 @@ func (f *ftracer) writeHeader(lines uint64) {
 	fmt.Fprintf(w, `# tracer: nop
 #
 # entries-in-buffer/entries-written: %d/%d   #P:%d
-#
+%s#
 #                                _-----=> irqs-off/BH-disabled
 #                               / _----=> need-resched
 #                              | / _---=> hardirq/softirq
@@ -200,7 +200,7 @@ func (f *ftracer) writeHeader(lines uint64) {
 #                              |||| /     delay
 #           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
 #              | |         |   |||||     |         |
-`, lines, lines, f.ncpus)
+`, lines, lines, f.ncpus, f.eventsLine())
 	w.WriteString("clusterA:\n")
 	for cpu := range f.ncpus {
 		if f.listed[cpu] {
@@ -236,6 +236,19 @@ func (f *ftracer) writeHeader(lines uint64) {
 			fmt.Fprintf(w, "\t%s\n\t%d\n", name, min(residencyUs[i], math.MaxInt32))
 		}
 	}
+}
+
+// eventsLine lists, as a comment, the events the file may hold: its text
+// shows only those that fired, and an importer must not take an event
+// that never fired for one the trace lacks. The wake events are listed
+// where the trace carries wake causes; every function-call IPI is written
+// as call_function_single_entry, so call_function_entry is covered too.
+func (f *ftracer) eventsLine() string {
+	s := "# idletrace export: events power:cpu_idle block:block_rq_issue block:block_rq_complete"
+	if f.wakeCauses {
+		s += " irq:irq_handler_entry irq_vectors:local_timer_entry irq_vectors:reschedule_entry irq_vectors:call_function_entry irq_vectors:call_function_single_entry"
+	}
+	return s + "\n"
 }
 
 // idlestatName is a state's name as one word (idlestat reads it with %s,

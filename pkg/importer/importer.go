@@ -6,9 +6,20 @@
 // columns differ between tools, their versions and trace clocks.
 //
 // A capture holds only the events: no state table, no kernel counters, no
-// wake-cause or tick inputs, no issuing task's wait. The trace's metadata
-// says so (its Inputs are false, its Probes name each input as missing),
-// so that stats and whatif report those figures as unknown, never as zero.
+// tick state, no remote wake requests, no issuing task's wait. The trace's
+// metadata says so (its Inputs are false, its Probes name each input as
+// missing), so that stats and whatif report those figures as unknown,
+// never as zero.
+//
+// Wake causes are imported where the capture was recorded with
+// irq_handler_entry, local_timer_entry, reschedule_entry,
+// call_function_entry and call_function_single_entry (a line of each, or
+// perf script --header's or idletrace's export header listing it), by
+// the recorder's BPF rule (wake.go): the first wake event while idle, the
+// last in a polling state, else the next one within 50 µs of the exit;
+// hrtimer_expire_entry of the tick's function with local_timer_exit tells
+// the tick from other timers. A capture lacking any of the five keeps
+// every cause unknown and its Probes entry names what it lacks.
 package importer
 
 import (
@@ -79,6 +90,9 @@ type Summary struct {
 	IOUnmatched  uint64 // completions without an issue in the capture
 	IOInFlight   uint64 // issues without a completion
 	Lost         uint64 // events the tracer said it lost ("LOST N EVENTS")
+	// WakeCauses is the trace's "wake causes" probe: "imported: ..." or
+	// "missing: the capture lacks ...".
+	WakeCauses string
 	FirstNs      uint64
 	LastNs       uint64
 }
@@ -101,10 +115,13 @@ func LineOf(err error) uint64 {
 }
 
 // wakeEvents are the events behind wake causes and remote wake requests:
-// recognised, counted, not yet turned into the trace's wake inputs.
+// recognised; counted as unused where they are not turned into the
+// trace's wake causes (wake.go: a capture lacking part of the set) and
+// for the remote wake requests, which are not imported.
 var wakeEvents = map[string]bool{
 	"irq_handler_entry": true, "local_timer_entry": true, "reschedule_entry": true,
 	"call_function_entry": true, "call_function_single_entry": true,
+	"local_timer_exit": true, "hrtimer_expire_entry": true,
 	"sched_waking": true, "sched_switch": true, "sched_wakeup": true,
 }
 
@@ -139,6 +156,8 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 	}
 	p2 := newPass(p.format, w)
 	p2.ncpus = meta.NumCPUs
+	p.polling = pollingStates(meta)
+	p2.decideWake(p)
 	err = p2.run(in)
 	if err == nil {
 		err = p2.finish()
@@ -147,6 +166,7 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 		err = cerr
 	}
 	p2.sum.CPUs = meta.NumCPUs
+	p2.sum.WakeCauses = meta.Probes["wake causes"]
 	return p2.sum, err
 }
 
@@ -173,6 +193,14 @@ type pass struct {
 	started []bool       // per CPU: an idle event was seen
 	loss    []trace.Loss
 	ios     map[ioKey][]trace.BlockIO
+
+	// Wake causes (wake.go).
+	listed      map[string]bool // events a header lists as recorded
+	tickSymbols bool            // hrtimer_expire_entry names its functions
+	wakeOn      bool            // second pass: wake causes are imported
+	tickOn      bool            // second pass: the tick is told from other timers
+	polling     map[int][]int   // per CPU, the polling states; nil: state 0
+	wake        []wakeState     // per CPU
 }
 
 type openPeriod struct {
@@ -188,7 +216,7 @@ type ioKey struct {
 
 func newPass(format string, w *trace.Writer) *pass {
 	return &pass{format: format, w: w, seen: map[string]uint64{}, maxCPU: -1,
-		states: map[int][]trace.StateInfo{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1,
+		states: map[int][]trace.StateInfo{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1, listed: map[string]bool{},
 		sum: Summary{Format: format, Skipped: map[string]uint64{}, Unused: map[string]uint64{}}}
 }
 
@@ -214,6 +242,9 @@ func (p *pass) run(in io.Reader) error {
 func (p *pass) line(s string) error {
 	t := strings.TrimSpace(s)
 	if t == "" || t[0] == '#' {
+		if p.sum.Events == 0 {
+			p.headerEvents(t)
+		}
 		// tracefs' header gives the CPU count: "... #P:N".
 		if k := strings.Index(t, "#P:"); k >= 0 && p.sum.Events == 0 {
 			if n, err := strconv.Atoi(strings.TrimSpace(t[k+3:])); err == nil && n > 0 && n <= trace.MaxCPUs {
@@ -271,6 +302,24 @@ func (p *pass) line(s string) error {
 			return fmt.Errorf("%s: %v: %q", ev.name, err, clip(s))
 		}
 		return p.block(&ev, &b, issue)
+	}
+	if cause, ok := wakeCauseEvents[ev.name]; ok {
+		if p.wakeOn {
+			return p.wakeEvent(&ev, cause)
+		}
+		p.sum.Unused[ev.name]++
+		return nil
+	}
+	switch ev.name {
+	case "local_timer_exit":
+		if p.wakeOn {
+			return p.localTimerExit(&ev)
+		}
+	case "hrtimer_expire_entry":
+		p.hrtimerExpire(&ev)
+		if p.tickOn {
+			return nil
+		}
 	}
 	if wakeEvents[ev.name] {
 		p.sum.Unused[ev.name]++
@@ -380,6 +429,7 @@ func (p *pass) grow(cpu uint32) {
 		p.open = append(p.open, openPeriod{})
 		p.started = append(p.started, false)
 		p.loss = append(p.loss, trace.Loss{CPU: uint32(len(p.loss))})
+		p.wake = append(p.wake, wakeState{irq: -1})
 	}
 }
 
@@ -405,7 +455,12 @@ func (p *pass) cpuIdle(cpu uint32, state uint64, ns uint64) error {
 			return nil
 		}
 		rec := trace.IdlePeriod{EntryNs: o.entryNs, ExitNs: ns, CPU: cpu, State: o.state, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1}
-		return p.w.AddIdle(&rec)
+		return p.wakeExit(&rec)
+	}
+	if p.w != nil && p.wakeOn {
+		if err := p.wakeEntry(cpu); err != nil {
+			return err
+		}
 	}
 	if o.open {
 		p.sum.IdleUnpaired++
@@ -471,6 +526,9 @@ func (p *pass) dequeue(k ioKey) {
 
 // finish counts what the capture left open and gives the writer the loss counters.
 func (p *pass) finish() error {
+	if err := p.flushWake(); err != nil {
+		return err
+	}
 	for _, o := range p.open {
 		if o.open {
 			p.sum.OpenPeriods++
@@ -538,15 +596,39 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 		m.Probes["block:block_rq_complete"] = "missing: not in the capture"
 	}
 	missing := "missing: not imported (a capture's events do not carry it)"
-	for _, k := range []string{"wake causes", "wake requests", "tick state", "next timer", "tick wake-ups", "poll time limit", "task io", "kernel counters", "haltpoll"} {
+	for _, k := range []string{"wake requests", "tick state", "next timer", "poll time limit", "task io", "kernel counters", "haltpoll"} {
 		m.Probes[k] = missing
 	}
+	p.wakeMetadata(m, tool)
 	for _, name := range slices.Sorted(maps.Keys(p.seen)) {
-		if wakeEvents[name] {
-			m.Probes["event "+name] = "in the capture, not imported (wake causes are unknown)"
+		used := m.Inputs.WakeCauses && (wakeCauseEvents[name] != 0 || name == "local_timer_exit") ||
+			m.Inputs.TickWakeups && name == "hrtimer_expire_entry"
+		if wakeEvents[name] && !used {
+			m.Probes["event "+name] = "in the capture, not imported"
 		}
 	}
 	return m
+}
+
+// pollingStates are, per CPU with a state table, its polling states (a
+// profile's Polling flag, or the name POLL that idletrace's export header
+// and the kernel give poll_idle); nil without any table, where state 0
+// counts as polling as the recorder counts it without a cpuidle driver
+// (cpu_idle_poll, and the POLL state of x86's drivers).
+func pollingStates(m *trace.Metadata) map[int][]int {
+	if len(m.States) == 0 {
+		return nil
+	}
+	out := map[int][]int{}
+	for _, cs := range m.States {
+		out[cs.CPU] = []int{}
+		for _, s := range cs.States {
+			if s.Polling || s.Name == "POLL" {
+				out[cs.CPU] = append(out[cs.CPU], s.Index)
+			}
+		}
+	}
+	return out
 }
 
 // clip shortens a line quoted in an error.

@@ -2,6 +2,8 @@ package importer
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -257,6 +259,40 @@ func TestImportRoundTrip(t *testing.T) {
 			t.Errorf("CPU %d state %d: import %s %d periods %d ns, stats %s %d periods %d ns", k.cpu, k.state, gf.name, gf.usage, gf.timeNs, wf.name, wf.usage, wf.timeNs)
 		}
 		t.Logf("CPU %d %s: usage %d, residency %d ns (import and original)", k.cpu, wf.name, gf.usage, gf.timeNs)
+	}
+	// Wake causes: the export writes one event per cause that has one
+	// (the tick as local_timer_entry, no hrtimer_expire_entry), so the
+	// tick comes back as timer, and a poll timeout or a wake-up without
+	// an IPI (no event) as unknown.
+	if !want.Inputs.WakeCauses || !got.Inputs.WakeCauses {
+		t.Errorf("wake causes: original carries them %v, import %v (%s)", want.Inputs.WakeCauses, got.Inputs.WakeCauses, ir.Meta.Probes["wake causes"])
+	}
+	back := map[string]string{"tick": "timer", "poll-timeout": "unknown", "remote-no-ipi": "unknown"}
+	for i, wc := range want.CPUs {
+		exp := map[string]uint64{}
+		for c, n := range wc.WakeCauses {
+			if b, ok := back[c]; ok {
+				c = b
+			}
+			if n > 0 {
+				exp[c] += n
+			}
+		}
+		gotC := map[string]uint64{}
+		if i < len(got.CPUs) {
+			for c, n := range got.CPUs[i].WakeCauses {
+				if n > 0 {
+					gotC[c] = n
+				}
+			}
+		}
+		if !maps.Equal(exp, gotC) {
+			t.Errorf("CPU %d wake causes: import %v, original (tick as timer, no-event causes as unknown) %v", wc.CPU, gotC, exp)
+		}
+		t.Logf("CPU %d wake causes: %v", wc.CPU, gotC)
+	}
+	if !slices.Equal(got.WakeCauses.TopIRQs, want.WakeCauses.TopIRQs) {
+		t.Errorf("top IRQs: import %v, original %v", got.WakeCauses.TopIRQs, want.WakeCauses.TopIRQs)
 	}
 	if got.IO.Requests != want.IO.Requests {
 		t.Errorf("IO requests: import %d, original %d", got.IO.Requests, want.IO.Requests)
