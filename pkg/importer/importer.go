@@ -93,8 +93,8 @@ type Summary struct {
 	// WakeCauses is the trace's "wake causes" probe: "imported: ..." or
 	// "missing: the capture lacks ...".
 	WakeCauses string
-	FirstNs      uint64
-	LastNs       uint64
+	FirstNs    uint64
+	LastNs     uint64
 }
 
 // lineError is bad input: which line, and why.
