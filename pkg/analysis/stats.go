@@ -249,8 +249,15 @@ func StatsFromReader(r *trace.Reader) (*Stats, error) {
 // FilteredStatsFromReader is StatsFromReader with the IO figures limited to
 // the requests f selects (StatsBuilder.SetIOFilter).
 func FilteredStatsFromReader(r *trace.Reader, f trace.IOFilter) (*Stats, error) {
+	return FilteredStatsEachWake(r, f, nil)
+}
+
+// FilteredStatsEachWake is FilteredStatsFromReader with each wake latency
+// counted also passed to eachWake (StatsBuilder.OnWakeLatency; nil: none).
+func FilteredStatsEachWake(r *trace.Reader, f trace.IOFilter, eachWake func(cpu uint32, state int, ns uint64)) (*Stats, error) {
 	b := NewStatsBuilder(r.Meta, r.End)
 	b.SetIOFilter(f)
+	b.OnWakeLatency(eachWake)
 	if err := r.Scan(b.Visitor()); err != nil { // loss records come with the scan
 		return nil, err
 	}

@@ -50,16 +50,19 @@ type StatsBuilder struct {
 	wake   map[string]*latency.Histogram
 	// wakeEarly counts remote wake-ups requested before the idle entry.
 	wakeEarly uint64
-	io        latency.Histogram
-	taskIO    latency.Histogram
-	ioFilter  trace.IOFilter
-	ioErr     uint64
-	devs      map[uint32]*devAcc
-	iowake    iowake.Matcher[uint32, struct{}] // a period's payload is its CPU
-	ioWoke    map[trace.WakeCause]uint64       // completions that woke an idle CPU, by the period's wake cause
-	losses    map[uint32]trace.Loss
-	outside   OutsideWindow
-	invalid   uint64
+	// eachWake, when set, sees every wake latency the builder counts
+	// (OnWakeLatency).
+	eachWake func(cpu uint32, state int, ns uint64)
+	io       latency.Histogram
+	taskIO   latency.Histogram
+	ioFilter trace.IOFilter
+	ioErr    uint64
+	devs     map[uint32]*devAcc
+	iowake   iowake.Matcher[uint32, struct{}] // a period's payload is its CPU
+	ioWoke   map[trace.WakeCause]uint64       // completions that woke an idle CPU, by the period's wake cause
+	losses   map[uint32]trace.Loss
+	outside  OutsideWindow
+	invalid  uint64
 }
 
 // NewStatsBuilder prepares a builder. end may be nil (a trace cut short);
@@ -168,11 +171,19 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 			a.wake[idx] = h
 		}
 		h.Record(lat)
+		if b.eachWake != nil {
+			b.eachWake(p.CPU, idx, lat)
+		}
 	} else if p.RequestedBeforeEntry() {
 		b.wakeEarly++
 	}
 	return nil
 }
+
+// OnWakeLatency has f called with each wake latency the builder counts in
+// wake_latency_ns, with its CPU and state index (a caller that splits them
+// finer than stats does). Call it before the first record.
+func (b *StatsBuilder) OnWakeLatency(f func(cpu uint32, state int, ns uint64)) { b.eachWake = f }
 
 // SetIOFilter makes the IO figures (latency, task latency, errors, woke
 // an idle CPU) cover the requests f selects; the per-device counts, which
