@@ -156,7 +156,7 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 	}
 	p2 := newPass(p.format, w)
 	p2.ncpus = meta.NumCPUs
-	p.polling = pollingStates(meta)
+	p2.polling = pollingStates(meta)
 	p2.decideWake(p)
 	err = p2.run(in)
 	if err == nil {

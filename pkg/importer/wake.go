@@ -33,14 +33,27 @@ import (
 // pendingWindowNs is PENDING_WINDOW_NS of the BPF side.
 const pendingWindowNs = 50_000
 
-// wakeCauseEvents are the events the rule needs, with the cause each gives.
-var wakeCauseEvents = map[string]trace.WakeCause{
-	"irq_handler_entry":          trace.WakeIRQ,
-	"local_timer_entry":          trace.WakeTimer,
-	"reschedule_entry":           trace.WakeIPIResched,
-	"call_function_entry":        trace.WakeIPICall,
-	"call_function_single_entry": trace.WakeIPICall,
+// wakeCauseList are the events the rule needs, with the cause each gives,
+// in the order messages name them.
+var wakeCauseList = []struct {
+	name  string
+	cause trace.WakeCause
+}{
+	{"irq_handler_entry", trace.WakeIRQ},
+	{"local_timer_entry", trace.WakeTimer},
+	{"reschedule_entry", trace.WakeIPIResched},
+	{"call_function_entry", trace.WakeIPICall},
+	{"call_function_single_entry", trace.WakeIPICall},
 }
+
+// wakeCauseEvents is wakeCauseList by name.
+var wakeCauseEvents = func() map[string]trace.WakeCause {
+	m := map[string]trace.WakeCause{}
+	for _, e := range wakeCauseList {
+		m[e.name] = e.cause
+	}
+	return m
+}()
 
 // tickEvents are the ones that tell the tick from other timers.
 var tickEvents = []string{"hrtimer_expire_entry", "local_timer_exit"}
@@ -73,21 +86,22 @@ func (p *pass) recorded(name string) bool {
 func (p *pass) headerEvents(t string) {
 	if rest, ok := strings.CutPrefix(t, "# event : name = "); ok {
 		name, _, _ := strings.Cut(rest, ",")
-		name = strings.TrimSpace(name)
-		if k := strings.LastIndexByte(name, ':'); k >= 0 {
-			name = name[k+1:]
-		}
-		p.listed[name] = true
+		p.listed[bareEvent(strings.TrimSpace(name))] = true
 		return
 	}
 	if rest, ok := strings.CutPrefix(t, idletraceEventsHeader); ok {
 		for _, name := range strings.Fields(rest) {
-			if k := strings.LastIndexByte(name, ':'); k >= 0 {
-				name = name[k+1:]
-			}
-			p.listed[name] = true
+			p.listed[bareEvent(name)] = true
 		}
 	}
+}
+
+// bareEvent is "irq_handler_entry" of "irq:irq_handler_entry".
+func bareEvent(s string) string {
+	if k := strings.LastIndexByte(s, ':'); k >= 0 {
+		return s[k+1:]
+	}
+	return s
 }
 
 // lacking lists the events of names the capture was not recorded with.
@@ -102,7 +116,11 @@ func (p *pass) lacking(names []string) []string {
 }
 
 func wakeCauseNames() []string {
-	return []string{"irq_handler_entry", "local_timer_entry", "reschedule_entry", "call_function_entry", "call_function_single_entry"}
+	names := make([]string, len(wakeCauseList))
+	for i, e := range wakeCauseList {
+		names[i] = e.name
+	}
+	return names
 }
 
 // decideWake sets, from the first pass, whether wake causes and the tick
@@ -110,7 +128,6 @@ func wakeCauseNames() []string {
 func (p *pass) decideWake(first *pass) {
 	p.wakeOn = len(first.lacking(wakeCauseNames())) == 0
 	p.tickOn = p.wakeOn && len(first.lacking(tickEvents)) == 0 && first.tickSymbols
-	p.polling = first.polling
 }
 
 // isPolling says whether state polls on cpu.
