@@ -38,7 +38,7 @@ func TestLabAttachPatchesNoText(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var env []string
 			if c.pinned {
-				env = append(env, "IDLETRACE_LAB_APPEND="+strings.TrimSpace(os.Getenv("IDLETRACE_LAB_APPEND")+" "+pinTracepoints()))
+				env = append(env, appendEnv(pinTracepoints()))
 			}
 			out := runLabCPUs(t, root, in, "lab", "icx", "menu", 2, pokeScript, env...)
 			b, err := os.ReadFile(filepath.Join(out, "pokes"))

@@ -195,7 +195,7 @@ func runLabCase(t *testing.T, root, in string, c labCase) labRow {
 			files = append(files, s.sysfs())
 		}
 		script = "cat " + strings.Join(files, " ") + " >/out/switches && " + script
-		env = append(env, "IDLETRACE_LAB_APPEND="+strings.TrimSpace(os.Getenv("IDLETRACE_LAB_APPEND")+" "+strings.Join(args, " ")))
+		env = append(env, appendEnv(strings.Join(args, " ")))
 	}
 	r, out := labTrace(t, strings.ReplaceAll(c.name(), "/", "-"), func() string {
 		return runLab(t, root, in, c.kernel, c.profile, c.governor, script, env...)

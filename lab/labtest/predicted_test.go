@@ -90,7 +90,7 @@ const expCPUs = 3
 // the reader's median moved by about twice the exit latency a policy saved
 // (lab/README.md).
 var expEnv = []string{"IDLETRACE_LAB_TCG=multi", "IDLETRACE_LAB_NULL_LATENCY_NS=1000000", "IDLETRACE_LAB_NULL_DISK=virtio",
-	"IDLETRACE_LAB_APPEND=" + strings.TrimSpace(os.Getenv("IDLETRACE_LAB_APPEND")+" "+pinTracepoints())}
+	appendEnv(pinTracepoints())}
 
 // pinTracepoints: under multi-threaded TCG a vCPU now and then died of an
 // int3 Oops while the recorder attached (at __sysvec_apic_timer_interrupt,

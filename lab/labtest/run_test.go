@@ -151,3 +151,10 @@ func labRun(t *testing.T, kernel string) func() {
 	}
 	return labSlot(t)
 }
+
+// appendEnv is the environment entry that adds words to the lab VM's
+// kernel command line, after those the caller's IDLETRACE_LAB_APPEND
+// already holds.
+func appendEnv(words string) string {
+	return "IDLETRACE_LAB_APPEND=" + strings.TrimSpace(os.Getenv("IDLETRACE_LAB_APPEND")+" "+words)
+}
