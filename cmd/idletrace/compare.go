@@ -73,7 +73,6 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 		return nil, err
 	} else if note != "" {
 		rep.Notes = append(rep.Notes, note)
-		rep.WorkloadNotes = append(rep.WorkloadNotes, note)
 	}
 	for _, n := range prep.Notes {
 		rep.Notes = append(rep.Notes, "before ("+before+"): "+n)

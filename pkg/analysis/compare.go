@@ -26,11 +26,10 @@ type ComparisonReport struct {
 	// Figures are the rows of the comparison, from ComparisonFigures.
 	Figures     []FigureRow
 	Assumptions string
-	Notes       []string
-	// WorkloadNotes, also in Notes, say where the two recordings differ in
-	// ways no policy explains (TickRefusalNote); CombineRuns keeps every
-	// pair's.
-	WorkloadNotes []string
+	// Notes; those beginning WorkloadMovedNote say where the two
+	// recordings differ in ways no policy explains, and CombineRuns keeps
+	// every pair's.
+	Notes []string
 	// Command is the command line (argv) that made the report, as in
 	// WhatifReport.
 	Command []string
@@ -58,10 +57,13 @@ func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
 	if len(reps) == 1 {
 		return &out
 	}
-	out.Notes, out.WorkloadNotes = slices.Clone(out.Notes), slices.Clone(out.WorkloadNotes)
+	out.Notes = slices.Clone(out.Notes)
 	for _, r := range reps[1:] {
-		out.Notes = append(out.Notes, r.WorkloadNotes...)
-		out.WorkloadNotes = append(out.WorkloadNotes, r.WorkloadNotes...)
+		for _, n := range r.Notes {
+			if strings.HasPrefix(n, WorkloadMovedNote) {
+				out.Notes = append(out.Notes, n)
+			}
+		}
 	}
 	out.Figures = nil
 	for i, f := range reps[0].Figures {

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -59,12 +60,7 @@ const WorkloadMovedNote = "the workload moved between the recordings"
 // "" where none did.
 func TickRefusalNote(before, after TickRefusals, beforeName, afterName string) string {
 	var moved []string
-	cpus := make([]uint32, 0, len(before))
-	for c := range before {
-		cpus = append(cpus, c)
-	}
-	slices.Sort(cpus)
-	for _, c := range cpus {
+	for _, c := range slices.Sorted(maps.Keys(before)) {
 		b, a := before[c], after[c]
 		if b.Known < tickRefusalMinPeriods || a.Known < tickRefusalMinPeriods {
 			continue

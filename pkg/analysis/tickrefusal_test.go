@@ -89,10 +89,11 @@ func TestTickRefusalNote(t *testing.T) {
 // TestCombineRunsKeepsWorkloadNotes: an experiment's report is its first
 // pair's, but a later pair whose recordings moved says so too.
 func TestCombineRunsKeepsWorkloadNotes(t *testing.T) {
+	moved3 := WorkloadMovedNote + " (before-3.trace, after-3.trace), …"
 	first := &ComparisonReport{Policy: "menu", Notes: []string{"knobs as recorded: …"}}
-	third := &ComparisonReport{Policy: "menu", Notes: []string{"knobs", "moved-3"}, WorkloadNotes: []string{"moved-3"}}
+	third := &ComparisonReport{Policy: "menu", Notes: []string{"knobs", moved3}}
 	rep := CombineRuns([]*ComparisonReport{first, {Policy: "menu"}, third})
-	if got := strings.Join(rep.Notes, "|"); got != "knobs as recorded: …|moved-3" {
+	if got := strings.Join(rep.Notes, "|"); got != "knobs as recorded: …|"+moved3 {
 		t.Errorf("notes %q", got)
 	}
 	if len(first.Notes) != 1 {
