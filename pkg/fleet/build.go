@@ -9,17 +9,18 @@ import (
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
-// Key is what every row of one trace starts with: which host and trace it
-// is, and what the trace says of its machine.
+// Key is what every row of one trace starts with, after its kind: which
+// host and trace it is, and what the trace says of its machine (the key
+// columns of both files: StatsRow and WhatifRow embed it).
 type Key struct {
-	Host                string
-	Trace               string
-	RecordedStartUnixNs *int64
-	KernelRelease       *string
-	CPUModel            *string
-	Driver              *string
-	Governor            *string
-	HZ                  *int32
+	Host                string  `parquet:"host,dict" json:"host"`
+	Trace               string  `parquet:"trace,dict" json:"trace"`
+	RecordedStartUnixNs *int64  `parquet:"recorded_start_unix_ns,optional" json:"recorded_start_unix_ns"`
+	KernelRelease       *string `parquet:"kernel_release,optional,dict" json:"kernel_release"`
+	CPUModel            *string `parquet:"cpu_model,optional,dict" json:"cpu_model"`
+	Driver              *string `parquet:"driver,optional,dict" json:"driver"`
+	Governor            *string `parquet:"governor,optional,dict" json:"governor"`
+	HZ                  *int32  `parquet:"hz,optional" json:"hz"`
 }
 
 // NoHostError is KeyOf's refusal of a trace that names no host when no
@@ -88,9 +89,7 @@ func (w WakeByCPU) record(cpu, state int, ns uint64) {
 // state that stats reports (those the kernel's counters hold too), then
 // the trace row. wake is the per-CPU wake latency (nil: none measured).
 func StatsRows(k Key, s *analysis.Stats, wake WakeByCPU) []StatsRow {
-	head := StatsRow{Host: k.Host, Trace: k.Trace, RecordedStartUnixNs: k.RecordedStartUnixNs,
-		KernelRelease: k.KernelRelease, CPUModel: k.CPUModel, Driver: k.Driver, Governor: k.Governor, HZ: k.HZ,
-		DurationNs: int64(s.DurationNs), LostEvents: int64(s.LostEvents)}
+	head := StatsRow{Key: k, DurationNs: int64(s.DurationNs), LostEvents: int64(s.LostEvents)}
 	kernel := map[int][]analysis.StateStats{}
 	if s.Kernel.Available {
 		for _, c := range s.Kernel.CPUs {
@@ -163,9 +162,7 @@ func StatsRows(k Key, s *analysis.Stats, wake WakeByCPU) []StatsRow {
 // in the report's (the command line's) order. ioFilter is the --io filter
 // the replay applied ("" for none).
 func WhatifRows(k Key, rep *analysis.WhatifReport, ioFilter string) []WhatifRow {
-	head := WhatifRow{Kind: KindPolicy, Host: k.Host, Trace: k.Trace, RecordedStartUnixNs: k.RecordedStartUnixNs,
-		KernelRelease: k.KernelRelease, CPUModel: k.CPUModel, Driver: k.Driver, Governor: k.Governor, HZ: k.HZ,
-		IOFilter: str(ioFilter)}
+	head := WhatifRow{Kind: KindPolicy, Key: k, IOFilter: str(ioFilter)}
 	if p := rep.Profile; p != nil {
 		head.Profile = p.Name
 		if p.HZ > 0 {

@@ -39,16 +39,9 @@ const (
 type StatsRow struct {
 	Kind string `parquet:"kind,dict" json:"kind"`
 	// The key, and what the trace says of its machine.
-	Host                string  `parquet:"host,dict" json:"host"`
-	Trace               string  `parquet:"trace,dict" json:"trace"`
-	RecordedStartUnixNs *int64  `parquet:"recorded_start_unix_ns,optional" json:"recorded_start_unix_ns"`
-	KernelRelease       *string `parquet:"kernel_release,optional,dict" json:"kernel_release"`
-	CPUModel            *string `parquet:"cpu_model,optional,dict" json:"cpu_model"`
-	Driver              *string `parquet:"driver,optional,dict" json:"driver"`
-	Governor            *string `parquet:"governor,optional,dict" json:"governor"`
-	HZ                  *int32  `parquet:"hz,optional" json:"hz"`
-	DurationNs          int64   `parquet:"duration_ns" json:"duration_ns"`
-	LostEvents          int64   `parquet:"lost_events" json:"lost_events"`
+	Key
+	DurationNs int64 `parquet:"duration_ns" json:"duration_ns"`
+	LostEvents int64 `parquet:"lost_events" json:"lost_events"`
 
 	// Kind "state".
 	CPU               *int32  `parquet:"cpu,optional" json:"cpu"`
@@ -121,15 +114,8 @@ type TaskIOLatency struct {
 // state's share as state_share['C6'] (NULL where the profile has no such
 // state), so comparing two policies is a self-join on host and trace.
 type WhatifRow struct {
-	Kind                string  `parquet:"kind,dict" json:"kind"`
-	Host                string  `parquet:"host,dict" json:"host"`
-	Trace               string  `parquet:"trace,dict" json:"trace"`
-	RecordedStartUnixNs *int64  `parquet:"recorded_start_unix_ns,optional" json:"recorded_start_unix_ns"`
-	KernelRelease       *string `parquet:"kernel_release,optional,dict" json:"kernel_release"`
-	CPUModel            *string `parquet:"cpu_model,optional,dict" json:"cpu_model"`
-	Driver              *string `parquet:"driver,optional,dict" json:"driver"`
-	Governor            *string `parquet:"governor,optional,dict" json:"governor"`
-	HZ                  *int32  `parquet:"hz,optional" json:"hz"`
+	Kind string `parquet:"kind,dict" json:"kind"`
+	Key
 
 	Profile     string  `parquet:"profile,dict" json:"profile"`
 	PolicyIndex int32   `parquet:"policy_index" json:"policy_index"`
