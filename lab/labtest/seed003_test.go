@@ -45,7 +45,7 @@ func TestLabSeed003(t *testing.T) {
 	startLabKernel(t, root)
 	waitLabKernel(t)
 	const policies = "--policy menu --policy menu+disable=C6 --policy menu+blkqos=10us/3ms"
-	script := pinReport + "for f in /sys/devices/system/cpu/cpu*/cpuidle/state0/disable; do echo 1 >$f; done; " +
+	script := pinReport + housekeeping + "for f in /sys/devices/system/cpu/cpu*/cpuidle/state0/disable; do echo 1 >$f; done; " +
 		"taskset -c 2 idletrace experiment --cpus 0,1 -q -o /out/exp --format json --io comm=fio --policy menu+disable=C6 " +
 		"-- sh ./seed003.sh >/out/cmp.json 2>/out/err.txt || { cat /out/err.txt >&2; exit 1; }; " +
 		"taskset -c 2 idletrace whatif /out/exp/before.trace --io comm=fio " + policies + " --format json >/out/whatif.json && " +
@@ -56,6 +56,7 @@ func TestLabSeed003(t *testing.T) {
 		_ = exec.Command("cp", "-r", out, filepath.Join(keep, "seed003")).Run()
 	}
 	checkPinned(t, out)
+	checkHousekeeping(t, out)
 
 	fioOn, fioOff := readFio(t, filepath.Join(out, "fio-1.json")), readFio(t, filepath.Join(out, "fio-2.json"))
 	on, off := readStatsIO(t, filepath.Join(out, "stats-on.json")), readStatsIO(t, filepath.Join(out, "stats-off.json"))
