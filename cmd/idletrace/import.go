@@ -28,8 +28,9 @@ Wake causes are imported, by the recorder's rule, from a capture recorded
 with -e irq:irq_handler_entry -e irq_vectors:local_timer_entry
 -e irq_vectors:local_timer_exit -e irq_vectors:reschedule_entry
 -e irq_vectors:call_function_entry -e irq_vectors:call_function_single_entry
--e timer:hrtimer_expire_entry (perf script --header lists them); lacking
-one of the first five, they are unknown. Without --profile, the states are named by index (state0, ...)
+-e timer:hrtimer_expire_entry (perf script --header lists them; for
+trace-cmd report and tracefs text, name them with --events); lacking one of
+the first five, they are unknown. Without --profile, the states are named by index (state0, ...)
 unless the capture's header lists them.
 `
 
@@ -40,6 +41,7 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 	out := fs.StringP("output", "o", "", "trace file to write (default: FILE with .trace for its extension)")
 	format := fs.String("format", importer.Auto, "capture format: "+strings.Join(importer.Formats, ", "))
 	profile := fs.String("profile", "", "idle-state table to give the CPUs: a built-in name (idletrace profiles) or a JSON profile file")
+	events := fs.StringSlice("events", nil, "events the capture was recorded with, comma-separated (e.g. trace-cmd record's -e list): trace-cmd report and tracefs text list none, and an event that never fired looks like one not recorded")
 	force := fs.Bool("force", false, "overwrite an existing trace file")
 	quiet := fs.BoolP("quiet", "q", false, "no summary line on stderr")
 	pos, err := parse(fs, args)
@@ -82,7 +84,7 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sum, err := importer.Import(in, importer.Options{Format: *format, States: states, Source: filepath.Base(path), ToolVersion: version}, f)
+	sum, err := importer.Import(in, importer.Options{Format: *format, States: states, Source: filepath.Base(path), ToolVersion: version, Events: *events}, f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -9,4 +9,4 @@
 n=1
 while [ -e /out/fio-$n.json ]; do n=$((n + 1)); done
 exec taskset -c 2 fio --name=seed003 --filename=/dev/lab-null --size=32M --rw=randread --bs=4k --direct=1 \
-	--ioengine=psync --time_based --runtime=6 --cpus_allowed=1 --output-format=json --output=/out/fio-$n.json
+	--ioengine=psync --time_based --runtime=4 --cpus_allowed=1 --output-format=json --output=/out/fio-$n.json

@@ -42,7 +42,14 @@ package export
 // clock id, so in Perfetto's default trace clock: the ftrace events and
 // the TrackEvents share it. TrackEvents and TrackDescriptors are on one
 // packet sequence (trusted_packet_sequence_id 1), whose first packet
-// clears its incremental state; nothing is interned. The events come
+// clears its incremental state. The TrackEvents' names and their debug
+// annotations' names are interned (InternedData event_names and
+// debug_annotation_names, interned_data.proto): each name is written once,
+// in the packet that first uses it, and referred to by its iid after,
+// every TrackEvent packet saying it needs the sequence's incremental state.
+// (The bundled trace's export: 18.7 MB against 24.9 MB with the names
+// written out, 19 bytes less a TrackEvent; values, such as a task's comm,
+// stay strings.) The events come
 // merged in time order (the timeline), but for wake requests made before
 // events already written: Perfetto's trace processor sorts a file's
 // events in any case.
@@ -75,8 +82,17 @@ const (
 	pfPacketTimestamp       protowire.Number = 8  // varint: uint64 timestamp
 	pfPacketSequenceID      protowire.Number = 10 // varint: uint32 trusted_packet_sequence_id
 	pfPacketTrackEvent      protowire.Number = 11 // bytes: TrackEvent track_event
+	pfPacketInternedData    protowire.Number = 12 // bytes: InternedData interned_data
 	pfPacketSequenceFlags   protowire.Number = 13 // varint: uint32 sequence_flags
 	pfPacketTrackDescriptor protowire.Number = 60 // bytes: TrackDescriptor track_descriptor
+
+	// InternedData
+	pfInternedEventNames      protowire.Number = 2 // bytes: repeated EventName event_names
+	pfInternedAnnotationNames protowire.Number = 3 // bytes: repeated DebugAnnotationName debug_annotation_names
+
+	// EventName and DebugAnnotationName
+	pfInternedIID  protowire.Number = 1 // varint: uint64 iid
+	pfInternedName protowire.Number = 2 // bytes: string name
 
 	// FtraceEventBundle
 	pfBundleCPU   protowire.Number = 1 // varint: uint32 cpu
@@ -102,21 +118,22 @@ const (
 	// TrackEvent
 	pfEventDebugAnnotation    protowire.Number = 4  // bytes: repeated DebugAnnotation debug_annotations
 	pfEventType               protowire.Number = 9  // varint: Type type
+	pfEventNameIID            protowire.Number = 10 // varint: uint64 name_iid
 	pfEventTrackUUID          protowire.Number = 11 // varint: uint64 track_uuid
-	pfEventName               protowire.Number = 23 // bytes: string name
 	pfEventFlowIDs            protowire.Number = 47 // fixed64: repeated fixed64 flow_ids
 	pfEventTerminatingFlowIDs protowire.Number = 48 // fixed64: repeated fixed64 terminating_flow_ids
 
 	// DebugAnnotation
-	pfAnnotationUint   protowire.Number = 3  // varint: uint64 uint_value
-	pfAnnotationInt    protowire.Number = 4  // varint: int64 int_value
-	pfAnnotationString protowire.Number = 6  // bytes: string string_value
-	pfAnnotationName   protowire.Number = 10 // bytes: string name
+	pfAnnotationNameIID protowire.Number = 1 // varint: uint64 name_iid
+	pfAnnotationUint    protowire.Number = 3 // varint: uint64 uint_value
+	pfAnnotationInt     protowire.Number = 4 // varint: int64 int_value
+	pfAnnotationString  protowire.Number = 6 // bytes: string string_value
 )
 
 // Enum values.
 const (
 	seqIncrementalStateCleared = 1 // TracePacket.SequenceFlags SEQ_INCREMENTAL_STATE_CLEARED
+	seqNeedsIncrementalState   = 2 // SEQ_NEEDS_INCREMENTAL_STATE
 	childOrderingExplicit      = 3 // TrackDescriptor.ChildTracksOrdering EXPLICIT
 	typeSliceBegin             = 1 // TrackEvent.Type TYPE_SLICE_BEGIN
 	typeSliceEnd               = 2 // TYPE_SLICE_END
@@ -184,29 +201,36 @@ func (p *pb) str(n protowire.Number, s string) {
 	p.b = protowire.AppendString(protowire.AppendTag(p.b, n, protowire.BytesType), s)
 }
 
-// The debug annotations: a name and a value.
-
-func (p *pb) annotate(name string) {
-	p.begin(pfEventDebugAnnotation)
-	p.str(pfAnnotationName, name)
+// interned is one interning index of the sequence: a name's iid (from 1,
+// in the order first used), and the names given an iid since the last
+// packet was written, which that packet's InternedData carries.
+type interned struct {
+	iids  map[string]uint64
+	fresh []string
 }
 
-func (p *pb) annUint(name string, v uint64) {
-	p.annotate(name)
-	p.uint(pfAnnotationUint, v)
-	p.end()
+func (in *interned) iid(name string) uint64 {
+	if id, ok := in.iids[name]; ok {
+		return id
+	}
+	if in.iids == nil {
+		in.iids = map[string]uint64{}
+	}
+	id := uint64(len(in.iids) + 1)
+	in.iids[name] = id
+	in.fresh = append(in.fresh, name)
+	return id
 }
 
-func (p *pb) annInt(name string, v int64) {
-	p.annotate(name)
-	p.int(pfAnnotationInt, v)
-	p.end()
-}
-
-func (p *pb) annString(name, v string) {
-	p.annotate(name)
-	p.str(pfAnnotationString, v)
-	p.end()
+// write adds the fresh names to the InternedData being made, as field n.
+func (in *interned) write(p *pb, n protowire.Number) {
+	for _, name := range in.fresh {
+		p.begin(n)
+		p.uint(pfInternedIID, in.iids[name])
+		p.str(pfInternedName, name)
+		p.end()
+	}
+	in.fresh = in.fresh[:0]
 }
 
 // bundle is a CPU's cpu_idle events not yet written, each an encoded
@@ -221,8 +245,10 @@ type perfettoWriter struct {
 	eventWriter
 	wakeRequests bool
 
-	p, ev   pb       // the packet being made, an ftrace event
-	bundles []bundle // per CPU
+	p, ev pb // the packet being made, an ftrace event
+	// The interning indexes of TrackEvent names and annotation names.
+	eventNames, annotationNames interned
+	bundles                     []bundle // per CPU
 	// wakeTracks: per CPU, its wake-ups track is described.
 	wakeTracks  []bool
 	requests    bool                // the wake requests track is described
@@ -336,6 +362,14 @@ func (f *perfettoWriter) write(e *event) error {
 
 // writePacket closes the packet being made and writes it.
 func (f *perfettoWriter) writePacket() error {
+	if len(f.eventNames.fresh)+len(f.annotationNames.fresh) > 0 {
+		for len(f.p.open) > 1 { // back to the TracePacket
+			f.p.end()
+		}
+		f.p.begin(pfPacketInternedData)
+		f.eventNames.write(&f.p, pfInternedEventNames)
+		f.annotationNames.write(&f.p, pfInternedAnnotationNames)
+	}
 	f.p.endAll()
 	_, err := f.out.Write(f.p.b)
 	f.p.reset()
@@ -398,13 +432,39 @@ func (f *perfettoWriter) trackEvent(ns uint64, typ uint64, track uint64, name st
 	f.p.begin(pfTracePacket)
 	f.p.uint(pfPacketTimestamp, ns)
 	f.p.uint(pfPacketSequenceID, sequenceID)
+	f.p.uint(pfPacketSequenceFlags, seqNeedsIncrementalState)
 	f.p.begin(pfPacketTrackEvent)
 	f.p.uint(pfEventType, typ)
 	f.p.uint(pfEventTrackUUID, track)
 	if name != "" {
-		f.p.str(pfEventName, name)
+		f.p.uint(pfEventNameIID, f.eventNames.iid(name))
 	}
 	f.sum.Events++
+}
+
+// The debug annotations of the TrackEvent being made: a name and a value.
+
+func (f *perfettoWriter) annotate(name string) {
+	f.p.begin(pfEventDebugAnnotation)
+	f.p.uint(pfAnnotationNameIID, f.annotationNames.iid(name))
+}
+
+func (f *perfettoWriter) annUint(name string, v uint64) {
+	f.annotate(name)
+	f.p.uint(pfAnnotationUint, v)
+	f.p.end()
+}
+
+func (f *perfettoWriter) annInt(name string, v int64) {
+	f.annotate(name)
+	f.p.int(pfAnnotationInt, v)
+	f.p.end()
+}
+
+func (f *perfettoWriter) annString(name, v string) {
+	f.annotate(name)
+	f.p.str(pfAnnotationString, v)
+	f.p.end()
 }
 
 // wakeName is the name of a wake-up's instant.
@@ -424,7 +484,7 @@ func (f *perfettoWriter) wakeUp(e *event) error {
 		}
 	}
 	f.trackEvent(e.ns, typeInstant, track, wakeName(e.cause, e.irq))
-	f.p.annString("state", f.rules.StateName(int(e.cpu), int(e.state)))
+	f.annString("state", f.rules.StateName(int(e.cpu), int(e.state)))
 	if e.flow != 0 {
 		f.p.fixed64(pfEventTerminatingFlowIDs, e.flow)
 		f.sum.Flows++
@@ -440,7 +500,7 @@ func (f *perfettoWriter) wakeRequest(e *event) error {
 		}
 	}
 	f.trackEvent(e.ns, typeInstant, requestTrack, fmt.Sprintf("wake cpu %d", e.cpu))
-	f.p.annUint("target_cpu", uint64(e.cpu))
+	f.annUint("target_cpu", uint64(e.cpu))
 	f.p.fixed64(pfEventFlowIDs, e.flow)
 	return f.writePacket()
 }
@@ -495,14 +555,14 @@ func (f *perfettoWriter) issue(e *event) error {
 	f.flow++
 	f.slotLane[e.io], f.slotFlow[e.io] = track, f.flow
 	f.trackEvent(e.ns, typeSliceBegin, track, f.opName(b.Op))
-	f.p.annString("device", f.device(b))
-	f.p.annUint("sector", b.Sector)
-	f.p.annUint("bytes", uint64(b.Bytes))
-	f.p.annString("op", f.opName(b.Op))
-	f.p.annUint("complete_cpu", uint64(b.CompleteCPU))
+	f.annString("device", f.device(b))
+	f.annUint("sector", b.Sector)
+	f.annUint("bytes", uint64(b.Bytes))
+	f.annString("op", f.opName(b.Op))
+	f.annUint("complete_cpu", uint64(b.CompleteCPU))
 	if b.Tid != 0 {
-		f.p.annUint("tid", uint64(b.Tid))
-		f.p.annString("comm", b.Comm)
+		f.annUint("tid", uint64(b.Tid))
+		f.annString("comm", b.Comm)
 	}
 	f.p.fixed64(pfEventFlowIDs, f.flow)
 	return f.writePacket()
@@ -519,9 +579,9 @@ func (f *perfettoWriter) complete(e *event) error {
 		return err
 	}
 	f.trackEvent(e.ns, typeInstant, track, f.opName(b.Op)+" complete")
-	f.p.annUint("issue_cpu", uint64(b.IssueCPU))
-	f.p.annUint("latency_ns", b.LatencyNs())
-	f.p.annInt("error", int64(b.Error))
+	f.annUint("issue_cpu", uint64(b.IssueCPU))
+	f.annUint("latency_ns", b.LatencyNs())
+	f.annInt("error", int64(b.Error))
 	f.p.fixed64(pfEventTerminatingFlowIDs, f.slotFlow[e.io])
 	return f.writePacket()
 }

@@ -40,7 +40,6 @@ func TestPBEncoders(t *testing.T) {
 			p.uint(2, 3)
 			p.endAll()
 		}, []byte{0x0a, 0x08, 0x08, 0x03, 0x6a, 0x04, 0x08, 0x01, 0x10, 0x03}},
-		{"annotation", func(p *pb) { p.annUint("bytes", 4096) }, []byte{0x22, 0x0a, 0x52, 0x05, 'b', 'y', 't', 'e', 's', 0x18, 0x80, 0x20}},
 		{"long nested", func(p *pb) {
 			p.begin(1)
 			p.begin(2)
@@ -77,8 +76,21 @@ var perfettoLayout = map[string]map[protowire.Number]fieldSpec{
 		8:  {"timestamp", protowire.VarintType, "", false},
 		10: {"trusted_packet_sequence_id", protowire.VarintType, "", false},
 		11: {"track_event", protowire.BytesType, "TrackEvent", false},
+		12: {"interned_data", protowire.BytesType, "InternedData", false},
 		13: {"sequence_flags", protowire.VarintType, "", false},
 		60: {"track_descriptor", protowire.BytesType, "TrackDescriptor", false},
+	},
+	"InternedData": {
+		2: {"event_names", protowire.BytesType, "EventName", true},
+		3: {"debug_annotation_names", protowire.BytesType, "DebugAnnotationName", true},
+	},
+	"EventName": {
+		1: {"iid", protowire.VarintType, "", false},
+		2: {"name", protowire.BytesType, "string", false},
+	},
+	"DebugAnnotationName": {
+		1: {"iid", protowire.VarintType, "", false},
+		2: {"name", protowire.BytesType, "string", false},
 	},
 	"FtraceEventBundle": {
 		1: {"cpu", protowire.VarintType, "", false},
@@ -104,12 +116,14 @@ var perfettoLayout = map[string]map[protowire.Number]fieldSpec{
 	"TrackEvent": {
 		4:  {"debug_annotations", protowire.BytesType, "DebugAnnotation", true},
 		9:  {"type", protowire.VarintType, "", false},
+		10: {"name_iid", protowire.VarintType, "", false},
 		11: {"track_uuid", protowire.VarintType, "", false},
 		23: {"name", protowire.BytesType, "string", false},
 		47: {"flow_ids", protowire.Fixed64Type, "", true},
 		48: {"terminating_flow_ids", protowire.Fixed64Type, "", true},
 	},
 	"DebugAnnotation": {
+		1:  {"name_iid", protowire.VarintType, "", false},
 		3:  {"uint_value", protowire.VarintType, "", false},
 		4:  {"int_value", protowire.VarintType, "", false},
 		6:  {"string_value", protowire.BytesType, "string", false},
@@ -235,7 +249,10 @@ type flowEnd struct {
 // a track described before it; each CPU's cpu_idle events in time order,
 // entries and exits alternating, each bundle's CPU its events' cpu_id;
 // slices on each track nesting (here: never overlapping), every flow
-// begun once and ended once, after its start.
+// begun once and ended once, after its start; every interned name given
+// once, with an iid from 1 not given before, in or before the first packet
+// that uses it, which says it needs the sequence's incremental state. The
+// names are resolved in place (a TrackEvent's and each annotation's "name").
 func readPerfetto(t testing.TB, data []byte) perfettoFile {
 	t.Helper()
 	f := perfettoFile{periods: map[string][2]uint64{}, tracks: map[uint64]msg{}, slices: map[string]int{}, instants: map[string]int{}, wakeNames: map[string]int{}}
@@ -247,6 +264,24 @@ func readPerfetto(t testing.TB, data []byte) perfettoFile {
 	starts, ends := map[uint64]flowEnd{}, map[uint64]flowEnd{}
 	lanes := map[string]int{}
 	seqStarted := false
+	names := map[string]map[uint64]string{"event_names": {}, "debug_annotation_names": {}}
+	given := map[string]map[string]bool{"event_names": {}, "debug_annotation_names": {}}
+	resolve := func(index string, m msg, p msg) {
+		if !m.has("name_iid") {
+			return
+		}
+		if m.has("name") {
+			t.Fatalf("packet %d: both a name and a name_iid: %v", f.packets, m)
+		}
+		if p.uint("sequence_flags")&seqNeedsIncrementalState == 0 {
+			t.Fatalf("packet %d: uses an interned name without SEQ_NEEDS_INCREMENTAL_STATE", f.packets)
+		}
+		name, ok := names[index][m.uint("name_iid")]
+		if !ok {
+			t.Fatalf("packet %d: %s iid %d not interned before", f.packets, index, m.uint("name_iid"))
+		}
+		m["name"] = []any{name}
+	}
 	b := data
 	for len(b) > 0 {
 		num, wt, n := protowire.ConsumeTag(b)
@@ -272,6 +307,27 @@ func readPerfetto(t testing.TB, data []byte) perfettoFile {
 		}
 		if payloads != 1 {
 			t.Fatalf("packet %d: %d payloads: %v", f.packets, payloads, p)
+		}
+		if in := p.sub("interned_data"); in != nil {
+			if !p.has("track_event") {
+				t.Fatalf("packet %d: interned data without a TrackEvent that uses it", f.packets)
+			}
+			for index := range names {
+				for _, v := range in[index] {
+					e := v.(msg)
+					iid, name := e.uint("iid"), e.str("name")
+					if _, dup := names[index][iid]; dup || iid == 0 || given[index][name] {
+						t.Fatalf("packet %d: %s: %q as iid %d, given before or iid 0", f.packets, index, name, iid)
+					}
+					names[index][iid], given[index][name] = name, true
+				}
+			}
+		}
+		if e := p.sub("track_event"); e != nil {
+			resolve("event_names", e, p)
+			for _, v := range e["debug_annotations"] {
+				resolve("debug_annotation_names", v.(msg), p)
+			}
 		}
 		if p.has("track_event") || p.has("track_descriptor") {
 			if p.uint("trusted_packet_sequence_id") != 1 {

@@ -66,6 +66,12 @@ type Options struct {
 	Source string
 	// ToolVersion is the idletrace version writing the trace.
 	ToolVersion string
+	// Events are events the capture was recorded with besides those its
+	// text shows ("irq:irq_handler_entry" or "irq_handler_entry"): a text
+	// shows only the events that fired, so one that never did looks like
+	// one not recorded, and trace-cmd report and tracefs text, unlike perf
+	// script --header, list none. Each must be one the import reads.
+	Events []string
 }
 
 // Summary is what an import read and wrote.
@@ -125,6 +131,16 @@ var wakeEvents = map[string]bool{
 	"sched_waking": true, "sched_switch": true, "sched_wakeup": true,
 }
 
+// idleAndIOEvents are the events every import reads.
+var idleAndIOEvents = []string{"cpu_idle", "block_rq_issue", "block_rq_complete"}
+
+// readEvents lists every event the import reads, sorted.
+func readEvents() []string {
+	out := append(slices.Clone(idleAndIOEvents), slices.Collect(maps.Keys(wakeEvents))...)
+	slices.Sort(out)
+	return out
+}
+
 // Import reads a capture from in (read twice: a first pass finds the CPUs
 // and the events present, for the metadata the trace file starts with)
 // and writes the trace to out.
@@ -137,6 +153,13 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 		return Summary{}, fmt.Errorf("format %q: must be one of %s", format, strings.Join(Formats, ", "))
 	}
 	p := newPass(format, nil)
+	for _, e := range o.Events {
+		name := bareEvent(strings.TrimSpace(e))
+		if !wakeEvents[name] && !slices.Contains(idleAndIOEvents, name) {
+			return Summary{}, fmt.Errorf("event %q: not one the import reads (%s)", e, strings.Join(readEvents(), ", "))
+		}
+		p.listed[name] = true
+	}
 	if err := p.run(in); err != nil {
 		return p.sum, err
 	}

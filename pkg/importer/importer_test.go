@@ -125,22 +125,24 @@ func TestImportErrors(t *testing.T) {
 	tests := []struct {
 		name, capture, want string
 		line                uint64
+		events              []string // Options.Events
 	}{
-		{"empty", "", "no event lines", 0},
-		{"comments only", "# tracer: nop\n#\n", "no event lines", 0},
-		{"no cpu_idle", "  fio 1 [000] 1.0: block:block_rq_issue: 8,0 R 4096 () 8 + 8 [fio]\n", "no power:cpu_idle events", 0},
-		{"garbage first", "hello world\n" + good, "line 1: not an event line", 1},
-		{"garbage after events", good + "hello\n", "line 2: not an event line", 2},
-		{"truncated fields", good + "          <idle>-0       [000] d..1.     1.000001000: cpu_idle: state=4294967295 cpu_", "line 2: cpu_idle: no cpu_id= field", 2},
-		{"truncated prefix", good + "          <idle>-0       [000] d..1.     1.00", "line 2: not an event line", 2},
-		{"bad state", "  swapper 0 [000] 1.0: power:cpu_idle: state=x cpu_id=0\n", "line 1: cpu_idle: state=\"x\" is not a number", 1},
-		{"bad block", good + "  fio 1 [000] 1.1: block:block_rq_issue: 8,0 R () 8 + 8 [fio]\n", "line 2: block_rq_issue: bytes", 2},
-		{"out of order", good + "          <idle>-0       [000] d..1.     0.500000000: cpu_idle: state=4294967295 cpu_id=0\n", "line 2: cpu_idle exit on CPU 0", 2},
-		{"huge CPU", "  swapper 0 [000] 1.0: power:cpu_idle: state=1 cpu_id=99999999\n", "line 1: cpu_idle: cpu_id=99999999", 1},
+		{"empty", "", "no event lines", 0, nil},
+		{"comments only", "# tracer: nop\n#\n", "no event lines", 0, nil},
+		{"no cpu_idle", "  fio 1 [000] 1.0: block:block_rq_issue: 8,0 R 4096 () 8 + 8 [fio]\n", "no power:cpu_idle events", 0, nil},
+		{"garbage first", "hello world\n" + good, "line 1: not an event line", 1, nil},
+		{"garbage after events", good + "hello\n", "line 2: not an event line", 2, nil},
+		{"truncated fields", good + "          <idle>-0       [000] d..1.     1.000001000: cpu_idle: state=4294967295 cpu_", "line 2: cpu_idle: no cpu_id= field", 2, nil},
+		{"truncated prefix", good + "          <idle>-0       [000] d..1.     1.00", "line 2: not an event line", 2, nil},
+		{"bad state", "  swapper 0 [000] 1.0: power:cpu_idle: state=x cpu_id=0\n", "line 1: cpu_idle: state=\"x\" is not a number", 1, nil},
+		{"bad block", good + "  fio 1 [000] 1.1: block:block_rq_issue: 8,0 R () 8 + 8 [fio]\n", "line 2: block_rq_issue: bytes", 2, nil},
+		{"out of order", good + "          <idle>-0       [000] d..1.     0.500000000: cpu_idle: state=4294967295 cpu_id=0\n", "line 2: cpu_idle exit on CPU 0", 2, nil},
+		{"huge CPU", "  swapper 0 [000] 1.0: power:cpu_idle: state=1 cpu_id=99999999\n", "line 1: cpu_idle: cpu_id=99999999", 1, nil},
+		{"--events: a misspelt event", good, `event "irq:irq_handler_entri": not one the import reads (block_rq_complete, block_rq_issue, call_function_entry,`, 0, []string{"irq:irq_handler_entri"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := importString(t, tc.capture, Options{})
+			_, _, err := importString(t, tc.capture, Options{Events: tc.events})
 			if err == nil {
 				t.Fatalf("no error, want %q", tc.want)
 			}

@@ -94,6 +94,7 @@ func TestImportWakeCauses(t *testing.T) {
 		name   string
 		header string // before the lines
 		drop   []string
+		events []string // Options.Events
 		lines  []wl
 		want   []cause // CPU 0's periods in exit order
 		wakes  string  // Probes["wake causes"] prefix
@@ -148,12 +149,20 @@ func TestImportWakeCauses(t *testing.T) {
 			header: idletraceEventsHeader + " power:cpu_idle irq_vectors:call_function_entry\n",
 			lines:  []wl{entry(10, 1), ev(20, "local_timer_entry"), exit(21)},
 			want:   []cause{{timer, -1}}, wakes: "imported", ticks: "missing: the capture lacks hrtimer_expire_entry, local_timer_exit"},
+		{name: "--events names what never fired (trace-cmd record -e)", drop: []string{"reschedule_entry", "call_function_entry"},
+			events: []string{"irq_vectors:reschedule_entry", "call_function_entry"},
+			lines:  []wl{entry(10, 1), irq(20, 36), exit(21)},
+			want:   []cause{{trace.WakeIRQ, 36}}, wakes: "imported", ticks: "imported"},
+		{name: "--events naming one of them still lacks the other", drop: []string{"reschedule_entry", "call_function_entry"},
+			events: []string{"reschedule_entry"},
+			lines:  []wl{entry(10, 1), irq(20, 36), exit(21)},
+			want:   []cause{{unknown, -1}}, wakes: "missing: the capture lacks call_function_entry"},
 	}
 	for _, format := range []string{PerfScript, Ftrace, "trace-cmd"} {
 		for _, tc := range tests {
 			t.Run(format+"/"+tc.name, func(t *testing.T) {
 				text := captureText(format, tc.header, append(preamble(tc.drop...), tc.lines...))
-				r, sum, err := importString(t, text, Options{})
+				r, sum, err := importString(t, text, Options{Events: tc.events})
 				if err != nil {
 					t.Fatalf("%v\n%s", err, text)
 				}
