@@ -49,7 +49,7 @@ wait # the build, done when a row needed the lab kernel (its tests report its fa
 # Predicted against measured (issue 10 item 6: idletrace experiment in a lab
 # VM, the prediction from the first recording held to the second): the
 # four experiments, about 4-5 minutes, and seed 003 (fio's own
-# latency with C6 on and off beside whatif's predictions, about 25 s),
+# latency with C6 on and off beside whatif's predictions, about 45 s),
 # alone (timings);
 # IDLETRACE_LAB_EXPERIMENTS=0 leaves them out, IDLETRACE_LAB_EXPERIMENT_SKIP
 # names cases to leave out (comma-separated). "ladder → menu" (about 55 s)
