@@ -99,6 +99,7 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 		renderStatsWakeLatency,
 		renderStatsIO,
 		renderStatsLosses,
+		renderStatsRecorderCost,
 		renderStatsInputs,
 	} {
 		if err := section(d, s); err != nil {
@@ -393,6 +394,28 @@ func renderStatsLosses(d *doc, s *Stats) error {
 		}
 	}
 	return nil
+}
+
+// renderStatsRecorderCost writes what the recorder's programs cost, or
+// that it was not measured.
+func renderStatsRecorderCost(d *doc, s *Stats) error {
+	c := s.RecorderCost
+	d.heading("Recorder's cost")
+	if c == nil {
+		d.lines("Not measured: record with --bpf-stats for the kernel's BPF run-time statistics.")
+		return nil
+	}
+	line := fmt.Sprintf("The recorder's BPF programs ran %s of CPU time, %.3f %% of the window's (kernel BPF statistics, which add two clock reads a run).",
+		FormatDuration(c.RunTimeNs), 100*c.CPUShare)
+	if c.IdleEventMeanNs > 0 {
+		line += fmt.Sprintf(" The cpu_idle program's mean run, %.2f µs, is what each idle entry (before the state is entered) and each exit (before the woken CPU goes on) waited for it on average; entries do more of its work.", c.IdleEventMeanNs/1e3)
+	}
+	d.lines(line)
+	var rows [][]string
+	for _, p := range c.Programs {
+		rows = append(rows, []string{p.Program, fmt.Sprint(p.Runs), fmt.Sprintf("%.0f", p.MeanNs), fmt.Sprintf("%.3f", float64(p.RunTimeNs)/1e6), fmt.Sprint(p.Recursions)})
+	}
+	return d.table([]string{"Program", "Runs", "Mean ns", "Total ms", "Recursion misses"}, rows, 0)
 }
 
 // renderStatsInputs writes the inputs the trace has, how each probe attached, and the warnings.

@@ -47,6 +47,10 @@ type Stats struct {
 	// Invalid counts records with an impossible CPU or state number.
 	Invalid uint64 `json:"invalid_records"`
 
+	// RecorderCost: the recorder's BPF programs' run time (record
+	// --bpf-stats); null without it.
+	RecorderCost *RecorderCost `json:"recorder_cost"`
+
 	Probes   map[string]string `json:"probes"`
 	Inputs   trace.Inputs      `json:"inputs"`
 	Warnings []string          `json:"warnings"`

@@ -39,6 +39,7 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 	}
 	b.wakeStats(s)
 	b.ioStats(s, flush)
+	s.RecorderCost = recorderCost(b.end, s.DurationNs, len(s.CPUs))
 	b.warn(s)
 	return s
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/internal/testenv"
+	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/iowake"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/record"
@@ -242,6 +243,7 @@ func TestKernelReferee(t *testing.T) {
 	if w := r.Warnings(); len(w) > 0 {
 		t.Errorf("a finished recording reads with warnings: %v", w)
 	}
+	checkRecorderCost(t, path)
 	if r.End == nil || r.End.Snapshot == nil || r.Meta.Start == nil {
 		t.Fatal("the trace lacks its start or end snapshot")
 	}
@@ -653,5 +655,47 @@ func (f *loopFacts) check(t *testing.T, meta *trace.Metadata) {
 	default:
 		t.Errorf("neither of the kernel's rules holds: %d of %d entries stopped the tick otherwise than TickStoppable says if every entry asks to stop it, %d of %d if only entries after a tick ask",
 			f.everyAsks.mismatch, f.everyAsks.judged, f.gotTick.mismatch, f.gotTick.judged)
+	}
+}
+
+// checkRecorderCost holds stats' account of the recorder's own cost (the
+// recording ran with BPFStats) to what the recording did: the cpu_idle
+// program runs at every cpu_idle event, an entry and an exit a period, on
+// every CPU from attach to detach, so its runs are twice the periods
+// written, but for a period open at either end and those whose CPU the
+// recorder does not keep (none here).
+func checkRecorderCost(t *testing.T, path string) {
+	t.Helper()
+	r, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	st, err := analysis.StatsFromReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.RecorderCost
+	if c == nil {
+		t.Fatal("stats gives no recorder cost for a recording made with BPF statistics")
+	}
+	var idle *analysis.ProgramCost
+	for i := range c.Programs {
+		if strings.HasSuffix(c.Programs[i].Program, "cpu_idle") {
+			idle = &c.Programs[i]
+		}
+	}
+	if idle == nil || c.IdleEventMeanNs != idle.MeanNs {
+		t.Fatalf("no cpu_idle program in the recorder's cost, or its mean not the idle event's: %+v", c)
+	}
+	periods := r.End.IdlePeriods
+	slack := uint64(4 * len(r.Meta.RecordedCPUs))
+	t.Logf("recorder's cost: %d programs, %.3f ms, %.4f %% of the window's CPU time; cpu_idle %d runs for %d periods written, %.0f ns a run",
+		len(c.Programs), float64(c.RunTimeNs)/1e6, 100*c.CPUShare, idle.Runs, periods, idle.MeanNs)
+	if idle.Runs+slack < 2*periods || idle.Runs > 2*periods+slack {
+		t.Errorf("the cpu_idle program ran %d times for %d periods: want twice as many, within %d", idle.Runs, periods, slack)
+	}
+	if c.CPUShare <= 0 || c.CPUShare >= 0.5 {
+		t.Errorf("the recorder's CPU share %.4f is not a share", c.CPUShare)
 	}
 }
