@@ -51,8 +51,9 @@ wait # the build, done when a row needed the lab kernel (its tests report its fa
 # four experiments, about 4-5 minutes, and seed 003 (fio's own
 # latency with C6 on and off beside whatif's predictions, about 45 s),
 # alone (timings);
-# IDLETRACE_LAB_EXPERIMENTS=0 leaves them out, IDLETRACE_LAB_EXPERIMENT_SKIP
-# names cases to leave out (comma-separated). "ladder → menu" (about 55 s)
+# IDLETRACE_LAB_EXPERIMENTS=0 leaves them out (seed 003 too),
+# IDLETRACE_LAB_EXPERIMENT_SKIP names TestLabExperiment's cases to leave
+# out (comma-separated). "ladder → menu" (about 55 s)
 # ran only in make test-lab until the lab kept fio's parent and RCU's
 # kthread off the workload CPUs (lab/labtest's housekeeping: one workload
 # CPU kept its tick, and which one changed between recordings).

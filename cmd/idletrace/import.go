@@ -55,6 +55,9 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := importer.CheckEvents(*events); err != nil {
+		return usagef("--events: %v", err)
+	}
 	var states []trace.StateInfo
 	if *profile != "" {
 		if *profile == "recorded" || *profile == "measured" {

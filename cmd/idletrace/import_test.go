@@ -114,6 +114,7 @@ func TestImportCommandErrors(t *testing.T) {
 		{"recorded profile", []string{"import", garbage, "--profile", "recorded"}, 2, "records no state table"},
 		{"unknown profile", []string{"import", garbage, "--profile", "nosuchcpu"}, 2, "nosuchcpu"},
 		{"no file", []string{"import"}, 2, "missing trace FILE"},
+		{"unknown event", []string{"import", garbage, "--events", "irq:irq_handler_entry,timer:tick_stop"}, 2, `--events: event "timer:tick_stop": not one whose presence the import uses`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

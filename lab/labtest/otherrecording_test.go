@@ -172,7 +172,7 @@ func crossScript() string {
 	if os.Getenv("IDLETRACE_LAB_CROSS_POLL") == "1" {
 		return record
 	}
-	return "for f in /sys/devices/system/cpu/cpu*/cpuidle/state0/disable; do echo 1 >$f; done && " + record
+	return pollOff + " && " + record
 }
 
 // crossPollNote marks the case's rows with the POLL setting they ran under.

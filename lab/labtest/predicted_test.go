@@ -144,16 +144,12 @@ func TestLabExperiment(t *testing.T) {
 			continue // left out by the caller (scripts/lab-rows.sh says why)
 		}
 		t.Run(c.name, func(t *testing.T) {
-			script := pinReport + housekeeping + "for f in /sys/devices/system/cpu/cpu*/cpuidle/state0/disable; do echo 1 >$f; done; " + c.setup +
-				" && taskset -c 2 idletrace experiment --cpus 0,1 --runs " + fmt.Sprint(expRuns) + " -q -o /out/exp --format json --io comm=fio --policy '" + c.policy +
-				"' -- sh ./experiment.sh >/out/cmp.json 2>/out/err.txt || { cat /out/err.txt >&2; exit 1; }"
+			script := pinReport + housekeeping + pollOff + "; " + c.setup + " && " + experimentCmd(c.policy, expRuns, "experiment.sh")
 			if c.setup == "" {
 				script = strings.Replace(script, " && ", " ", 1)
 			}
 			out := runLabCPUs(t, root, in, "lab", "icx", c.governor, expCPUs, script, expEnv...)
-			if keep := os.Getenv("IDLETRACE_LAB_TEST_KEEP"); keep != "" {
-				_ = exec.Command("cp", "-r", out, filepath.Join(keep, strings.NewReplacer(" ", "_", "/", "_").Replace(c.name))).Run()
-			}
+			keepLabOut(out, c.name)
 			checkPinned(t, out)
 			checkHousekeeping(t, out)
 			figs := readComparison(t, filepath.Join(out, "cmp.json"))
@@ -220,6 +216,25 @@ func checkHousekeeping(t *testing.T, out string) {
 	b, err := os.ReadFile(filepath.Join(out, "housekeeping"))
 	if err != nil || !strings.Contains(string(b), "new affinity list: 2") || !strings.Contains(string(b), "timer_migration=0") {
 		t.Fatalf("RCU's grace-period kthread not moved to CPU 2 or timer migration not off (%v): %q", err, b)
+	}
+}
+
+// pollOff disables every CPU's POLL state (state 0 of the lab's tables).
+const pollOff = "for f in /sys/devices/system/cpu/cpu*/cpuidle/state0/disable; do echo 1 >$f; done"
+
+// experimentCmd runs `idletrace experiment` of workload (a script in the
+// VM's /work) under policy, recorded from CPU 2 on the workload's CPUs 0
+// and 1, its JSON report in /out/cmp.json.
+func experimentCmd(policy string, runs int, workload string) string {
+	return "taskset -c 2 idletrace experiment --cpus 0,1 --runs " + fmt.Sprint(runs) + " -q -o /out/exp --format json --io comm=fio --policy '" + policy +
+		"' -- sh ./" + workload + " >/out/cmp.json 2>/out/err.txt || { cat /out/err.txt >&2; exit 1; }"
+}
+
+// keepLabOut copies a run's --out directory to IDLETRACE_LAB_TEST_KEEP/name
+// (blanks and slashes made underscores) when that is set.
+func keepLabOut(out, name string) {
+	if keep := os.Getenv("IDLETRACE_LAB_TEST_KEEP"); keep != "" {
+		_ = exec.Command("cp", "-r", out, filepath.Join(keep, strings.NewReplacer(" ", "_", "/", "_").Replace(name))).Run()
 	}
 }
 

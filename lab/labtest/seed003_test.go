@@ -5,9 +5,9 @@ package labtest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,12 +30,12 @@ import (
 //   - the seed's premise: most of fio's completions woke an idle CPU;
 //   - the figure a user reads against the one the process saw: idletrace's
 //     task IO latency p50 within 10 % of fio's own completion latency p50,
-//     on each recording;
+//     on the first pair's two recordings;
 //   - the answer: the change of fio's own p50 from C6 on to C6 off, within
-//     25 % of the change whatif predicted for disable=C6 (task IO p50),
-//     once the disk's own drift between the recordings (the comparison's
-//     io_device_latency_ns, which no policy sets) is taken out of the
-//     measured one;
+//     25 % of the change the experiment predicted for disable=C6 (task IO
+//     p50; both medians over the pairs), once the disk's own drift between
+//     the recordings (the comparison's io_device_latency_ns, which no
+//     policy sets) is taken out of the measured one;
 //   - blkqos=10us/3ms predicts what disable=C6 does here (within 5 % on the
 //     task IO p50), since every read is issued and completed on CPU 1 and
 //     follows the last within 3 ms.
@@ -48,16 +48,12 @@ func TestLabSeed003(t *testing.T) {
 	startLabKernel(t, root)
 	waitLabKernel(t)
 	const policies = "--policy menu --policy menu+disable=C6 --policy menu+blkqos=10us/3ms"
-	script := pinReport + housekeeping + "for f in /sys/devices/system/cpu/cpu*/cpuidle/state0/disable; do echo 1 >$f; done; " +
-		"taskset -c 2 idletrace experiment --cpus 0,1 --runs " + fmt.Sprint(seed003Runs) + " -q -o /out/exp --format json --io comm=fio --policy menu+disable=C6 " +
-		"-- sh ./seed003.sh >/out/cmp.json 2>/out/err.txt || { cat /out/err.txt >&2; exit 1; }; " +
+	script := pinReport + housekeeping + pollOff + "; " + experimentCmd("menu+disable=C6", seed003Runs, "seed003.sh") + "; " +
 		"taskset -c 2 idletrace whatif /out/exp/before-1.trace --io comm=fio " + policies + " --format json >/out/whatif.json && " +
 		"taskset -c 2 idletrace stats /out/exp/before-1.trace --io comm=fio --format json >/out/stats-on.json && " +
 		"taskset -c 2 idletrace stats /out/exp/after-1.trace --io comm=fio --format json >/out/stats-off.json"
 	out := runLabCPUs(t, root, in, "lab", "icx", "menu", expCPUs, script, seed003Env...)
-	if keep := os.Getenv("IDLETRACE_LAB_TEST_KEEP"); keep != "" {
-		_ = exec.Command("cp", "-r", out, filepath.Join(keep, "seed003")).Run()
-	}
+	keepLabOut(out, "seed003")
 	checkPinned(t, out)
 	checkHousekeeping(t, out)
 
@@ -71,7 +67,7 @@ func TestLabSeed003(t *testing.T) {
 	pred := readWhatifIO(t, filepath.Join(out, "whatif.json"))
 	disabled, blkqos := pred["menu+disable=C6"], pred["menu+blkqos=10us/3ms"]
 	if disabled == nil || blkqos == nil {
-		t.Fatalf("whatif.json: no result for menu+disable=C6 or menu+blkqos=10us/3ms (have %v)", keys(pred))
+		t.Fatalf("whatif.json: no result for menu+disable=C6 or menu+blkqos=10us/3ms (have %v)", slices.Sorted(maps.Keys(pred)))
 	}
 
 	t.Logf("Seed 003 in the lab, fio's and idletrace's figures (µs):\n%s", seed003Table(fioOn, fioOff, on, off, disabled, blkqos))
@@ -124,22 +120,20 @@ func TestLabSeed003(t *testing.T) {
 	}
 }
 
-// seed003Runs: before/after pairs, as the experiments' (expRuns): in one
-// pair fio's p50 moved 43 % less than predicted, the disk's drift taken
-// out, where the task IO p50 of the same pair moved 15 % less: fio's own
-// clock adds the system call's way in and out, which drifts too.
-const seed003Runs = expRuns
+// seed003Runs: before/after pairs (more than one: the script reads
+// before-1.trace): in one pair fio's p50 moved 43 % less than predicted,
+// the disk's drift taken out, where the task IO p50 of the same pair moved
+// 15 % less: fio's own clock adds the system call's way in and out, which
+// drifts too.
+const seed003Runs = 3
 
-// medianP50 is the median of the runs' p50s.
+// medianP50 is the median of the runs' p50s (an odd number of them).
 func medianP50(runs []fioClat) float64 {
 	v := make([]float64, len(runs))
 	for i, r := range runs {
 		v[i] = r.P50
 	}
 	slices.Sort(v)
-	if n := len(v); n%2 == 0 {
-		return (v[n/2-1] + v[n/2]) / 2
-	}
 	return v[len(v)/2]
 }
 
@@ -231,14 +225,6 @@ func readWhatifIO(t *testing.T, path string) map[string]*whatifIO {
 	out := map[string]*whatifIO{}
 	for i := range doc.Results {
 		out[doc.Results[i].Policy] = &doc.Results[i].whatifIO
-	}
-	return out
-}
-
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
 	}
 	return out
 }

@@ -18,10 +18,11 @@ type RecorderCost struct {
 	// record --cpus the programs ran, and cost, on the others too).
 	RunTimeNs uint64  `json:"run_time_ns"`
 	CPUShare  float64 `json:"cpu_share"`
-	// IdleEventMeanNs is the cpu_idle program's mean run: the time each
-	// idle entry is delayed by before the state is entered, and each exit
-	// before the woken CPU goes on (the program runs at both). 0 when no
-	// cpu_idle program ran.
+	// IdleProgram is the program on power:cpu_idle ("" when none ran), and
+	// IdleEventMeanNs its mean run: the time each idle entry is delayed by
+	// before the state is entered, and each exit before the woken CPU goes
+	// on (the program runs at both).
+	IdleProgram     string  `json:"idle_program"`
 	IdleEventMeanNs float64 `json:"idle_event_mean_ns"`
 }
 
@@ -48,8 +49,8 @@ func recorderCost(end *trace.End, windowNs uint64, ncpus int) *RecorderCost {
 		pc := ProgramCost{Program: p.Name, Runs: p.RunCount, RunTimeNs: p.RunTimeNs, MeanNs: float64(p.RunTimeNs) / float64(p.RunCount), Recursions: p.Misses}
 		c.Programs = append(c.Programs, pc)
 		c.RunTimeNs += p.RunTimeNs
-		if strings.HasSuffix(p.Name, "cpu_idle") {
-			c.IdleEventMeanNs = pc.MeanNs
+		if strings.HasSuffix(p.Name, "_cpu_idle") { // btf_cpu_idle, tp_cpu_idle
+			c.IdleProgram, c.IdleEventMeanNs = p.Name, pc.MeanNs
 		}
 	}
 	if c.RunTimeNs == 0 {

@@ -16,6 +16,7 @@ func TestRecorderCost(t *testing.T) {
 		runTimeNs uint64
 		share     float64
 		idleMean  float64
+		idleProg  string
 		programs  int
 	}{
 		{name: "no end record", end: nil, windowNs: 1e9, ncpus: 2},
@@ -25,11 +26,14 @@ func TestRecorderCost(t *testing.T) {
 		{name: "tp_btf programs", end: &trace.End{ProgStats: []trace.ProgStat{
 			{Name: "btf_cpu_idle", RunCount: 1000, RunTimeNs: 1_500_000},
 			{Name: "btf_sched_switch", RunCount: 500, RunTimeNs: 500_000, Misses: 1},
-		}}, windowNs: 1e9, ncpus: 2, want: true, runTimeNs: 2_000_000, share: 0.001, idleMean: 1500, programs: 2},
+		}}, windowNs: 1e9, ncpus: 2, want: true, runTimeNs: 2_000_000, share: 0.001, idleMean: 1500, idleProg: "btf_cpu_idle", programs: 2},
 		{name: "classic tracepoints, no window", end: &trace.End{ProgStats: []trace.ProgStat{
 			{Name: "tp_cpu_idle", RunCount: 4, RunTimeNs: 4000},
 			{Name: "tp_block_rq_issue", RunCount: 0, RunTimeNs: 0},
-		}}, ncpus: 2, want: true, runTimeNs: 4000, idleMean: 1000, programs: 1},
+		}}, ncpus: 2, want: true, runTimeNs: 4000, idleMean: 1000, idleProg: "tp_cpu_idle", programs: 1},
+		{name: "no cpu_idle program ran", end: &trace.End{ProgStats: []trace.ProgStat{
+			{Name: "btf_block_rq_issue", RunCount: 2, RunTimeNs: 3000},
+		}}, windowNs: 1e9, ncpus: 1, want: true, runTimeNs: 3000, share: 3e-6, programs: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := recorderCost(tc.end, tc.windowNs, tc.ncpus)
@@ -39,8 +43,8 @@ func TestRecorderCost(t *testing.T) {
 			if c == nil {
 				return
 			}
-			if c.RunTimeNs != tc.runTimeNs || c.CPUShare != tc.share || c.IdleEventMeanNs != tc.idleMean || len(c.Programs) != tc.programs {
-				t.Errorf("cost %+v, want run time %d, share %g, idle mean %g, %d programs", c, tc.runTimeNs, tc.share, tc.idleMean, tc.programs)
+			if c.RunTimeNs != tc.runTimeNs || c.CPUShare != tc.share || c.IdleEventMeanNs != tc.idleMean || c.IdleProgram != tc.idleProg || len(c.Programs) != tc.programs {
+				t.Errorf("cost %+v, want run time %d, share %g, idle program %q with mean %g, %d programs", c, tc.runTimeNs, tc.share, tc.idleProg, tc.idleMean, tc.programs)
 			}
 		})
 	}

@@ -402,7 +402,11 @@ func renderStatsRecorderCost(d *doc, s *Stats) error {
 	c := s.RecorderCost
 	d.heading("Recorder's cost")
 	if c == nil {
-		d.lines("Not measured: record with --bpf-stats for the kernel's BPF run-time statistics.")
+		if s.StopReason == "imported" {
+			d.lines("Not measured: an imported capture carries no BPF statistics.")
+		} else {
+			d.lines("Not measured: record with --bpf-stats for the kernel's BPF run-time statistics.")
+		}
 		return nil
 	}
 	line := fmt.Sprintf("The recorder's BPF programs ran %s of CPU time, %.3f %% of the window's (kernel BPF statistics, which add two clock reads a run).",

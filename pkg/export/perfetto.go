@@ -7,7 +7,8 @@ package export
 // trace_packet.proto, ftrace/ftrace_event_bundle.proto,
 // ftrace/ftrace_event.proto, ftrace/power.proto,
 // track_event/track_event.proto, track_descriptor.proto,
-// debug_annotation.proto); no generated code, no copied .proto file.
+// debug_annotation.proto, interned_data/interned_data.proto); no
+// generated code, no copied .proto file.
 //
 //   - Idle periods: the kernel's own cpu_idle events (CpuIdleFtraceEvent
 //     state and cpu_id, the entry's state and 4294967295 for the exit),
@@ -201,15 +202,15 @@ func (p *pb) str(n protowire.Number, s string) {
 	p.b = protowire.AppendString(protowire.AppendTag(p.b, n, protowire.BytesType), s)
 }
 
-// interned is one interning index of the sequence: a name's iid (from 1,
+// internTable is one interning index of the sequence: a name's iid (from 1,
 // in the order first used), and the names given an iid since the last
 // packet was written, which that packet's InternedData carries.
-type interned struct {
+type internTable struct {
 	iids  map[string]uint64
 	fresh []string
 }
 
-func (in *interned) iid(name string) uint64 {
+func (in *internTable) iid(name string) uint64 {
 	if id, ok := in.iids[name]; ok {
 		return id
 	}
@@ -223,7 +224,7 @@ func (in *interned) iid(name string) uint64 {
 }
 
 // write adds the fresh names to the InternedData being made, as field n.
-func (in *interned) write(p *pb, n protowire.Number) {
+func (in *internTable) write(p *pb, n protowire.Number) {
 	for _, name := range in.fresh {
 		p.begin(n)
 		p.uint(pfInternedIID, in.iids[name])
@@ -247,7 +248,7 @@ type perfettoWriter struct {
 
 	p, ev pb // the packet being made, an ftrace event
 	// The interning indexes of TrackEvent names and annotation names.
-	eventNames, annotationNames interned
+	eventNames, annotationNames internTable
 	bundles                     []bundle // per CPU
 	// wakeTracks: per CPU, its wake-ups track is described.
 	wakeTracks  []bool

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"slices"
@@ -49,12 +50,57 @@ func TestPBEncoders(t *testing.T) {
 			p.end()
 		},
 			append(append([]byte{0x0a, 0xd0, 0x01, 0x12, 0xcb, 0x01, 0x1a, 0xc8, 0x01}, long...), 0x20, 0x01)},
+		{"annotation by name_iid", func(p *pb) { p.begin(4); p.uint(1, 3); p.uint(3, 4096); p.end() }, []byte{0x22, 0x05, 0x08, 0x03, 0x18, 0x80, 0x20}},
 	} {
 		var p pb
 		p.b = append(p.b, 0xee) // what came before stays
 		tc.build(&p)
 		if want := append([]byte{0xee}, tc.want...); !bytes.Equal(p.b, want) || len(p.open) != 0 {
 			t.Errorf("%s: % x (%d open), want % x", tc.name, p.b, len(p.open), want)
+		}
+	}
+}
+
+// TestPerfettoInterning: a name gets an iid the first time it is used, the
+// same one after, and goes into the InternedData of the packet that first
+// uses it only: the packet's bytes, field by field.
+func TestPerfettoInterning(t *testing.T) {
+	var buf bytes.Buffer
+	f := &perfettoWriter{}
+	f.out = bufio.NewWriter(&buf)
+	packet := func(name string, sector uint64) []byte {
+		buf.Reset()
+		f.trackEvent(5, typeInstant, 9, name)
+		f.annUint("sector", sector)
+		if err := f.writePacket(); err != nil {
+			t.Fatal(err)
+		}
+		f.out.Flush()
+		return slices.Clone(buf.Bytes())
+	}
+	first, second, other := packet("read", 1), packet("read", 2), packet("write", 3)
+	want := func(iid, sector byte, interned ...byte) []byte { // the event name's iid, the annotation's value
+		event := []byte{0x48, typeInstant, 0x58, 9, 0x50, iid, 0x22, 0x04, 0x08, 0x01, 0x18, sector}
+		p := append([]byte{0x40, 5, 0x50, sequenceID, 0x68, seqNeedsIncrementalState, 0x5a, byte(len(event))}, event...)
+		if len(interned) > 0 {
+			p = append(append(p, 0x62, byte(len(interned))), interned...)
+		}
+		return append([]byte{0x0a, byte(len(p))}, p...)
+	}
+	entry := func(field, iid byte, name string) []byte {
+		return append([]byte{field, byte(4 + len(name)), 0x08, iid, 0x12, byte(len(name))}, name...)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want []byte
+	}{
+		{"first use: the event name and the annotation name interned", first,
+			want(1, 1, append(entry(0x12, 1, "read"), entry(0x1a, 1, "sector")...)...)},
+		{"the same names again: nothing interned", second, want(1, 2)},
+		{"a new event name only", other, want(2, 3, entry(0x12, 2, "write")...)},
+	} {
+		if !bytes.Equal(tc.got, tc.want) {
+			t.Errorf("%s:\n got % x\nwant % x", tc.name, tc.got, tc.want)
 		}
 	}
 }

@@ -131,14 +131,44 @@ var wakeEvents = map[string]bool{
 	"sched_waking": true, "sched_switch": true, "sched_wakeup": true,
 }
 
-// idleAndIOEvents are the events every import reads.
-var idleAndIOEvents = []string{"cpu_idle", "block_rq_issue", "block_rq_complete"}
+// declarable are the events Options.Events may name, with their
+// subsystems: those whose presence decides what the import carries (the
+// idle and IO events, the wake-cause set and the tick's).
+var declarable = map[string]string{
+	"cpu_idle": "power", "block_rq_issue": "block", "block_rq_complete": "block",
+	"irq_handler_entry": "irq", "local_timer_entry": "irq_vectors", "local_timer_exit": "irq_vectors",
+	"reschedule_entry": "irq_vectors", "call_function_entry": "irq_vectors", "call_function_single_entry": "irq_vectors",
+	"hrtimer_expire_entry": "timer",
+}
 
-// readEvents lists every event the import reads, sorted.
-func readEvents() []string {
-	out := append(slices.Clone(idleAndIOEvents), slices.Collect(maps.Keys(wakeEvents))...)
-	slices.Sort(out)
-	return out
+// CheckEvents says whether every event of events is one Options.Events may
+// name (an error naming the first that is not, and those it may).
+func CheckEvents(events []string) error {
+	for _, e := range events {
+		if _, err := declaredEvent(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// declaredEvent is the bare name of an event Options.Events names, with or
+// without its subsystem, or an error naming those it may.
+func declaredEvent(e string) (string, error) {
+	e = strings.TrimSpace(e)
+	sub, name, ok := strings.Cut(e, ":")
+	if !ok {
+		sub, name = "", e
+	}
+	if want, known := declarable[name]; known && (sub == "" || sub == want) {
+		return name, nil
+	}
+	var names []string
+	for n, sub := range declarable {
+		names = append(names, sub+":"+n)
+	}
+	slices.Sort(names)
+	return "", fmt.Errorf("event %q: not one whose presence the import uses (%s)", e, strings.Join(names, ", "))
 }
 
 // Import reads a capture from in (read twice: a first pass finds the CPUs
@@ -154,9 +184,9 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 	}
 	p := newPass(format, nil)
 	for _, e := range o.Events {
-		name := bareEvent(strings.TrimSpace(e))
-		if !wakeEvents[name] && !slices.Contains(idleAndIOEvents, name) {
-			return Summary{}, fmt.Errorf("event %q: not one the import reads (%s)", e, strings.Join(readEvents(), ", "))
+		name, err := declaredEvent(e)
+		if err != nil {
+			return Summary{}, err
 		}
 		p.listed[name] = true
 	}

@@ -138,7 +138,9 @@ func TestImportErrors(t *testing.T) {
 		{"bad block", good + "  fio 1 [000] 1.1: block:block_rq_issue: 8,0 R () 8 + 8 [fio]\n", "line 2: block_rq_issue: bytes", 2, nil},
 		{"out of order", good + "          <idle>-0       [000] d..1.     0.500000000: cpu_idle: state=4294967295 cpu_id=0\n", "line 2: cpu_idle exit on CPU 0", 2, nil},
 		{"huge CPU", "  swapper 0 [000] 1.0: power:cpu_idle: state=1 cpu_id=99999999\n", "line 1: cpu_idle: cpu_id=99999999", 1, nil},
-		{"--events: a misspelt event", good, `event "irq:irq_handler_entri": not one the import reads (block_rq_complete, block_rq_issue, call_function_entry,`, 0, []string{"irq:irq_handler_entri"}},
+		{"--events: a misspelt event", good, `event "irq:irq_handler_entri": not one whose presence the import uses (block:block_rq_complete, block:block_rq_issue, irq:irq_handler_entry,`, 0, []string{"irq:irq_handler_entri"}},
+		{"--events: the wrong subsystem", good, `event "block:irq_handler_entry": not one whose presence`, 0, []string{"irq_vectors:local_timer_entry", "block:irq_handler_entry"}},
+		{"--events: an event not imported", good, `event "sched:sched_waking": not one whose presence`, 0, []string{"sched:sched_waking"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -120,6 +120,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 		return nil, err
 	}
 	raiseMemlock(warn)
+	defer enableBPFStats(opts.BPFStats, warn)()
 	objs, links, err := attachPrograms(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
 	if err != nil {
 		return nil, err
@@ -241,8 +242,23 @@ func describeInputs(meta *trace.Metadata, plan *attachPlan, pcpu map[string]uint
 	meta.Inputs = inputsOf(plan, perCPUBaseKnown(pcpu), noIO)
 }
 
-// newRecording creates the trace file, turns on BPF run-time statistics
-// when asked, opens the ring buffer and, where they can be counted, the
+// enableBPFStats turns on the kernel's BPF run-time statistics when asked,
+// before the programs attach, so that every run they make is counted
+// (stats holds the cpu_idle program's runs to twice the periods); the
+// returned func turns them off.
+func enableBPFStats(asked bool, warn func(string)) (disable func()) {
+	if !asked {
+		return func() {}
+	}
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		warn(fmt.Sprintf("BPF run-time statistics unavailable: %v", err))
+		return func() {}
+	}
+	return func() { c.Close() }
+}
+
+// newRecording creates the trace file, opens the ring buffer and, where they can be counted, the
 // kernel's counts of the block tracepoints. release closes them, in the
 // reverse order.
 func newRecording(opts Options, objs *bpfObjects, plan *attachPlan, online []int, warn func(string)) (rec *recording, release func(), err error) {
@@ -257,13 +273,6 @@ func newRecording(opts Options, objs *bpfObjects, plan *attachPlan, online []int
 		return nil, nil, err
 	}
 	closers = append(closers, func() { f.Close() })
-	if opts.BPFStats {
-		if c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
-			closers = append(closers, func() { c.Close() })
-		} else {
-			warn(fmt.Sprintf("BPF run-time statistics unavailable: %v", err))
-		}
-	}
 	rd, err := ringbuf.NewReader(objs.Events)
 	if err != nil {
 		release()

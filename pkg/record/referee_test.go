@@ -663,7 +663,8 @@ func (f *loopFacts) check(t *testing.T, meta *trace.Metadata) {
 // program runs at every cpu_idle event, an entry and an exit a period, on
 // every CPU from attach to detach, so its runs are twice the periods
 // written, but for a period open at either end and those whose CPU the
-// recorder does not keep (none here).
+// recorder does not keep (none here). The statistics are on before the
+// programs attach: each run is counted.
 func checkRecorderCost(t *testing.T, path string) {
 	t.Helper()
 	r, err := trace.Open(path)
@@ -679,14 +680,17 @@ func checkRecorderCost(t *testing.T, path string) {
 	if c == nil {
 		t.Fatal("stats gives no recorder cost for a recording made with BPF statistics")
 	}
+	// The program the recorder attached to power:cpu_idle, by its method.
+	want := map[string]string{record.AttachTPBTF: "btf_cpu_idle", record.AttachTracepoint: "tp_cpu_idle"}[r.Meta.Probes["power:cpu_idle"]]
 	var idle *analysis.ProgramCost
 	for i := range c.Programs {
-		if strings.HasSuffix(c.Programs[i].Program, "cpu_idle") {
+		if c.Programs[i].Program == want {
 			idle = &c.Programs[i]
 		}
 	}
-	if idle == nil || c.IdleEventMeanNs != idle.MeanNs {
-		t.Fatalf("no cpu_idle program in the recorder's cost, or its mean not the idle event's: %+v", c)
+	if idle == nil || c.IdleProgram != want || c.IdleEventMeanNs != idle.MeanNs {
+		t.Fatalf("the recorder's cost names %q (mean %.0f ns) the cpu_idle program, want %q (attached as %q), among %+v",
+			c.IdleProgram, c.IdleEventMeanNs, want, r.Meta.Probes["power:cpu_idle"], c.Programs)
 	}
 	periods := r.End.IdlePeriods
 	slack := uint64(4 * len(r.Meta.RecordedCPUs))
