@@ -75,5 +75,7 @@ func TickRefusalNote(before, after TickRefusals, beforeName, afterName string) s
 	}
 	return fmt.Sprintf(WorkloadMovedNote+" (%s, %s), which no policy does: "+
 		"the kernel could not stop the tick (a timer due within it, RCU or irq_work) in %s of the idle periods; "+
-		"the prediction keeps before's and cannot follow what that changed", beforeName, afterName, strings.Join(moved, "; "))
+		"the prediction keeps before's and cannot follow what that changed (in the lab the cause was housekeeping that moved between "+
+		"CPUs: an unpinned process queuing RCU callbacks, RCU's grace-period kthread and timer migration; pin them off the measured CPUs)",
+		beforeName, afterName, strings.Join(moved, "; "))
 }
