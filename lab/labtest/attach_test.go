@@ -27,10 +27,7 @@ const pokeScript = "cd /sys/kernel/tracing && echo 'p:idletrace_poke text_poke_b
 // patches attaching makes, which shows it sees them. Single-threaded TCG:
 // the count does not depend on it.
 func TestLabAttachPatchesNoText(t *testing.T) {
-	root := repoRoot(t)
-	in := labInput(t, root, "lab/workloads/experiment.sh")
-	startLabKernel(t, root)
-	waitLabKernel(t)
+	root, in := labKernelInput(t, "lab/workloads/experiment.sh")
 	for _, c := range []struct {
 		name   string
 		pinned bool

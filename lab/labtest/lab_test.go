@@ -72,6 +72,28 @@ func labInput(t *testing.T, root, script string) string {
 	return in
 }
 
+// buildTimerload puts a static timerload (lab/timerload) in the VM's input
+// directory in, for the workloads that run it.
+func buildTimerload(t *testing.T, root, in string) {
+	t.Helper()
+	build := exec.Command("gcc", "-O2", "-Wall", "-static", "-o", filepath.Join(in, "timerload"), "lab/timerload/timerload.c", "-lpthread", "-lm")
+	build.Dir = root
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building timerload: %v\n%s", err, b)
+	}
+}
+
+// labKernelInput is the repository's root and an input directory with
+// script, once the lab kernel (built when not cached) is ready.
+func labKernelInput(t *testing.T, script string) (root, in string) {
+	t.Helper()
+	root = repoRoot(t)
+	in = labInput(t, root, script)
+	startLabKernel(t, root)
+	waitLabKernel(t)
+	return root, in
+}
+
 func env(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v

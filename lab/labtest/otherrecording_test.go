@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -115,11 +113,7 @@ func crossWanted(c crossCase) (govs []string, ok bool) {
 func TestLabCrossGovernor(t *testing.T) {
 	root := repoRoot(t)
 	in := labInput(t, root, "lab/workloads/crossgov.sh")
-	build := exec.Command("gcc", "-O2", "-Wall", "-static", "-o", filepath.Join(in, "timerload"), "lab/timerload/timerload.c", "-lpthread", "-lm")
-	build.Dir = root
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building timerload: %v\n%s", err, b)
-	}
+	buildTimerload(t, root, in)
 	startLabKernel(t, root)
 	var mu sync.Mutex
 	var rows []crossRow

@@ -118,15 +118,8 @@ type expFigure = analysis.ComparisonFigureJSON
 // TCG a polling vCPU delays timer interrupts) and judges its bars. Results
 // go to IDLETRACE_LAB_EXPERIMENT_RESULTS (a JSON file) when set.
 func TestLabExperiment(t *testing.T) {
-	root := repoRoot(t)
-	in := labInput(t, root, "lab/workloads/experiment.sh")
-	build := exec.Command("gcc", "-O2", "-Wall", "-static", "-o", filepath.Join(in, "timerload"), "lab/timerload/timerload.c", "-lpthread", "-lm")
-	build.Dir = root
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building timerload: %v\n%s", err, b)
-	}
-	startLabKernel(t, root)
-	waitLabKernel(t)
+	root, in := labKernelInput(t, "lab/workloads/experiment.sh")
+	buildTimerload(t, root, in)
 	var rows []labrows.Experiment
 	t.Cleanup(func() {
 		if path := os.Getenv("IDLETRACE_LAB_EXPERIMENT_RESULTS"); path != "" {

@@ -43,10 +43,7 @@ import (
 // The table the test logs (the first pair's) is the README's "Seed 003 in
 // the lab".
 func TestLabSeed003(t *testing.T) {
-	root := repoRoot(t)
-	in := labInput(t, root, "lab/workloads/seed003.sh")
-	startLabKernel(t, root)
-	waitLabKernel(t)
+	root, in := labKernelInput(t, "lab/workloads/seed003.sh")
 	const policies = "--policy menu --policy menu+disable=C6 --policy menu+blkqos=10us/3ms"
 	script := pinReport + housekeeping + pollOff + "; " + experimentCmd("menu+disable=C6", seed003Runs, "seed003.sh") + "; " +
 		"taskset -c 2 idletrace whatif /out/exp/before-1.trace --io comm=fio " + policies + " --format json >/out/whatif.json && " +
