@@ -17,6 +17,7 @@ package labtest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -92,6 +93,18 @@ func labKernelInput(t *testing.T, script string) (root, in string) {
 	startLabKernel(t, root)
 	waitLabKernel(t)
 	return root, in
+}
+
+// readJSON decodes the JSON file at path into v, or fails the test.
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }
 
 func env(k, def string) string {

@@ -266,18 +266,12 @@ func checkPinned(t *testing.T, out string) {
 
 func readComparison(t *testing.T, path string) map[string]expFigure {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc struct {
 		Comparison struct {
 			Figures []expFigure `json:"figures"`
 		} `json:"comparison"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	readJSON(t, path, &doc)
 	figs := map[string]expFigure{}
 	for _, f := range doc.Comparison.Figures {
 		figs[f.Figure] = f

@@ -3,11 +3,9 @@
 package labtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -161,17 +159,6 @@ type whatifIO struct {
 // fioClat is fio's own completion latency of the reads (ns).
 type fioClat struct {
 	P50, P99, Max float64
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 }
 
 func readFio(t *testing.T, path string) fioClat {
