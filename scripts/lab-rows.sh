@@ -2,7 +2,8 @@
 # The lab's rows in the kernel matrix (issue 9, items 4–6): the governors'
 # models held to the kernel's own choices on real servers' tables
 # (TestLabFidelity), each governor replayed on the others' recordings
-# (TestLabCrossGovernor), the emulated exit latencies measured
+# (TestLabCrossGovernor, which also holds the replay where got_idle_tick
+# stays set under ladder, on a kernel with the old idle loop), the emulated exit latencies measured
 # (TestLabExitLatency) and the predicted-against-measured experiments
 # (TestLabExperiment), then the README's generated lab-rows section:
 # written from this run, or, with CI=true, the run held to it (each row it
@@ -15,8 +16,9 @@
 # fidelity rows and the cross-governor cases (see lab/labtest; the defaults
 # are what CI holds: every fidelity row and every cross-governor pair:
 # ladder and menu on Debian 6.12's icx, ladder, menu and teo on the lab
-# kernel's icx and seed 000's table; an empty IDLETRACE_LAB_CROSS runs
-# none). The cross cases run with POLL disabled (IDLETRACE_LAB_CROSS_POLL=1
+# kernel's icx and seed 000's table, and the got_idle_tick case on
+# c6long's; an empty IDLETRACE_LAB_CROSS runs none). The cross cases run
+# with POLL disabled (IDLETRACE_LAB_CROSS_POLL=1
 # keeps it: under TCG it makes the polling governors' recordings differ).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +26,7 @@ export PATH=$PATH:/usr/local/go/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export IDLETRACE_LAB_FIDELITY=${IDLETRACE_LAB_FIDELITY-} # empty: every row
-export IDLETRACE_LAB_CROSS=${IDLETRACE_LAB_CROSS-"6.12/icx lab/icx lab/seed000"}
+export IDLETRACE_LAB_CROSS=${IDLETRACE_LAB_CROSS-"6.12/icx lab/icx lab/seed000 lab/c6long"}
 # The emulation's own check (issue 9 item 1: each state's measured wake-up
 # and IO latency against the table's exit latencies) on seed 000's table:
 # four halted states, its 31 µs C3 difference the smallest the check

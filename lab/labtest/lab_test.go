@@ -63,6 +63,14 @@ func labInput(t *testing.T, root, script string) string {
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building pingpong: %v\n%s", err, b)
 	}
+	addScript(t, root, in, script)
+	return in
+}
+
+// addScript copies script (a path from the repository's root) into the
+// VM's input directory in.
+func addScript(t *testing.T, root, in, script string) {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, script))
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +78,6 @@ func labInput(t *testing.T, root, script string) string {
 	if err := os.WriteFile(filepath.Join(in, filepath.Base(script)), data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return in
 }
 
 // buildTimerload puts a static timerload (lab/timerload) in the VM's input

@@ -28,14 +28,44 @@ import (
 type crossCase struct {
 	kernel, profile string
 	governors       []string
+	// workload is the script in lab/workloads the VMs run (crossgov.sh
+	// when empty).
+	workload string
+	// env is added to scripts/lab.sh's environment.
+	env []string
+}
+
+// name is the case as rows and subtests call it: kernel/profile, and the
+// workload when it is not crossgov.sh.
+func (c crossCase) name() string {
+	if c.workload == "" {
+		return c.kernel + "/" + c.profile
+	}
+	return c.kernel + "/" + c.profile + " " + strings.TrimSuffix(c.workload, ".sh")
+}
+
+// traceSuffix tells a kept recording of the workload from crossgov.sh's.
+func (c crossCase) traceSuffix() string {
+	if c.workload == "" {
+		return ""
+	}
+	return "-" + strings.TrimSuffix(c.workload, ".sh")
+}
+
+func (c crossCase) script() string {
+	if c.workload == "" {
+		return "crossgov.sh"
+	}
+	return c.workload
 }
 
 // crossCases: ladder and menu on Debian's 6.12, the three on the lab
-// kernel; IDLETRACE_LAB_CROSS narrows them (crossWanted).
+// kernel; IDLETRACE_LAB_CROSS narrows them (crossWanted). gotTickCase
+// (gottick_test.go) is one more, judged apart.
 var crossCases = []crossCase{
-	{"6.12", "icx", []string{"ladder", "menu"}},
-	{"lab", "icx", []string{"ladder", "menu", "teo"}},
-	{"lab", "seed000", []string{"ladder", "menu", "teo"}},
+	{"6.12", "icx", []string{"ladder", "menu"}, "", nil},
+	{"lab", "icx", []string{"ladder", "menu", "teo"}, "", nil},
+	{"lab", "seed000", []string{"ladder", "menu", "teo"}, "", nil},
 }
 
 // crossBarPoints is issue 9's bar: each state's share of idle time, and
@@ -46,9 +76,10 @@ const crossBarPoints = 5.0
 type crossRow = labrows.Cross
 
 // crossWanted narrows a case to IDLETRACE_LAB_CROSS: "kernel/profile"
-// entries, "*" for either part, each optionally ":gov,gov" for a subset of
-// the case's governors (at least two). ok is false when the case is not
-// wanted.
+// entries, "*" for either part, optionally "/workload" (the script's name
+// without .sh: crossgov, gottick; every workload without it), each
+// optionally ":gov,gov" for a subset of the case's governors (at least
+// two). ok is false when the case is not wanted.
 func crossWanted(c crossCase) (govs []string, ok bool) {
 	sel := os.Getenv("IDLETRACE_LAB_CROSS")
 	if sel == "" {
@@ -56,8 +87,13 @@ func crossWanted(c crossCase) (govs []string, ok bool) {
 	}
 	for _, s := range strings.Fields(sel) {
 		s, only, _ := strings.Cut(s, ":")
-		k, p, cut := strings.Cut(s, "/")
-		if !cut || !(k == "*" || k == c.kernel) || !(p == "*" || p == c.profile) {
+		parts := strings.Split(s, "/")
+		if len(parts) < 2 || len(parts) > 3 {
+			continue
+		}
+		k, p := parts[0], parts[1]
+		if !(k == "*" || k == c.kernel) || !(p == "*" || p == c.profile) ||
+			len(parts) == 3 && parts[2] != strings.TrimSuffix(c.script(), ".sh") {
 			continue
 		}
 		if only == "" {
@@ -113,6 +149,7 @@ func crossWanted(c crossCase) (govs []string, ok bool) {
 func TestLabCrossGovernor(t *testing.T) {
 	root := repoRoot(t)
 	in := labInput(t, root, "lab/workloads/crossgov.sh")
+	addScript(t, root, in, "lab/workloads/gottick.sh")
 	buildTimerload(t, root, in)
 	startLabKernel(t, root)
 	var mu sync.Mutex
@@ -135,12 +172,18 @@ func TestLabCrossGovernor(t *testing.T) {
 			continue
 		}
 		c.governors = govs
-		t.Run(c.kernel+"/"+c.profile, func(t *testing.T) {
+		t.Run(c.name(), func(t *testing.T) {
 			t.Parallel()
 			r := runCrossCase(t, root, in, c)
 			mu.Lock()
 			rows = append(rows, r...)
 			mu.Unlock()
+		})
+	}
+	if _, ok := crossWanted(gotTickCase); ok {
+		t.Run(gotTickCase.name(), func(t *testing.T) {
+			t.Parallel()
+			runGotTick(t, root, in)
 		})
 	}
 }
@@ -161,8 +204,8 @@ const crossCPUs = 3
 // points apart in some pairs); without it every pair of three cases held
 // within 3.3 points (lab/README.md). The replay takes the disabled state
 // from the trace's metadata, as for any machine.
-func crossScript() string {
-	record := "taskset -c 2 idletrace record -q --cpus 0,1 -o /out/t.trace -- ./crossgov.sh >/dev/null"
+func crossScript(workload string) string {
+	record := "taskset -c 2 idletrace record -q --cpus 0,1 -o /out/t.trace -- ./" + workload + " >/dev/null"
 	if os.Getenv("IDLETRACE_LAB_CROSS_POLL") == "1" {
 		return record
 	}
@@ -178,7 +221,19 @@ func crossPollNote() string {
 }
 
 func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
-	// The recordings run in parallel (their group waits for them all).
+	rows := crossRows(t, c, recordCross(t, root, in, c))
+	for _, row := range rows {
+		if !row.Pass {
+			t.Errorf("%s replayed on the %s recording: %s %.1f points from %s's own recording (bar %.0f)",
+				row.Replayed, row.OnTraceOf, row.worstWhat, row.Worst, row.Replayed, crossBarPoints)
+		}
+	}
+	return rowsOnly(rows)
+}
+
+// recordCross records c's workload under each of its governors, in
+// parallel (their group waits for them all); the readers close with t.
+func recordCross(t *testing.T, root, in string, c crossCase) map[string]*trace.Reader {
 	var mu sync.Mutex
 	traces := map[string]*trace.Reader{}
 	t.Run("record", func(t *testing.T) {
@@ -186,8 +241,8 @@ func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
 			t.Run(g, func(t *testing.T) {
 				t.Parallel()
 				defer labRun(t, c.kernel)()
-				r, _ := labTrace(t, fmt.Sprintf("cross-%s-%s-%s", c.kernel, c.profile, g), func() string {
-					return runLabCPUs(t, root, in, c.kernel, c.profile, g, crossCPUs, crossScript())
+				r, _ := labTrace(t, fmt.Sprintf("cross-%s-%s-%s%s", c.kernel, c.profile, g, c.traceSuffix()), func() string {
+					return runLabCPUs(t, root, in, c.kernel, c.profile, g, crossCPUs, crossScript(c.script()), c.env...)
 				})
 				if r.Meta.CPUIdleGovernor != g || r.Meta.CPUIdleDriver != "idle_emu" {
 					r.Close()
@@ -205,8 +260,28 @@ func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
 	if len(traces) != len(c.governors) {
 		t.Fatalf("%d of %d recordings", len(traces), len(c.governors))
 	}
+	return traces
+}
+
+// judgedCross is a row with the figure its worst difference is in.
+type judgedCross struct {
+	crossRow
+	worstWhat string
+}
+
+func rowsOnly(rows []judgedCross) []crossRow {
+	out := make([]crossRow, len(rows))
+	for i, r := range rows {
+		out[i] = r.crossRow
+	}
+	return out
+}
+
+// crossRows replays every governor's model on every recording and holds
+// it to that governor's own recording (Pass: within crossBarPoints).
+func crossRows(t *testing.T, c crossCase, traces map[string]*trace.Reader) []judgedCross {
 	pct := func(n, of uint64) float64 { return 100 * float64(n) / float64(max(of, 1)) }
-	var rows []crossRow
+	var rows []judgedCross
 	for _, b := range c.governors {
 		own, err := fidelity.Replay(traces[b], b, nil)
 		if err != nil {
@@ -220,7 +295,7 @@ func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
 				t.Fatal(err)
 			}
 			m := o.Model
-			row := crossRow{Case: c.kernel + "/" + c.profile + crossPollNote(), Replayed: b, OnTraceOf: a, Periods: m.IdlePeriods,
+			row := crossRow{Case: c.name() + crossPollNote(), Replayed: b, OnTraceOf: a, Periods: m.IdlePeriods,
 				Above: [2]float64{pct(m.Above, m.Selections), ownAbove}, Below: [2]float64{pct(m.Below, m.Selections), ownBelow},
 				Share: m.StateShare, OwnShare: own.Recorded.StateShare}
 			worst := "above"
@@ -237,10 +312,7 @@ func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
 			t.Logf("%s replayed on the %s recording (%d periods): above %.1f %% (own recording %.1f %%), below %.1f %% (%.1f %%), share %s (own %s); worst %.1f points (%s)",
 				b, a, m.IdlePeriods, row.Above[0], row.Above[1], row.Below[0], row.Below[1],
 				shares(m.StateShare), shares(own.Recorded.StateShare), row.Worst, worst)
-			if !row.Pass {
-				t.Errorf("%s replayed on the %s recording: %s %.1f points from %s's own recording (bar %.0f)", b, a, worst, row.Worst, b, crossBarPoints)
-			}
-			rows = append(rows, row)
+			rows = append(rows, judgedCross{row, worst})
 		}
 	}
 	return rows

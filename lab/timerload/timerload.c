@@ -16,7 +16,14 @@
  * while) then does not shorten the next sleep, so the governor sees the
  * same sleep lengths in every run, however late the emulator's timers.
  *
- *   timerload [-n WAKES] [-min US] [-max US] [-seed N] [-relative 0|1]
+ * With -spin US thread A sleeps to US microseconds before each deadline
+ * and busy-waits the rest, and wakes B at every deadline: A's own wake-up,
+ * however slow its CPU's idle state or the emulator's timer, is then over
+ * before the deadline, so B's idle periods on CPU 1 end on remote wake-ups
+ * whose times no governor moves (A's wake-ups from a deep state would
+ * otherwise stretch the gaps). A US at least the gap spins throughout.
+ *
+ *   timerload [-n WAKES] [-min US] [-max US] [-seed N] [-relative 0|1] [-spin US]
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -34,6 +41,7 @@ static int wakes = 4000;
 static double min_us = 20, max_us = 5000;
 static uint64_t seed = 1;
 static int relative;
+static double spin_before_us;
 static int pipefd[2];
 
 static void pin(int cpu)
@@ -66,6 +74,14 @@ static void spin_us(double us)
 	while ((b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) / 1e3 < us);
 }
 
+static void spin_until(const struct timespec *t)
+{
+	struct timespec now;
+	do
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	while (now.tv_sec < t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec < t->tv_nsec));
+}
+
 static void *waiter(void *arg)
 {
 	(void)arg;
@@ -89,8 +105,10 @@ int main(int argc, char **argv)
 			seed = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "-relative"))
 			relative = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "-spin"))
+			spin_before_us = atof(argv[i + 1]);
 		else {
-			fprintf(stderr, "usage: timerload [-n WAKES] [-min US] [-max US] [-seed N] [-relative 0|1]\n");
+			fprintf(stderr, "usage: timerload [-n WAKES] [-min US] [-max US] [-seed N] [-relative 0|1] [-spin US]\n");
 			return 2;
 		}
 	}
@@ -121,10 +139,24 @@ int main(int argc, char **argv)
 			t.tv_nsec -= 1000000000L;
 			t.tv_sec++;
 		}
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL))
-			;
+		if (spin_before_us > 0) {
+			struct timespec early = t;
+			long spin_ns = (long)(spin_before_us * 1000);
+			early.tv_sec -= spin_ns / 1000000000L;
+			early.tv_nsec -= spin_ns % 1000000000L;
+			if (early.tv_nsec < 0) {
+				early.tv_nsec += 1000000000L;
+				early.tv_sec--;
+			}
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &early, NULL))
+				;
+			spin_until(&t);
+		} else {
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL))
+				;
+		}
 		spin_us(5);
-		if (i & 1) {
+		if (spin_before_us > 0 || (i & 1)) {
 			char c = 1;
 			if (write(pipefd[1], &c, 1) != 1)
 				break;

@@ -53,17 +53,21 @@ type Replay struct {
 	recTab           *table // the recorded table, for IO latency subtraction
 	blk              []*blkWindow
 	prepassed        bool
-	ioSeen           bool
-	ioDevice         latency.Histogram // IO latency less the exit latency the completing CPU paid: the same under every policy
-	finished         bool
-	stats            Stats
-	elScratch        []int64
-	ioMatch          iowake.Matcher[ioWakeCost, *ioReq] // the completing CPU's wake-up
-	taskMatch        iowake.Matcher[ioWakeCost, *ioReq] // the waiting task's CPU's
-	taskSeen         bool
-	ioLo, ioHi       uint64 // completions counted (SetIOWindow)
-	ioFilter         trace.IOFilter
-	costSlab         []int64
+	// gotTickPerStay: the recording's governor cleared got_idle_tick after
+	// every stay (GotTickPerStay), so that the recorded GotTick tells of
+	// that stay alone; where it did not, a CPU's own periods may show it.
+	gotTickPerStay bool
+	ioSeen         bool
+	ioDevice       latency.Histogram // IO latency less the exit latency the completing CPU paid: the same under every policy
+	finished       bool
+	stats          Stats
+	elScratch      []int64
+	ioMatch        iowake.Matcher[ioWakeCost, *ioReq] // the completing CPU's wake-up
+	taskMatch      iowake.Matcher[ioWakeCost, *ioReq] // the waiting task's CPU's
+	taskSeen       bool
+	ioLo, ioHi     uint64 // completions counted (SetIOWindow)
+	ioFilter       trace.IOFilter
+	costSlab       []int64
 	// For Changes: the wake-ups the workload sees, the requests whose task
 	// latency was counted, and per CPU the counted IO's issues and the
 	// completions that woke an idle CPU.
@@ -112,6 +116,10 @@ type cpuShared struct {
 	nbCache    int64 // a tick boundary on the grid of tickRef (nextBoundary)
 	nbValid    bool
 	baseLat    int64
+	// gotTickSet: a period of this CPU ended with got_idle_tick set;
+	// gotTickCleared: a later one found it clear, so the kernel clears it
+	// after every stay (Replay.gotTickPerStay).
+	gotTickSet, gotTickCleared bool
 }
 
 // NewReplay prepares a replay of policies on prof. meta is the trace's
@@ -131,7 +139,7 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 	if meta == nil {
 		meta = &trace.Metadata{}
 	}
-	r := &Replay{prof: prof, meta: meta, tick: prof.TickNs()}
+	r := &Replay{prof: prof, meta: meta, tick: prof.TickNs(), gotTickPerStay: GotTickPerStay(meta)}
 	recProf, err := Recorded(meta)
 	if err != nil {
 		return nil, err

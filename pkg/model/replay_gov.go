@@ -54,7 +54,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	case endGenuine:
 		lat := t.paidLatency(cs.state)
 		cs.kernelRes = ps.r.kernelStay(cs, pi)
-		ps.endEpisode(cs, pi.x, true, pi.gotTick, ps.r.wakeEl(pi))
+		ps.endEpisode(cs, pi.x, true, ps.gotTick(cs, pi), ps.r.wakeEl(pi))
 		return lat
 	case endTick:
 		// The tick ends a halted stay, not a poll (poll_idle() leaves on
@@ -67,7 +67,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		}
 	case endPoll:
 		if cs.segOpen && t.polling[cs.state] && cs.pollDeadline <= pi.x+pollSnapNs {
-			ps.endSegment(cs, pi.x, pi.gotTick, true, noWake)
+			ps.endSegment(cs, pi.x, ps.gotTick(cs, pi), true, noWake)
 			cs.needSelect = true
 		}
 	}
@@ -76,6 +76,18 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		cs.holdWakeEl = ps.r.wakeEl(pi)
 	}
 	return 0
+}
+
+// gotTick is what the policy's reflect gets from tick_nohz_idle_got_tick()
+// when its open stay ends at the recorded exit: the recorded flag where it
+// tells of the recorded stay alone (periodGotTick), else the model's own:
+// a tick came while it polled with its tick running (a tick ends a halted
+// stay, and a stopped tick brings none).
+func (ps *polSim) gotTick(cs *cpuSim, pi *periodInfo) bool {
+	if !pi.gotTickOwn {
+		return pi.gotTick
+	}
+	return cs.segOpen && ps.tab.rows[cs.state].polling && !cs.tickStopped && cs.nextTick <= pi.x
 }
 
 // advance runs the policy's own events (poll time limits, tick wake-ups

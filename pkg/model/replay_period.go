@@ -39,8 +39,10 @@ type periodInfo struct {
 	// (absolute: the next clock event); unknownTime if not recorded.
 	deltaNext int64
 	// gotTick: the recorded period saw a tick (tick_nohz_idle_got_tick at
-	// reflect) without ending on it.
-	gotTick bool
+	// reflect) without ending on it. gotTickOwn: the flag does not tell of
+	// this stay alone (unknown, or set where nothing cleared it since an
+	// earlier stay), and the policies work out their own (polSim.gotTick).
+	gotTick, gotTickOwn bool
 	// pollRanOn: the recorded stay polled past the kernel's limit, to a
 	// wake-up or a late time-out (poll_idle() looks at the clock only
 	// every 200 loops, which under emulation can be long after the limit).
@@ -120,6 +122,7 @@ func (r *Replay) readPeriod(c *cpuShared, p *trace.IdlePeriod) (pi periodInfo) {
 	}
 	r.periodTick(c, p, &pi)
 	r.periodKernelFacts(p, &pi)
+	r.periodGotTick(c, p, &pi)
 	r.periodChain(c, p, &pi)
 	r.periodTimers(p, &pi)
 	return pi
@@ -182,6 +185,26 @@ func (r *Replay) periodKernelFacts(p *trace.IdlePeriod, pi *periodInfo) {
 	} else if p.KernelCounted {
 		pi.residency = int64(min(res, uint64(maxSleepNs)))
 	}
+}
+
+// periodGotTick says whether the recorded got_idle_tick tells of the
+// period's stay alone. tick_sched_do_timer() sets it on every tick in the
+// idle loop; menu's and teo's reflect clear it (tick_nohz_idle_got_tick()),
+// and so does the idle loop after each stay in the kernels this project
+// runs (kernel/sched/idle.c do_idle, Debian's 6.1.192 and 6.12.118, Linux
+// 7.0), but not in older ones: there, under ladder or haltpoll or without a
+// cpuidle driver, it stays set from the first idle tick on (model review
+// B2, lab/README.md). A CPU whose flag was found clear after being set
+// shows that it is cleared after each stay; until then a set flag may be
+// an old tick's.
+func (r *Replay) periodGotTick(c *cpuShared, p *trace.IdlePeriod, pi *periodInfo) {
+	switch p.GotTick {
+	case trace.Yes:
+		c.gotTickSet = true
+	case trace.No:
+		c.gotTickCleared = c.gotTickCleared || c.gotTickSet
+	}
+	pi.gotTickOwn = p.GotTick == trace.Unknown || p.GotTick == trace.Yes && !r.gotTickPerStay && !c.gotTickCleared
 }
 
 // periodChain says whether the period continues the previous one without a

@@ -101,3 +101,16 @@ func canStopTick(pi *periodInfo, t, nb int64) bool {
 	}
 	return t > pi.e && pi.nextTimer > nb
 }
+
+// GotTickPerStay says whether the recording's governor cleared the tick's
+// got_idle_tick after every stay: menu and teo do, in their reflect
+// (tick_nohz_idle_got_tick(); drivers/cpuidle/governors/menu.c and teo.c,
+// v6.12), so that a trace's GotTick tells of each stay alone. Under ladder
+// or haltpoll, or without a cpuidle driver, only the idle loop may clear
+// it (Replay.periodGotTick).
+func GotTickPerStay(meta *trace.Metadata) bool {
+	if meta == nil || meta.CPUIdleDriver == "" || meta.CPUIdleDriver == "none" {
+		return false
+	}
+	return meta.CPUIdleGovernor == "menu" || meta.CPUIdleGovernor == "teo"
+}

@@ -503,3 +503,101 @@ func TestReplayedTickAsLateAsTheRecordedTimer(t *testing.T) {
 		})
 	}
 }
+
+// TestGotTickOfTheStay (model review B2): before 7.0's idle loop only
+// menu's and teo's reflect clear got_idle_tick, so a trace recorded under
+// ladder (or haltpoll, or without a driver) carries GotTick Yes on every
+// period after the first idle tick. Here CPU 0 is woken by another CPU
+// every 150–450 µs with no timer of its own for 50 ms. Told by such a
+// recording that the tick woke every stay, menu (its 45 ms rule) and teo
+// (artificial stays) learn nothing of the short stays and sleep in C6
+// throughout; working out their own flag, teo learns them (C1E) and menu
+// mostly does: its own tick, which it keeps for its short predictions,
+// ends some C1E stays, and those it rightly takes for the tick. On a menu
+// recording the same flag is menu's own for that very stay, and believed.
+func TestGotTickOfTheStay(t *testing.T) {
+	prof, err := Builtin("icx", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &synth{}
+	now := int64(1_000_000)
+	for i := 0; i < 3000; i++ {
+		d := int64(150_000 + (i*7919)%300_000)
+		s.periods = append(s.periods, trace.IdlePeriod{
+			CPU: 0, State: 2, EntryNs: uint64(now), ExitNs: uint64(now + d),
+			WakeCause: trace.WakeIPICall, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1,
+			NextTimerNs: 50_000_000, NextTimerKnown: true,
+			// Each wake-up runs a task: a new idle loop, its tick running
+			// until the recorded governor stopped it.
+			TickStopped: trace.Yes, TickStoppedBefore: trace.No, PollTimedOut: trace.Unknown,
+			IdleLoopEntry: trace.Yes, TickStoppable: trace.Yes, GotTick: trace.Yes,
+		})
+		now += d + 20_000
+	}
+	tests := []struct {
+		governor string // the recording's
+		believed bool   // GotTickPerStay
+		maxC6    [2]float64
+		minC6    [2]float64 // menu, teo
+	}{
+		{"ladder", false, [2]float64{0.8, 0.05}, [2]float64{0, 0}},
+		{"haltpoll", false, [2]float64{0.8, 0.05}, [2]float64{0, 0}},
+		{"menu", true, [2]float64{1, 1}, [2]float64{0.95, 0.95}},
+	}
+	for _, tc := range tests {
+		t.Run("recorded under "+tc.governor, func(t *testing.T) {
+			meta := &trace.Metadata{HZ: 1000, KernelRelease: "6.12.117", CPUIdleDriver: "intel_idle", CPUIdleGovernor: tc.governor}
+			if got := GotTickPerStay(meta); got != tc.believed {
+				t.Fatalf("GotTickPerStay = %v for %s, want %v", got, tc.governor, tc.believed)
+			}
+			res, _ := runReplay(t, prof, meta, []string{"menu", "teo"}, s)
+			for i, gov := range []string{"menu", "teo"} {
+				if c6 := res[i].StateShare["C6"]; c6 < tc.minC6[i] || c6 > tc.maxC6[i] {
+					t.Errorf("%s on a %s recording: C6 share %.3f, want %.2f..%.2f", gov, tc.governor, c6, tc.minC6[i], tc.maxC6[i])
+				}
+			}
+		})
+	}
+	// Without a cpuidle driver no governor clears it either.
+	if GotTickPerStay(&trace.Metadata{CPUIdleDriver: "none", CPUIdleGovernor: "menu"}) {
+		t.Error("GotTickPerStay with no cpuidle driver")
+	}
+}
+
+// TestGotTickClearedShowsPerStay: on one CPU, a flag found clear after
+// being set shows that the kernel clears it after every stay (the idle
+// loop of the kernels this project runs does, under any governor), and
+// from then on a set flag is that stay's own; before, under a governor
+// that does not clear it, a set flag may be an old tick's.
+func TestGotTickClearedShowsPerStay(t *testing.T) {
+	tests := []struct {
+		governor string
+		flags    []trace.Tristate
+		own      []bool // gotTickOwn per period
+	}{
+		{"ladder", []trace.Tristate{trace.No, trace.Yes, trace.Yes, trace.No, trace.Yes}, []bool{false, true, true, false, false}},
+		{"ladder", []trace.Tristate{trace.Yes, trace.Yes, trace.Yes}, []bool{true, true, true}},
+		{"menu", []trace.Tristate{trace.Yes, trace.Yes}, []bool{false, false}},
+		{"ladder", []trace.Tristate{trace.Unknown, trace.No}, []bool{true, false}},
+	}
+	for _, tc := range tests {
+		meta := &trace.Metadata{HZ: 1000, CPUIdleDriver: "intel_idle", CPUIdleGovernor: tc.governor}
+		prof, err := Builtin("icx", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := rp.cpu(0)
+		for i, f := range tc.flags {
+			var pi periodInfo
+			rp.periodGotTick(c, &trace.IdlePeriod{GotTick: f}, &pi)
+			if pi.gotTickOwn != tc.own[i] {
+				t.Errorf("%s %v: period %d: gotTickOwn %v, want %v", tc.governor, tc.flags, i, pi.gotTickOwn, tc.own[i])
+			}
+		}
+	}
+}
