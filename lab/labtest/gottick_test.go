@@ -31,14 +31,15 @@ var gotTickEnv = []string{"IDLETRACE_LAB_TCG=multi", appendEnv(pinTracepoints() 
 //     (nearly) every period, in menu's and teo's it is not;
 //   - menu's and teo's models replayed on ladder's recording, against
 //     their own recordings, no farther off than the same model replayed on
-//     the other governor's recording, whose flag tells of each stay, plus
-//     crossBarPoints: what ladder's flag would cost a model that believed
-//     it (every wake-up taken for the tick: menu's 45 ms rule, teo's
-//     artificial stays) shows as the difference.
+//     the other governor's recording, whose flag tells of each stay (taken
+//     as at least crossBarPoints), plus crossBarPoints: what ladder's flag
+//     would cost a model that believed it (every wake-up taken for the
+//     tick: menu's 45 ms rule, teo's artificial stays) shows as the
+//     difference.
 //
-// Two runs (2026-12-05), points from the model's own recording on ladder's
-// recording and, in brackets, on the other's: menu 2.1 (8.6) and 3.0
-// (3.3), teo 8.9 (9.2) and 4.0 (3.5). The same recordings replayed by a
+// Three runs (2026-12-05), points from the model's own recording on
+// ladder's recording and, in brackets, on the other's: menu 2.1 (8.6),
+// 3.0 (3.3) and 3.5 (17.4), teo 8.9 (9.2), 4.0 (3.5) and 5.6 (3.0). The same recordings replayed by a
 // model that believed ladder's flag: menu 13.4 and 11.5, teo 40.1 and 44.4
 // (C6 50 % of teo's idle time against its own 10 %). lab/README.md has
 // the rest.
@@ -66,11 +67,14 @@ func runGotTick(t *testing.T, root, in string) {
 	for _, pair := range [][2]string{{"menu", "teo"}, {"teo", "menu"}} {
 		model, other := pair[0], pair[1]
 		onLadder, onOther := worst[[2]string{model, "ladder"}], worst[[2]string{model, other}]
-		if onLadder > onOther+crossBarPoints {
+		// A pair within the 5-point bar tells nothing apart, so the other
+		// recording's distance counts as at least that.
+		bar := max(onOther, crossBarPoints) + crossBarPoints
+		if onLadder > bar {
 			t.Errorf("%s replayed on ladder's recording: %.1f points from its own, on %s's %.1f: ladder's got_idle_tick costs %.1f points more (bar %.0f)",
 				model, onLadder, other, onOther, onLadder-onOther, crossBarPoints)
 		} else {
-			t.Logf("%s replayed on ladder's recording: %.1f points from its own, on %s's %.1f (bar: %.1f)", model, onLadder, other, onOther, onOther+crossBarPoints)
+			t.Logf("%s replayed on ladder's recording: %.1f points from its own, on %s's %.1f (bar: %.1f)", model, onLadder, other, onOther, bar)
 		}
 	}
 }
