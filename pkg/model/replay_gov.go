@@ -87,7 +87,14 @@ func (ps *polSim) gotTick(cs *cpuSim, pi *periodInfo) bool {
 	if !pi.gotTickOwn {
 		return pi.gotTick
 	}
-	return cs.segOpen && ps.tab.rows[cs.state].polling && !cs.tickStopped && cs.nextTick <= pi.x
+	return cs.segOpen && cs.tickInPoll(ps.tab, pi.x)
+}
+
+// tickInPoll says whether the open stay polls with the tick running and
+// its tick came by until: poll_idle() goes on, and reflect is told
+// (got_idle_tick).
+func (cs *cpuSim) tickInPoll(t *table, until int64) bool {
+	return t.rows[cs.state].polling && !cs.tickStopped && cs.nextTick <= until
 }
 
 // advance runs the policy's own events (poll time limits, tick wake-ups
@@ -96,7 +103,6 @@ func (ps *polSim) gotTick(cs *cpuSim, pi *periodInfo) bool {
 func (ps *polSim) advance(c *cpuShared, cs *cpuSim, pi *periodInfo, until int64, kind endKind) {
 	for cs.segOpen {
 		next, isTick := cs.nextEvent(ps.tab)
-		polling := !isTick && ps.tab.rows[cs.state].polling
 		if next >= until {
 			return
 		}
@@ -110,7 +116,7 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, pi *periodInfo, until int64,
 			return
 		}
 		// A poll that saw a tick tells reflect so (got_idle_tick).
-		tickSeen := isTick || polling && !cs.tickStopped && cs.nextTick <= next
+		tickSeen := isTick || cs.tickInPoll(ps.tab, next)
 		if tickSeen { // tick_nohz_irq_exit() restarts the idle time
 			cs.idleEntry = cs.nextTick
 		}
