@@ -41,7 +41,7 @@ func (c crossCase) name() string {
 	if c.workload == "" {
 		return c.kernel + "/" + c.profile
 	}
-	return c.kernel + "/" + c.profile + " " + strings.TrimSuffix(c.workload, ".sh")
+	return c.kernel + "/" + c.profile + " " + c.workloadName()
 }
 
 // traceSuffix tells a kept recording of the workload from crossgov.sh's.
@@ -49,8 +49,12 @@ func (c crossCase) traceSuffix() string {
 	if c.workload == "" {
 		return ""
 	}
-	return "-" + strings.TrimSuffix(c.workload, ".sh")
+	return "-" + c.workloadName()
 }
+
+// workloadName is the script's name without .sh, as IDLETRACE_LAB_CROSS,
+// the rows and the kept traces name it.
+func (c crossCase) workloadName() string { return strings.TrimSuffix(c.script(), ".sh") }
 
 func (c crossCase) script() string {
 	if c.workload == "" {
@@ -93,7 +97,7 @@ func crossWanted(c crossCase) (govs []string, ok bool) {
 		}
 		k, p := parts[0], parts[1]
 		if !(k == "*" || k == c.kernel) || !(p == "*" || p == c.profile) ||
-			len(parts) == 3 && parts[2] != strings.TrimSuffix(c.script(), ".sh") {
+			len(parts) == 3 && parts[2] != c.workloadName() {
 			continue
 		}
 		if only == "" {
