@@ -31,7 +31,7 @@
 # cpuidle_enter_state; deterministic -icount would be better still, but
 # Debian's 6.1 does not bring up its second CPU under it. 2 CPUs, an NVMe disk (built into Debian's kernels: no
 # modules needed) for the block IO and a second one that carries the results
-# out, a gzip initramfs with busybox-static. QEMU's own ACPI tables give the
+# out, an initramfs with busybox-static. QEMU's own ACPI tables give the
 # CPUs no C-states (Processor objects without P_BLK, no _CST), so a guest has
 # no cpuidle driver; the matrix adds an SSDT with a _CST (C1 = HLT, 10 us) for
 # each CPU, and the guest then runs acpi_idle with POLL and C1, so that the
@@ -150,7 +150,7 @@ echo "MATRIX-END"
 poweroff -f
 EOF
 chmod +x "$rootfs/init"
-(cd "$rootfs" && find . | cpio -o -H newc --quiet -R 0:0 | gzip -1 >"$WORK/initrd.gz")
+(cd "$rootfs" && find . | cpio -o -H newc --quiet -R 0:0 >"$WORK/initrd.cpio") # not gzipped: as lab.sh
 
 acpitable=()
 if [ "$CPUIDLE" = acpi ]; then
@@ -200,8 +200,10 @@ for s in $SERIES; do
 	truncate -s 64M "$d/results.img"
 	vs=$(date +%s)
 	rc=0
-	timeout 600 qemu-system-x86_64 -accel tcg,thread=single -M pc -m 1024 -smp $SMP \
-		-kernel "$vmlinuz" -initrd "$WORK/initrd.gz" -append "console=ttyS0 panic=-1 quiet" \
+	# RDRAND seeds the guest's RNG at boot (mke2fs and the Go binaries
+	# otherwise block in getrandom for seconds of jitter entropy; as lab.sh).
+	timeout 600 qemu-system-x86_64 -accel tcg,thread=single -M pc -cpu qemu64,+rdrand -m 1024 -smp $SMP \
+		-kernel "$vmlinuz" -initrd "$WORK/initrd.cpio" -append "console=ttyS0 panic=-1 quiet" \
 		-nographic -no-reboot "${acpitable[@]}" \
 		-drive "file=$d/data.img,if=none,format=raw,id=d0" -device nvme,drive=d0,serial=idt-data \
 		-drive "file=$d/results.img,if=none,format=raw,id=d1" -device nvme,drive=d1,serial=idt-results \

@@ -3,6 +3,7 @@
 package labtest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -29,20 +30,25 @@ var gotTickEnv = []string{"IDLETRACE_LAB_TCG=multi", appendEnv(pinTracepoints() 
 // got_idle_tick does not tell of its own stay. It judges:
 //   - the premise: in ladder's recording the flag is set at the exit of
 //     (nearly) every period, in menu's and teo's it is not;
-//   - menu's and teo's models replayed on ladder's recording, against
-//     their own recordings, no farther off than the same model replayed on
-//     the other governor's recording, whose flag tells of each stay (taken
-//     as at least crossBarPoints), plus crossBarPoints: what ladder's flag
-//     would cost a model that believed it (every wake-up taken for the
-//     tick: menu's 45 ms rule, teo's artificial stays) shows as the
-//     difference.
+//   - teo's model replayed on ladder's recording, against teo's own
+//     recording, no farther off than on menu's recording, whose flag tells
+//     of each stay (taken as at least crossBarPoints), plus
+//     crossBarPoints: what ladder's flag would cost a model that believed
+//     it (every wake-up taken for the tick: teo's artificial stays) shows
+//     as the difference.
 //
-// Three runs (2026-12-05), points from the model's own recording on
-// ladder's recording and, in brackets, on the other's: menu 2.1 (8.6),
-// 3.0 (3.3) and 3.5 (17.4), teo 8.9 (9.2), 4.0 (3.5) and 5.6 (3.0). The same recordings replayed by a
-// model that believed ladder's flag: menu 13.4 and 11.5, teo 40.1 and 44.4
-// (C6 50 % of teo's idle time against its own 10 %). lab/README.md has
-// the rest.
+// menu's model is logged the same way but not judged: what believing the
+// flag costs it (11.5 and 13.4 points) is within what its distance moves
+// from run to run on this workload (3 to 17 points on either recording;
+// CPU 1's next timer, which menu's prediction follows here, differs
+// between recordings: lab/README.md).
+//
+// Runs (2026-12-05), points from the model's own recording on ladder's
+// recording and, in brackets, on the other's: menu 2.1 (8.6), 3.0 (3.3),
+// 3.5 (17.4), 15.3 (5.2), 3.9 (9.3), 2.3 (11.3); teo 8.9 (9.2), 4.0
+// (3.5), 5.6 (3.0), 5.2 (1.9), 1.5 (1.3), 1.6 (1.1). The same recordings
+// replayed by a model that believed ladder's flag: menu 13.4 and 11.5,
+// teo 40.1 and 44.4 (C6 50 % of teo's idle time against its own 10 %).
 func runGotTick(t *testing.T, root, in string) {
 	c := gotTickCase
 	traces := recordCross(t, root, in, c)
@@ -70,11 +76,15 @@ func runGotTick(t *testing.T, root, in string) {
 		// A pair within the 5-point bar tells nothing apart, so the other
 		// recording's distance counts as at least that.
 		bar := max(onOther, crossBarPoints) + crossBarPoints
-		if onLadder > bar {
+		if model == "teo" && onLadder > bar {
 			t.Errorf("%s replayed on ladder's recording: %.1f points from its own, on %s's %.1f: ladder's got_idle_tick costs %.1f points more (bar %.0f)",
 				model, onLadder, other, onOther, onLadder-onOther, crossBarPoints)
 		} else {
-			t.Logf("%s replayed on ladder's recording: %.1f points from its own, on %s's %.1f (bar: %.1f)", model, onLadder, other, onOther, bar)
+			judged := fmt.Sprintf("bar: %.1f", bar)
+			if model != "teo" {
+				judged = "not judged"
+			}
+			t.Logf("%s replayed on ladder's recording: %.1f points from its own, on %s's %.1f (%s)", model, onLadder, other, onOther, judged)
 		}
 	}
 }

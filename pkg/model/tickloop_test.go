@@ -601,3 +601,40 @@ func TestGotTickClearedShowsPerStay(t *testing.T) {
 		}
 	}
 }
+
+// TestGotTickOnlyWhereTheTickRan: a recording whose governor clears the
+// flag per stay (teo) and kept its tick running, a tick coming in every
+// stay. A model that stops its own tick gets no tick in that stay, so its
+// reflect must not see the recorded flag: believed, every stay was a tick
+// wake-up with the next timer 50 ms away, menu's 45 ms samples and teo's
+// artificial stays drove both into C6 for good (share 1.0), where their
+// own, shorter stays bring them back.
+func TestGotTickOnlyWhereTheTickRan(t *testing.T) {
+	prof, err := Builtin("icx", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &synth{}
+	now := int64(1_000_000)
+	for i := 0; i < 3000; i++ {
+		d := int64(150_000 + (i*7919)%300_000)
+		s.periods = append(s.periods, trace.IdlePeriod{
+			CPU: 0, State: 2, EntryNs: uint64(now), ExitNs: uint64(now + d),
+			WakeCause: trace.WakeIPICall, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1,
+			NextTimerNs: 50_000_000, NextTimerKnown: true,
+			TickStopped: trace.No, TickStoppedBefore: trace.No, PollTimedOut: trace.Unknown,
+			IdleLoopEntry: trace.Yes, TickStoppable: trace.Yes, GotTick: trace.Yes,
+		})
+		now += d + 20_000
+	}
+	meta := &trace.Metadata{HZ: 1000, KernelRelease: "6.12.117", CPUIdleDriver: "intel_idle", CPUIdleGovernor: "teo"}
+	res, _ := runReplay(t, prof, meta, []string{"menu", "teo"}, s)
+	for i, tc := range []struct {
+		gov   string
+		maxC6 float64
+	}{{"menu", 0.5}, {"teo", 0.8}} {
+		if c6 := res[i].StateShare["C6"]; c6 > tc.maxC6 {
+			t.Errorf("%s on a teo recording with its tick running: C6 share %.3f, want at most %.1f", tc.gov, c6, tc.maxC6)
+		}
+	}
+}
