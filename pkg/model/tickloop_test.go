@@ -520,21 +520,9 @@ func TestGotTickOfTheStay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &synth{}
-	now := int64(1_000_000)
-	for i := 0; i < 3000; i++ {
-		d := int64(150_000 + (i*7919)%300_000)
-		s.periods = append(s.periods, trace.IdlePeriod{
-			CPU: 0, State: 2, EntryNs: uint64(now), ExitNs: uint64(now + d),
-			WakeCause: trace.WakeIPICall, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1,
-			NextTimerNs: 50_000_000, NextTimerKnown: true,
-			// Each wake-up runs a task: a new idle loop, its tick running
-			// until the recorded governor stopped it.
-			TickStopped: trace.Yes, TickStoppedBefore: trace.No, PollTimedOut: trace.Unknown,
-			IdleLoopEntry: trace.Yes, TickStoppable: trace.Yes, GotTick: trace.Yes,
-		})
-		now += d + 20_000
-	}
+	// Each wake-up runs a task: a new idle loop, its tick running until
+	// the recorded governor stopped it.
+	s := gotTickSynth(trace.Yes)
 	tests := []struct {
 		governor string // the recording's
 		believed bool   // GotTickPerStay
@@ -614,19 +602,7 @@ func TestGotTickOnlyWhereTheTickRan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &synth{}
-	now := int64(1_000_000)
-	for i := 0; i < 3000; i++ {
-		d := int64(150_000 + (i*7919)%300_000)
-		s.periods = append(s.periods, trace.IdlePeriod{
-			CPU: 0, State: 2, EntryNs: uint64(now), ExitNs: uint64(now + d),
-			WakeCause: trace.WakeIPICall, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1,
-			NextTimerNs: 50_000_000, NextTimerKnown: true,
-			TickStopped: trace.No, TickStoppedBefore: trace.No, PollTimedOut: trace.Unknown,
-			IdleLoopEntry: trace.Yes, TickStoppable: trace.Yes, GotTick: trace.Yes,
-		})
-		now += d + 20_000
-	}
+	s := gotTickSynth(trace.No)
 	meta := &trace.Metadata{HZ: 1000, KernelRelease: "6.12.117", CPUIdleDriver: "intel_idle", CPUIdleGovernor: "teo"}
 	res, _ := runReplay(t, prof, meta, []string{"menu", "teo"}, s)
 	for i, tc := range []struct {
@@ -637,4 +613,25 @@ func TestGotTickOnlyWhereTheTickRan(t *testing.T) {
 			t.Errorf("%s on a teo recording with its tick running: C6 share %.3f, want at most %.1f", tc.gov, c6, tc.maxC6)
 		}
 	}
+}
+
+// gotTickSynth: 3,000 stays of 150-450 µs on CPU 0, each woken by an IPI
+// and each a new idle loop with its tick running at the entry, the next
+// timer 50 ms away, got_idle_tick set at every exit; tickStopped is the
+// recorded governor's decision.
+func gotTickSynth(tickStopped trace.Tristate) *synth {
+	s := &synth{}
+	now := int64(1_000_000)
+	for i := 0; i < 3000; i++ {
+		d := int64(150_000 + (i*7919)%300_000)
+		s.periods = append(s.periods, trace.IdlePeriod{
+			CPU: 0, State: 2, EntryNs: uint64(now), ExitNs: uint64(now + d),
+			WakeCause: trace.WakeIPICall, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1,
+			NextTimerNs: 50_000_000, NextTimerKnown: true,
+			TickStopped: tickStopped, TickStoppedBefore: trace.No, PollTimedOut: trace.Unknown,
+			IdleLoopEntry: trace.Yes, TickStoppable: trace.Yes, GotTick: trace.Yes,
+		})
+		now += d + 20_000
+	}
+	return s
 }
