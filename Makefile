@@ -86,7 +86,9 @@ staticcheck: ## staticcheck alone with lint's checks (what CI runs: 1 to 1.5 min
 # and the README's lab-rows section; the lab kernel, when not cached,
 # builds in the background meanwhile).
 test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12 under QEMU, then the lab's rows; writes testdata/kernel-matrix.*, testdata/lab-rows.* and the README's generated sections (CI=true: checks them)
-	scripts/test-kernels.sh
+	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags kernelfetch -run '^TestKernelFetch$$' ./scripts/matrixreport
+	scripts/kernel-matrix.sh
+	scripts/lab-rows.sh
 
 test-lab: build ## every lab check (root): exit latency, fidelity rows, cross-governor cases (got_idle_tick on the old idle loop among them), the pinned tracepoints' no-patch check, predicted-against-measured experiments; builds the lab kernel when it is not cached; writes nothing
 	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags lab -timeout 60m -parallel 64 -v -run '^(TestLabExitLatency|TestLabFidelity|TestLabCrossGovernor|TestLabAttachPatchesNoText|TestLabExperiment|TestLabSeed003)$$' ./lab/labtest
