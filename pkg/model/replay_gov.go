@@ -83,8 +83,8 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 // tells of the recorded stay alone (periodGotTick) and the model's tick was
 // in the state the recorded kernel's was (only a tick that came sets the
 // flag, kernel/time/tick-sched.c: a tick the model stopped never came;
-// believing it gave menu's model 45 ms samples on teo's recordings, 3 to 4
-// points of the lab's c6long case), else the model's own: a tick came
+// believing it gave menu's model 45 ms samples on teo's recordings, up to
+// 3.3 points of the lab's c6long case), else the model's own: a tick came
 // while it polled with its tick running (a tick ends a halted stay, and a
 // stopped tick brings none).
 func (ps *polSim) gotTick(cs *cpuSim, pi *periodInfo) bool {
