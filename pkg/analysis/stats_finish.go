@@ -205,9 +205,9 @@ func (b *StatsBuilder) wakeStats(s *Stats) {
 		s.WakeCauses.KnownFraction = float64(s.WakeCauses.Total-unknown) / float64(s.WakeCauses.Total)
 	}
 	s.WakeCauses.TopIRQs = []IRQCount{}
-	for irq, n := range b.irqs {
+	b.irqs.each(func(irq int32, n uint64) {
 		s.WakeCauses.TopIRQs = append(s.WakeCauses.TopIRQs, IRQCount{IRQ: irq, Count: n})
-	}
+	})
 	sort.Slice(s.WakeCauses.TopIRQs, func(i, j int) bool {
 		x, y := s.WakeCauses.TopIRQs[i], s.WakeCauses.TopIRQs[j]
 		if x.Count != y.Count {

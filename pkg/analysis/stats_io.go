@@ -31,9 +31,12 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 		b.iowake.Flush()
 	}
 	s.IO.WokeIdleCPUByCause = map[string]uint64{}
-	for cause, n := range b.ioWoke {
-		s.IO.WokeIdleCPU += n
-		s.IO.WokeIdleCPUByCause[cause.String()] = n
+	for c, n := range b.ioWoke {
+		// The eligible causes are listed even at zero.
+		if cause := trace.WakeCause(c); n > 0 || iowake.Eligible(cause) {
+			s.IO.WokeIdleCPU += n
+			s.IO.WokeIdleCPUByCause[cause.String()] = n
+		}
 	}
 	s.IO.WokeWindowNs = iowake.WindowNs
 	s.IO.Devices = b.deviceStats()
