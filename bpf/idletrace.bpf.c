@@ -72,6 +72,7 @@ const struct idle_record *unused_idle_record __attribute__((unused));
 const struct block_io_record *unused_block_io_record __attribute__((unused));
 const struct haltpoll_record *unused_haltpoll_record __attribute__((unused));
 const struct io_task_record *unused_io_task_record __attribute__((unused));
+const struct pm_qos_record *unused_pm_qos_record __attribute__((unused));
 const enum record_type *unused_record_type __attribute__((unused));
 const enum wake_cause *unused_wake_cause __attribute__((unused));
 const enum idle_flags *unused_idle_flags __attribute__((unused));
@@ -128,6 +129,30 @@ struct {
 	__type(key, __u32);
 	__type(value, struct io_wait);
 } io_waiting SEC(".maps");
+
+/* A latency-QoS request on its way to pm_qos_update_target, per task. The
+ * request tracepoints say which constraint it is for; pm_qos_update_target,
+ * which the same task reaches next, gives the new aggregate but not which
+ * constraint (frequency QoS takes the same path). A request that changes
+ * nothing never reaches it, so an entry counts only for the action it
+ * names and for QOS_MATCH_NS; LRU so that none is held for ever. */
+struct qos_pending {
+	__u64 time_ns;
+	__s32 target; /* as pm_qos_record.target */
+	__u32 action;
+};
+
+#define QOS_MATCH_NS 1000000ULL
+#define QOS_GLOBAL (-1)
+/* enum dev_pm_qos_req_type's first value since it exists (4.16). */
+#define DEV_PM_QOS_RESUME_LATENCY 1
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct qos_pending);
+} qos_pending SEC(".maps");
 
 static __always_inline struct loss_counters *loss_counters(void)
 {
@@ -907,6 +932,65 @@ static __always_inline void on_haltpoll(_Bool grow, __u32 new_ns, __u32 old_ns)
 	bpf_ringbuf_submit(e, submit_flags());
 }
 
+static __always_inline void on_qos_request(__s32 target, __u32 action)
+{
+	__u64 key = bpf_get_current_pid_tgid();
+	struct qos_pending p = {.time_ns = bpf_ktime_get_ns(), .target = target, .action = action};
+	bpf_map_update_elem(&qos_pending, &key, &p, BPF_ANY);
+}
+
+/* A device's resume-latency request: kept only for CPU devices ("cpuN"). */
+static __always_inline void on_dev_qos_request(const char *name, __u32 type, __u32 action)
+{
+	char buf[12] = {};
+	__s32 cpu = 0;
+
+	if (type != DEV_PM_QOS_RESUME_LATENCY || bpf_probe_read_kernel_str(buf, sizeof(buf), name) < 5)
+		return;
+	if (buf[0] != 'c' || buf[1] != 'p' || buf[2] != 'u')
+		return;
+	for (int i = 3; i < (int)sizeof(buf); i++) {
+		char c = buf[i];
+		if (c == 0)
+			break;
+		if (c < '0' || c > '9' || i > 8)
+			return;
+		cpu = cpu * 10 + (c - '0');
+	}
+	on_qos_request(cpu, action);
+}
+
+static __always_inline void on_qos_update_target(__u32 action, __s32 prev_value, __s32 curr_value)
+{
+	__u64 key = bpf_get_current_pid_tgid();
+	struct qos_pending *p = bpf_map_lookup_elem(&qos_pending, &key);
+	if (!p)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	__s32 target = p->target;
+	_Bool match = p->action == action && now - p->time_ns <= QOS_MATCH_NS;
+	bpf_map_delete_elem(&qos_pending, &key);
+	if (!match)
+		return;
+	struct pm_qos_record *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		struct loss_counters *l = loss_counters();
+		if (l)
+			l->other_lost++;
+		return;
+	}
+	e->type = RECORD_PM_QOS;
+	e->action = action;
+	e->pad0 = 0;
+	e->target = target;
+	e->time_ns = now;
+	e->value = curr_value;
+	e->prev_value = prev_value;
+	e->cpu = bpf_get_smp_processor_id();
+	e->tid = (__u32)key;
+	bpf_ringbuf_submit(e, submit_flags());
+}
+
 static __always_inline void on_cpu_idle(__u32 state, __u32 cpu)
 {
 	if (state == PWR_EVENT_EXIT)
@@ -1069,6 +1153,55 @@ SEC("tp_btf/guest_halt_poll_ns")
 int BPF_PROG(btf_guest_halt_poll_ns, _Bool grow, unsigned int new_ns, unsigned int old_ns)
 {
 	on_haltpoll(grow, new_ns, old_ns);
+	return 0;
+}
+
+SEC("tp_btf/pm_qos_add_request")
+int BPF_PROG(btf_pm_qos_add_request, __s32 value)
+{
+	on_qos_request(QOS_GLOBAL, 0);
+	return 0;
+}
+
+SEC("tp_btf/pm_qos_update_request")
+int BPF_PROG(btf_pm_qos_update_request, __s32 value)
+{
+	on_qos_request(QOS_GLOBAL, 1);
+	return 0;
+}
+
+SEC("tp_btf/pm_qos_remove_request")
+int BPF_PROG(btf_pm_qos_remove_request, __s32 value)
+{
+	on_qos_request(QOS_GLOBAL, 2);
+	return 0;
+}
+
+SEC("tp_btf/dev_pm_qos_add_request")
+int BPF_PROG(btf_dev_pm_qos_add_request, const char *name, __u32 type, __s32 value)
+{
+	on_dev_qos_request(name, type, 0);
+	return 0;
+}
+
+SEC("tp_btf/dev_pm_qos_update_request")
+int BPF_PROG(btf_dev_pm_qos_update_request, const char *name, __u32 type, __s32 value)
+{
+	on_dev_qos_request(name, type, 1);
+	return 0;
+}
+
+SEC("tp_btf/dev_pm_qos_remove_request")
+int BPF_PROG(btf_dev_pm_qos_remove_request, const char *name, __u32 type, __s32 value)
+{
+	on_dev_qos_request(name, type, 2);
+	return 0;
+}
+
+SEC("tp_btf/pm_qos_update_target")
+int BPF_PROG(btf_pm_qos_update_target, __u32 action, int prev_value, int curr_value)
+{
+	on_qos_update_target(action, prev_value, curr_value);
 	return 0;
 }
 
@@ -1242,5 +1375,61 @@ SEC("tracepoint/power/guest_halt_poll_ns")
 int tp_guest_halt_poll_ns(struct trace_event_raw_guest_halt_poll_ns *ctx)
 {
 	on_haltpoll(ctx->grow, ctx->new, ctx->old);
+	return 1;
+}
+
+SEC("tracepoint/power/pm_qos_add_request")
+int tp_pm_qos_add_request(void *ctx)
+{
+	on_qos_request(QOS_GLOBAL, 0);
+	return 1;
+}
+
+SEC("tracepoint/power/pm_qos_update_request")
+int tp_pm_qos_update_request(void *ctx)
+{
+	on_qos_request(QOS_GLOBAL, 1);
+	return 1;
+}
+
+SEC("tracepoint/power/pm_qos_remove_request")
+int tp_pm_qos_remove_request(void *ctx)
+{
+	on_qos_request(QOS_GLOBAL, 2);
+	return 1;
+}
+
+/* The name is a __data_loc string: its offset from the record's start in
+ * the low 16 bits. */
+static __always_inline const char *dev_qos_name(struct trace_event_raw_dev_pm_qos_request *ctx)
+{
+	return (const char *)ctx + (ctx->__data_loc_name & 0xffff);
+}
+
+SEC("tracepoint/power/dev_pm_qos_add_request")
+int tp_dev_pm_qos_add_request(struct trace_event_raw_dev_pm_qos_request *ctx)
+{
+	on_dev_qos_request(dev_qos_name(ctx), ctx->type, 0);
+	return 1;
+}
+
+SEC("tracepoint/power/dev_pm_qos_update_request")
+int tp_dev_pm_qos_update_request(struct trace_event_raw_dev_pm_qos_request *ctx)
+{
+	on_dev_qos_request(dev_qos_name(ctx), ctx->type, 1);
+	return 1;
+}
+
+SEC("tracepoint/power/dev_pm_qos_remove_request")
+int tp_dev_pm_qos_remove_request(struct trace_event_raw_dev_pm_qos_request *ctx)
+{
+	on_dev_qos_request(dev_qos_name(ctx), ctx->type, 2);
+	return 1;
+}
+
+SEC("tracepoint/power/pm_qos_update_target")
+int tp_pm_qos_update_target(struct trace_event_raw_pm_qos_update *ctx)
+{
+	on_qos_update_target(ctx->action, ctx->prev_value, ctx->curr_value);
 	return 1;
 }

@@ -16,6 +16,7 @@ enum record_type {
 	RECORD_BLOCK_IO = 2,
 	RECORD_HALTPOLL = 3,
 	RECORD_IO_TASK = 4,
+	RECORD_PM_QOS = 5,
 };
 
 /* What ended an idle period. Stored in trace files (pkg/trace WakeCause):
@@ -161,6 +162,25 @@ struct haltpoll_record {
 	__u64 time_ns;
 	__u32 new_ns;
 	__u32 old_ns;
+};
+
+/* A latency constraint the cpuidle governors read changed
+ * (cpuidle_governor_latency_req): the global CPU latency QoS
+ * (/dev/cpu_dma_latency), or one CPU's resume latency (its device's
+ * DEV_PM_QOS_RESUME_LATENCY). value is the constraint's new aggregate over
+ * all requests, in µs, as the kernel holds it: 2000000000 is the global
+ * limit's "none", 0x7fffffff a CPU's, and 0 a CPU's "n/a" (no state's exit
+ * latency fits: only polling). */
+struct pm_qos_record {
+	__u8 type;   /* RECORD_PM_QOS */
+	__u8 action; /* enum pm_qos_req_action: 0 add, 1 update, 2 remove a request */
+	__u16 pad0;
+	__s32 target; /* -1: the global limit; else the CPU whose resume latency changed */
+	__u64 time_ns;
+	__s32 value;
+	__s32 prev_value;
+	__u32 cpu; /* where the request was made */
+	__u32 tid; /* by whom */
 };
 
 /* Per-CPU counters of what could not be delivered (map "loss", PERCPU_ARRAY). */

@@ -191,6 +191,26 @@ type IdletraceLossCounters struct {
 	IoIssues      uint64
 }
 
+type IdletracePmQosRecord struct {
+	_         structs.HostLayout
+	Type      uint8
+	Action    uint8
+	Pad0      uint16
+	Target    int32
+	TimeNs    uint64
+	Value     int32
+	PrevValue int32
+	Cpu       uint32
+	Tid       uint32
+}
+
+type IdletraceQosPending struct {
+	_      structs.HostLayout
+	TimeNs uint64
+	Target int32
+	Action uint32
+}
+
 type IdletraceRecordType uint32
 
 const (
@@ -198,6 +218,7 @@ const (
 	IdletraceRecordTypeRECORD_BLOCK_IO IdletraceRecordType = 2
 	IdletraceRecordTypeRECORD_HALTPOLL IdletraceRecordType = 3
 	IdletraceRecordTypeRECORD_IO_TASK  IdletraceRecordType = 4
+	IdletraceRecordTypeRECORD_PM_QOS   IdletraceRecordType = 5
 )
 
 type IdletraceWakeCause uint32
@@ -223,12 +244,16 @@ const (
 	IdletraceMapIoInflight                   = "io_inflight"
 	IdletraceMapIoWaiting                    = "io_waiting"
 	IdletraceMapLoss                         = "loss"
+	IdletraceMapQosPending                   = "qos_pending"
 	IdletraceProgBtfBlockRqComplete          = "btf_block_rq_complete"
 	IdletraceProgBtfBlockRqIssue             = "btf_block_rq_issue"
 	IdletraceProgBtfBlockRqRequeue           = "btf_block_rq_requeue"
 	IdletraceProgBtfCallFunctionEntry        = "btf_call_function_entry"
 	IdletraceProgBtfCallFunctionSingleEntry  = "btf_call_function_single_entry"
 	IdletraceProgBtfCpuIdle                  = "btf_cpu_idle"
+	IdletraceProgBtfDevPmQosAddRequest       = "btf_dev_pm_qos_add_request"
+	IdletraceProgBtfDevPmQosRemoveRequest    = "btf_dev_pm_qos_remove_request"
+	IdletraceProgBtfDevPmQosUpdateRequest    = "btf_dev_pm_qos_update_request"
 	IdletraceProgBtfGuestHaltPollNs          = "btf_guest_halt_poll_ns"
 	IdletraceProgBtfHrtimerExpireEntry       = "btf_hrtimer_expire_entry"
 	IdletraceProgBtfIpiSendCpu               = "btf_ipi_send_cpu"
@@ -236,6 +261,10 @@ const (
 	IdletraceProgBtfIrqHandlerEntry          = "btf_irq_handler_entry"
 	IdletraceProgBtfLocalTimerEntry          = "btf_local_timer_entry"
 	IdletraceProgBtfLocalTimerExit           = "btf_local_timer_exit"
+	IdletraceProgBtfPmQosAddRequest          = "btf_pm_qos_add_request"
+	IdletraceProgBtfPmQosRemoveRequest       = "btf_pm_qos_remove_request"
+	IdletraceProgBtfPmQosUpdateRequest       = "btf_pm_qos_update_request"
+	IdletraceProgBtfPmQosUpdateTarget        = "btf_pm_qos_update_target"
 	IdletraceProgBtfRescheduleEntry          = "btf_reschedule_entry"
 	IdletraceProgBtfSchedSwitch              = "btf_sched_switch"
 	IdletraceProgBtfSchedWakeIdleWithoutIpi  = "btf_sched_wake_idle_without_ipi"
@@ -250,6 +279,9 @@ const (
 	IdletraceProgTpCallFunctionEntry         = "tp_call_function_entry"
 	IdletraceProgTpCallFunctionSingleEntry   = "tp_call_function_single_entry"
 	IdletraceProgTpCpuIdle                   = "tp_cpu_idle"
+	IdletraceProgTpDevPmQosAddRequest        = "tp_dev_pm_qos_add_request"
+	IdletraceProgTpDevPmQosRemoveRequest     = "tp_dev_pm_qos_remove_request"
+	IdletraceProgTpDevPmQosUpdateRequest     = "tp_dev_pm_qos_update_request"
 	IdletraceProgTpGuestHaltPollNs           = "tp_guest_halt_poll_ns"
 	IdletraceProgTpHrtimerExpireEntry        = "tp_hrtimer_expire_entry"
 	IdletraceProgTpIpiSendCpu                = "tp_ipi_send_cpu"
@@ -257,6 +289,10 @@ const (
 	IdletraceProgTpIrqHandlerEntry           = "tp_irq_handler_entry"
 	IdletraceProgTpLocalTimerEntry           = "tp_local_timer_entry"
 	IdletraceProgTpLocalTimerExit            = "tp_local_timer_exit"
+	IdletraceProgTpPmQosAddRequest           = "tp_pm_qos_add_request"
+	IdletraceProgTpPmQosRemoveRequest        = "tp_pm_qos_remove_request"
+	IdletraceProgTpPmQosUpdateRequest        = "tp_pm_qos_update_request"
+	IdletraceProgTpPmQosUpdateTarget         = "tp_pm_qos_update_target"
 	IdletraceProgTpRescheduleEntry           = "tp_reschedule_entry"
 	IdletraceProgTpSchedSwitch               = "tp_sched_switch"
 	IdletraceProgTpSchedWakeIdleWithoutIpi   = "tp_sched_wake_idle_without_ipi"
@@ -281,6 +317,7 @@ const (
 	IdletraceVarUnusedIoTaskRecord           = "unused_io_task_record"
 	IdletraceVarUnusedKernelFlags            = "unused_kernel_flags"
 	IdletraceVarUnusedLoopFlags              = "unused_loop_flags"
+	IdletraceVarUnusedPmQosRecord            = "unused_pm_qos_record"
 	IdletraceVarUnusedRecordType             = "unused_record_type"
 	IdletraceVarUnusedWakeCause              = "unused_wake_cause"
 	IdletraceVarWakeupBytes                  = "wakeup_bytes"
@@ -335,6 +372,9 @@ type IdletraceProgramSpecs struct {
 	BtfCallFunctionEntry        *ebpf.ProgramSpec `ebpf:"btf_call_function_entry"`
 	BtfCallFunctionSingleEntry  *ebpf.ProgramSpec `ebpf:"btf_call_function_single_entry"`
 	BtfCpuIdle                  *ebpf.ProgramSpec `ebpf:"btf_cpu_idle"`
+	BtfDevPmQosAddRequest       *ebpf.ProgramSpec `ebpf:"btf_dev_pm_qos_add_request"`
+	BtfDevPmQosRemoveRequest    *ebpf.ProgramSpec `ebpf:"btf_dev_pm_qos_remove_request"`
+	BtfDevPmQosUpdateRequest    *ebpf.ProgramSpec `ebpf:"btf_dev_pm_qos_update_request"`
 	BtfGuestHaltPollNs          *ebpf.ProgramSpec `ebpf:"btf_guest_halt_poll_ns"`
 	BtfHrtimerExpireEntry       *ebpf.ProgramSpec `ebpf:"btf_hrtimer_expire_entry"`
 	BtfIpiSendCpu               *ebpf.ProgramSpec `ebpf:"btf_ipi_send_cpu"`
@@ -342,6 +382,10 @@ type IdletraceProgramSpecs struct {
 	BtfIrqHandlerEntry          *ebpf.ProgramSpec `ebpf:"btf_irq_handler_entry"`
 	BtfLocalTimerEntry          *ebpf.ProgramSpec `ebpf:"btf_local_timer_entry"`
 	BtfLocalTimerExit           *ebpf.ProgramSpec `ebpf:"btf_local_timer_exit"`
+	BtfPmQosAddRequest          *ebpf.ProgramSpec `ebpf:"btf_pm_qos_add_request"`
+	BtfPmQosRemoveRequest       *ebpf.ProgramSpec `ebpf:"btf_pm_qos_remove_request"`
+	BtfPmQosUpdateRequest       *ebpf.ProgramSpec `ebpf:"btf_pm_qos_update_request"`
+	BtfPmQosUpdateTarget        *ebpf.ProgramSpec `ebpf:"btf_pm_qos_update_target"`
 	BtfRescheduleEntry          *ebpf.ProgramSpec `ebpf:"btf_reschedule_entry"`
 	BtfSchedSwitch              *ebpf.ProgramSpec `ebpf:"btf_sched_switch"`
 	BtfSchedWakeIdleWithoutIpi  *ebpf.ProgramSpec `ebpf:"btf_sched_wake_idle_without_ipi"`
@@ -356,6 +400,9 @@ type IdletraceProgramSpecs struct {
 	TpCallFunctionEntry         *ebpf.ProgramSpec `ebpf:"tp_call_function_entry"`
 	TpCallFunctionSingleEntry   *ebpf.ProgramSpec `ebpf:"tp_call_function_single_entry"`
 	TpCpuIdle                   *ebpf.ProgramSpec `ebpf:"tp_cpu_idle"`
+	TpDevPmQosAddRequest        *ebpf.ProgramSpec `ebpf:"tp_dev_pm_qos_add_request"`
+	TpDevPmQosRemoveRequest     *ebpf.ProgramSpec `ebpf:"tp_dev_pm_qos_remove_request"`
+	TpDevPmQosUpdateRequest     *ebpf.ProgramSpec `ebpf:"tp_dev_pm_qos_update_request"`
 	TpGuestHaltPollNs           *ebpf.ProgramSpec `ebpf:"tp_guest_halt_poll_ns"`
 	TpHrtimerExpireEntry        *ebpf.ProgramSpec `ebpf:"tp_hrtimer_expire_entry"`
 	TpIpiSendCpu                *ebpf.ProgramSpec `ebpf:"tp_ipi_send_cpu"`
@@ -363,6 +410,10 @@ type IdletraceProgramSpecs struct {
 	TpIrqHandlerEntry           *ebpf.ProgramSpec `ebpf:"tp_irq_handler_entry"`
 	TpLocalTimerEntry           *ebpf.ProgramSpec `ebpf:"tp_local_timer_entry"`
 	TpLocalTimerExit            *ebpf.ProgramSpec `ebpf:"tp_local_timer_exit"`
+	TpPmQosAddRequest           *ebpf.ProgramSpec `ebpf:"tp_pm_qos_add_request"`
+	TpPmQosRemoveRequest        *ebpf.ProgramSpec `ebpf:"tp_pm_qos_remove_request"`
+	TpPmQosUpdateRequest        *ebpf.ProgramSpec `ebpf:"tp_pm_qos_update_request"`
+	TpPmQosUpdateTarget         *ebpf.ProgramSpec `ebpf:"tp_pm_qos_update_target"`
 	TpRescheduleEntry           *ebpf.ProgramSpec `ebpf:"tp_reschedule_entry"`
 	TpSchedSwitch               *ebpf.ProgramSpec `ebpf:"tp_sched_switch"`
 	TpSchedWakeIdleWithoutIpi   *ebpf.ProgramSpec `ebpf:"tp_sched_wake_idle_without_ipi"`
@@ -380,6 +431,7 @@ type IdletraceMapSpecs struct {
 	IoInflight *ebpf.MapSpec `ebpf:"io_inflight"`
 	IoWaiting  *ebpf.MapSpec `ebpf:"io_waiting"`
 	Loss       *ebpf.MapSpec `ebpf:"loss"`
+	QosPending *ebpf.MapSpec `ebpf:"qos_pending"`
 }
 
 // IdletraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -405,6 +457,7 @@ type IdletraceVariableSpecs struct {
 	UnusedIoTaskRecord   *ebpf.VariableSpec `ebpf:"unused_io_task_record"`
 	UnusedKernelFlags    *ebpf.VariableSpec `ebpf:"unused_kernel_flags"`
 	UnusedLoopFlags      *ebpf.VariableSpec `ebpf:"unused_loop_flags"`
+	UnusedPmQosRecord    *ebpf.VariableSpec `ebpf:"unused_pm_qos_record"`
 	UnusedRecordType     *ebpf.VariableSpec `ebpf:"unused_record_type"`
 	UnusedWakeCause      *ebpf.VariableSpec `ebpf:"unused_wake_cause"`
 	WakeupBytes          *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -437,6 +490,7 @@ type IdletraceMaps struct {
 	IoInflight *ebpf.Map `ebpf:"io_inflight"`
 	IoWaiting  *ebpf.Map `ebpf:"io_waiting"`
 	Loss       *ebpf.Map `ebpf:"loss"`
+	QosPending *ebpf.Map `ebpf:"qos_pending"`
 }
 
 func (m *IdletraceMaps) Close() error {
@@ -447,6 +501,7 @@ func (m *IdletraceMaps) Close() error {
 		m.IoInflight,
 		m.IoWaiting,
 		m.Loss,
+		m.QosPending,
 	)
 }
 
@@ -473,6 +528,7 @@ type IdletraceVariables struct {
 	UnusedIoTaskRecord   *ebpf.Variable `ebpf:"unused_io_task_record"`
 	UnusedKernelFlags    *ebpf.Variable `ebpf:"unused_kernel_flags"`
 	UnusedLoopFlags      *ebpf.Variable `ebpf:"unused_loop_flags"`
+	UnusedPmQosRecord    *ebpf.Variable `ebpf:"unused_pm_qos_record"`
 	UnusedRecordType     *ebpf.Variable `ebpf:"unused_record_type"`
 	UnusedWakeCause      *ebpf.Variable `ebpf:"unused_wake_cause"`
 	WakeupBytes          *ebpf.Variable `ebpf:"wakeup_bytes"`
@@ -489,6 +545,9 @@ type IdletracePrograms struct {
 	BtfCallFunctionEntry        *ebpf.Program `ebpf:"btf_call_function_entry"`
 	BtfCallFunctionSingleEntry  *ebpf.Program `ebpf:"btf_call_function_single_entry"`
 	BtfCpuIdle                  *ebpf.Program `ebpf:"btf_cpu_idle"`
+	BtfDevPmQosAddRequest       *ebpf.Program `ebpf:"btf_dev_pm_qos_add_request"`
+	BtfDevPmQosRemoveRequest    *ebpf.Program `ebpf:"btf_dev_pm_qos_remove_request"`
+	BtfDevPmQosUpdateRequest    *ebpf.Program `ebpf:"btf_dev_pm_qos_update_request"`
 	BtfGuestHaltPollNs          *ebpf.Program `ebpf:"btf_guest_halt_poll_ns"`
 	BtfHrtimerExpireEntry       *ebpf.Program `ebpf:"btf_hrtimer_expire_entry"`
 	BtfIpiSendCpu               *ebpf.Program `ebpf:"btf_ipi_send_cpu"`
@@ -496,6 +555,10 @@ type IdletracePrograms struct {
 	BtfIrqHandlerEntry          *ebpf.Program `ebpf:"btf_irq_handler_entry"`
 	BtfLocalTimerEntry          *ebpf.Program `ebpf:"btf_local_timer_entry"`
 	BtfLocalTimerExit           *ebpf.Program `ebpf:"btf_local_timer_exit"`
+	BtfPmQosAddRequest          *ebpf.Program `ebpf:"btf_pm_qos_add_request"`
+	BtfPmQosRemoveRequest       *ebpf.Program `ebpf:"btf_pm_qos_remove_request"`
+	BtfPmQosUpdateRequest       *ebpf.Program `ebpf:"btf_pm_qos_update_request"`
+	BtfPmQosUpdateTarget        *ebpf.Program `ebpf:"btf_pm_qos_update_target"`
 	BtfRescheduleEntry          *ebpf.Program `ebpf:"btf_reschedule_entry"`
 	BtfSchedSwitch              *ebpf.Program `ebpf:"btf_sched_switch"`
 	BtfSchedWakeIdleWithoutIpi  *ebpf.Program `ebpf:"btf_sched_wake_idle_without_ipi"`
@@ -510,6 +573,9 @@ type IdletracePrograms struct {
 	TpCallFunctionEntry         *ebpf.Program `ebpf:"tp_call_function_entry"`
 	TpCallFunctionSingleEntry   *ebpf.Program `ebpf:"tp_call_function_single_entry"`
 	TpCpuIdle                   *ebpf.Program `ebpf:"tp_cpu_idle"`
+	TpDevPmQosAddRequest        *ebpf.Program `ebpf:"tp_dev_pm_qos_add_request"`
+	TpDevPmQosRemoveRequest     *ebpf.Program `ebpf:"tp_dev_pm_qos_remove_request"`
+	TpDevPmQosUpdateRequest     *ebpf.Program `ebpf:"tp_dev_pm_qos_update_request"`
 	TpGuestHaltPollNs           *ebpf.Program `ebpf:"tp_guest_halt_poll_ns"`
 	TpHrtimerExpireEntry        *ebpf.Program `ebpf:"tp_hrtimer_expire_entry"`
 	TpIpiSendCpu                *ebpf.Program `ebpf:"tp_ipi_send_cpu"`
@@ -517,6 +583,10 @@ type IdletracePrograms struct {
 	TpIrqHandlerEntry           *ebpf.Program `ebpf:"tp_irq_handler_entry"`
 	TpLocalTimerEntry           *ebpf.Program `ebpf:"tp_local_timer_entry"`
 	TpLocalTimerExit            *ebpf.Program `ebpf:"tp_local_timer_exit"`
+	TpPmQosAddRequest           *ebpf.Program `ebpf:"tp_pm_qos_add_request"`
+	TpPmQosRemoveRequest        *ebpf.Program `ebpf:"tp_pm_qos_remove_request"`
+	TpPmQosUpdateRequest        *ebpf.Program `ebpf:"tp_pm_qos_update_request"`
+	TpPmQosUpdateTarget         *ebpf.Program `ebpf:"tp_pm_qos_update_target"`
 	TpRescheduleEntry           *ebpf.Program `ebpf:"tp_reschedule_entry"`
 	TpSchedSwitch               *ebpf.Program `ebpf:"tp_sched_switch"`
 	TpSchedWakeIdleWithoutIpi   *ebpf.Program `ebpf:"tp_sched_wake_idle_without_ipi"`
@@ -532,6 +602,9 @@ func (p *IdletracePrograms) Close() error {
 		p.BtfCallFunctionEntry,
 		p.BtfCallFunctionSingleEntry,
 		p.BtfCpuIdle,
+		p.BtfDevPmQosAddRequest,
+		p.BtfDevPmQosRemoveRequest,
+		p.BtfDevPmQosUpdateRequest,
 		p.BtfGuestHaltPollNs,
 		p.BtfHrtimerExpireEntry,
 		p.BtfIpiSendCpu,
@@ -539,6 +612,10 @@ func (p *IdletracePrograms) Close() error {
 		p.BtfIrqHandlerEntry,
 		p.BtfLocalTimerEntry,
 		p.BtfLocalTimerExit,
+		p.BtfPmQosAddRequest,
+		p.BtfPmQosRemoveRequest,
+		p.BtfPmQosUpdateRequest,
+		p.BtfPmQosUpdateTarget,
 		p.BtfRescheduleEntry,
 		p.BtfSchedSwitch,
 		p.BtfSchedWakeIdleWithoutIpi,
@@ -553,6 +630,9 @@ func (p *IdletracePrograms) Close() error {
 		p.TpCallFunctionEntry,
 		p.TpCallFunctionSingleEntry,
 		p.TpCpuIdle,
+		p.TpDevPmQosAddRequest,
+		p.TpDevPmQosRemoveRequest,
+		p.TpDevPmQosUpdateRequest,
 		p.TpGuestHaltPollNs,
 		p.TpHrtimerExpireEntry,
 		p.TpIpiSendCpu,
@@ -560,6 +640,10 @@ func (p *IdletracePrograms) Close() error {
 		p.TpIrqHandlerEntry,
 		p.TpLocalTimerEntry,
 		p.TpLocalTimerExit,
+		p.TpPmQosAddRequest,
+		p.TpPmQosRemoveRequest,
+		p.TpPmQosUpdateRequest,
+		p.TpPmQosUpdateTarget,
 		p.TpRescheduleEntry,
 		p.TpSchedSwitch,
 		p.TpSchedWakeIdleWithoutIpi,

@@ -25,6 +25,7 @@ func TestRecordLayout(t *testing.T) {
 		{"block_io_record", IdletraceBlockIoRecord{}},
 		{"haltpoll_record", IdletraceHaltpollRecord{}},
 		{"io_task_record", IdletraceIoTaskRecord{}},
+		{"pm_qos_record", IdletracePmQosRecord{}},
 		{"loss_counters", IdletraceLossCounters{}},
 		{"cpu_state", IdletraceCpuState{}},
 		{"io_key", IdletraceIoKey{}},

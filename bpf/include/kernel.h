@@ -261,6 +261,20 @@ struct trace_event_raw_guest_halt_poll_ns {
 	unsigned int old;
 };
 
+struct trace_event_raw_pm_qos_update {
+	struct trace_entry ent;
+	unsigned int action; /* enum pm_qos_req_action */
+	int prev_value;
+	int curr_value;
+};
+
+struct trace_event_raw_dev_pm_qos_request {
+	struct trace_entry ent;
+	__u32 __data_loc_name;
+	unsigned int type; /* enum dev_pm_qos_req_type */
+	__s32 new_value;
+};
+
 #pragma clang attribute pop
 
 #endif /* IDLETRACE_KERNEL_H */

@@ -30,6 +30,10 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer r.Close()
+	qos, nQoS, err := r.PMQoSChanges(maxInfoPMQoS)
+	if err != nil {
+		return err
+	}
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -37,8 +41,11 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			Metadata *trace.Metadata      `json:"metadata"`
 			End      *trace.End           `json:"end"`
 			Chunks   []trace.ChunkSummary `json:"chunks"`
-			Warnings []string             `json:"warnings"`
-		}{r.Meta, r.End, r.Chunks(), r.Warnings()})
+			// PMQoSChanges: the first maxInfoPMQoS of PMQoSChangeCount.
+			PMQoSChanges     []trace.PMQoSChange `json:"pm_qos_changes"`
+			PMQoSChangeCount uint64              `json:"pm_qos_change_count"`
+			Warnings         []string            `json:"warnings"`
+		}{r.Meta, r.End, r.Chunks(), qos, nQoS, r.Warnings()})
 	}
 	m := r.Meta
 	p := func(k, f string, a ...any) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", fmt.Sprintf(f, a...)) }
@@ -68,6 +75,11 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			m.HaltPoll.GuestHaltPollNs, m.HaltPoll.Grow, m.HaltPoll.Shrink, m.HaltPoll.GrowStart, m.HaltPoll.AllowShrink)
 	}
 	p("pm qos", "cpu_dma_latency=%s", usOrNone(m.PMQoS.CPUDMALatencyUs))
+	if nQoS > 0 {
+		p("pm qos changes", "%s", pmQoSChangesString(qos, nQoS, m.Start))
+	} else if m.Inputs.PMQoSTrace {
+		p("pm qos changes", "none")
+	}
 	keys := make([]string, 0, len(m.Probes))
 	for k := range m.Probes {
 		keys = append(keys, k)
@@ -110,6 +122,30 @@ func openTrace(path string, stderr io.Writer) (*trace.Reader, error) {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	return r, nil
+}
+
+// maxInfoPMQoS is how many PM QoS changes info lists.
+const maxInfoPMQoS = 64
+
+// pmQoSChangesString lists changes as "+1.234s cpu_dma_latency 20 µs", each
+// from the recording's start where known.
+func pmQoSChangesString(qos []trace.PMQoSChange, n uint64, start *trace.Snapshot) string {
+	parts := make([]string, 0, len(qos)+1)
+	for _, q := range qos {
+		what := "cpu_dma_latency"
+		if q.CPU != trace.PMQoSGlobal {
+			what = fmt.Sprintf("cpu%d resume latency", q.CPU)
+		}
+		at := ""
+		if start != nil && q.TimeNs >= start.MonotonicNs {
+			at = fmt.Sprintf("+%.3fs ", float64(q.TimeNs-start.MonotonicNs)/1e9)
+		}
+		parts = append(parts, fmt.Sprintf("%s%s %s", at, what, q.String()))
+	}
+	if more := n - uint64(len(qos)); more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
+	}
+	return fmt.Sprintf("%d: %s", n, strings.Join(parts, ", "))
 }
 
 func usOrNone(us int64) string {

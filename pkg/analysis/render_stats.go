@@ -432,8 +432,8 @@ func renderStatsInputs(d *doc, s *Stats) error {
 		}
 		return "no"
 	}
-	d.lines(fmt.Sprintf("wake causes %s, wake requests %s, tick state %s, next timer %s, tick wake-ups %s, poll time limit %s, block IO %s, haltpoll trace %s.",
-		yn(in.WakeCauses), yn(in.WakeRequests), yn(in.TickState), yn(in.NextTimer), yn(in.TickWakeups), yn(in.PollTimeLimit), yn(in.BlockIO), yn(in.HaltPollTrace)))
+	d.lines(fmt.Sprintf("wake causes %s, wake requests %s, tick state %s, next timer %s, tick wake-ups %s, poll time limit %s, block IO %s, haltpoll trace %s, PM QoS changes %s.",
+		yn(in.WakeCauses), yn(in.WakeRequests), yn(in.TickState), yn(in.NextTimer), yn(in.TickWakeups), yn(in.PollTimeLimit), yn(in.BlockIO), yn(in.HaltPollTrace), yn(in.PMQoSTrace)))
 	if len(s.Probes) > 0 {
 		keys := make([]string, 0, len(s.Probes))
 		for k := range s.Probes {

@@ -46,6 +46,7 @@ const (
 	inputWakeRequests   = "remote wake requests"
 	inputHaltPoll       = "haltpoll poll-window changes"
 	inputTaskIO         = "when the task that issued block IO ran again"
+	inputPMQoS          = "PM QoS latency limit changes"
 )
 
 var probes = []probe{
@@ -67,6 +68,15 @@ var probes = []probe{
 	{"ipi", "ipi_send_cpu", bpf.IdletraceProgBtfIpiSendCpu, bpf.IdletraceProgTpIpiSendCpu, inputWakeRequests, false, 3},
 	{"ipi", "ipi_send_cpumask", bpf.IdletraceProgBtfIpiSendCpumask, bpf.IdletraceProgTpIpiSendCpumask, inputWakeRequests, false, 3},
 	{"power", "guest_halt_poll_ns", bpf.IdletraceProgBtfGuestHaltPollNs, bpf.IdletraceProgTpGuestHaltPollNs, inputHaltPoll, false, 3},
+	// A request's tracepoint names the constraint; pm_qos_update_target,
+	// which follows it, gives the new limit (bpf/idletrace.bpf.c).
+	{"power", "pm_qos_add_request", bpf.IdletraceProgBtfPmQosAddRequest, bpf.IdletraceProgTpPmQosAddRequest, inputPMQoS, false, 1},
+	{"power", "pm_qos_update_request", bpf.IdletraceProgBtfPmQosUpdateRequest, bpf.IdletraceProgTpPmQosUpdateRequest, inputPMQoS, false, 1},
+	{"power", "pm_qos_remove_request", bpf.IdletraceProgBtfPmQosRemoveRequest, bpf.IdletraceProgTpPmQosRemoveRequest, inputPMQoS, false, 1},
+	{"power", "dev_pm_qos_add_request", bpf.IdletraceProgBtfDevPmQosAddRequest, bpf.IdletraceProgTpDevPmQosAddRequest, inputPMQoS, false, 3},
+	{"power", "dev_pm_qos_update_request", bpf.IdletraceProgBtfDevPmQosUpdateRequest, bpf.IdletraceProgTpDevPmQosUpdateRequest, inputPMQoS, false, 3},
+	{"power", "dev_pm_qos_remove_request", bpf.IdletraceProgBtfDevPmQosRemoveRequest, bpf.IdletraceProgTpDevPmQosRemoveRequest, inputPMQoS, false, 3},
+	{"power", "pm_qos_update_target", bpf.IdletraceProgBtfPmQosUpdateTarget, bpf.IdletraceProgTpPmQosUpdateTarget, inputPMQoS, false, 3},
 }
 
 // btfTrailingArgsOK: events whose later kernels appended arguments, which

@@ -80,13 +80,13 @@ type Progress struct {
 
 // Summary is what a finished recording reports.
 type Summary struct {
-	IdlePeriods, BlockIOs, HaltPolls uint64
-	Loss                             trace.LossAccount
-	OpenPeriods                      uint64
-	FileBytes                        int64
-	StopReason                       string
-	Elapsed                          time.Duration
-	CommandExitCode                  *int
+	IdlePeriods, BlockIOs, HaltPolls, PMQoSChanges uint64
+	Loss                                           trace.LossAccount
+	OpenPeriods                                    uint64
+	FileBytes                                      int64
+	StopReason                                     string
+	Elapsed                                        time.Duration
+	CommandExitCode                                *int
 	// End is the end record as written: how the command ended
 	// (End.CommandEnded, End.CommandStatus) and the counters.
 	End *trace.End
@@ -118,7 +118,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	raiseMemlock(warn)
+	raiseMemlock(meta.KernelRelease, warn)
 	defer enableBPFStats(opts.BPFStats, warn)()
 	objs, links, err := attachPrograms(kernelSpec, opts, plan, meta, pcpu, possible, recorded)
 	if err != nil {
@@ -202,12 +202,16 @@ func planProbes(kernelSpec *btf.Spec, opts Options, meta *trace.Metadata) (*atta
 	return plan, pcpu, nil
 }
 
-// raiseMemlock lifts RLIMIT_MEMLOCK: before 5.11 the ring buffer and maps
-// are charged to it (harmless where the memory cgroup accounts them).
-// Not cilium/ebpf's rlimit package: its init creates a BPF map to detect
-// memcg accounting, which every idletrace command (stats, whatif) then paid
-// at start (2 ms here), recording or not.
-func raiseMemlock(warn func(string)) {
+// raiseMemlock lifts RLIMIT_MEMLOCK on kernels before 5.11, which charge
+// the ring buffer and maps to it (later ones to the memory cgroup, and a
+// container may not raise it). Not cilium/ebpf's rlimit package: its init
+// creates a BPF map to detect memcg accounting, which every idletrace
+// command (stats, whatif) then paid at start (2 ms here), recording or not.
+func raiseMemlock(release string, warn func(string)) {
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err == nil && (major > 5 || major == 5 && minor >= 11) {
+		return
+	}
 	unlimited := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
 	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unlimited); err != nil {
 		warn(fmt.Sprintf("raising RLIMIT_MEMLOCK: %v (loading may fail on kernels before 5.11)", err))
@@ -414,7 +418,7 @@ func recordingCPUs(asked []int) (possible, online, recorded []int, err error) {
 // complete chunk.
 func (rec *recording) closeTrace(meta *trace.Metadata, end *trace.End, loopErr error) (*Summary, error) {
 	sum := &Summary{
-		IdlePeriods: rec.idle, BlockIOs: rec.io, HaltPolls: rec.haltpoll,
+		IdlePeriods: rec.idle, BlockIOs: rec.io, HaltPolls: rec.haltpoll, PMQoSChanges: rec.pmQoS,
 		OpenPeriods: end.OpenPeriods, StopReason: end.StopReason, Elapsed: time.Since(rec.start),
 		CommandExitCode: end.CommandExitCode, End: end,
 	}
@@ -462,6 +466,9 @@ func inputsOf(plan *attachPlan, perCPUBase, noIO bool) trace.Inputs {
 		BlockIO:         !noIO && has("block:block_rq_issue", "block:block_rq_complete"),
 		TaskIO:          !noIO && has("block:block_rq_issue", "block:block_rq_complete", "sched:sched_waking", "sched:sched_switch"),
 		HaltPollTrace:   has("power:guest_halt_poll_ns"),
+		PMQoSTrace: has("power:pm_qos_add_request", "power:pm_qos_update_request", "power:pm_qos_remove_request",
+			"power:dev_pm_qos_add_request", "power:dev_pm_qos_update_request", "power:dev_pm_qos_remove_request",
+			"power:pm_qos_update_target"),
 	}
 }
 
@@ -821,7 +828,7 @@ type recording struct {
 	file  *os.File
 	start time.Time
 
-	idle, io, haltpoll uint64
+	idle, io, haltpoll, pmQoS uint64
 	// The kernel's counts of block_rq_issue and block_rq_complete; nil
 	// where they cannot be counted.
 	raisedIssue, raisedComplete *raisedCounter
@@ -829,11 +836,12 @@ type recording struct {
 	period                      trace.IdlePeriod
 	blockIO                     trace.BlockIO
 	halt                        trace.HaltPollChange
+	qos                         trace.PMQoSChange
 	ioJoin                      *ioTaskJoin
 	comms                       trace.TaskNames
 }
 
-func (r *recording) records() uint64 { return r.idle + r.io + r.haltpoll }
+func (r *recording) records() uint64 { return r.idle + r.io + r.haltpoll + r.pmQoS }
 
 // StopReason, as the cause of the cancelled context (context.WithCancelCause),
 // is the stop reason Record writes for it instead of "signal": top's "quit".
@@ -1088,6 +1096,7 @@ var (
 	blockIORecordSize  = int(unsafe.Sizeof(bpf.IdletraceBlockIoRecord{}))
 	haltpollRecordSize = int(unsafe.Sizeof(bpf.IdletraceHaltpollRecord{}))
 	ioTaskRecordSize   = int(unsafe.Sizeof(bpf.IdletraceIoTaskRecord{}))
+	pmQoSRecordSize    = int(unsafe.Sizeof(bpf.IdletracePmQosRecord{}))
 )
 
 // comm returns a kernel task name (NUL-padded) as a string.
@@ -1159,10 +1168,33 @@ func (r *recording) decode(raw []byte) error {
 		if v := r.opts.Live; v != nil && v.HaltPoll != nil {
 			_ = v.HaltPoll(&r.halt)
 		}
+	case uint8(bpf.IdletraceRecordTypeRECORD_PM_QOS):
+		if len(raw) < pmQoSRecordSize {
+			return fmt.Errorf("short PM QoS record (%d bytes)", len(raw))
+		}
+		r.qos = PMQoSChangeFrom((*bpf.IdletracePmQosRecord)(unsafe.Pointer(&raw[0])))
+		r.pmQoS++
+		return r.w.AddPMQoS(&r.qos)
 	default:
 		return fmt.Errorf("unknown ring-buffer record type %d", raw[0])
 	}
 	return nil
+}
+
+// PMQoSChangeFrom is the trace record of one pm_qos_record: a CPU's value
+// in the metadata's terms (the kernel's "no constraint", S32_MAX, is -1).
+func PMQoSChangeFrom(q *bpf.IdletracePmQosRecord) trace.PMQoSChange {
+	cpuTerms := func(v int32) int64 {
+		if v == math.MaxInt32 {
+			return -1
+		}
+		return int64(v)
+	}
+	c := trace.PMQoSChange{TimeNs: q.TimeNs, CPU: q.Target, LimitUs: int64(q.Value), PrevUs: int64(q.PrevValue), Action: q.Action, Tid: q.Tid}
+	if q.Target >= 0 {
+		c.LimitUs, c.PrevUs = cpuTerms(q.Value), cpuTerms(q.PrevValue)
+	}
+	return c
 }
 
 func (r *recording) addIdle(p *bpf.IdletraceIdleRecord) {

@@ -174,6 +174,32 @@ func (e *haltPollEncoder) add(h *HaltPollChange) {
 	e.span.add(h.TimeNs, h.TimeNs)
 }
 
+type pmQoSEncoder struct {
+	span
+	cols     [pmQoSColumns][]byte
+	prevTime uint64
+}
+
+func (e *pmQoSEncoder) reset() {
+	for i := range e.cols {
+		e.cols[i] = e.cols[i][:0]
+	}
+	e.span = span{}
+	e.prevTime = 0
+}
+
+func (e *pmQoSEncoder) add(q *PMQoSChange) {
+	c := &e.cols
+	c[0] = appendDelta(c[0], q.TimeNs, e.prevTime)
+	c[1] = binary.AppendUvarint(c[1], uint64(int64(q.CPU)+1))
+	c[2] = binary.AppendUvarint(c[2], zigzag(q.LimitUs))
+	c[3] = binary.AppendUvarint(c[3], zigzag(q.PrevUs))
+	c[4] = append(c[4], q.Action)
+	c[5] = binary.AppendUvarint(c[5], uint64(q.Tid))
+	e.prevTime = q.TimeNs
+	e.span.add(q.TimeNs, q.TimeNs)
+}
+
 type lossEncoder struct {
 	cols [lossColumns][]byte
 	n    uint32
@@ -210,6 +236,7 @@ type decoder struct {
 	idle  IdlePeriod
 	bio   BlockIO
 	hp    HaltPollChange
+	qos   PMQoSChange
 	loss  Loss
 }
 
@@ -391,6 +418,36 @@ func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) 
 		prevTime = t
 		*h = HaltPollChange{TimeNs: t, CPU: cpu, Grow: grow == 1, NewNs: newNs, OldNs: oldNs}
 		if err := fn(h); err != nil {
+			return err
+		}
+	}
+	return columnsDone(cols, bad)
+}
+
+func (d *decoder) decodePMQoS(raw []byte, n uint32, fn func(*PMQoSChange) error) error {
+	var bad bool
+	cols := d.cols[:pmQoSColumns]
+	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
+		return err
+	}
+	var prevTime uint64
+	q := &d.qos
+	for range n {
+		t := prevTime + uint64(cols[0].varint())
+		target := cols[1].uvarint()
+		limit := cols[2].varint()
+		prev := cols[3].varint()
+		action := cols[4].byte()
+		tid := cols[5].u32()
+		if bad {
+			return fmt.Errorf("%w: column overrun", errMalformed)
+		}
+		if target > MaxCPUs || action > PMQoSRemove {
+			return fmt.Errorf("%w: PM QoS target %d, action %d", errMalformed, target, action)
+		}
+		prevTime = t
+		*q = PMQoSChange{TimeNs: t, CPU: int32(target) - 1, LimitUs: limit, PrevUs: prev, Action: action, Tid: tid}
+		if err := fn(q); err != nil {
 			return err
 		}
 	}

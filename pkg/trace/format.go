@@ -19,7 +19,8 @@ package trace
 //
 //	 0  [4]byte chunk magic "ICHK"
 //	 4  u8      type: 1 metadata, 2 idle periods, 3 block IO, 4 haltpoll changes,
-//	            5 loss counters, 6 end, 7 index. Readers skip unknown types.
+//	            5 loss counters, 6 end, 7 index, 8 PM QoS changes. Readers skip
+//	            unknown types.
 //	 5  u8      codec: 0 none (payload is the raw bytes), 1 zstd (one zstd frame
 //	            per chunk, no dictionary, no state shared with other chunks)
 //	 6  u16     reserved (0)
@@ -34,7 +35,7 @@ package trace
 //	44  u32     CRC-32C of header bytes 0..43
 //
 // Chunk order: the metadata chunk comes first (offset 16); data chunks of the
-// four record types follow in any interleaving (each type's records are in
+// five record types follow in any interleaving (each type's records are in
 // recording order across its chunks); then the end chunk, the index chunk and
 // the footer. A file cut short simply stops after some chunk.
 //
@@ -50,7 +51,7 @@ package trace
 // uvarint payload length, uvarint record count, uvarint first timestamp,
 // uvarint (last - first) mod 2^64, uvarint lost-records delta.
 //
-// Record chunks (types 2-5) are columnar. Raw payload: uvarint column count C,
+// Record chunks (types 2-5 and 8) are columnar. Raw payload: uvarint column count C,
 // C uvarints giving each column's byte length, then the C columns back to
 // back (their lengths sum to the rest of the payload). Field i of every
 // record goes to column i, in record order. A reader must consume each
@@ -125,6 +126,16 @@ package trace
 // Loss chunks from early writers have only columns 0-4 (or 0-8); the others
 // read as 0.
 //
+// PM QoS changes (type 8; files from before it have none, and readers that
+// predate it skip it). Chunk state: prevTime (0 at start).
+//
+//	0 time    varint(TimeNs - prevTime); then prevTime = TimeNs
+//	1 target  uvarint: 0 the global limit, else the CPU plus one
+//	2 limit   varint(LimitUs)
+//	3 prev    varint(PrevUs)
+//	4 action  u8 (0 add, 1 update, 2 remove a request)
+//	5 tid     uvarint
+//
 // Damage handling: a reader that finds a bad chunk header (wrong magic or
 // header CRC) searches forward for the next "ICHK" whose header CRC checks out
 // and resumes there; a chunk whose payload CRC fails is skipped on its own.
@@ -170,6 +181,7 @@ const (
 	ChunkLoss     ChunkType = 5
 	ChunkEnd      ChunkType = 6
 	ChunkIndex    ChunkType = 7
+	ChunkPMQoS    ChunkType = 8
 )
 
 func (t ChunkType) String() string {
@@ -188,6 +200,8 @@ func (t ChunkType) String() string {
 		return "end"
 	case ChunkIndex:
 		return "index"
+	case ChunkPMQoS:
+		return "pmqos"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -210,6 +224,7 @@ const (
 	// wake-up were recorded have 10 columns; the rest read as unknown.
 	blockIOMinColumns = 10
 	haltPollColumns   = 5
+	pmQoSColumns      = 6
 	lossColumns       = 10
 	// lossMinColumns: loss chunks from before IOTableFull..IdleUnpaired
 	// existed have 5 columns; the rest read as 0.

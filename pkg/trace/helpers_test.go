@@ -124,6 +124,20 @@ type records struct {
 	blockIO  []BlockIO
 	haltPoll []HaltPollChange
 	loss     []Loss
+	pmQoS    []PMQoSChange
+}
+
+// counts is how many records of each type r holds.
+func (r records) counts() [5]int {
+	return [5]int{len(r.idle), len(r.blockIO), len(r.haltPoll), len(r.loss), len(r.pmQoS)}
+}
+
+func (r records) total() int {
+	n := 0
+	for _, c := range r.counts() {
+		n += c
+	}
+	return n
 }
 
 // readAll scans every record of a reader into copies.
@@ -135,6 +149,7 @@ func readAll(t testing.TB, r *Reader) records {
 		BlockIO:  func(b *BlockIO) error { got.blockIO = append(got.blockIO, *b); return nil },
 		HaltPoll: func(h *HaltPollChange) error { got.haltPoll = append(got.haltPoll, *h); return nil },
 		Loss:     func(l *Loss) error { got.loss = append(got.loss, *l); return nil },
+		PMQoS:    func(q *PMQoSChange) error { got.pmQoS = append(got.pmQoS, *q); return nil },
 	})
 	if err != nil {
 		t.Fatalf("Scan: %v", err)
@@ -179,6 +194,11 @@ func smallTrace(t testing.TB) ([]byte, records) {
 			h := HaltPollChange{TimeNs: p.ExitNs, CPU: p.CPU, Grow: i%2 == 0, NewNs: uint32(i * 1000), OldNs: 200000}
 			want.haltPoll = append(want.haltPoll, h)
 			must(t, w.AddHaltPoll(&h))
+		}
+		if i%6 == 1 {
+			q := PMQoSChange{TimeNs: p.EntryNs, CPU: int32(i%3) - 1, LimitUs: int64(i) - 2, PrevUs: PMQoSNoGlobalLimitUs, Action: uint8(i % 3), Tid: uint32(1000 + i)}
+			want.pmQoS = append(want.pmQoS, q)
+			must(t, w.AddPMQoS(&q))
 		}
 		if i == 10 {
 			l := Loss{CPU: 1, IdleLost: 3, IOUnmatched: 1}

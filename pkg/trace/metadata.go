@@ -58,6 +58,10 @@ type Inputs struct {
 	// waited, when it was woken and ran again (BlockIO.TaskRunNs).
 	TaskIO        bool `json:"task_io"`
 	HaltPollTrace bool `json:"haltpoll_trace"`
+	// PMQoSTrace: changes of the latency constraints during the recording
+	// are recorded (PMQoSChange); without it only those in force at the
+	// start are known (Metadata.PMQoS).
+	PMQoSTrace bool `json:"pm_qos_trace"`
 }
 
 // End is written as the last data chunk when a recording finishes in order.

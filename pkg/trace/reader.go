@@ -55,6 +55,7 @@ type Visitor struct {
 	Idle     func(*IdlePeriod) error
 	BlockIO  func(*BlockIO) error
 	HaltPoll func(*HaltPollChange) error
+	PMQoS    func(*PMQoSChange) error
 	Loss     func(*Loss) error
 	// Chunk, when set, is called before the records of each chunk Scan
 	// delivers, with the chunk's position in ChunkInfos' list. A reader
@@ -524,6 +525,7 @@ func (r *Reader) Scan(v Visitor) error {
 		case c.typ == ChunkIdle && v.Idle != nil:
 		case c.typ == ChunkBlockIO && v.BlockIO != nil:
 		case c.typ == ChunkHaltPoll && v.HaltPoll != nil:
+		case c.typ == ChunkPMQoS && v.PMQoS != nil:
 		case c.typ == ChunkLoss && v.Loss != nil:
 		default:
 			continue
@@ -615,6 +617,8 @@ func (r *Reader) deliver(i int, h chunkHeader, raw []byte, loadErr error, v Visi
 		err = r.dec.decodeBlockIO(raw, h.records, v.BlockIO)
 	case ChunkHaltPoll:
 		err = r.dec.decodeHaltPoll(raw, h.records, v.HaltPoll)
+	case ChunkPMQoS:
+		err = r.dec.decodePMQoS(raw, h.records, v.PMQoS)
 	case ChunkLoss:
 		err = r.dec.decodeLoss(raw, h.records, v.Loss)
 	}
@@ -681,5 +685,21 @@ func (r *Reader) Chunks() []ChunkSummary {
 }
 
 func hasTimestamps(t ChunkType) bool {
-	return t == ChunkIdle || t == ChunkBlockIO || t == ChunkHaltPoll
+	return t == ChunkIdle || t == ChunkBlockIO || t == ChunkHaltPoll || t == ChunkPMQoS
+}
+
+// PMQoSChanges returns the trace's first limit PM QoS changes, in the
+// order recorded, and how many it holds in all (their chunks only are
+// read).
+func (r *Reader) PMQoSChanges(limit int) ([]PMQoSChange, uint64, error) {
+	var first []PMQoSChange
+	var n uint64
+	err := r.Scan(Visitor{PMQoS: func(q *PMQoSChange) error {
+		if len(first) < limit {
+			first = append(first, *q)
+		}
+		n++
+		return nil
+	}})
+	return first, n, err
 }

@@ -62,6 +62,7 @@ func FuzzReader(f *testing.F) {
 			BlockIO:  func(*BlockIO) error { n++; return nil },
 			HaltPoll: func(*HaltPollChange) error { n++; return nil },
 			Loss:     func(*Loss) error { n++; return nil },
+			PMQoS:    func(*PMQoSChange) error { n++; return nil },
 		})
 		if err != nil {
 			t.Fatalf("Scan over a bytes.Reader failed: %v", err)
@@ -86,11 +87,14 @@ func FuzzDecodeChunk(f *testing.F) {
 	b := wl.blockIO(1)
 	be.add(&b)
 	f.Add(uint8(ChunkBlockIO), uint32(1), appendColumns(nil, be.cols[:]))
+	var qe pmQoSEncoder
+	qe.add(&PMQoSChange{TimeNs: 5, CPU: PMQoSGlobal, LimitUs: 20, PrevUs: PMQoSNoGlobalLimitUs, Action: PMQoSUpdate})
+	f.Add(uint8(ChunkPMQoS), uint32(1), appendColumns(nil, qe.cols[:]))
 	f.Add(uint8(ChunkIndex), uint32(0), appendIndexEntry([]byte{1}, &indexEntry{off: 16, typ: ChunkMetadata, payloadLen: 9}, 16))
 	f.Fuzz(func(t *testing.T, typ uint8, records uint32, raw []byte) {
 		records = min(records, uint32(len(raw)))
 		var d decoder
-		switch ChunkType(typ % 8) {
+		switch ChunkType(typ % 9) {
 		case ChunkIdle:
 			_ = d.decodeIdle(raw, records, func(*IdlePeriod) error { return nil })
 		case ChunkBlockIO:
@@ -99,6 +103,8 @@ func FuzzDecodeChunk(f *testing.F) {
 			_ = d.decodeHaltPoll(raw, records, func(*HaltPollChange) error { return nil })
 		case ChunkLoss:
 			_ = d.decodeLoss(raw, records, func(*Loss) error { return nil })
+		case ChunkPMQoS:
+			_ = d.decodePMQoS(raw, records, func(*PMQoSChange) error { return nil })
 		default:
 			_, _ = decodeIndex(raw, math.MaxInt64/2)
 		}

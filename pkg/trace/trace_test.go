@@ -207,7 +207,7 @@ func TestInvalidTristateReadsUnknown(t *testing.T) {
 func TestTruncateEverywhere(t *testing.T) {
 	data, want := smallTrace(t)
 	metaEnd := metadataEnd(t, data)
-	prev := [4]int{}
+	prev := [5]int{}
 	for cut := 0; cut <= len(data); cut++ {
 		r, err := NewNamedReader(bytes.NewReader(data[:cut]), int64(cut), "t.trace")
 		if cut < metaEnd {
@@ -223,9 +223,9 @@ func TestTruncateEverywhere(t *testing.T) {
 			t.Fatalf("cut at %d: %v", cut, err)
 		}
 		got := readAll(t, r)
-		counts := [4]int{len(got.idle), len(got.blockIO), len(got.haltPoll), len(got.loss)}
+		counts := got.counts()
 		if !isPrefix(got.idle, want.idle) || !isPrefix(got.blockIO, want.blockIO) ||
-			!isPrefix(got.haltPoll, want.haltPoll) || !isPrefix(got.loss, want.loss) {
+			!isPrefix(got.haltPoll, want.haltPoll) || !isPrefix(got.loss, want.loss) || !isPrefix(got.pmQoS, want.pmQoS) {
 			t.Fatalf("cut at %d: records are not a prefix", cut)
 		}
 		for i := range counts {
@@ -248,7 +248,7 @@ func TestTruncateEverywhere(t *testing.T) {
 			t.Fatalf("cut at %d: no end chunk but warnings %q", cut, ws)
 		}
 	}
-	if prev != [4]int{len(want.idle), len(want.blockIO), len(want.haltPoll), len(want.loss)} {
+	if prev != want.counts() {
 		t.Fatalf("whole file gave %v records", prev)
 	}
 }
@@ -284,7 +284,7 @@ func chunkOffsets(t testing.TB, data []byte) []indexEntry {
 func TestDamagedChunk(t *testing.T) {
 	data, want := smallTrace(t)
 	chunks := chunkOffsets(t, data)
-	total := len(want.idle) + len(want.blockIO) + len(want.haltPoll) + len(want.loss)
+	total := want.total()
 	for _, withIndex := range []bool{true, false} {
 		for _, c := range chunks {
 			if c.typ == ChunkMetadata || c.typ == ChunkIndex {
@@ -307,7 +307,7 @@ func TestDamagedChunk(t *testing.T) {
 					r, err := NewNamedReader(bytes.NewReader(bad), int64(len(bad)), "t.trace")
 					must(t, err)
 					got := readAll(t, r)
-					n := len(got.idle) + len(got.blockIO) + len(got.haltPoll) + len(got.loss)
+					n := got.total()
 					lost := int(c.records)
 					if c.typ == ChunkEnd {
 						lost = 0
@@ -360,8 +360,8 @@ func TestResyncAfterGarbage(t *testing.T) {
 	r, err := NewNamedReader(bytes.NewReader(bad), int64(len(bad)), "t.trace")
 	must(t, err)
 	got := readAll(t, r)
-	n := len(got.idle) + len(got.blockIO) + len(got.haltPoll) + len(got.loss)
-	total := len(want.idle) + len(want.blockIO) + len(want.haltPoll) + len(want.loss)
+	n := got.total()
+	total := want.total()
 	if n != total-int(victim.records) {
 		t.Errorf("got %d records, want %d", n, total-int(victim.records))
 	}
@@ -386,7 +386,7 @@ func TestResyncAfterGarbage(t *testing.T) {
 func TestFlipEveryByte(t *testing.T) {
 	data, want := smallTrace(t)
 	metaEnd := metadataEnd(t, data)
-	total := len(want.idle) + len(want.blockIO) + len(want.haltPoll) + len(want.loss)
+	total := want.total()
 	for at := range data {
 		bad := bytes.Clone(data)
 		bad[at] ^= 0xff
@@ -398,7 +398,7 @@ func TestFlipEveryByte(t *testing.T) {
 			continue
 		}
 		got := readAll(t, r)
-		n := len(got.idle) + len(got.blockIO) + len(got.haltPoll) + len(got.loss)
+		n := got.total()
 		if at >= metaEnd && n < total-4 { // one chunk holds at most 4 records here
 			t.Fatalf("flip at %d: only %d of %d records survive", at, n, total)
 		}
@@ -821,5 +821,48 @@ func TestBlockIOChunkWithFewerColumns(t *testing.T) {
 	must(t, d.decodeBlockIO(appendColumns(nil, e.cols[:]), 1, func(b *BlockIO) error { got = append(got, *b); return nil }))
 	if len(got) != 1 || got[0] != in {
 		t.Fatalf("got %+v, want %+v", got, in)
+	}
+}
+
+// PM QoS changes survive the file exactly, at the edges of their fields,
+// and a chunk naming a CPU beyond the format's limit or an unknown action
+// is refused as damaged.
+func TestPMQoSRoundTrip(t *testing.T) {
+	changes := []PMQoSChange{
+		{TimeNs: 1_000, CPU: PMQoSGlobal, LimitUs: 20, PrevUs: PMQoSNoGlobalLimitUs, Action: PMQoSAdd, Tid: 7},
+		{TimeNs: 900, CPU: 3, LimitUs: 0, PrevUs: -1, Action: PMQoSUpdate}, // out of time order: kept as written
+		{TimeNs: math.MaxUint64, CPU: MaxCPUs - 1, LimitUs: -1, PrevUs: 0, Action: PMQoSRemove, Tid: math.MaxUint32},
+		{TimeNs: 0, CPU: 0, LimitUs: math.MaxInt32, PrevUs: math.MinInt64, Action: PMQoSUpdate},
+	}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, testMeta())
+	must(t, err)
+	for i := range changes {
+		must(t, w.AddPMQoS(&changes[i]))
+	}
+	must(t, w.Close(&End{StopReason: "duration"}))
+	r, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	must(t, err)
+	if got := readAll(t, r).pmQoS; !slices.Equal(got, changes) {
+		t.Fatalf("read %+v, want %+v", got, changes)
+	}
+
+	bad := []struct {
+		name string
+		q    PMQoSChange
+	}{
+		{"CPU beyond the limit", PMQoSChange{CPU: MaxCPUs}},
+		{"unknown action", PMQoSChange{CPU: 1, Action: 3}},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			var e pmQoSEncoder
+			e.add(&tt.q)
+			var d decoder
+			err := d.decodePMQoS(appendColumns(nil, e.cols[:]), 1, func(*PMQoSChange) error { return nil })
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("decoded with %v, want malformed", err)
+			}
+		})
 	}
 }

@@ -3,6 +3,8 @@
 // chunked writer and reader (format v1, see format.go).
 package trace
 
+import "fmt"
+
 // Times are nanoseconds of CLOCK_MONOTONIC (bpf_ktime_get_ns), one clock for
 // the whole trace; Metadata.WallClock anchors it to wall-clock time.
 
@@ -281,6 +283,39 @@ type HaltPollChange struct {
 	OldNs  uint32
 }
 
+// PMQoSChange is a change of a latency constraint the cpuidle governors
+// obey (cpuidle_governor_latency_req takes the smaller of the two): the
+// global CPU latency QoS (/dev/cpu_dma_latency), or one CPU's resume
+// latency (power/pm_qos_resume_latency_us, and requests drivers make).
+type PMQoSChange struct {
+	TimeNs uint64
+	// CPU is the CPU whose resume latency changed; PMQoSGlobal for the
+	// global limit.
+	CPU int32
+	// LimitUs and PrevUs are the constraint's value after and before, in
+	// µs and in PMQoS's terms: the global limit as the kernel holds it
+	// (PMQoSNoGlobalLimitUs: none); a CPU's -1 for none and 0 for "n/a"
+	// (no state's exit latency fits; only polling).
+	LimitUs, PrevUs int64
+	// Action is what the request did: PMQoSAdd, PMQoSUpdate or PMQoSRemove.
+	Action uint8
+	// Tid is the task that made the request (0: unknown).
+	Tid uint32
+}
+
+// PMQoSChange targets and actions.
+const (
+	PMQoSGlobal = -1
+
+	PMQoSAdd    = 0
+	PMQoSUpdate = 1
+	PMQoSRemove = 2
+
+	// PMQoSNoGlobalLimitUs is the global limit without requests
+	// (PM_QOS_CPU_LATENCY_DEFAULT_VALUE).
+	PMQoSNoGlobalLimitUs = 2000000000
+)
+
 // Loss holds cumulative per-CPU counters of records the kernel side could not
 // deliver. The last Loss seen for a CPU in a file is the total for that CPU.
 type Loss struct {
@@ -330,3 +365,19 @@ func (l *Loss) RingLost() uint64 { return l.IdleLost + l.IOLost + l.OtherLost }
 // Undelivered counts events the kernel raised without running the
 // programs attached to them.
 func (l *Loss) Undelivered() uint64 { return l.IOOrphaned + l.IdleUnpaired }
+
+// String is the value as the kernel's files spell it: "none", "n/a" (a
+// CPU's 0 µs: only polling) or microseconds.
+func (q *PMQoSChange) String() string { return PMQoSLimitString(q.CPU, q.LimitUs) }
+
+// PMQoSLimitString spells a limit of target cpu (PMQoSGlobal or a CPU) in
+// PMQoSChange's terms.
+func PMQoSLimitString(cpu int32, us int64) string {
+	switch {
+	case cpu == PMQoSGlobal && us >= PMQoSNoGlobalLimitUs, cpu != PMQoSGlobal && us < 0:
+		return "none"
+	case cpu != PMQoSGlobal && us == 0:
+		return "n/a"
+	}
+	return fmt.Sprintf("%d µs", us)
+}

@@ -39,6 +39,7 @@ type Writer struct {
 	idle idleEncoder
 	bio  blockIOEncoder
 	hp   haltPollEncoder
+	qos  pmQoSEncoder
 	loss lossEncoder
 
 	// Loss counters: latest cumulative value per CPU, and the CPUs whose
@@ -72,6 +73,7 @@ type WriterStats struct {
 	IdlePeriods     uint64
 	BlockIOs        uint64
 	HaltPollChanges uint64
+	PMQoSChanges    uint64
 	LossReports     uint64
 	// Chunks and Bytes written to the underlying writer.
 	Chunks uint64
@@ -165,6 +167,19 @@ func (w *Writer) AddHaltPoll(h *HaltPollChange) error {
 	return w.err
 }
 
+// AddPMQoS buffers one PM QoS change.
+func (w *Writer) AddPMQoS(q *PMQoSChange) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.qos.add(q)
+	w.stats.PMQoSChanges++
+	if w.qos.n >= w.chunkRecords {
+		w.flushPMQoS()
+	}
+	return w.err
+}
+
 // AddLoss records a CPU's cumulative loss counters. Only the latest value per
 // CPU is kept; changed values go into a loss chunk at the next Flush, and the
 // increase since the previous report is added to the next chunk header's
@@ -200,6 +215,7 @@ func (w *Writer) Flush() error {
 	w.flushIdle()
 	w.flushBlockIO()
 	w.flushHaltPoll()
+	w.flushPMQoS()
 	w.flushLoss()
 	return w.err
 }
@@ -222,6 +238,13 @@ func (w *Writer) flushHaltPoll() {
 	if w.hp.n > 0 {
 		w.writeRecords(ChunkHaltPoll, w.hp.cols[:], &w.hp.span)
 		w.hp.reset()
+	}
+}
+
+func (w *Writer) flushPMQoS() {
+	if w.qos.n > 0 {
+		w.writeRecords(ChunkPMQoS, w.qos.cols[:], &w.qos.span)
+		w.qos.reset()
 	}
 }
 
