@@ -267,6 +267,12 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if st := replay.Stats(); st.IOUncertain > 0 {
 		notes = append(notes, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: up to %d IO completions kept their recorded latency that may have woken an idle CPU", st.IOUncertain))
 	}
+	switch st := replay.Stats(); {
+	case st.PMQoSChanges > 0:
+		notes = append(notes, fmt.Sprintf("the PM QoS latency limits changed %d times during the recording (idletrace info lists them): every policy saw each limit from its time on, under its own qos= where it has one", st.PMQoSChanges))
+	case !meta.Inputs.PMQoSTrace:
+		notes = append(notes, "the recording did not trace PM QoS changes: the latency limits in force at its start are taken to have held throughout")
+	}
 	if st := replay.Stats(); st.DerivedNextTimer > 0 {
 		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
 	}

@@ -921,3 +921,66 @@ func BenchmarkReplayMenuBlkQoS(b *testing.B) { benchReplay(b, []string{"menu+blk
 func BenchmarkReplayFivePolicies(b *testing.B) {
 	benchReplay(b, []string{"menu", "menu+margin=25", "teo", "ladder", "oracle"})
 }
+
+// Recorded PM QoS changes bound every policy from their time on: the
+// global limit (cpu_dma_latency) on every CPU, a CPU's resume latency on
+// that CPU, the smaller of the two where both hold (model review B7).
+func TestRecordedPMQoSChanges(t *testing.T) {
+	prof := mustBuiltin(t, "spr", 250)
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250, FormatVersion: 1,
+		PMQoS:  trace.PMQoS{CPUDMALatencyUs: trace.PMQoSNoGlobalLimitUs, ResumeLatencyUs: []int64{-1, -1}},
+		Inputs: trace.Inputs{PMQoSTrace: true}}
+	changes := []trace.PMQoSChange{
+		{TimeNs: 1_000_000, CPU: 1, LimitUs: 0},                                          // CPU 1 "n/a": polling only
+		{TimeNs: 2_500_000, CPU: trace.PMQoSGlobal, LimitUs: 5},                          // everyone within 5 µs
+		{TimeNs: 3_000_000, CPU: 1, LimitUs: -1},                                         // CPU 1's own limit gone
+		{TimeNs: 5_000_000, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs}, // and the global one
+	}
+	mk := func(cpu uint32, e, d int64) trace.IdlePeriod {
+		return trace.IdlePeriod{CPU: cpu, EntryNs: uint64(e), ExitNs: uint64(e + d), WakeCause: trace.WakeTimer,
+			NextTimerKnown: true, NextTimerNs: d, TickStopped: trace.Yes}
+	}
+	periods := []trace.IdlePeriod{
+		mk(0, 1_100_000, 1_000_000), // free: C6
+		mk(1, 1_100_000, 1_300_000), // CPU 1 at 0 µs: POLL
+		mk(0, 2_700_000, 1_500_000), // global 5 µs: C1E at most
+		mk(1, 3_500_000, 1_000_000), // CPU 1 free of its own, global 5 µs
+		mk(0, 5_500_000, 2_000_000), // all free again: C6
+	}
+	for _, spec := range []string{"menu", "teo", "oracle", "menu+qos=10us"} {
+		rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, spec)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := rp.Prepass(nil)
+		if !ok || v.PMQoS == nil {
+			t.Fatalf("%s: the prepass does not ask for the PM QoS changes", spec)
+		}
+		for i := range changes {
+			if err := v.PMQoS(&changes[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range periods {
+			if err := rp.Idle(&periods[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := rp.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		share := res[0].StateShare
+		total := 1.0 + 1.3 + 1.5 + 1.0 + 2.0
+		wantC6, wantPoll := (1.0+2.0)/total, 1.3/total
+		if spec == "menu+qos=10us" { // its own limit keeps C6 out throughout
+			wantC6 = 0
+		}
+		if math.Abs(share["C6"]-wantC6) > 1e-9 || math.Abs(share["POLL"]-wantPoll) > 1e-9 {
+			t.Errorf("%s: C6 %.4f and POLL %.4f of idle time, want %.4f and %.4f (shares %v)", spec, share["C6"], share["POLL"], wantC6, wantPoll, share)
+		}
+		if st := rp.Stats(); st.PMQoSChanges != uint64(len(changes)) {
+			t.Errorf("%s: %d changes counted, want %d", spec, st.PMQoSChanges, len(changes))
+		}
+	}
+}

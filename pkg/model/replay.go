@@ -53,6 +53,7 @@ type Replay struct {
 	recTab           *table // the recorded table, for IO latency subtraction
 	blk              []*blkWindow
 	prepassed        bool
+	pmQoS            pmQoSChanges
 	// gotTickPerStay: the recording's governor cleared got_idle_tick after
 	// every stay (GotTickPerStay), so that the recorded GotTick tells of
 	// that stay alone; where it did not, a CPU's own periods may show it.
@@ -89,6 +90,7 @@ type Stats struct {
 	IOUncertain      uint64 // of the others, completions the bounded matcher may have missed (see iowake.Matcher)
 	TaskIO           uint64 // of the completions, those whose task waited for them (iowake.TaskLatencyNs)
 	TaskWokeIdle     uint64 // of which the waiting task's CPU was idle and woken for it
+	PMQoSChanges     uint64 // recorded PM QoS limit changes, applied at their times (PreparePMQoS)
 }
 
 const (
@@ -115,7 +117,10 @@ type cpuShared struct {
 	tickLateNs int64
 	nbCache    int64 // a tick boundary on the grid of tickRef (nextBoundary)
 	nbValid    bool
-	baseLat    int64
+	// baseLat is the recorded machine's latency limit for this CPU
+	// (cpuidle_governor_latency_req), from qos and the changes applied.
+	baseLat int64
+	qos     qosState
 	// gotTickSet: a period of this CPU ended with got_idle_tick set;
 	// gotTickCleared: a later one found it clear, so the kernel clears it
 	// after every stay (Replay.gotTickPerStay).
@@ -183,6 +188,9 @@ func (r *Replay) Prepass(end *trace.End) (trace.Visitor, bool) {
 	if len(r.blk) > 0 {
 		v.BlockIO = func(b *trace.BlockIO) error { r.PrepareBlockIO(b); return nil }
 	}
+	if r.meta.Inputs.PMQoSTrace {
+		v.PMQoS = func(q *trace.PMQoSChange) error { r.PreparePMQoS(q); return nil }
+	}
 	switch {
 	case !slices.Contains(r.recTab.polling, true):
 	case end != nil && end.ShortestPollTimeoutNs != nil:
@@ -193,7 +201,7 @@ func (r *Replay) Prepass(end *trace.End) (trace.Visitor, bool) {
 			return nil
 		}
 	}
-	return v, v.BlockIO != nil || v.Idle != nil
+	return v, v.BlockIO != nil || v.Idle != nil || v.PMQoS != nil
 }
 
 // notePollTimeout keeps the shortest recorded poll time-out: a period in a
@@ -220,7 +228,8 @@ func (r *Replay) cpu(id uint32) *cpuShared {
 func (r *Replay) addCPUs(c int) *cpuShared {
 	for len(r.cpus) <= c {
 		n := len(r.cpus)
-		cs := &cpuShared{id: n, baseLat: r.baseLatency(n)}
+		cs := &cpuShared{id: n, qos: r.initialQoS(n)}
+		cs.baseLat = r.latencyReq(cs.qos)
 		r.cpus = append(r.cpus, cs)
 		for _, ps := range r.pols {
 			ps.cpus = append(ps.cpus, ps.newCPU())
@@ -258,6 +267,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		return fmt.Errorf("whatif: idle period on CPU %d: CPU number out of range", p.CPU)
 	}
 	c := r.cpu(p.CPU)
+	r.applyPMQoS(c, int64(p.EntryNs))
 	pi := r.readPeriod(c, p)
 	pi.prevExit = c.prevExit
 	if !pi.chain {

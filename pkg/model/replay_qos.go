@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -73,18 +74,91 @@ func (w *blkWindow) active(cpu int, t int64) bool {
 	return i < len(l) && l[i].start <= t
 }
 
-func (r *Replay) baseLatency(cpu int) int64 {
-	lat := noLimit
+// qosState is a CPU's two PM QoS limits as the recorded kernel held them
+// at a point of the replay, in trace.PMQoS's terms (µs; -1: none or
+// unknown), and how far into the recorded changes it is.
+type qosState struct {
+	globalUs, resumeUs int64
+	nextGlobal, nextCPU int // the first change of each list not applied yet
+}
+
+// pmQoSChanges are the recorded changes of the limits (PreparePMQoS), in
+// time order: the global limit's, and each CPU's resume latency's.
+type pmQoSChanges struct {
+	global []qosStep
+	cpus   [][]qosStep
+}
+
+type qosStep struct{ t, us int64 }
+
+func (r *Replay) initialQoS(cpu int) qosState {
 	q := r.meta.PMQoS
+	s := qosState{globalUs: -1, resumeUs: -1}
 	// 0 is a real constraint (everything polls) only in metadata a recorder
 	// wrote; a zero-valued Metadata (synthetic input) means "not known".
-	if q.CPUDMALatencyUs > 0 && q.CPUDMALatencyUs < math.MaxInt64/1000 || q.CPUDMALatencyUs == 0 && r.meta.FormatVersion > 0 {
-		lat = min(lat, q.CPUDMALatencyUs*1000)
+	if q.CPUDMALatencyUs > 0 || q.CPUDMALatencyUs == 0 && r.meta.FormatVersion > 0 {
+		s.globalUs = q.CPUDMALatencyUs
 	}
-	if cpu < len(q.ResumeLatencyUs) && q.ResumeLatencyUs[cpu] >= 0 {
-		lat = min(lat, q.ResumeLatencyUs[cpu]*1000)
+	if cpu < len(q.ResumeLatencyUs) {
+		s.resumeUs = q.ResumeLatencyUs[cpu]
+	}
+	return s
+}
+
+// latencyReq is cpuidle_governor_latency_req in ns: the smaller of the two
+// limits (drivers/cpuidle/governor.c).
+func (r *Replay) latencyReq(s qosState) int64 {
+	lat := noLimit
+	if s.globalUs >= 0 && s.globalUs < math.MaxInt64/1000 {
+		lat = min(lat, s.globalUs*1000)
+	}
+	if s.resumeUs >= 0 && s.resumeUs < math.MaxInt64/1000 {
+		lat = min(lat, s.resumeUs*1000)
 	}
 	return lat
+}
+
+// PreparePMQoS feeds one recorded PM QoS change in the prepass.
+func (r *Replay) PreparePMQoS(q *trace.PMQoSChange) {
+	r.stats.PMQoSChanges++
+	step := qosStep{int64(min(q.TimeNs, math.MaxInt64)), q.LimitUs}
+	switch {
+	case q.CPU == trace.PMQoSGlobal:
+		r.pmQoS.global = appendStep(r.pmQoS.global, step)
+	case q.CPU >= 0 && q.CPU < maxCPUs:
+		for int(q.CPU) >= len(r.pmQoS.cpus) {
+			r.pmQoS.cpus = append(r.pmQoS.cpus, nil)
+		}
+		r.pmQoS.cpus[q.CPU] = appendStep(r.pmQoS.cpus[q.CPU], step)
+	}
+}
+
+// appendStep keeps a list in time order (the recorder writes changes as
+// the ring buffer hands them over, which across CPUs may be out of order
+// by a little).
+func appendStep(l []qosStep, s qosStep) []qosStep {
+	i := sort.Search(len(l), func(k int) bool { return l[k].t > s.t })
+	return slices.Insert(l, i, s)
+}
+
+// applyPMQoS brings c's limits to those in force at t: a CPU's periods come
+// in time order, so each change is applied once. The kernel wakes every
+// idle CPU when the global limit changes (cpu_latency_qos_apply), so a
+// period's selection sees the limit of its entry.
+func (r *Replay) applyPMQoS(c *cpuShared, t int64) {
+	s := &c.qos
+	changed := false
+	for g := r.pmQoS.global; s.nextGlobal < len(g) && g[s.nextGlobal].t <= t; s.nextGlobal++ {
+		s.globalUs, changed = g[s.nextGlobal].us, true
+	}
+	if c.id < len(r.pmQoS.cpus) {
+		for l := r.pmQoS.cpus[c.id]; s.nextCPU < len(l) && l[s.nextCPU].t <= t; s.nextCPU++ {
+			s.resumeUs, changed = l[s.nextCPU].us, true
+		}
+	}
+	if changed {
+		c.baseLat = r.latencyReq(*s)
+	}
 }
 
 func (ps *polSim) latReq(c *cpuShared, t int64) int64 {
