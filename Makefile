@@ -90,8 +90,8 @@ test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12 under QEMU, then t
 	scripts/kernel-matrix.sh
 	scripts/lab-rows.sh
 
-test-lab: build ## every lab check (root): exit latency, fidelity rows, cross-governor cases (got_idle_tick on the old idle loop among them), the pinned tracepoints' no-patch check, predicted-against-measured experiments; builds the lab kernel when it is not cached; writes nothing
-	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags lab -timeout 60m -parallel 64 -v -run '^(TestLabExitLatency|TestLabFidelity|TestLabCrossGovernor|TestLabAttachPatchesNoText|TestLabExperiment|TestLabSeed003)$$' ./lab/labtest
+test-lab: build ## every lab check (root): exit latency, fidelity rows, a PM QoS change during a recording, cross-governor cases (got_idle_tick on the old idle loop among them), the pinned tracepoints' no-patch check, predicted-against-measured experiments; builds the lab kernel when it is not cached; writes nothing
+	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags lab -timeout 60m -parallel 64 -v -run '^(TestLabExitLatency|TestLabFidelity|TestLabPMQoS|TestLabCrossGovernor|TestLabAttachPatchesNoText|TestLabExperiment|TestLabSeed003)$$' ./lab/labtest
 
 demo: build ## record a few seconds here (or use the bundled trace) and show stats and a what-if
 	@scripts/demo.sh $(BIN)

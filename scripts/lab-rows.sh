@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The lab's rows in the kernel matrix (issue 9, items 4–6): the governors'
 # models held to the kernel's own choices on real servers' tables
-# (TestLabFidelity), each governor replayed on the others' recordings
+# (TestLabFidelity; TestLabPMQoS where the latency limit changes during the
+# recording), each governor replayed on the others' recordings
 # (TestLabCrossGovernor, which also holds the replay where got_idle_tick
 # stays set under ladder, on a kernel with the old idle loop), the emulated exit latencies measured
 # (TestLabExitLatency) and the predicted-against-measured experiments
@@ -46,8 +47,10 @@ export IDLETRACE_LAB_CROSS=${IDLETRACE_LAB_CROSS-"6.12/icx lab/icx lab/seed000 l
 # about 1 minute inside the build, where the rows would otherwise wait for
 # it (its bar follows the run's own noise; it passed 3 of 3 beside a build).
 export IDLETRACE_LAB_TEST_PROFILES=${IDLETRACE_LAB_TEST_PROFILES-"lab/profiles/seed000.json"}
-tests='^TestLabFidelity$'
-[ -n "$IDLETRACE_LAB_CROSS" ] && tests='^(TestLabFidelity|TestLabCrossGovernor)$'
+# TestLabPMQoS (a PM QoS change during the recording, model review B7) is
+# one more run on Debian's 6.12, beside the rows.
+tests='^(TestLabFidelity|TestLabPMQoS)$'
+[ -n "$IDLETRACE_LAB_CROSS" ] && tests='^(TestLabFidelity|TestLabCrossGovernor|TestLabPMQoS)$'
 echo '[]' >"$tmp/cross.json"
 t0=$(date +%s)
 rc=0
