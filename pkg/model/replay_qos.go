@@ -78,7 +78,7 @@ func (w *blkWindow) active(cpu int, t int64) bool {
 // at a point of the replay, in trace.PMQoS's terms (µs; -1: none or
 // unknown), and how far into the recorded changes it is.
 type qosState struct {
-	globalUs, resumeUs int64
+	globalUs, resumeUs  int64
 	nextGlobal, nextCPU int // the first change of each list not applied yet
 }
 
