@@ -200,7 +200,7 @@ func (f *ftracer) writeHeader(lines uint64) {
 #                              |||| /     delay
 #           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
 #              | |         |   |||||     |         |
-`, lines, lines, f.ncpus, f.eventsLine())
+`, lines, lines, f.ncpus, f.eventsLine()+f.statesLines())
 	w.WriteString("clusterA:\n")
 	for cpu := range f.ncpus {
 		if f.listed[cpu] {
@@ -249,6 +249,35 @@ func (f *ftracer) eventsLine() string {
 		s += " irq:irq_handler_entry irq_vectors:local_timer_entry irq_vectors:reschedule_entry irq_vectors:call_function_entry irq_vectors:call_function_single_entry"
 	}
 	return s + "\n"
+}
+
+// statesLines gives, as comments, each listed CPU's whole state table:
+// idlestat's header below holds only names and target residencies, and an
+// import back (pkg/importer) needs the exit latencies too, lest a what-if
+// take them for zero. One line a CPU:
+//
+//	# idletrace states cpu0: POLL:0:0:polling C1:1000:1000 C6:170000:600000:disabled
+//
+// (name:exit latency ns:target residency ns, then the flags).
+func (f *ftracer) statesLines() string {
+	var b []byte
+	for _, cs := range f.meta.States {
+		if cs.CPU < 0 || cs.CPU >= len(f.listed) || !f.listed[cs.CPU] || len(cs.States) == 0 {
+			continue
+		}
+		b = fmt.Appendf(b, "%s cpu%d:", trace.ExportStatesHeader, cs.CPU)
+		for _, si := range cs.States {
+			b = fmt.Appendf(b, " %s:%d:%d", idlestatName(si.Name), si.ExitLatencyNs, si.TargetResidencyNs)
+			if si.Polling {
+				b = append(b, ":polling"...)
+			}
+			if si.Disabled {
+				b = append(b, ":disabled"...)
+			}
+		}
+		b = append(b, '\n')
+	}
+	return string(b)
 }
 
 // idlestatName is a state's name as one word (idlestat reads it with %s,

@@ -233,7 +233,10 @@ type pass struct {
 
 	// The header's facts, where it has them.
 	headerCPUs int
-	states     map[int][]trace.StateInfo // idletrace's ftrace export's header
+	states     map[int][]trace.StateInfo // idletrace's ftrace export's header (idlestat's part: no exit latencies)
+	// fullStates: the whole tables idletrace's export lists in comments
+	// (trace.ExportStatesHeader), which take precedence.
+	fullStates map[int][]trace.StateInfo
 	inHeader   bool                      // within the idlestat header's state table
 	curCPU     int
 	curState   []trace.StateInfo
@@ -269,7 +272,7 @@ type ioKey struct {
 
 func newPass(format string, w *trace.Writer) *pass {
 	return &pass{format: format, w: w, seen: map[string]uint64{}, maxCPU: -1,
-		states: map[int][]trace.StateInfo{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1, listed: map[string]bool{},
+		states: map[int][]trace.StateInfo{}, fullStates: map[int][]trace.StateInfo{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1, listed: map[string]bool{},
 		sum: Summary{Format: format, Skipped: map[string]uint64{}, Unused: map[string]uint64{}}}
 }
 
@@ -297,6 +300,7 @@ func (p *pass) line(s string) error {
 	if t == "" || t[0] == '#' {
 		if p.sum.Events == 0 {
 			p.headerEvents(t)
+			p.headerStates(t)
 		}
 		// tracefs' header gives the CPU count: "... #P:N".
 		if k := strings.Index(t, "#P:"); k >= 0 && p.sum.Events == 0 {
@@ -445,6 +449,52 @@ func (p *pass) header(s, t string) bool {
 	}
 	return false
 }
+
+// headerStates reads a CPU's whole table from idletrace's export
+// ("# idletrace states cpu0: POLL:0:0:polling C1:1000:1000 ..."); a line it
+// cannot read whole is ignored, and the idlestat table stands.
+func (p *pass) headerStates(t string) {
+	rest, ok := strings.CutPrefix(t, trace.ExportStatesHeader+" cpu")
+	if !ok {
+		return
+	}
+	cpuStr, list, ok := strings.Cut(rest, ":")
+	cpu, err := strconv.Atoi(cpuStr)
+	if !ok || err != nil || cpu < 0 || cpu >= trace.MaxCPUs {
+		return
+	}
+	var sts []trace.StateInfo
+	for i, f := range strings.Fields(list) {
+		parts := strings.Split(f, ":")
+		if len(parts) < 3 || i >= maxHeaderStates {
+			return
+		}
+		exit, err1 := strconv.ParseUint(parts[1], 10, 64)
+		res, err2 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return
+		}
+		si := trace.StateInfo{Index: i, Name: parts[0], ExitLatencyNs: exit, TargetResidencyNs: res}
+		for _, flag := range parts[3:] {
+			switch flag {
+			case "polling":
+				si.Polling = true
+			case "disabled":
+				si.Disabled = true
+			default:
+				return
+			}
+		}
+		sts = append(sts, si)
+	}
+	if len(sts) > 0 {
+		p.fullStates[cpu] = sts
+	}
+}
+
+// maxHeaderStates bounds a table read from a header (the kernel allows 10
+// states; idlestat's format has room for 16).
+const maxHeaderStates = 16
 
 // endHeaderState keeps the CPU's table the header has just listed.
 func (p *pass) endHeaderState() {
@@ -631,6 +681,12 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 	table := func(c int) []trace.StateInfo {
 		if o.States != nil {
 			return o.States
+		}
+		if sts, ok := p.fullStates[c]; ok {
+			return sts
+		}
+		if len(p.states[c]) > 0 {
+			m.ExitLatenciesUnknown = true // idlestat's table: residencies only
 		}
 		return p.states[c]
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/export"
+	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -376,4 +377,91 @@ func TestImportHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The state table through idletrace's own ftrace export and back: whole
+// (exit latencies included) from the export's comment line; from
+// idlestat's part of the header alone (names and target residencies),
+// marked as lacking exit latencies, which the recorded profile then
+// refuses rather than take them for zero, while a profile given for the
+// states replays it.
+func TestImportStateTables(t *testing.T) {
+	table := []trace.StateInfo{
+		{Index: 0, Name: "POLL", Polling: true},
+		{Index: 1, Name: "C1", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
+		{Index: 2, Name: "C1E", ExitLatencyNs: 4000, TargetResidencyNs: 4000, Disabled: true},
+		{Index: 3, Name: "C6", ExitLatencyNs: 170000, TargetResidencyNs: 600000},
+	}
+	var file bytes.Buffer
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0},
+		CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu", States: []trace.CPUStates{{CPU: 0, States: table}}}
+	w, err := trace.NewWriter(&file, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		p := trace.IdlePeriod{CPU: 0, State: uint32(i % 4), EntryNs: uint64(1e9 + i*1e6), ExitNs: uint64(1e9 + i*1e6 + 5e5), WakeIRQ: -1}
+		if err := w.AddIdle(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := trace.NewReader(bytes.NewReader(file.Bytes()), int64(file.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if _, err := export.WriteFtrace(r, export.Options{}, &text); err != nil {
+		t.Fatal(err)
+	}
+	var idlestatOnly strings.Builder
+	for line := range strings.Lines(text.String()) {
+		if !strings.HasPrefix(line, trace.ExportStatesHeader) {
+			idlestatOnly.WriteString(line)
+		}
+	}
+	idlestatTable := []trace.StateInfo{{Index: 0, Name: "POLL"}, {Index: 1, Name: "C1", TargetResidencyNs: 1000},
+		{Index: 2, Name: "C1E", TargetResidencyNs: 4000}, {Index: 3, Name: "C6", TargetResidencyNs: 600000}}
+	tests := []struct {
+		name, capture string
+		want          []trace.StateInfo
+		unknownExit   bool
+	}{
+		{"the export's whole table", text.String(), table, false},
+		{"idlestat's header alone", idlestatOnly.String(), idlestatTable, true},
+		{"a line that cannot be read whole", strings.Replace(text.String(), "C6:170000:600000", "C6:170000", 1), idlestatTable, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ir, _, err := importString(t, tc.capture, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ir.Meta.States) != 1 || !slices.Equal(ir.Meta.States[0].States, tc.want) || ir.Meta.ExitLatenciesUnknown != tc.unknownExit {
+				t.Fatalf("states %+v (exit latencies unknown: %v), want %+v (%v)", ir.Meta.States, ir.Meta.ExitLatenciesUnknown, tc.want, tc.unknownExit)
+			}
+			_, err = model.Recorded(ir.Meta)
+			if tc.unknownExit != (err != nil) || err != nil && !strings.Contains(err.Error(), "no exit latencies") {
+				t.Errorf("recorded profile: %v", err)
+			}
+			prof, err := model.LoadProfile("icx", ir.Meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := model.NewReplay(prof, ir.Meta, []model.Policy{mustParse(t, "menu")}); err != nil {
+				t.Errorf("a replay on a profile given for the states: %v", err)
+			}
+		})
+	}
+}
+
+func mustParse(t *testing.T, spec string) model.Policy {
+	t.Helper()
+	p, err := model.ParsePolicy(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -189,6 +189,17 @@ func (p *Profile) StateIndex(name string) int {
 // (always HLT), the governor models say what a driver plus governor would
 // have done.
 func Recorded(meta *trace.Metadata) (*Profile, error) {
+	if meta != nil && meta.ExitLatenciesUnknown {
+		// Zero exit latencies would make every wake-up free in the report.
+		return nil, errors.New("recorded profile: the trace's state table has no exit latencies (imported from a capture whose header lists only target residencies): give --profile with a built-in name (idletrace profiles) or a profile file")
+	}
+	return recordedTable(meta)
+}
+
+// recordedTable is Recorded without its refusal of a table whose exit
+// latencies are unknown (read as zero): the replay's account of the
+// recorded choices, which a policy's own profile then corrects.
+func recordedTable(meta *trace.Metadata) (*Profile, error) {
 	if meta == nil {
 		return nil, errors.New("recorded profile: trace has no metadata")
 	}

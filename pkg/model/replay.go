@@ -145,9 +145,15 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 		meta = &trace.Metadata{}
 	}
 	r := &Replay{prof: prof, meta: meta, tick: prof.TickNs(), gotTickPerStay: GotTickPerStay(meta)}
-	recProf, err := Recorded(meta)
+	recProf, err := recordedTable(meta)
 	if err != nil {
 		return nil, err
+	}
+	if meta.ExitLatenciesUnknown && len(prof.States) == len(recProf.States) {
+		// The recorded states cost what the profile given for them says:
+		// the IO latency a completion kept is less its state's exit
+		// latency (replayio.go), not less nothing.
+		recProf = prof
 	}
 	onRecorded := (prof.Name == "recorded" || prof.Name == "measured") && len(prof.States) == len(recProf.States)
 	r.agreement = onRecorded

@@ -26,6 +26,10 @@ type Metadata struct {
 	// idle routine (HLT on x86), which the cpu_idle tracepoint reports as
 	// state 1, and keeps no per-state counters.
 	States   []CPUStates     `json:"states"`
+	// ExitLatenciesUnknown: the state tables give target residencies but
+	// not exit latencies (an imported capture whose header lists only the
+	// former): their ExitLatencyNs are not known, not zero.
+	ExitLatenciesUnknown bool `json:"exit_latencies_unknown,omitempty"`
 	HaltPoll *HaltPollParams `json:"haltpoll,omitempty"`
 	PMQoS    PMQoS           `json:"pm_qos"`
 
@@ -121,6 +125,10 @@ type CPUStates struct {
 	CPU    int         `json:"cpu"`
 	States []StateInfo `json:"states"`
 }
+
+// ExportStatesHeader opens the comment line idletrace's ftrace export
+// writes with a CPU's whole state table, which its import reads back.
+const ExportStatesHeader = "# idletrace states"
 
 // StateInfo is one idle state as /sys/devices/system/cpu/cpuN/cpuidle/stateM shows it.
 type StateInfo struct {
