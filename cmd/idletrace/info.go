@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,7 +65,11 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			if s.Disabled {
 				d = " disabled"
 			}
-			names = append(names, fmt.Sprintf("%s (%d/%d µs%s)", s.Name, s.ExitLatencyNs/1000, s.TargetResidencyNs/1000, d))
+			exit := strconv.FormatUint(s.ExitLatencyNs/1000, 10)
+			if m.ExitLatenciesUnknown {
+				exit = "?"
+			}
+			names = append(names, fmt.Sprintf("%s (%s/%d µs%s)", s.Name, exit, s.TargetResidencyNs/1000, d))
 		}
 		p("states (cpu0)", "%s", strings.Join(names, ", "))
 	} else {
