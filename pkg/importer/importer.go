@@ -237,7 +237,7 @@ type pass struct {
 	// fullStates: the whole tables idletrace's export lists in comments
 	// (trace.ExportStatesHeader), which take precedence.
 	fullStates map[int][]trace.StateInfo
-	inHeader   bool                      // within the idlestat header's state table
+	inHeader   bool // within the idlestat header's state table
 	curCPU     int
 	curState   []trace.StateInfo
 	pendName   string

@@ -25,13 +25,13 @@ type Metadata struct {
 	// Empty when the kernel has no cpuidle driver: it then runs its default
 	// idle routine (HLT on x86), which the cpu_idle tracepoint reports as
 	// state 1, and keeps no per-state counters.
-	States   []CPUStates     `json:"states"`
+	States []CPUStates `json:"states"`
 	// ExitLatenciesUnknown: the state tables give target residencies but
 	// not exit latencies (an imported capture whose header lists only the
 	// former): their ExitLatencyNs are not known, not zero.
-	ExitLatenciesUnknown bool `json:"exit_latencies_unknown,omitempty"`
-	HaltPoll *HaltPollParams `json:"haltpoll,omitempty"`
-	PMQoS    PMQoS           `json:"pm_qos"`
+	ExitLatenciesUnknown bool            `json:"exit_latencies_unknown,omitempty"`
+	HaltPoll             *HaltPollParams `json:"haltpoll,omitempty"`
+	PMQoS                PMQoS           `json:"pm_qos"`
 
 	BlockDevices []BlockDevice `json:"block_devices"`
 	Command      []string      `json:"command,omitempty"`
