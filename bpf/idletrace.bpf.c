@@ -132,18 +132,23 @@ struct {
 
 /* A latency-QoS request on its way to pm_qos_update_target, per task. The
  * request tracepoints say which constraint it is for; pm_qos_update_target,
- * which the same task reaches next, gives the new aggregate but not which
- * constraint (frequency QoS takes the same path). A request that changes
- * nothing never reaches it, so an entry counts only for the action it
- * names and for QOS_MATCH_NS; LRU so that none is held for ever. */
+ * which the same task reaches microseconds later, gives the new aggregate
+ * but not which constraint (frequency QoS takes the same path, with no
+ * request tracepoint of its own before it). A request that changes nothing
+ * never reaches it, so an entry counts only for the action it names and
+ * for QOS_MATCH_NS: a frequency update the same task makes later is not
+ * taken for it. A device request of another kind, or for a device that is
+ * no CPU, leaves a QOS_IGNORE entry, so that its own update is consumed
+ * unrecorded. LRU so that none is held for ever. */
 struct qos_pending {
 	__u64 time_ns;
-	__s32 target; /* as pm_qos_record.target */
+	__s32 target; /* as pm_qos_record.target, or QOS_IGNORE */
 	__u32 action;
 };
 
-#define QOS_MATCH_NS 1000000ULL
+#define QOS_MATCH_NS 200000ULL
 #define QOS_GLOBAL (-1)
+#define QOS_IGNORE (-2)
 /* enum dev_pm_qos_req_type's first value since it exists (4.16). */
 #define DEV_PM_QOS_RESUME_LATENCY 1
 
@@ -945,16 +950,19 @@ static __always_inline void on_dev_qos_request(const char *name, __u32 type, __u
 	char buf[12] = {};
 	__s32 cpu = 0;
 
-	if (type != DEV_PM_QOS_RESUME_LATENCY || bpf_probe_read_kernel_str(buf, sizeof(buf), name) < 5)
+	if (type != DEV_PM_QOS_RESUME_LATENCY || bpf_probe_read_kernel_str(buf, sizeof(buf), name) < 5 ||
+	    buf[0] != 'c' || buf[1] != 'p' || buf[2] != 'u') {
+		on_qos_request(QOS_IGNORE, action);
 		return;
-	if (buf[0] != 'c' || buf[1] != 'p' || buf[2] != 'u')
-		return;
+	}
 	for (int i = 3; i < (int)sizeof(buf); i++) {
 		char c = buf[i];
 		if (c == 0)
 			break;
-		if (c < '0' || c > '9' || i > 8)
+		if (c < '0' || c > '9' || i > 8) {
+			on_qos_request(QOS_IGNORE, action);
 			return;
+		}
 		cpu = cpu * 10 + (c - '0');
 	}
 	on_qos_request(cpu, action);
@@ -970,7 +978,9 @@ static __always_inline void on_qos_update_target(__u32 action, __s32 prev_value,
 	__s32 target = p->target;
 	_Bool match = p->action == action && now - p->time_ns <= QOS_MATCH_NS;
 	bpf_map_delete_elem(&qos_pending, &key);
-	if (!match)
+	/* Not a change of the limit (a request added at the default, or one
+	 * that another, stricter request hides): nothing the governors see. */
+	if (!match || target == QOS_IGNORE || prev_value == curr_value)
 		return;
 	struct pm_qos_record *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

@@ -260,6 +260,9 @@ func (f *ftracer) eventsLine() string {
 //
 // (name:exit latency ns:target residency ns, then the flags).
 func (f *ftracer) statesLines() string {
+	if f.meta.ExitLatenciesUnknown {
+		return "" // an import's table: its zeros are not exit latencies
+	}
 	var b []byte
 	for _, cs := range f.meta.States {
 		if cs.CPU < 0 || cs.CPU >= len(f.listed) || !f.listed[cs.CPU] || len(cs.States) == 0 {

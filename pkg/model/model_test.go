@@ -930,11 +930,13 @@ func TestRecordedPMQoSChanges(t *testing.T) {
 	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250, FormatVersion: 1,
 		PMQoS:  trace.PMQoS{CPUDMALatencyUs: trace.PMQoSNoGlobalLimitUs, ResumeLatencyUs: []int64{-1, -1}},
 		Inputs: trace.Inputs{PMQoSTrace: true}}
+	// Fed out of time order, as the ring buffer may hand them over across
+	// CPUs.
 	changes := []trace.PMQoSChange{
-		{TimeNs: 1_000_000, CPU: 1, LimitUs: 0},                                          // CPU 1 "n/a": polling only
-		{TimeNs: 2_500_000, CPU: trace.PMQoSGlobal, LimitUs: 5},                          // everyone within 5 µs
-		{TimeNs: 3_000_000, CPU: 1, LimitUs: -1},                                         // CPU 1's own limit gone
-		{TimeNs: 5_000_000, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs}, // and the global one
+		{TimeNs: 3_000_000, CPU: 1, LimitUs: -1, PrevUs: 0},                                         // CPU 1's own limit gone
+		{TimeNs: 1_000_000, CPU: 1, LimitUs: 0, PrevUs: -1},                                         // CPU 1 "n/a": polling only
+		{TimeNs: 5_000_000, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 5}, // and the global one
+		{TimeNs: 2_500_000, CPU: trace.PMQoSGlobal, LimitUs: 5, PrevUs: trace.PMQoSNoGlobalLimitUs}, // everyone within 5 µs
 	}
 	mk := func(cpu uint32, e, d int64) trace.IdlePeriod {
 		return trace.IdlePeriod{CPU: cpu, EntryNs: uint64(e), ExitNs: uint64(e + d), WakeCause: trace.WakeTimer,
@@ -982,5 +984,39 @@ func TestRecordedPMQoSChanges(t *testing.T) {
 		if st := rp.Stats(); st.PMQoSChanges != uint64(len(changes)) {
 			t.Errorf("%s: %d changes counted, want %d", spec, st.PMQoSChanges, len(changes))
 		}
+	}
+}
+
+// The limit before the first recorded change is that change's previous
+// value, not the metadata's: the metadata was read before the programs
+// attached, and a change in between shows only there.
+func TestPMQoSBeforeFirstChange(t *testing.T) {
+	prof := mustBuiltin(t, "spr", 250)
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250, FormatVersion: 1,
+		PMQoS:  trace.PMQoS{CPUDMALatencyUs: trace.PMQoSNoGlobalLimitUs},
+		Inputs: trace.Inputs{PMQoSTrace: true}}
+	rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "oracle")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := rp.Prepass(nil)
+	q := trace.PMQoSChange{TimeNs: 3_000_000, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 5}
+	if err := v.PMQoS(&q); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []trace.IdlePeriod{
+		{CPU: 0, EntryNs: 1_000_000, ExitNs: 2_000_000, WakeCause: trace.WakeTimer, NextTimerKnown: true, NextTimerNs: 1_000_000},
+		{CPU: 0, EntryNs: 4_000_000, ExitNs: 5_000_000, WakeCause: trace.WakeTimer, NextTimerKnown: true, NextTimerNs: 1_000_000},
+	} {
+		if err := rp.Idle(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := rp.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c6 := res[0].StateShare["C6"]; math.Abs(c6-0.5) > 1e-9 {
+		t.Errorf("C6 share %.3f, want 0.5: the first period ran under the 5 µs limit the change's previous value gives", c6)
 	}
 }

@@ -149,7 +149,7 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 	if err != nil {
 		return nil, err
 	}
-	if meta.ExitLatenciesUnknown && len(prof.States) == len(recProf.States) {
+	if meta.ExitLatenciesUnknown && sameStateNames(prof, recProf) {
 		// The recorded states cost what the profile given for them says:
 		// the IO latency a completion kept is less its state's exit
 		// latency (replayio.go), not less nothing.
@@ -365,4 +365,18 @@ func (r *Replay) Finish() ([]Result, error) {
 		out[k].Changes = r.changes(k, out)
 	}
 	return out, nil
+}
+
+// sameStateNames says whether two profiles list the same states, by name,
+// in the same order.
+func sameStateNames(a, b *Profile) bool {
+	if len(a.States) != len(b.States) {
+		return false
+	}
+	for i := range a.States {
+		if a.States[i].Name != b.States[i].Name {
+			return false
+		}
+	}
+	return true
 }

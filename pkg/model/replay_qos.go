@@ -89,7 +89,7 @@ type pmQoSChanges struct {
 	cpus   [][]qosStep
 }
 
-type qosStep struct{ t, us int64 }
+type qosStep struct{ t, us, prevUs int64 }
 
 func (r *Replay) initialQoS(cpu int) qosState {
 	q := r.meta.PMQoS
@@ -101,6 +101,14 @@ func (r *Replay) initialQoS(cpu int) qosState {
 	}
 	if cpu < len(q.ResumeLatencyUs) {
 		s.resumeUs = q.ResumeLatencyUs[cpu]
+	}
+	// The metadata read the limits before the programs attached; the
+	// first change recorded says what they were when it came.
+	if g := r.pmQoS.global; len(g) > 0 {
+		s.globalUs = g[0].prevUs
+	}
+	if cpu < len(r.pmQoS.cpus) && len(r.pmQoS.cpus[cpu]) > 0 {
+		s.resumeUs = r.pmQoS.cpus[cpu][0].prevUs
 	}
 	return s
 }
@@ -121,7 +129,7 @@ func (r *Replay) latencyReq(s qosState) int64 {
 // PreparePMQoS feeds one recorded PM QoS change in the prepass.
 func (r *Replay) PreparePMQoS(q *trace.PMQoSChange) {
 	r.stats.PMQoSChanges++
-	step := qosStep{int64(min(q.TimeNs, math.MaxInt64)), q.LimitUs}
+	step := qosStep{int64(min(q.TimeNs, math.MaxInt64)), q.LimitUs, q.PrevUs}
 	switch {
 	case q.CPU == trace.PMQoSGlobal:
 		r.pmQoS.global = appendStep(r.pmQoS.global, step)

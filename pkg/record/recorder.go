@@ -1172,7 +1172,11 @@ func (r *recording) decode(raw []byte) error {
 		if len(raw) < pmQoSRecordSize {
 			return fmt.Errorf("short PM QoS record (%d bytes)", len(raw))
 		}
-		r.qos = PMQoSChangeFrom((*bpf.IdletracePmQosRecord)(unsafe.Pointer(&raw[0])))
+		q := (*bpf.IdletracePmQosRecord)(unsafe.Pointer(&raw[0]))
+		if q.Target >= trace.MaxCPUs { // beyond the format's CPUs: none of ours
+			return nil
+		}
+		r.qos = PMQoSChangeFrom(q)
 		r.pmQoS++
 		return r.w.AddPMQoS(&r.qos)
 	default:
@@ -1182,7 +1186,9 @@ func (r *recording) decode(raw []byte) error {
 }
 
 // PMQoSChangeFrom is the trace record of one pm_qos_record: a CPU's value
-// in the metadata's terms (the kernel's "no constraint", S32_MAX, is -1).
+// in the metadata's terms (the kernel's "no constraint", S32_MAX, is -1); a
+// negative global limit (a request written as one: the core maps only -1
+// to the default) acts as 0 and is stored so.
 func PMQoSChangeFrom(q *bpf.IdletracePmQosRecord) trace.PMQoSChange {
 	cpuTerms := func(v int32) int64 {
 		if v == math.MaxInt32 {
@@ -1193,6 +1199,8 @@ func PMQoSChangeFrom(q *bpf.IdletracePmQosRecord) trace.PMQoSChange {
 	c := trace.PMQoSChange{TimeNs: q.TimeNs, CPU: q.Target, LimitUs: int64(q.Value), PrevUs: int64(q.PrevValue), Action: q.Action, Tid: q.Tid}
 	if q.Target >= 0 {
 		c.LimitUs, c.PrevUs = cpuTerms(q.Value), cpuTerms(q.PrevValue)
+	} else {
+		c.LimitUs, c.PrevUs = max(c.LimitUs, 0), max(c.PrevUs, 0)
 	}
 	return c
 }
