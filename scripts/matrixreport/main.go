@@ -506,6 +506,7 @@ var inputNames = []struct{ key, name, needs string }{
 	{"poll_time_limit", "poll time limit reached", "`irq`, `irq_vectors`, `sched:sched_wake_idle_without_ipi` tracepoints"},
 	{"block_io", "block IO", "`block:block_rq_issue`, `block:block_rq_complete`"},
 	{"haltpoll_trace", "haltpoll poll-window changes", "`power:guest_halt_poll_ns`"},
+	{"pm_qos_trace", "PM QoS limit changes", "`power:pm_qos_*_request`, `power:dev_pm_qos_*_request`, `power:pm_qos_update_target`"},
 }
 
 func missingInputs(r Row) string {
