@@ -35,6 +35,7 @@ const pmQoSLimitUs = 2
 func TestLabPMQoS(t *testing.T) {
 	root := repoRoot(t)
 	in := labInput(t, root, "lab/workloads/pmqos.sh")
+	addScript(t, root, in, "lab/workloads/fidelity.sh")
 	defer labRun(t, "6.12")()
 	r, _ := labTrace(t, "pmqos-6.12-icx-menu", func() string {
 		return runLab(t, root, in, "6.12", "icx", "menu", "idletrace record -q -o /out/t.trace -- ./pmqos.sh >/dev/null")
@@ -59,20 +60,8 @@ func TestLabPMQoS(t *testing.T) {
 		t.Fatalf("the trace's PM QoS changes %+v: want %d µs, then none about 3 s later", changes, pmQoSLimitUs)
 	}
 
-	prof := r.Meta.States[0].States
-	var inWindow, deepInWindow int
-	if err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error {
-		if p.EntryNs <= from || p.EntryNs >= to {
-			return nil
-		}
-		inWindow++
-		if int(p.State) < len(prof) && prof[p.State].ExitLatencyNs > pmQoSLimitUs*1000 {
-			deepInWindow++
-		}
-		return nil
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	inside, outside := deepPeriods(t, r, from, to)
+	inWindow, deepInWindow := inside[0], inside[1]
 	t.Logf("limit %d µs for %.2f s: %d periods entered in it, %d in a state that does not fit", pmQoSLimitUs, float64(to-from)/1e9, inWindow, deepInWindow)
 	if inWindow < 1000 || deepInWindow > 0 {
 		t.Fatalf("%d periods entered while the limit held, %d of them in a deeper state: want over 1000, none", inWindow, deepInWindow)
@@ -107,29 +96,31 @@ func TestLabPMQoS(t *testing.T) {
 	// wake-ups are far apart.
 	lost := *applied.Model.Agreement - *ignored.Model.Agreement
 	t.Logf("agreement lost without the changes: %.4f (%.0f selections)", lost, lost*float64(applied.Model.Selections))
-	if lost*float64(applied.Model.Selections) < 0.5*float64(inWindow)*deepShareOutside(t, r, from, to) {
+	deepShareOutside := float64(outside[1]) / float64(max(outside[0], 1))
+	if lost*float64(applied.Model.Selections) < 0.5*float64(inWindow)*deepShareOutside {
 		t.Errorf("without the changes the replay agrees with the kernel almost as well (%.4f against %.4f): the window is not what sets the states", *ignored.Model.Agreement, *applied.Model.Agreement)
 	}
 }
 
-// deepShareOutside is the share of the periods entered outside [from, to)
-// that the kernel put in a state deeper than the window's limit allows:
-// what the window's periods would have had without it.
-func deepShareOutside(t *testing.T, r *trace.Reader, from, to uint64) float64 {
+// deepPeriods counts the periods entered inside (from, to) and outside
+// it, each with how many the kernel put in a state whose exit latency the
+// window's limit rules out (outside: what the window's periods would have
+// had without it).
+func deepPeriods(t *testing.T, r *trace.Reader, from, to uint64) (in, out [2]int) {
 	t.Helper()
 	prof := r.Meta.States[0].States
-	var n, deep int
 	if err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error {
+		c := &out
 		if p.EntryNs > from && p.EntryNs < to {
-			return nil
+			c = &in
 		}
-		n++
+		c[0]++
 		if int(p.State) < len(prof) && prof[p.State].ExitLatencyNs > pmQoSLimitUs*1000 {
-			deep++
+			c[1]++
 		}
 		return nil
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	return float64(deep) / float64(max(n, 1))
+	return in, out
 }
