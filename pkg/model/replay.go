@@ -235,7 +235,7 @@ func (r *Replay) addCPUs(c int) *cpuShared {
 	for len(r.cpus) <= c {
 		n := len(r.cpus)
 		cs := &cpuShared{id: n, qos: r.initialQoS(n)}
-		cs.baseLat = r.latencyReq(cs.qos)
+		cs.baseLat = cs.qos.latencyReqNs()
 		r.cpus = append(r.cpus, cs)
 		for _, ps := range r.pols {
 			ps.cpus = append(ps.cpus, ps.newCPU())

@@ -113,9 +113,9 @@ func (r *Replay) initialQoS(cpu int) qosState {
 	return s
 }
 
-// latencyReq is cpuidle_governor_latency_req in ns: the smaller of the two
-// limits (drivers/cpuidle/governor.c).
-func (r *Replay) latencyReq(s qosState) int64 {
+// latencyReqNs is cpuidle_governor_latency_req in ns: the smaller of the
+// two limits (drivers/cpuidle/governor.c).
+func (s qosState) latencyReqNs() int64 {
 	lat := noLimit
 	if s.globalUs >= 0 && s.globalUs < math.MaxInt64/1000 {
 		lat = min(lat, s.globalUs*1000)
@@ -165,7 +165,7 @@ func (r *Replay) applyPMQoS(c *cpuShared, t int64) {
 		}
 	}
 	if changed {
-		c.baseLat = r.latencyReq(*s)
+		c.baseLat = s.latencyReqNs()
 	}
 }
 

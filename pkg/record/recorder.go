@@ -28,6 +28,7 @@ import (
 	"github.com/idletrace/idletrace/bpf"
 	"github.com/idletrace/idletrace/internal/outfile"
 	"github.com/idletrace/idletrace/pkg/host"
+	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -208,8 +209,7 @@ func planProbes(kernelSpec *btf.Spec, opts Options, meta *trace.Metadata) (*atta
 // creates a BPF map to detect memcg accounting, which every idletrace
 // command (stats, whatif) then paid at start (2 ms here), recording or not.
 func raiseMemlock(release string, warn func(string)) {
-	var major, minor int
-	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err == nil && (major > 5 || major == 5 && minor >= 11) {
+	if v, err := model.ParseVersion(release); err == nil && v.AtLeast(5, 11) {
 		return
 	}
 	unlimited := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
