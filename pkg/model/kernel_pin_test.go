@@ -100,3 +100,64 @@ func TestRecordedVersion(t *testing.T) {
 		}
 	}
 }
+
+// 85975daeaa4d ("cpuidle: menu: Avoid discarding useful information",
+// 6.15) was backported to the one-sided detector of 6.12.y in 6.12.31 and
+// of 6.1.y in 6.1.141, and reverted in 6.12.56 and 6.1.158 (Debian's
+// changelogs, ChangeLog-6.12.31/56, ChangeLog-6.1.141/158). With six
+// samples left and no steady average it returns their largest, 320 µs:
+// C3 (100 µs) with the tick kept, instead of C6 (400 µs) and the tick
+// stopped for a 10 ms timer.
+func TestMenuDiscardBackport612And61(t *testing.T) {
+	tab := newTable(seedIntel(250), nil, nil, -1)
+	for _, tc := range []struct {
+		v    Version
+		want int
+	}{
+		{Version{6, 1, 140}, 4},
+		{Version{6, 1, 141}, 3},
+		{Version{6, 1, 157}, 3},
+		{Version{6, 1, 158}, 4},
+		{Version{6, 12, 30}, 4},
+		{Version{6, 12, 31}, 3},
+		{Version{6, 12, 55}, 3},
+		{Version{6, 12, 56}, 4},
+		{Version{6, 12, 118}, 4},
+		{Version{6, 16, -1}, 3}, // mainline's two-sided form returns its max too
+		{Version{6, 18, -1}, 4},
+	} {
+		f := menuFlagsFor(tc.v)
+		m := newMenu(tab, &f)
+		m.setIntervals([8]uint32{10, 20, 40, 80, 160, 320, 640, 1280})
+		idx, stop := m.selectState(&selInput{latReq: noLimit, sleepLen: 10_000_000, deltaTick: 3_000_000})
+		if idx != tc.want || stop != (tc.want == 4) {
+			t.Errorf("%v: idx=%d stop=%v, want %d with stop=%v", tc.v, idx, stop, tc.want, tc.want == 4)
+		}
+	}
+}
+
+// The releases in which 6.12.y and 6.1.y took the later mainline menu
+// commits, as Debian's changelogs list them under the upstream stable
+// release (menuFlagsFor's comment): each flag off one release before,
+// on at it.
+func TestMenuStableBackportReleases(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flag  func(menuFlags) bool
+		first []Version
+	}{
+		{"abortPush (fa3fa55de0d6)", func(f menuFlags) bool { return f.abortPush }, []Version{{6, 12, 43}, {6, 1, 157}}},
+		{"no iowait (38f83090f515)", func(f menuFlags) bool { return !f.iowaitCap }, []Version{{6, 12, 44}}},
+		{"latencyFirst (779b1a1cb13a)", func(f menuFlags) bool { return f.latencyFirst }, []Version{{6, 12, 44}}},
+		{"pollElOverride (db86f55bf81a)", func(f menuFlags) bool { return f.pollElOverride }, []Version{{6, 12, 58}}},
+		{"pollResThresh (07d815701274)", func(f menuFlags) bool { return f.pollResThresh }, []Version{{6, 12, 64}}},
+		{"alwaysQueryStopped (80606f4eb8d7)", func(f menuFlags) bool { return f.alwaysQueryStopped }, []Version{{6, 12, 75}}},
+	} {
+		for _, v := range tc.first {
+			before := Version{v.Major, v.Minor, v.Patch - 1}
+			if tc.flag(menuFlagsFor(before)) || !tc.flag(menuFlagsFor(v)) || !tc.flag(menuFlagsFor(Version{v.Major, v.Minor, 200})) {
+				t.Errorf("%s: want off in %v, on from %v", tc.name, before, v)
+			}
+		}
+	}
+}

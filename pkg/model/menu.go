@@ -24,7 +24,8 @@ import (
 //           prediction / (1 + 10·nr_iowait), from the trace's NrIOWait
 //   < 6.15  one-sided outlier trimming in the typical-interval detector
 //   6.15–6.17 "Avoid discarding useful information" (return max when ≥ 4
-//           samples remain), reverted in 6.18-rc3
+//           samples remain), reverted in 6.18-rc3 (6.12.31–55 and
+//           6.1.141–157 had it too)
 //   < 6.17  residency check before the latency check in the main loop
 //   ≥ 6.18  polling override also needs exit latency ≤ prediction
 //   ≥ 6.19 (and 6.18.3+) polling override needs target residency < 15 µs
@@ -55,33 +56,41 @@ type menuFlags struct {
 	marginPct          float64
 }
 
-// The 6.12.y stable series took six of the later commits. 38f83090f515
-// (no iowait) and 779b1a1cb13a (latency first) came in 6.12.45 (the
-// stable-rc push of 2 Sep 2025). db86f55bf81a (exit latency in the polling
-// override), 07d815701274 (residency threshold; AUTOSEL for 6.6-6.18 of
-// 4 Dec 2025) and 80606f4eb8d7 (timers queried with the tick stopped) came
-// later, and fa3fa55de0d6 (UINT_MAX after an aborted attempt) with the
-// first two as far as is known; the releases used below for the later
-// three (6.12.55, 6.12.65, 6.12.75) are estimates. Debian's 6.12.117
-// source (linux-source-6.12 6.12.117-1~deb12u1) has all six and still the
-// one-sided detector of before 6.15, which is what this gives for 6.12.117;
-// the fidelity test checks it on that kernel.
-// Debian's 6.1.192 source has fa3fa55de0d6 (UINT_MAX after an aborted
-// attempt) and nothing else of the above; 6.1.148 as its first 6.1.y
-// release is an estimate.
+// The 6.12.y and 6.1.y stable releases that took later mainline menu
+// commits, from Debian's changelogs (linux 6.12.118-1~deb12u1 and
+// 6.1.192-3), which list each upstream stable release's commits under its
+// ChangeLog-X.Y.Z:
+//
+//	85975daeaa4d "Avoid discarding useful information"   6.12.31, 6.1.141
+//	  (in the one-sided detector: return max when 4–6 samples remain),
+//	  reverted in                                         6.12.56, 6.1.158
+//	fa3fa55de0d6 "Avoid using invalid recent intervals data"
+//	  (UINT_MAX after an aborted attempt)                 6.12.43, 6.1.157
+//	38f83090f515 "Remove iowait influence" and
+//	779b1a1cb13a "Avoid selecting states with too much latency"  6.12.44
+//	db86f55bf81a "Select polling state in some more cases"       6.12.58
+//	07d815701274 "Use residency threshold in polling state override
+//	  decisions"                                          6.12.64
+//	80606f4eb8d7 "Always check timers with tick stopped"  6.12.75
+//
+// Debian's 6.12.117 source still has the one-sided detector of before
+// 6.15; the fidelity tests check 6.12.118 and 6.1.192. 6.6.y and 5.15.y,
+// which Debian does not ship, get the mainline form of their release (the
+// stable review mails show 85975daeaa4d and its revert went there too).
 func menuFlagsFor(v Version) menuFlags {
 	stable612 := func(patch int) bool { return v.Is(6, 12) && v.Patch >= patch }
+	stable61 := func(patch int) bool { return v.Is(6, 1) && v.Patch >= patch }
 	return menuFlags{
 		skipQuery:          v.AtLeast(6, 6),
-		iowaitCap:          !v.AtLeast(6, 13) && !stable612(45),
+		iowaitCap:          !v.AtLeast(6, 13) && !stable612(44),
 		twoSided:           v.AtLeast(6, 15),
-		maxReturn:          v.AtLeast(6, 15) && !v.AtLeast(6, 18),
-		latencyFirst:       v.AtLeast(6, 17) || stable612(45),
-		pollElOverride:     v.AtLeast(6, 18) || stable612(55),
-		pollResThresh:      v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3 || stable612(65),
+		maxReturn:          v.AtLeast(6, 15) && !v.AtLeast(6, 18) || stable612(31) && !stable612(56) || stable61(141) && !stable61(158),
+		latencyFirst:       v.AtLeast(6, 17) || stable612(44),
+		pollElOverride:     v.AtLeast(6, 18) || stable612(58),
+		pollResThresh:      v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3 || stable612(64),
 		alwaysQueryStopped: v.AtLeast(7, 0) || v.Is(6, 18) && v.Patch >= 14 || stable612(75),
 		safeTimer:          v.AtLeast(7, 1),
-		abortPush:          v.AtLeast(6, 17) || stable612(45) || v.Is(6, 1) && v.Patch >= 148,
+		abortPush:          v.AtLeast(6, 17) || stable612(43) || stable61(157),
 	}
 }
 
@@ -434,6 +443,9 @@ func (m *menuGov) typicalOneSided() uint32 {
 			}
 		}
 		if hi*4 <= menuIntervals*3 {
+			if m.f.maxReturn && hi >= menuIntervals/2 {
+				return maxV // the 6.12.y and 6.1.y backport of 85975daeaa4d
+			}
 			return math.MaxUint32
 		}
 		for hi > 0 && s[hi-1] == maxV {

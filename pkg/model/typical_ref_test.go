@@ -39,6 +39,9 @@ func refTypical(iv [menuIntervals]uint32, f menuFlags) uint32 {
 				return uint32(avg)
 			}
 			if div*4 <= 24 {
+				if f.maxReturn && div >= 4 {
+					return maxV
+				}
 				return math.MaxUint32
 			}
 			thresh = maxV - 1
@@ -103,7 +106,7 @@ func TestTypicalMatchesReference(t *testing.T) {
 		}
 		return uint32(rng.IntN(1 << uint(rng.IntN(25)+1)))
 	}
-	for _, v := range []Version{{6, 18, 44}, {6, 16, -1}, {6, 12, -1}, {6, 1, 192}} {
+	for _, v := range []Version{{6, 18, 44}, {6, 16, -1}, {6, 12, -1}, {6, 12, 40}, {6, 1, 192}, {6, 1, 150}} {
 		f := menuFlagsFor(v)
 		m := newMenu(tab, &f)
 		for trial := 0; trial < 300_000; trial++ {
