@@ -88,9 +88,14 @@ type readerView struct {
 	p50, p99 uint64
 	comm     string
 	// sleeps is the kernel's count of the reader's voluntary context
-	// switches (wait4's rusage of the whole fio process tree), 0 where not
-	// known: no more reads than that can have waited for their completion.
+	// switches (wait4's rusage of the whole fio process tree; the VM
+	// reader's thread's own), 0 where not known: no more reads than that
+	// can have waited for their completion.
 	sleeps uint64
+	// otherSleeps bounds the sleeps that were not reads waiting: fio's
+	// main process and helper thread (about 330 in a 3 s run), the VM
+	// reader thread's Go runtime (about 100).
+	otherSleeps uint64
 	// quantile is the latency at quantile q of all its reads, rounded up
 	// to the next one the reader reports.
 	quantile func(q float64) uint64
@@ -162,7 +167,7 @@ func recordWorkload(t *testing.T) (path string, view readerView, disk string, de
 	}
 	t.Logf("recorded %d idle periods, %d IO requests; %s; fio did %d reads", sum.IdlePeriods, sum.BlockIOs, sum.Loss, fr.Jobs[0].Read.TotalIOs)
 	pct := fr.Jobs[0].Read.ClatNs.Percentile
-	return path, readerView{reads: fr.Jobs[0].Read.TotalIOs, p50: pct["50.000000"], p99: pct["99.000000"], comm: "fio", sleeps: sleeps, quantile: fioQuantile(pct)}, disk, dev
+	return path, readerView{reads: fr.Jobs[0].Read.TotalIOs, p50: pct["50.000000"], p99: pct["99.000000"], comm: "fio", sleeps: sleeps, otherSleeps: 1000, quantile: fioQuantile(pct)}, disk, dev
 }
 
 // recordWhile records into dir/referee.trace while the workloads run side
@@ -352,15 +357,19 @@ func TestKernelReferee(t *testing.T) {
 		// 85–95 % on their newer disks, whose reads complete in tens of µs.
 		// The kernel's count of the reader's voluntary context switches
 		// says how many can have waited: every read with a task latency
-		// slept once, and every sleep but fio's own (its main process and
-		// helper thread: about 330 in a 3 s run here) was such a read.
+		// slept once, and every sleep but the reader's own (otherSleeps)
+		// was such a read. (In the matrix VM, before the reader thread
+		// counted its sleeps, 3,942 of 4,793 reads carried a task latency
+		// once, where 4,499 of 4,503 and 3,668 of 3,671 do otherwise: the
+		// thread's count tells a recorder that missed wake-ups from reads
+		// that did not wait.)
 		n := uint64(len(readerTaskLat))
 		switch {
 		case n > reader.reads:
 			t.Fatalf("%d of the %q reader's %d reads carry its task latency", n, reader.comm, reader.reads)
-		case reader.sleeps == 0 && n < reader.reads*90/100: // no rusage (the matrix VM's reader): its reads wait
+		case reader.sleeps == 0 && n < reader.reads*90/100: // no rusage: its reads wait
 			t.Fatalf("%d of the %q reader's %d reads carry its task latency", n, reader.comm, reader.reads)
-		case reader.sleeps > 0 && (n > reader.sleeps || n+1000+reader.sleeps/20 < reader.sleeps):
+		case reader.sleeps > 0 && (n > reader.sleeps || n+reader.otherSleeps+reader.sleeps/20 < reader.sleeps):
 			t.Fatalf("%d of the %q reader's %d reads carry its task latency, but the kernel counted %d voluntary context switches of it: every read that waited slept once", n, reader.comm, reader.reads, reader.sleeps)
 		case n < 500:
 			t.Fatalf("only %d of the %q reader's %d reads waited (the kernel counted %d sleeps): too few to hold their latency to the reader's own view", n, reader.comm, reader.reads, reader.sleeps)

@@ -133,6 +133,12 @@ func directRandomReads(path string, size int, d time.Duration, minReads int, lim
 	defer unix.Munmap(buf)
 	blocks := size / vmBlockBytes
 	var lats []uint64
+	// The thread's voluntary context switches bound the reads that waited,
+	// as fio's rusage does on the host.
+	var ru0, ru1 unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru0); err != nil {
+		return view, err
+	}
 	start := time.Now()
 	for {
 		if since := time.Since(start); since >= limit || since >= d && len(lats) >= minReads {
@@ -149,6 +155,10 @@ func directRandomReads(path string, size int, d time.Duration, minReads int, lim
 			return view, fmt.Errorf("pread at %d: %d bytes", off, got)
 		}
 	}
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru1); err != nil {
+		return view, err
+	}
+	view.sleeps, view.otherSleeps = uint64(ru1.Nvcsw-ru0.Nvcsw), 100
 	slices.Sort(lats)
 	view.reads = uint64(len(lats))
 	if len(lats) > 0 {
