@@ -79,6 +79,10 @@ type ftracer struct {
 	// would crash it.
 	listed []bool
 	line   []byte
+	// qos are the PM QoS changes written (of the global limit, and of
+	// the selected CPUs' resume latencies), each as a request event and
+	// pm_qos_update_target.
+	qos []trace.PMQoSChange
 }
 
 // WriteFtrace writes the ftrace text of r's records that o selects to w:
@@ -131,11 +135,22 @@ func (f *ftracer) run() error {
 			}
 			return nil
 		},
+		PMQoS: func(q *trace.PMQoSChange) error {
+			if f.sel.inTime(q.TimeNs) && (q.CPU < 0 || f.sel.cpus == nil || inSet(f.sel.cpus, uint32(q.CPU))) {
+				f.qos = append(f.qos, *q)
+				lines += 2
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return err
 	}
 	f.writeHeader(lines)
+	for i, q := range f.qos { // few: held from the start, written in their turn
+		f.tl.hold(event{ns: q.TimeNs, kind: evQoSRequest, io: int32(i)})
+		f.tl.hold(event{ns: q.TimeNs, kind: evQoSTarget, io: int32(i)})
+	}
 	err = f.tl.scan(f.r, trace.Visitor{Idle: f.addIdle, BlockIO: f.holdIO})
 	if err == nil {
 		err = f.out.Flush()
@@ -169,6 +184,10 @@ func (f *ftracer) write(e *event) error {
 		f.idle[e.cpu] = false
 	case evWake:
 		b, _ = appendWake(b, e.cpu, e.ns, e.cause, e.irq)
+	case evQoSRequest:
+		b = appendQoSRequest(b, &f.qos[e.io])
+	case evQoSTarget:
+		b = appendQoSTarget(b, &f.qos[e.io])
 	case evIssue, evComplete:
 		io := &f.tl.ios[e.io]
 		if e.kind == evIssue {
@@ -247,6 +266,10 @@ func (f *ftracer) eventsLine() string {
 	s := "# idletrace export: events power:cpu_idle block:block_rq_issue block:block_rq_complete"
 	if f.wakeCauses {
 		s += " irq:irq_handler_entry irq_vectors:local_timer_entry irq_vectors:reschedule_entry irq_vectors:call_function_entry irq_vectors:call_function_single_entry"
+	}
+	if f.meta.Inputs.PMQoSTrace {
+		s += " power:pm_qos_add_request power:pm_qos_update_request power:pm_qos_remove_request power:pm_qos_update_target" +
+			" power:dev_pm_qos_add_request power:dev_pm_qos_update_request power:dev_pm_qos_remove_request"
 	}
 	return s + "\n"
 }
@@ -389,6 +412,55 @@ func appendWake(b []byte, cpu uint32, ns uint64, c trace.WakeCause, irq int32) (
 	b = append(b, "vector="...)
 	b = strconv.AppendInt(b, int64(vector), 10)
 	return append(b, '\n'), true
+}
+
+// qosEvents are the request events by action, global and per device.
+var qosEvents = [2][3]string{
+	{"pm_qos_add_request", "pm_qos_update_request", "pm_qos_remove_request"},
+	{"dev_pm_qos_add_request", "dev_pm_qos_update_request", "dev_pm_qos_remove_request"},
+}
+
+// qosActionNames are pm_qos_update_target's actions (enum pm_qos_req_action).
+var qosActionNames = [3]string{"ADD_REQ", "UPDATE_REQ", "REMOVE_REQ"}
+
+// appendQoSRequest appends a PM QoS request's line (power.h: the global
+// limit's "CPU_DMA_LATENCY value=%d", a device's "device=%s type=%s
+// new_value=%d"). The trace keeps the constraint's value after the
+// change, not the request's own: that is the value written, and -1
+// (PM_QOS_DEFAULT_VALUE) for a removal, as the kernel prints it. The
+// request's CPU is not recorded: 0.
+func appendQoSRequest(b []byte, q *trace.PMQoSChange) []byte {
+	dev := 0
+	if q.CPU >= 0 {
+		dev = 1
+	}
+	b = appendHead(b, "<...>", q.Tid, 0, flagsBlock, q.TimeNs, qosEvents[dev][min(q.Action, 2)])
+	v := trace.PMQoSToKernel(q.CPU, q.LimitUs)
+	if q.Action == trace.PMQoSRemove {
+		v = -1
+	}
+	if dev == 0 {
+		b = append(b, "CPU_DMA_LATENCY value="...)
+	} else {
+		b = append(b, "device=cpu"...)
+		b = strconv.AppendInt(b, int64(q.CPU), 10)
+		b = append(b, " type=DEV_PM_QOS_RESUME_LATENCY new_value="...)
+	}
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, '\n')
+}
+
+// appendQoSTarget appends the pm_qos_update_target line that follows a
+// request ("action=%s prev_value=%d curr_value=%d").
+func appendQoSTarget(b []byte, q *trace.PMQoSChange) []byte {
+	b = appendHead(b, "<...>", q.Tid, 0, flagsBlock, q.TimeNs, "pm_qos_update_target")
+	b = append(b, "action="...)
+	b = append(b, qosActionNames[min(q.Action, 2)]...)
+	b = append(b, " prev_value="...)
+	b = strconv.AppendInt(b, trace.PMQoSToKernel(q.CPU, q.PrevUs), 10)
+	b = append(b, " curr_value="...)
+	b = strconv.AppendInt(b, trace.PMQoSToKernel(q.CPU, q.LimitUs), 10)
+	return append(b, '\n')
 }
 
 // appendIssue appends a block_rq_issue line in the kernel's form before

@@ -78,6 +78,8 @@ const (
 	evIssue
 	evComplete
 	evWakeRequest // Perfetto only: the remote wake request that ended a period
+	evQoSRequest  // ftrace only: a PM QoS request (its change in ftracer.qos)
+	evQoSTarget   // ftrace only: the constraint's value before and after it
 )
 
 // event is one event waiting for its turn.
@@ -87,7 +89,7 @@ type event struct {
 	cpu     uint32
 	state   uint32 // evEntry
 	irq     int32  // evWake: the device IRQ, -1 for none
-	io      int32  // evIssue, evComplete: its slot in timeline.ios
+	io      int32  // evIssue, evComplete: its slot in timeline.ios; evQoS*: the change's index
 	kind    uint8
 	cause   trace.WakeCause // evWake
 }

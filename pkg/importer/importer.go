@@ -95,6 +95,7 @@ type Summary struct {
 	OpenPeriods  uint64 // periods still open at the capture's end
 	IOUnmatched  uint64 // completions without an issue in the capture
 	IOInFlight   uint64 // issues without a completion
+	PMQoSChanges uint64 // changes of a CPU latency limit (pmqos.go)
 	Lost         uint64 // events the tracer said it lost ("LOST N EVENTS")
 	// WakeCauses is the trace's "wake causes" probe: "imported: ..." or
 	// "missing: the capture lacks ...".
@@ -257,6 +258,10 @@ type pass struct {
 	tickOn      bool            // second pass: the tick is told from other timers
 	polling     map[int][]int   // per CPU, the polling states; nil: state 0
 	wake        []wakeState     // per CPU
+
+	// PM QoS requests waiting for their pm_qos_update_target, by task
+	// (pmqos.go).
+	qosPending map[int64]qosRequest
 }
 
 type openPeriod struct {
@@ -359,6 +364,17 @@ func (p *pass) line(s string) error {
 			return fmt.Errorf("%s: %v: %q", ev.name, err, clip(s))
 		}
 		return p.block(&ev, &b, issue)
+	case qosTargetEvent:
+		if err := p.qosUpdateTarget(&ev); err != nil {
+			return fmt.Errorf("%s: %v: %q", ev.name, err, clip(s))
+		}
+		return nil
+	}
+	if action, ok := qosRequestEvents[ev.name]; ok {
+		if err := p.qosRequestEvent(&ev, action); err != nil {
+			return fmt.Errorf("%s: %v: %q", ev.name, err, clip(s))
+		}
+		return nil
 	}
 	if cause, ok := wakeCauseEvents[ev.name]; ok {
 		if p.wakeOn {
@@ -709,6 +725,7 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 		m.Probes[k] = missing
 	}
 	p.wakeMetadata(m, tool)
+	p.pmQoSMetadata(m, tool)
 	for _, name := range slices.Sorted(maps.Keys(p.seen)) {
 		used := m.Inputs.WakeCauses && (wakeCauseEvents[name] != 0 || name == "local_timer_exit") ||
 			m.Inputs.TickWakeups && name == "hrtimer_expire_entry"

@@ -62,45 +62,16 @@ func TestImportPerfRecord(t *testing.T) {
 		t.Fatalf("the recording ended before it was ready: %v", err)
 	}
 
-	data := filepath.Join(dir, "perf.data")
-	args := []string{"record", "-q", "-k", "mono", "-a", "-e", "power:cpu_idle", "-e", "block:block_rq_issue", "-e", "block:block_rq_complete"}
-	for _, e := range perfWakeEvents {
-		args = append(args, "-e", e)
-	}
-	cmd := exec.Command(perf, append(args, "-o", data)...)
-	var perfErr bytes.Buffer
-	cmd.Stderr = &perfErr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	time.Sleep(4 * time.Second) // perf has its events open within the first second; both traces are clipped to what it covered
-	cmd.Process.Signal(syscall.SIGINT)
-	// perf writes its file, then dies of the signal it caught.
-	if err := cmd.Wait(); err != nil && !killedByINT(err) {
-		t.Fatalf("perf record: %v: %s", err, perfErr.String())
-	}
+	events := []string{"power:cpu_idle", "block:block_rq_issue", "block:block_rq_complete"}
+	// perf has its events open within the first second; both traces are
+	// clipped to what it covered.
+	script := perfCapture(t, perf, dir, append(events, perfWakeEvents...), func() { time.Sleep(4 * time.Second) })
 	time.Sleep(200 * time.Millisecond)
 	cancel()
 	if err := <-recorded; err != nil {
 		t.Fatal(err)
 	}
 	stop()
-	script := filepath.Join(dir, "perf.txt")
-	out, err := os.Create(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// --header lists the recorded events: one that never fired (often
-	// call_function_entry) is still known to be recorded.
-	sc := exec.Command(perf, "script", "--header", "--ns", "-i", data)
-	sc.Stdout = out
-	var scErr bytes.Buffer
-	sc.Stderr = &scErr
-	if err := sc.Run(); err != nil {
-		t.Fatalf("perf script: %v: %s", err, scErr.String())
-	}
-	out.Close()
 
 	in, err := os.Open(script)
 	if err != nil {
@@ -194,7 +165,7 @@ func TestImportPerfRecord(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Fatalf("no CPU and state to compare: perf delivered no cpu_idle events of the CPUs the recording saw idle (perf: %s)", perfErr.String())
+		t.Fatalf("no CPU and state to compare: perf delivered no cpu_idle events of the CPUs the recording saw idle")
 	}
 	compareWakeShares(t, ir, nr, causes[ir], causes[nr])
 }
@@ -202,6 +173,49 @@ func TestImportPerfRecord(t *testing.T) {
 // perfWakeEvents are the wake-cause set the README gives for perf record.
 var perfWakeEvents = []string{"irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:local_timer_exit",
 	"irq_vectors:reschedule_entry", "irq_vectors:call_function_entry", "irq_vectors:call_function_single_entry", "timer:hrtimer_expire_entry"}
+
+// perfCapture runs perf record -k mono -a with the events while during
+// runs, and returns the path of perf script's text of it (--header lists
+// the recorded events: one that never fired is still known to be
+// recorded).
+func perfCapture(t *testing.T, perf, dir string, events []string, during func()) string {
+	t.Helper()
+	data := filepath.Join(dir, "perf.data")
+	args := []string{"record", "-q", "-k", "mono", "-a"}
+	for _, e := range events {
+		args = append(args, "-e", e)
+	}
+	cmd := exec.Command(perf, append(args, "-o", data)...)
+	var perfErr bytes.Buffer
+	cmd.Stderr = &perfErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	during()
+	cmd.Process.Signal(syscall.SIGINT)
+	// perf writes its file, then dies of the signal it caught.
+	if err := cmd.Wait(); err != nil && !killedByINT(err) {
+		t.Fatalf("perf record: %v: %s", err, perfErr.String())
+	}
+	if perfErr.Len() > 0 {
+		t.Logf("perf record: %s", perfErr.String())
+	}
+	script := filepath.Join(dir, "perf.txt")
+	out, err := os.Create(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	sc := exec.Command(perf, "script", "--header", "--ns", "-i", data)
+	sc.Stdout = out
+	var scErr bytes.Buffer
+	sc.Stderr = &scErr
+	if err := sc.Run(); err != nil {
+		t.Fatalf("perf script: %v: %s", err, scErr.String())
+	}
+	return script
+}
 
 // wakeShareTolerance is how far, in points of CPU 0's periods, each wake
 // cause's share in the import may lie from the recording's. The two apply

@@ -1185,24 +1185,11 @@ func (r *recording) decode(raw []byte) error {
 	return nil
 }
 
-// PMQoSChangeFrom is the trace record of one pm_qos_record: a CPU's value
-// in the metadata's terms (the kernel's "no constraint", S32_MAX, is -1); a
-// negative global limit (a request written as one: the core maps only -1
-// to the default) acts as 0 and is stored so.
+// PMQoSChangeFrom is the trace record of one pm_qos_record, its values in
+// the metadata's terms (trace.PMQoSFromKernel).
 func PMQoSChangeFrom(q *bpf.IdletracePmQosRecord) trace.PMQoSChange {
-	cpuTerms := func(v int32) int64 {
-		if v == math.MaxInt32 {
-			return -1
-		}
-		return int64(v)
-	}
-	c := trace.PMQoSChange{TimeNs: q.TimeNs, CPU: q.Target, LimitUs: int64(q.Value), PrevUs: int64(q.PrevValue), Action: q.Action, Tid: q.Tid}
-	if q.Target >= 0 {
-		c.LimitUs, c.PrevUs = cpuTerms(q.Value), cpuTerms(q.PrevValue)
-	} else {
-		c.LimitUs, c.PrevUs = max(c.LimitUs, 0), max(c.PrevUs, 0)
-	}
-	return c
+	return trace.PMQoSChange{TimeNs: q.TimeNs, CPU: q.Target, Action: q.Action, Tid: q.Tid,
+		LimitUs: trace.PMQoSFromKernel(q.Target, int64(q.Value)), PrevUs: trace.PMQoSFromKernel(q.Target, int64(q.PrevValue))}
 }
 
 func (r *recording) addIdle(p *bpf.IdletraceIdleRecord) {

@@ -314,7 +314,33 @@ const (
 	// PMQoSNoGlobalLimitUs is the global limit without requests
 	// (PM_QOS_CPU_LATENCY_DEFAULT_VALUE).
 	PMQoSNoGlobalLimitUs = 2000000000
+	// PMQoSNoCPULimit is a CPU's resume latency without a constraint as
+	// the kernel holds it (PM_QOS_RESUME_LATENCY_NO_CONSTRAINT, S32_MAX).
+	PMQoSNoCPULimit = 1<<31 - 1
 )
+
+// PMQoSFromKernel is a constraint's value as pm_qos_update_target gives
+// it, in PMQoSChange's terms: a CPU's "no constraint" becomes -1; a
+// negative global limit (a request written as one: the core maps only -1
+// to the default) acts as 0 and is stored so.
+func PMQoSFromKernel(cpu int32, v int64) int64 {
+	switch {
+	case cpu >= 0 && v == PMQoSNoCPULimit:
+		return -1
+	case cpu < 0:
+		return max(v, 0)
+	}
+	return v
+}
+
+// PMQoSToKernel is PMQoSFromKernel's inverse: the value the kernel's
+// events print.
+func PMQoSToKernel(cpu int32, v int64) int64 {
+	if cpu >= 0 && v < 0 {
+		return PMQoSNoCPULimit
+	}
+	return v
+}
 
 // Loss holds cumulative per-CPU counters of records the kernel side could not
 // deliver. The last Loss seen for a CPU in a file is the total for that CPU.

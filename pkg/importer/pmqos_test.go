@@ -1,0 +1,261 @@
+package importer
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idletrace/idletrace/internal/testenv"
+	"github.com/idletrace/idletrace/pkg/export"
+	"github.com/idletrace/idletrace/pkg/record"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// A capture's PM QoS events become the changes the recorder would have
+// written: a request and the pm_qos_update_target its task reaches next
+// (same action, within 200 µs) are one change; an update_target without
+// one (a frequency limit), a request of another device or kind, one that
+// changes nothing and a pair too far apart are none. perf script prints
+// the enums as numbers (action=0x1, type=0x1), tracefs by name.
+func TestImportPMQoSEvents(t *testing.T) {
+	const capture = `# tracer: nop
+          <idle>-0       [000] d..1.  100.000000000: cpu_idle: state=1 cpu_id=0
+          <idle>-0       [000] d..1.  100.000500000: cpu_idle: state=4294967295 cpu_id=0
+         cyclic-700     [001] .....  100.001000000: pm_qos_add_request: CPU_DMA_LATENCY value=20
+         cyclic-700     [001] .....  100.001000300: pm_qos_update_target: action=ADD_REQ prev_value=2000000000 curr_value=20
+           tuned-701     [000] .....  100.002000000: pm_qos_update_target: action=UPDATE_REQ prev_value=3000000 curr_value=2000000
+           tuned-701     [000] .....  100.003000000: dev_pm_qos_update_request: device=cpu2 type=0x1 new_value=15
+           tuned-701     [000] .....  100.003000400: pm_qos_update_target: action=0x1 prev_value=2147483647 curr_value=15
+           udevd-702     [001] .....  100.004000000: dev_pm_qos_add_request: device=0000:00:1f.0 type=DEV_PM_QOS_RESUME_LATENCY new_value=100
+           udevd-702     [001] .....  100.004000100: pm_qos_update_target: action=ADD_REQ prev_value=2147483647 curr_value=100
+         cyclic-700     [001] .....  100.005000000: pm_qos_update_request: CPU_DMA_LATENCY value=20
+         cyclic-700     [001] .....  100.005000100: pm_qos_update_target: action=UPDATE_REQ prev_value=20 curr_value=20
+         cyclic-700     [001] .....  100.006000000: pm_qos_update_request: CPU_DMA_LATENCY value=7
+         cyclic-700     [001] .....  100.007000000: pm_qos_update_target: action=UPDATE_REQ prev_value=20 curr_value=7
+           tuned-701     [000] .....  100.008000000: dev_pm_qos_remove_request: device=cpu2 type=DEV_PM_QOS_RESUME_LATENCY new_value=-1
+           tuned-701     [000] .....  100.008000100: pm_qos_update_target: action=REMOVE_REQ prev_value=15 curr_value=2147483647
+         cyclic-700     [001] .....  100.009000000: pm_qos_remove_request: CPU_DMA_LATENCY value=-1
+         cyclic-700     [001] .....  100.009000200: pm_qos_update_target: action=REMOVE_REQ prev_value=20 curr_value=2000000000
+          <idle>-0       [000] d..1.  100.010000000: cpu_idle: state=1 cpu_id=0
+          <idle>-0       [000] d..1.  100.010500000: cpu_idle: state=4294967295 cpu_id=0
+`
+	r, sum, err := importString(t, capture, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, n, err := r.PMQoSChanges(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []trace.PMQoSChange{
+		{TimeNs: 100_001_000_300, CPU: trace.PMQoSGlobal, LimitUs: 20, PrevUs: trace.PMQoSNoGlobalLimitUs, Action: trace.PMQoSAdd, Tid: 700},
+		{TimeNs: 100_003_000_400, CPU: 2, LimitUs: 15, PrevUs: -1, Action: trace.PMQoSUpdate, Tid: 701},
+		{TimeNs: 100_008_000_100, CPU: 2, LimitUs: -1, PrevUs: 15, Action: trace.PMQoSRemove, Tid: 701},
+		{TimeNs: 100_009_000_200, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 20, Action: trace.PMQoSRemove, Tid: 700},
+	}
+	if !slices.Equal(got, want) || n != uint64(len(want)) || sum.PMQoSChanges != uint64(len(want)) {
+		t.Fatalf("imported %d changes %+v (summary %d), want %+v", n, got, sum.PMQoSChanges, want)
+	}
+	if !r.Meta.Inputs.PMQoSTrace {
+		t.Errorf("the capture has every global PM QoS event, but the import says it did not trace PM QoS (probes %v)", r.Meta.Probes)
+	}
+
+	// Without the request events, update_target tells nothing.
+	r, _, err = importString(t, "          <idle>-0       [000] d..1.  100.000000000: cpu_idle: state=1 cpu_id=0\n"+
+		"          <idle>-0       [000] d..1.  100.000500000: cpu_idle: state=4294967295 cpu_id=0\n", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Meta.Inputs.PMQoSTrace || r.Meta.Probes["power:pm_qos_update_target"] == "" {
+		t.Errorf("a capture without PM QoS events: PMQoSTrace %v, probe %q", r.Meta.Inputs.PMQoSTrace, r.Meta.Probes["power:pm_qos_update_target"])
+	}
+}
+
+// A recording's PM QoS changes survive its ftrace export and the import
+// back: the export writes each as the kernel's request event and
+// pm_qos_update_target, and lists the events in its header so that an
+// export without a change still says they were traced.
+func TestImportPMQoSRoundTrip(t *testing.T) {
+	changes := []trace.PMQoSChange{
+		{TimeNs: 1_100_000_000, CPU: trace.PMQoSGlobal, LimitUs: 2, PrevUs: trace.PMQoSNoGlobalLimitUs, Action: trace.PMQoSAdd, Tid: 42},
+		{TimeNs: 1_200_000_000, CPU: 1, LimitUs: 0, PrevUs: -1, Action: trace.PMQoSUpdate, Tid: 43},
+		{TimeNs: 1_300_000_000, CPU: 1, LimitUs: -1, PrevUs: 0, Action: trace.PMQoSRemove, Tid: 43},
+		{TimeNs: 1_400_000_000, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 2, Action: trace.PMQoSRemove, Tid: 42},
+	}
+	for _, tc := range []struct {
+		name    string
+		changes []trace.PMQoSChange
+	}{{"changes", changes}, {"none", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var file bytes.Buffer
+			meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1}}
+			meta.Inputs.PMQoSTrace = true
+			w, err := trace.NewWriter(&file, meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				p := trace.IdlePeriod{CPU: uint32(i % 2), State: 1, EntryNs: uint64(1e9 + i*25e6), ExitNs: uint64(1e9 + i*25e6 + 5e6), WakeIRQ: -1}
+				if err := w.AddIdle(&p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range tc.changes {
+				if err := w.AddPMQoS(&tc.changes[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := trace.NewReader(bytes.NewReader(file.Bytes()), int64(file.Len()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text bytes.Buffer
+			if _, err := export.WriteFtrace(r, export.Options{}, &text); err != nil {
+				t.Fatal(err)
+			}
+			back, _, err := importString(t, text.String(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := back.PMQoSChanges(100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.changes) || !back.Meta.Inputs.PMQoSTrace {
+				t.Fatalf("back from the ftrace export: %+v (traced %v), want %+v\n%s", got, back.Meta.Inputs.PMQoSTrace, tc.changes, text.String())
+			}
+		})
+	}
+}
+
+// TestImportPerfPMQoS holds the PM QoS changes imported from a perf
+// capture to those idletrace's recorder (itself held to the kernel's
+// values by record's TestRecordPMQoSChanges) wrote over the same window:
+// this process's requests on /dev/cpu_dma_latency and on CPU 0's resume
+// latency, recorded by both. perf stamps each event from its own clock
+// read (-k mono: the recorder's CLOCK_MONOTONIC), a few µs apart.
+func TestImportPerfPMQoS(t *testing.T) {
+	testenv.RequireRecorder(t)
+	perf, err := exec.LookPath("perf")
+	if err != nil { // a missing tool, not a missing kernel feature: fail, never skip
+		t.Fatal("perf is not installed: apt-get install linux-perf (.ci/run does)")
+	}
+	sysfs := "/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us"
+	old, err := os.ReadFile(sysfs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		t.Skipf("this kernel exposes no per-CPU resume latency (%s: CPU devices get it with CONFIG_PM, drivers/base/cpu.c)", sysfs)
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(sysfs, old, 0) })
+	dir := t.TempDir()
+	native := filepath.Join(dir, "native.trace")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	recorded := make(chan error, 1)
+	go func() {
+		_, err := record.Record(ctx, record.Options{Output: native, Duration: time.Minute, Ready: func() { close(ready) }})
+		recorded <- err
+	}()
+	select {
+	case <-ready:
+	case err := <-recorded:
+		t.Fatalf("the recording ended before it was ready: %v", err)
+	}
+	events := []string{"power:cpu_idle"}
+	for _, n := range slices.Concat(qosGlobalEvents, qosDeviceEvents) {
+		events = append(events, "power:"+n)
+	}
+	script := perfCapture(t, perf, dir, events, func() {
+		time.Sleep(time.Second) // perf opens its events
+		dma, err := os.OpenFile("/dev/cpu_dma_latency", os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			t.Skip("this kernel has no /dev/cpu_dma_latency (the CPU latency QoS device: CONFIG_CPU_IDLE, kernel/power/qos.c)")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, us := range []int32{20, 7} {
+			if err := binary.Write(dma, binary.LittleEndian, us); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, v := range []string{"15", "n/a", "0"} {
+			if err := os.WriteFile(sysfs, []byte(v), 0); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		dma.Close()
+		time.Sleep(100 * time.Millisecond)
+	})
+	cancel()
+	if err := <-recorded; err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out bytes.Buffer
+	if _, err := Import(in, Options{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	ir, err := trace.NewReader(bytes.NewReader(out.Bytes()), int64(out.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nr, err := trace.Open(native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nr.Close()
+	// This process's requests only: another on the machine may make its own.
+	ours := func(r *trace.Reader) []trace.PMQoSChange {
+		all, _, err := r.PMQoSChanges(1 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []trace.PMQoSChange
+		for _, q := range all {
+			if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", q.Tid)); err == nil {
+				mine = append(mine, q)
+			}
+		}
+		return mine
+	}
+	imported, want := ours(ir), ours(nr)
+	if !ir.Meta.Inputs.PMQoSTrace {
+		t.Errorf("the import says the capture did not trace PM QoS changes (probes %v)", ir.Meta.Probes)
+	}
+	if len(want) < 4 {
+		t.Fatalf("the recording has %d of this process's changes, want at least 4 (CPU 0's three, the global limit's last): %+v", len(want), want)
+	}
+	same := len(imported) == len(want)
+	for i := 0; same && i < len(want); i++ {
+		a, b := imported[i], want[i]
+		d := int64(a.TimeNs) - int64(b.TimeNs)
+		a.TimeNs = b.TimeNs
+		same = a == b && d > -50_000 && d < 50_000
+	}
+	if !same {
+		t.Fatalf("imported from perf: %+v\nrecorded:           %+v", imported, want)
+	}
+	t.Logf("%d changes, the same in perf's capture and the recording: %+v", len(want), want)
+}
