@@ -108,6 +108,9 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "idletrace import: %d wake and scheduler events not imported: %s\n", n, countList(sum.Unused))
 		}
 		fmt.Fprintf(stderr, "idletrace import: wake causes %s\n", sum.WakeCauses)
+		if sum.PMQoSChanges > 0 {
+			fmt.Fprintf(stderr, "idletrace import: %d changes of a CPU latency limit (PM QoS)\n", sum.PMQoSChanges)
+		}
 		if sum.IdleUnpaired > 0 || sum.Lost > 0 {
 			fmt.Fprintf(stderr, "warning: %d cpu_idle events without their pair, %d events the tracer reported lost\n", sum.IdleUnpaired, sum.Lost)
 		}
