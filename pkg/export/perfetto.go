@@ -38,6 +38,9 @@ package export
 //     remote CPU asked the idle one to wake (an IPI send, sched_waking, a
 //     no-IPI wake of a polling CPU), not which CPU asked: the requests
 //     share one track instead of the sender's.
+//   - PM QoS changes: a counter track for the global CPU latency limit and
+//     one per CPU whose resume latency changed, in µs (-1: none), from the
+//     value before the first change at the trace's start.
 //
 // Timestamps are the trace's CLOCK_MONOTONIC nanoseconds, written with no
 // clock id, so in Perfetto's default trace clock: the ftrace events and
@@ -56,8 +59,10 @@ package export
 // events in any case.
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -115,12 +120,17 @@ const (
 	pfTrackChildOrdering protowire.Number = 11 // varint: ChildTracksOrdering child_ordering
 	pfTrackSiblingRank   protowire.Number = 12 // varint: int32 sibling_order_rank
 	pfTrackDescription   protowire.Number = 14 // bytes: string description
+	pfTrackCounter       protowire.Number = 8  // bytes: CounterDescriptor counter
+
+	// CounterDescriptor
+	pfCounterUnitName protowire.Number = 6 // bytes: string unit_name
 
 	// TrackEvent
 	pfEventDebugAnnotation    protowire.Number = 4  // bytes: repeated DebugAnnotation debug_annotations
 	pfEventType               protowire.Number = 9  // varint: Type type
 	pfEventNameIID            protowire.Number = 10 // varint: uint64 name_iid
 	pfEventTrackUUID          protowire.Number = 11 // varint: uint64 track_uuid
+	pfEventCounterValue       protowire.Number = 30 // varint: int64 counter_value
 	pfEventFlowIDs            protowire.Number = 47 // fixed64: repeated fixed64 flow_ids
 	pfEventTerminatingFlowIDs protowire.Number = 48 // fixed64: repeated fixed64 terminating_flow_ids
 
@@ -139,6 +149,7 @@ const (
 	typeSliceBegin             = 1 // TrackEvent.Type TYPE_SLICE_BEGIN
 	typeSliceEnd               = 2 // TYPE_SLICE_END
 	typeInstant                = 3 // TYPE_INSTANT
+	typeCounter                = 4 // TYPE_COUNTER
 )
 
 // The writer's track uuids: the parent, the wake requests, and per CPU
@@ -149,6 +160,7 @@ const (
 	requestTrack    uint64 = 2
 	wakeTrackKind   uint64 = 1 << 48
 	ioTrackKind     uint64 = 2 << 48
+	qosTrackKind    uint64 = 3 << 48 // | target+1: the global limit 0, CPU N N+1
 	maxLanes               = 1 << 24
 	bundleMaxEvents        = 512 // cpu_idle events a CPU's bundle holds before it is written
 )
@@ -260,6 +272,7 @@ type perfettoWriter struct {
 	devNames    map[uint32]string
 	opNames     [256]string
 	maxInFlight int
+	qos         []trace.PMQoSChange // the selected PM QoS changes, written at the end
 }
 
 // WritePerfetto writes the Perfetto trace of r's records that o selects
@@ -304,11 +317,14 @@ func (f *perfettoWriter) run() error {
 	if err := f.writePacket(); err != nil {
 		return err
 	}
-	err := f.tl.scan(f.r, trace.Visitor{Idle: f.addIdle, BlockIO: f.addIO})
+	err := f.tl.scan(f.r, trace.Visitor{Idle: f.addIdle, BlockIO: f.addIO, PMQoS: f.addQoS})
 	for cpu := range f.bundles {
 		if err == nil {
 			err = f.flushBundle(uint32(cpu))
 		}
+	}
+	if err == nil {
+		err = f.writeQoS()
 	}
 	if err == nil {
 		err = f.out.Flush()
@@ -424,6 +440,67 @@ func (f *perfettoWriter) describe(uuid uint64, name, description string, rank in
 	f.p.str(pfTrackDescription, description)
 	f.p.int(pfTrackSiblingRank, int64(rank))
 	return f.writePacket()
+}
+
+// addQoS keeps a PM QoS change of the global limit or of a selected CPU.
+func (f *perfettoWriter) addQoS(q *trace.PMQoSChange) error {
+	if f.sel.inTime(q.TimeNs) && (q.CPU < 0 || f.sel.cpus == nil || inSet(f.sel.cpus, uint32(q.CPU))) {
+		f.qos = append(f.qos, *q)
+	}
+	return nil
+}
+
+// writeQoS writes the PM QoS changes as counter tracks, one per
+// constraint (the global CPU latency limit, each CPU's resume latency),
+// in µs, -1 for none: the value before the first change from the trace's
+// start, then each change. Perfetto's trace processor sorts the file's
+// events, so these come last.
+func (f *perfettoWriter) writeQoS() error {
+	slices.SortStableFunc(f.qos, func(a, b trace.PMQoSChange) int { return cmp.Compare(a.TimeNs, b.TimeNs) })
+	described := map[int32]bool{}
+	us := func(cpu int32, v int64) int64 {
+		if cpu < 0 && v >= trace.PMQoSNoGlobalLimitUs {
+			return -1
+		}
+		return v
+	}
+	for _, q := range f.qos {
+		track := qosTrackKind | uint64(q.CPU+1)
+		if !described[q.CPU] {
+			described[q.CPU] = true
+			name, desc := "PM QoS CPU latency limit", "the global CPU latency limit (/dev/cpu_dma_latency) in µs, -1 for none; the governors keep to states whose exit latency is within it"
+			if q.CPU >= 0 {
+				name, desc = fmt.Sprintf("PM QoS resume latency cpu %d", q.CPU), "this CPU's resume latency constraint in µs, -1 for none (0: only polling)"
+			}
+			f.p.reset()
+			f.p.begin(pfTracePacket)
+			f.p.uint(pfPacketSequenceID, sequenceID)
+			f.p.begin(pfPacketTrackDescriptor)
+			f.p.uint(pfTrackUUID, track)
+			f.p.uint(pfTrackParentUUID, rootTrack)
+			f.p.str(pfTrackName, name)
+			f.p.str(pfTrackDescription, desc)
+			f.p.int(pfTrackSiblingRank, int64(q.CPU)-trace.MaxCPUs-1) // first, the global limit at the top
+			f.p.begin(pfTrackCounter)
+			f.p.str(pfCounterUnitName, "µs")
+			if err := f.writePacket(); err != nil {
+				return err
+			}
+			if start := f.sel.start; start < q.TimeNs {
+				f.trackEvent(start, typeCounter, track, "")
+				f.p.int(pfEventCounterValue, us(q.CPU, q.PrevUs))
+				if err := f.writePacket(); err != nil {
+					return err
+				}
+			}
+		}
+		f.trackEvent(q.TimeNs, typeCounter, track, "")
+		f.p.int(pfEventCounterValue, us(q.CPU, q.LimitUs))
+		if err := f.writePacket(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // trackEvent begins a TrackEvent packet; its fields follow, writePacket

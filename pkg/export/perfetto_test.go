@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -158,6 +159,10 @@ var perfettoLayout = map[string]map[protowire.Number]fieldSpec{
 		11: {"child_ordering", protowire.VarintType, "", false},
 		12: {"sibling_order_rank", protowire.VarintType, "", false},
 		14: {"description", protowire.BytesType, "string", false},
+		8:  {"counter", protowire.BytesType, "CounterDescriptor", false},
+	},
+	"CounterDescriptor": {
+		6: {"unit_name", protowire.BytesType, "string", false},
 	},
 	"TrackEvent": {
 		4:  {"debug_annotations", protowire.BytesType, "DebugAnnotation", true},
@@ -165,6 +170,7 @@ var perfettoLayout = map[string]map[protowire.Number]fieldSpec{
 		10: {"name_iid", protowire.VarintType, "", false},
 		11: {"track_uuid", protowire.VarintType, "", false},
 		23: {"name", protowire.BytesType, "string", false},
+		30: {"counter_value", protowire.VarintType, "", false},
 		47: {"flow_ids", protowire.Fixed64Type, "", true},
 		48: {"terminating_flow_ids", protowire.Fixed64Type, "", true},
 	},
@@ -276,7 +282,8 @@ type perfettoFile struct {
 	// slices: IO slices, per name (the op); instants per track name prefix.
 	slices    map[string]int
 	instants  map[string]int
-	wakeNames map[string]int // the wake-ups' instants, by name
+	wakeNames map[string]int     // the wake-ups' instants, by name
+	counters  map[string][]int64 // counter tracks' values, by track name
 	// Flows: wake requests' and IO's, each begun and ended once.
 	wakeFlows, ioFlows int
 	maxLanes           int
@@ -301,7 +308,7 @@ type flowEnd struct {
 // names are resolved in place (a TrackEvent's and each annotation's "name").
 func readPerfetto(t testing.TB, data []byte) perfettoFile {
 	t.Helper()
-	f := perfettoFile{periods: map[string][2]uint64{}, tracks: map[uint64]msg{}, slices: map[string]int{}, instants: map[string]int{}, wakeNames: map[string]int{}}
+	f := perfettoFile{periods: map[string][2]uint64{}, tracks: map[uint64]msg{}, slices: map[string]int{}, instants: map[string]int{}, wakeNames: map[string]int{}, counters: map[string][]int64{}}
 	open := map[uint32]uint64{}     // per CPU: the entry's time
 	state := map[uint32]uint64{}    // and state
 	lastIdle := map[uint32]uint64{} // its last cpu_idle's time
@@ -454,6 +461,11 @@ func readPerfetto(t testing.TB, data []byte) perfettoFile {
 					t.Fatalf("track %d (%s): an end at %d with no slice open", track, name, ns)
 				}
 				delete(openSlice, track)
+			case typeCounter:
+				if d.sub("counter") == nil || !e.has("counter_value") {
+					t.Fatalf("track %q: a counter event %v on a track that is no counter, or without a value", name, e)
+				}
+				f.counters[name] = append(f.counters[name], int64(e.uint("counter_value")))
 			case typeInstant:
 				f.instants[strings.TrimRight(name, "0123456789 ")]++
 				if strings.HasPrefix(name, "wake-ups") {
@@ -653,5 +665,53 @@ func TestPerfettoTables(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d packets, %d tracks, %d wake flows, %d IO", name, f.packets, len(f.tracks), f.wakeFlows, ioSlices)
+	}
+}
+
+// A trace's PM QoS changes become counter tracks: the global limit's and
+// each changed CPU's resume latency, in µs with -1 for none, from the
+// value before the first change at the trace's start.
+func TestPerfettoPMQoS(t *testing.T) {
+	var file bytes.Buffer
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1}}
+	meta.Inputs.PMQoSTrace = true
+	w, err := trace.NewWriter(&file, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		p := trace.IdlePeriod{CPU: uint32(i % 2), State: 1, EntryNs: uint64(1e9 + i*25e6), ExitNs: uint64(1e9 + i*25e6 + 5e6), WakeIRQ: -1}
+		if err := w.AddIdle(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []trace.PMQoSChange{
+		{TimeNs: 1_100_000_000, CPU: trace.PMQoSGlobal, LimitUs: 2, PrevUs: trace.PMQoSNoGlobalLimitUs, Action: trace.PMQoSAdd},
+		{TimeNs: 1_200_000_000, CPU: 1, LimitUs: 0, PrevUs: 15},
+		{TimeNs: 1_300_000_000, CPU: 1, LimitUs: -1, PrevUs: 0, Action: trace.PMQoSRemove},
+		{TimeNs: 1_400_000_000, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 2, Action: trace.PMQoSRemove},
+	} {
+		if err := w.AddPMQoS(&q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := trace.NewReader(bytes.NewReader(file.Bytes()), int64(file.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := WritePerfetto(r, Options{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := readPerfetto(t, out.Bytes()).counters
+	want := map[string][]int64{
+		"PM QoS CPU latency limit":    {-1, 2, -1},
+		"PM QoS resume latency cpu 1": {15, 0, -1},
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("counter tracks %v, want %v", got, want)
 	}
 }
