@@ -3,6 +3,9 @@
 package testenv
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 	"syscall"
@@ -111,4 +114,21 @@ func release() {
 		syscall.Flock(int(lockFile.Fd()), syscall.LOCK_UN)
 		exclusive = false
 	}
+}
+
+// CPUResumeLatency is the sysfs file of cpu's PM QoS resume latency, whose
+// value is put back when the test ends; the test skips where the kernel
+// has none. A test that writes it holds the machine (OwnMachine).
+func CPUResumeLatency(t testing.TB, cpu int) string {
+	t.Helper()
+	path := fmt.Sprintf("/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us", cpu)
+	old, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		t.Skipf("this kernel exposes no per-CPU resume latency (%s: CPU devices get it with CONFIG_PM, drivers/base/cpu.c)", path)
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(path, old, 0) })
+	return path
 }

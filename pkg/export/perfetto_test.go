@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/idletrace/idletrace/internal/tracetest"
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
@@ -672,36 +673,14 @@ func TestPerfettoTables(t *testing.T) {
 // each changed CPU's resume latency, in µs with -1 for none, from the
 // value before the first change at the trace's start.
 func TestPerfettoPMQoS(t *testing.T) {
-	var file bytes.Buffer
 	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1}}
 	meta.Inputs.PMQoSTrace = true
-	w, err := trace.NewWriter(&file, meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		p := trace.IdlePeriod{CPU: uint32(i % 2), State: 1, EntryNs: uint64(1e9 + i*25e6), ExitNs: uint64(1e9 + i*25e6 + 5e6), WakeIRQ: -1}
-		if err := w.AddIdle(&p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, q := range []trace.PMQoSChange{
+	r := tracetest.Build(t, meta, tracetest.Periods(20, 2, 1, 25e6, 5e6), []trace.PMQoSChange{
 		{TimeNs: 1_100_000_000, CPU: trace.PMQoSGlobal, LimitUs: 2, PrevUs: trace.PMQoSNoGlobalLimitUs, Action: trace.PMQoSAdd},
 		{TimeNs: 1_200_000_000, CPU: 1, LimitUs: 0, PrevUs: 15},
 		{TimeNs: 1_300_000_000, CPU: 1, LimitUs: -1, PrevUs: 0, Action: trace.PMQoSRemove},
 		{TimeNs: 1_400_000_000, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 2, Action: trace.PMQoSRemove},
-	} {
-		if err := w.AddPMQoS(&q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := trace.NewReader(bytes.NewReader(file.Bytes()), int64(file.Len()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	var out bytes.Buffer
 	if _, err := WritePerfetto(r, Options{}, &out); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idletrace/idletrace/internal/tracetest"
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/export"
 	"github.com/idletrace/idletrace/pkg/model"
@@ -392,26 +393,13 @@ func TestImportStateTables(t *testing.T) {
 		{Index: 2, Name: "C1E", ExitLatencyNs: 4000, TargetResidencyNs: 4000, Disabled: true},
 		{Index: 3, Name: "C6", ExitLatencyNs: 170000, TargetResidencyNs: 600000},
 	}
-	var file bytes.Buffer
 	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0},
 		CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu", States: []trace.CPUStates{{CPU: 0, States: table}}}
-	w, err := trace.NewWriter(&file, meta)
-	if err != nil {
-		t.Fatal(err)
+	periods := tracetest.Periods(20, 1, 0, 1e6, 5e5)
+	for i := range periods {
+		periods[i].State = uint32(i % 4)
 	}
-	for i := range 20 {
-		p := trace.IdlePeriod{CPU: 0, State: uint32(i % 4), EntryNs: uint64(1e9 + i*1e6), ExitNs: uint64(1e9 + i*1e6 + 5e5), WakeIRQ: -1}
-		if err := w.AddIdle(&p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := trace.NewReader(bytes.NewReader(file.Bytes()), int64(file.Len()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := tracetest.Build(t, meta, periods, nil)
 	var text bytes.Buffer
 	if _, err := export.WriteFtrace(r, export.Options{}, &text); err != nil {
 		t.Fatal(err)

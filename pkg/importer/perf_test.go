@@ -45,30 +45,16 @@ func TestImportPerfRecord(t *testing.T) {
 	}
 	dir := t.TempDir()
 	native := filepath.Join(dir, "native.trace")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan struct{})
-	recorded := make(chan error, 1)
 	stop := sync.OnceFunc(testenv.SyncWrites(t, dir, 2*time.Millisecond))
 	defer stop()
-	go func() {
-		// The duration only bounds a test that went wrong: perf's end cancels it.
-		_, err := record.Record(ctx, record.Options{Output: native, Duration: time.Minute, Ready: func() { close(ready) }})
-		recorded <- err
-	}()
-	select {
-	case <-ready:
-	case err := <-recorded:
-		t.Fatalf("the recording ended before it was ready: %v", err)
-	}
+	stopRecording := startRecording(t, native)
 
 	events := []string{"power:cpu_idle", "block:block_rq_issue", "block:block_rq_complete"}
 	// perf has its events open within the first second; both traces are
 	// clipped to what it covered.
 	script := perfCapture(t, perf, dir, append(events, perfWakeEvents...), func() { time.Sleep(4 * time.Second) })
 	time.Sleep(200 * time.Millisecond)
-	cancel()
-	if err := <-recorded; err != nil {
+	if err := stopRecording(); err != nil {
 		t.Fatal(err)
 	}
 	stop()
@@ -173,6 +159,32 @@ func TestImportPerfRecord(t *testing.T) {
 // perfWakeEvents are the wake-cause set the README gives for perf record.
 var perfWakeEvents = []string{"irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:local_timer_exit",
 	"irq_vectors:reschedule_entry", "irq_vectors:call_function_entry", "irq_vectors:call_function_single_entry", "timer:hrtimer_expire_entry"}
+
+// startRecording starts idletrace's recorder on path and returns once it
+// is ready; stop ends the recording and gives its error. (The minute only
+// bounds a test that went wrong.)
+func startRecording(t *testing.T, path string) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	recorded := make(chan error, 1)
+	go func() {
+		_, err := record.Record(ctx, record.Options{Output: path, Duration: time.Minute, Ready: func() { close(ready) }})
+		recorded <- err
+	}()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		return <-recorded
+	})
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case <-ready:
+	case err := <-recorded:
+		cancel()
+		t.Fatalf("the recording ended before it was ready: %v", err)
+	}
+	return stop
+}
 
 // perfCapture runs perf record -k mono -a with the events while during
 // runs, and returns the path of perf script's text of it (--header lists

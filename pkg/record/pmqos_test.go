@@ -26,15 +26,7 @@ import (
 func TestRecordPMQoSChanges(t *testing.T) {
 	testenv.OwnMachine(t)
 	const cpu = 0
-	sysfs := fmt.Sprintf("/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us", cpu)
-	old, err := os.ReadFile(sysfs)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		t.Skipf("this kernel exposes no per-CPU resume latency (%s: CPU devices get it with CONFIG_PM, drivers/base/cpu.c)", sysfs)
-	case err != nil:
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.WriteFile(sysfs, old, 0) })
+	sysfs := testenv.CPUResumeLatency(t, cpu)
 
 	// probe reads the kernel's global value: opened before the recording,
 	// its own (default) request is not recorded.
