@@ -270,8 +270,8 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	switch st := replay.Stats(); {
 	case st.PMQoSChanges > 0:
 		notes = append(notes, fmt.Sprintf("the PM QoS latency limits changed %d times during the recording (idletrace info lists them): every policy saw each limit from its time on, under its own qos= where it has one", st.PMQoSChanges))
-	case !meta.Inputs.PMQoSTrace && meta.PMQoS.CPUDMALatencyUs < 0:
-		notes = append(notes, "the trace gives no PM QoS latency limits (an imported capture): none were applied")
+	case meta.PMQoS.CPUDMALatencyUs < 0:
+		notes = append(notes, "the trace gives no PM QoS latency limit at its start and no change of one (an imported capture): none was applied")
 	case !meta.Inputs.PMQoSTrace:
 		notes = append(notes, "the recording did not trace PM QoS changes: the latency limits in force at its start are taken to have held throughout")
 	}

@@ -79,10 +79,9 @@ type ftracer struct {
 	// would crash it.
 	listed []bool
 	line   []byte
-	// qos are the PM QoS changes written (of the global limit, and of
-	// the selected CPUs' resume latencies), each as a request event and
-	// pm_qos_update_target.
-	qos []trace.PMQoSChange
+	// qos: the PM QoS changes written (each as a request event and
+	// pm_qos_update_target) and the limits where the file begins.
+	qos qosSelection
 }
 
 // WriteFtrace writes the ftrace text of r's records that o selects to w:
@@ -119,6 +118,7 @@ func newFtracer(r *trace.Reader, o Options, w io.Writer) *ftracer {
 // header's entries line, the next writes them.
 func (f *ftracer) run() error {
 	var lines uint64
+	var all []trace.PMQoSChange
 	err := f.r.Scan(trace.Visitor{
 		Idle: func(p *trace.IdlePeriod) error {
 			if f.keepIdle(p) {
@@ -136,18 +136,17 @@ func (f *ftracer) run() error {
 			return nil
 		},
 		PMQoS: func(q *trace.PMQoSChange) error {
-			if f.sel.inTime(q.TimeNs) && (q.CPU < 0 || f.sel.cpus == nil || inSet(f.sel.cpus, uint32(q.CPU))) {
-				f.qos = append(f.qos, *q)
-				lines += 2
-			}
+			all = append(all, *q)
 			return nil
 		},
 	})
 	if err != nil {
 		return err
 	}
+	f.qos = selectQoS(f.meta, &f.sel, all)
+	lines += 2 * uint64(len(f.qos.changes))
 	f.writeHeader(lines)
-	for i, q := range f.qos { // few: held from the start, written in their turn
+	for i, q := range f.qos.changes { // few: held from the start, written in their turn
 		f.tl.hold(event{ns: q.TimeNs, kind: evQoSRequest, io: int32(i)})
 		f.tl.hold(event{ns: q.TimeNs, kind: evQoSTarget, io: int32(i)})
 	}
@@ -185,9 +184,9 @@ func (f *ftracer) write(e *event) error {
 	case evWake:
 		b, _ = appendWake(b, e.cpu, e.ns, e.cause, e.irq)
 	case evQoSRequest:
-		b = appendQoSRequest(b, &f.qos[e.io])
+		b = appendQoSRequest(b, &f.qos.changes[e.io])
 	case evQoSTarget:
-		b = appendQoSTarget(b, &f.qos[e.io])
+		b = appendQoSTarget(b, &f.qos.changes[e.io])
 	case evIssue, evComplete:
 		io := &f.tl.ios[e.io]
 		if e.kind == evIssue {
@@ -219,7 +218,7 @@ func (f *ftracer) writeHeader(lines uint64) {
 #                              |||| /     delay
 #           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
 #              | |         |   |||||     |         |
-`, lines, lines, f.ncpus, f.eventsLine()+f.statesLines())
+`, lines, lines, f.ncpus, f.eventsLine()+f.statesLines()+f.qos.headerLine(f.ncpus))
 	w.WriteString("clusterA:\n")
 	for cpu := range f.ncpus {
 		if f.listed[cpu] {

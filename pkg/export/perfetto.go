@@ -59,10 +59,8 @@ package export
 // events in any case.
 
 import (
-	"cmp"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -272,7 +270,7 @@ type perfettoWriter struct {
 	devNames    map[uint32]string
 	opNames     [256]string
 	maxInFlight int
-	qos         []trace.PMQoSChange // the selected PM QoS changes, written at the end
+	qos         []trace.PMQoSChange // the PM QoS changes, written at the end
 }
 
 // WritePerfetto writes the Perfetto trace of r's records that o selects
@@ -442,21 +440,18 @@ func (f *perfettoWriter) describe(uuid uint64, name, description string, rank in
 	return f.writePacket()
 }
 
-// addQoS keeps a PM QoS change of the global limit or of a selected CPU.
 func (f *perfettoWriter) addQoS(q *trace.PMQoSChange) error {
-	if f.sel.inTime(q.TimeNs) && (q.CPU < 0 || f.sel.cpus == nil || inSet(f.sel.cpus, uint32(q.CPU))) {
-		f.qos = append(f.qos, *q)
-	}
+	f.qos = append(f.qos, *q)
 	return nil
 }
 
-// writeQoS writes the PM QoS changes as counter tracks, one per
-// constraint (the global CPU latency limit, each CPU's resume latency),
-// in µs, -1 for none: the value before the first change from the trace's
-// start, then each change. Perfetto's trace processor sorts the file's
-// events, so these come last.
+// writeQoS writes the PM QoS changes in the window as counter tracks, one
+// per constraint that changed (the global CPU latency limit, a CPU's
+// resume latency), in µs, -1 for none: its value where the window opens,
+// then each change. Perfetto's trace processor sorts the file's events,
+// so these come last.
 func (f *perfettoWriter) writeQoS() error {
-	slices.SortStableFunc(f.qos, func(a, b trace.PMQoSChange) int { return cmp.Compare(a.TimeNs, b.TimeNs) })
+	sel := selectQoS(f.meta, &f.sel, f.qos)
 	described := map[int32]bool{}
 	us := func(cpu int32, v int64) int64 {
 		if cpu < 0 && v >= trace.PMQoSNoGlobalLimitUs {
@@ -464,7 +459,7 @@ func (f *perfettoWriter) writeQoS() error {
 		}
 		return v
 	}
-	for _, q := range f.qos {
+	for _, q := range sel.changes {
 		track := qosTrackKind | uint64(q.CPU+1)
 		if !described[q.CPU] {
 			described[q.CPU] = true
@@ -486,9 +481,9 @@ func (f *perfettoWriter) writeQoS() error {
 			if err := f.writePacket(); err != nil {
 				return err
 			}
-			if start := f.sel.start; start < q.TimeNs {
-				f.trackEvent(start, typeCounter, track, "")
-				f.p.int(pfEventCounterValue, us(q.CPU, q.PrevUs))
+			if v, known := sel.at(q.CPU); known && sel.openNs < q.TimeNs {
+				f.trackEvent(sel.openNs, typeCounter, track, "")
+				f.p.int(pfEventCounterValue, us(q.CPU, v))
 				if err := f.writePacket(); err != nil {
 					return err
 				}

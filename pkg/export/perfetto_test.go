@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -283,12 +284,18 @@ type perfettoFile struct {
 	// slices: IO slices, per name (the op); instants per track name prefix.
 	slices    map[string]int
 	instants  map[string]int
-	wakeNames map[string]int     // the wake-ups' instants, by name
-	counters  map[string][]int64 // counter tracks' values, by track name
+	wakeNames map[string]int             // the wake-ups' instants, by name
+	counters  map[string][]counterSample // counter tracks' values, by track name
 	// Flows: wake requests' and IO's, each begun and ended once.
 	wakeFlows, ioFlows int
 	maxLanes           int
 	firstTS, lastTS    uint64
+}
+
+// counterSample is a counter track's value from an instant on.
+type counterSample struct {
+	ns uint64
+	v  int64
 }
 
 // flowEnd is one end of a flow: where and when.
@@ -309,7 +316,7 @@ type flowEnd struct {
 // names are resolved in place (a TrackEvent's and each annotation's "name").
 func readPerfetto(t testing.TB, data []byte) perfettoFile {
 	t.Helper()
-	f := perfettoFile{periods: map[string][2]uint64{}, tracks: map[uint64]msg{}, slices: map[string]int{}, instants: map[string]int{}, wakeNames: map[string]int{}, counters: map[string][]int64{}}
+	f := perfettoFile{periods: map[string][2]uint64{}, tracks: map[uint64]msg{}, slices: map[string]int{}, instants: map[string]int{}, wakeNames: map[string]int{}, counters: map[string][]counterSample{}}
 	open := map[uint32]uint64{}     // per CPU: the entry's time
 	state := map[uint32]uint64{}    // and state
 	lastIdle := map[uint32]uint64{} // its last cpu_idle's time
@@ -466,7 +473,7 @@ func readPerfetto(t testing.TB, data []byte) perfettoFile {
 				if d.sub("counter") == nil || !e.has("counter_value") {
 					t.Fatalf("track %q: a counter event %v on a track that is no counter, or without a value", name, e)
 				}
-				f.counters[name] = append(f.counters[name], int64(e.uint("counter_value")))
+				f.counters[name] = append(f.counters[name], counterSample{ns, int64(e.uint("counter_value"))})
 			case typeInstant:
 				f.instants[strings.TrimRight(name, "0123456789 ")]++
 				if strings.HasPrefix(name, "wake-ups") {
@@ -671,7 +678,7 @@ func TestPerfettoTables(t *testing.T) {
 
 // A trace's PM QoS changes become counter tracks: the global limit's and
 // each changed CPU's resume latency, in µs with -1 for none, from the
-// value before the first change at the trace's start.
+// value in force where the export's window opens.
 func TestPerfettoPMQoS(t *testing.T) {
 	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1}}
 	meta.Inputs.PMQoSTrace = true
@@ -681,16 +688,29 @@ func TestPerfettoPMQoS(t *testing.T) {
 		{TimeNs: 1_300_000_000, CPU: 1, LimitUs: -1, PrevUs: 0, Action: trace.PMQoSRemove},
 		{TimeNs: 1_400_000_000, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 2, Action: trace.PMQoSRemove},
 	})
-	var out bytes.Buffer
-	if _, err := WritePerfetto(r, Options{}, &out); err != nil {
-		t.Fatal(err)
-	}
-	got := readPerfetto(t, out.Bytes()).counters
-	want := map[string][]int64{
-		"PM QoS CPU latency limit":    {-1, 2, -1},
-		"PM QoS resume latency cpu 1": {15, 0, -1},
-	}
-	if !maps.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("counter tracks %v, want %v", got, want)
+	start := TraceStart(r) // the first period's entry, 1 s
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want map[string][]counterSample
+	}{
+		{"all", Options{}, map[string][]counterSample{
+			"PM QoS CPU latency limit":    {{start, -1}, {1_100_000_000, 2}, {1_400_000_000, -1}},
+			"PM QoS resume latency cpu 1": {{start, 15}, {1_200_000_000, 0}, {1_300_000_000, -1}},
+		}},
+		// From 150 ms on, CPU 0 only: the global limit as it stood then,
+		// no track of CPU 1's.
+		{"window", Options{From: 150 * time.Millisecond, HasFrom: true, CPUs: []int{0}}, map[string][]counterSample{
+			"PM QoS CPU latency limit": {{start + 150_000_000, 2}, {1_400_000_000, -1}},
+		}},
+	} {
+		var out bytes.Buffer
+		if _, err := WritePerfetto(r, tc.o, &out); err != nil {
+			t.Fatal(err)
+		}
+		got := readPerfetto(t, out.Bytes()).counters
+		if !maps.EqualFunc(got, tc.want, slices.Equal) {
+			t.Errorf("%s: counter tracks %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

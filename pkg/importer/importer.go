@@ -134,12 +134,14 @@ var wakeEvents = map[string]bool{
 
 // declarable are the events Options.Events may name, with their
 // subsystems: those whose presence decides what the import carries (the
-// idle and IO events, the wake-cause set and the tick's).
+// idle and IO events, the wake-cause set and the tick's, PM QoS's).
 var declarable = map[string]string{
 	"cpu_idle": "power", "block_rq_issue": "block", "block_rq_complete": "block",
 	"irq_handler_entry": "irq", "local_timer_entry": "irq_vectors", "local_timer_exit": "irq_vectors",
 	"reschedule_entry": "irq_vectors", "call_function_entry": "irq_vectors", "call_function_single_entry": "irq_vectors",
 	"hrtimer_expire_entry": "timer",
+	"pm_qos_add_request":   "power", "pm_qos_update_request": "power", "pm_qos_remove_request": "power", "pm_qos_update_target": "power",
+	"dev_pm_qos_add_request": "power", "dev_pm_qos_update_request": "power", "dev_pm_qos_remove_request": "power",
 }
 
 // CheckEvents says whether every event of events is one Options.Events may
@@ -259,9 +261,12 @@ type pass struct {
 	polling     map[int][]int   // per CPU, the polling states; nil: state 0
 	wake        []wakeState     // per CPU
 
-	// PM QoS requests waiting for their pm_qos_update_target, by task
+	// PM QoS requests waiting for their pm_qos_update_target, by task,
+	// and the limits where the capture begins, where its header says
 	// (pmqos.go).
-	qosPending map[int64]qosRequest
+	qosPending     map[int64]qosRequest
+	qosStartGlobal *int64
+	qosStartCPUs   map[int]int64
 }
 
 type openPeriod struct {
@@ -306,6 +311,7 @@ func (p *pass) line(s string) error {
 		if p.sum.Events == 0 {
 			p.headerEvents(t)
 			p.headerStates(t)
+			p.headerQoS(t)
 		}
 		// tracefs' header gives the CPU count: "... #P:N".
 		if k := strings.Index(t, "#P:"); k >= 0 && p.sum.Events == 0 {

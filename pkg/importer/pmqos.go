@@ -2,6 +2,7 @@ package importer
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +32,9 @@ var qosRequestEvents = map[string]uint8{
 	"dev_pm_qos_update_request": trace.PMQoSUpdate,
 	"dev_pm_qos_remove_request": trace.PMQoSRemove,
 }
+
+// qosRequestNames lists qosRequestEvents' names.
+func qosRequestNames() []string { return slices.Collect(maps.Keys(qosRequestEvents)) }
 
 // qosTargetEvent gives the constraint's value before and after a request.
 const qosTargetEvent = "pm_qos_update_target"
@@ -63,6 +67,11 @@ type qosRequest struct {
 // qosRequestEvent notes a request event of ev's task.
 func (p *pass) qosRequestEvent(ev *event, action uint8) error {
 	req := qosRequest{ns: ev.ns, target: trace.PMQoSGlobal, action: action}
+	// Before 5.7 the events served every PM QoS class
+	// ("pm_qos_class=%s value=%d"): only CPU_DMA_LATENCY (1) is ours.
+	if class, ok := field(ev.fields, "pm_qos_class"); ok && class != "CPU_DMA_LATENCY" && class != "0x1" {
+		req.ignore = true
+	}
 	if strings.HasPrefix(ev.name, "dev_") {
 		dev, ok := field(ev.fields, "device")
 		if !ok {
@@ -91,8 +100,10 @@ func (p *pass) qosUpdateTarget(ev *event) error {
 		return fmt.Errorf("no action= field")
 	}
 	action, ok := qosActions[name]
-	if !ok {
-		return fmt.Errorf("action=%q is none of ADD_REQ, UPDATE_REQ, REMOVE_REQ", name)
+	if !ok { // a kernel's action this one does not know: no latency change of ours
+		p.sum.Skipped[ev.name+" (action="+name+")"]++
+		delete(p.qosPending, ev.pid)
+		return nil
 	}
 	var vals [2]int64
 	for i, key := range []string{"prev_value", "curr_value"} {
@@ -106,11 +117,13 @@ func (p *pass) qosUpdateTarget(ev *event) error {
 		}
 		vals[i] = n
 	}
+	// As in BPF, a task's request is consumed by its next update_target,
+	// matched or not.
 	req, ok := p.qosPending[ev.pid]
+	delete(p.qosPending, ev.pid)
 	if !ok || ev.ns < req.ns || ev.ns-req.ns > qosMatchNs || req.action != action {
 		return nil // no request of this task just before: a frequency limit
 	}
-	delete(p.qosPending, ev.pid)
 	if req.ignore || vals[0] == vals[1] {
 		return nil
 	}
@@ -126,16 +139,57 @@ func (p *pass) qosUpdateTarget(ev *event) error {
 	return p.w.AddPMQoS(&c)
 }
 
-// pmQoSMetadata says whether the capture holds the PM QoS changes: all
-// of the global limit's events, and the CPUs' resume latencies where the
-// device events are in it too.
+// pmQoSMetadata says whether the capture holds the PM QoS changes:
+// pm_qos_update_target and at least one request event (the probes say
+// which are missing: a change whose request event the capture lacks is
+// not seen); and gives the limits where it begins, where idletrace's
+// export header says.
 func (p *pass) pmQoSMetadata(m *trace.Metadata, tool string) {
-	m.Inputs.PMQoSTrace = len(p.lacking(qosGlobalEvents)) == 0
+	if p.qosStartGlobal != nil {
+		m.PMQoS.CPUDMALatencyUs = *p.qosStartGlobal
+	}
+	if len(p.qosStartCPUs) > 0 {
+		m.PMQoS.ResumeLatencyUs = make([]int64, m.NumCPUs)
+		for c := range m.PMQoS.ResumeLatencyUs {
+			v, ok := p.qosStartCPUs[c]
+			if !ok {
+				v = -1 // not given: none
+			}
+			m.PMQoS.ResumeLatencyUs[c] = v
+		}
+	}
+	m.Inputs.PMQoSTrace = p.recorded(qosTargetEvent) && len(p.lacking(qosRequestNames())) < len(qosRequestEvents)
 	for _, n := range slices.Concat(qosGlobalEvents, qosDeviceEvents) {
 		if p.recorded(n) {
 			m.Probes["power:"+n] = "imported: " + tool
 		} else {
 			m.Probes["power:"+n] = "missing: not in the capture"
+		}
+	}
+}
+
+// headerQoS reads idletrace's ftrace export's comment line with the
+// limits in force where the capture begins (trace.ExportQoSHeader).
+func (p *pass) headerQoS(t string) {
+	rest, ok := strings.CutPrefix(t, trace.ExportQoSHeader)
+	if !ok {
+		return
+	}
+	for _, f := range strings.Fields(rest) {
+		key, val, ok := strings.Cut(f, "=")
+		v, err := strconv.ParseInt(val, 10, 64)
+		if !ok || err != nil {
+			continue
+		}
+		if key == "cpu_dma_latency" {
+			p.qosStartGlobal = &v
+			continue
+		}
+		if c, err := strconv.ParseUint(strings.TrimPrefix(key, "cpu"), 10, 32); err == nil && strings.HasPrefix(key, "cpu") && c < trace.MaxCPUs {
+			if p.qosStartCPUs == nil {
+				p.qosStartCPUs = map[int]int64{}
+			}
+			p.qosStartCPUs[int(c)] = v
 		}
 	}
 }

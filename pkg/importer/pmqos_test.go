@@ -68,14 +68,49 @@ func TestImportPMQoSEvents(t *testing.T) {
 		t.Errorf("the capture has every global PM QoS event, but the import says it did not trace PM QoS (probes %v)", r.Meta.Probes)
 	}
 
-	// Without the request events, update_target tells nothing.
-	r, _, err = importString(t, "          <idle>-0       [000] d..1.  100.000000000: cpu_idle: state=1 cpu_id=0\n"+
-		"          <idle>-0       [000] d..1.  100.000500000: cpu_idle: state=4294967295 cpu_id=0\n", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Meta.Inputs.PMQoSTrace || r.Meta.Probes["power:pm_qos_update_target"] == "" {
-		t.Errorf("a capture without PM QoS events: PMQoSTrace %v, probe %q", r.Meta.Inputs.PMQoSTrace, r.Meta.Probes["power:pm_qos_update_target"])
+	idle := "          <idle>-0       [000] d..1.  100.000000000: cpu_idle: state=1 cpu_id=0\n" +
+		"          <idle>-0       [000] d..1.  100.000500000: cpu_idle: state=4294967295 cpu_id=0\n"
+	for _, tc := range []struct {
+		name, capture string
+		traced        bool
+		want          []trace.PMQoSChange
+	}{
+		{"no PM QoS events", idle, false, nil},
+		// Frequency limits alone: update_target without a request.
+		{"update_target only", idle + "   kworker-80  [001] .....  100.001000000: pm_qos_update_target: action=UPDATE_REQ prev_value=3000000 curr_value=2000000\n", false, nil},
+		// As in BPF, a request is consumed by its task's next
+		// update_target: a no-op request, then two frequency updates.
+		{"request consumed", idle +
+			"    cyclic-700 [001] .....  100.001000000: pm_qos_update_request: CPU_DMA_LATENCY value=20\n" +
+			"    cyclic-700 [001] .....  100.001000100: pm_qos_update_target: action=ADD_REQ prev_value=3000000 curr_value=2500000\n" +
+			"    cyclic-700 [001] .....  100.001000200: pm_qos_update_target: action=UPDATE_REQ prev_value=2000000 curr_value=1500000\n", true, nil},
+		// Before 5.7 the request events named their class.
+		{"another class", idle +
+			"     netd-703 [000] .....  100.001000000: pm_qos_update_request: pm_qos_class=NETWORK_LATENCY value=20\n" +
+			"     netd-703 [000] .....  100.001000100: pm_qos_update_target: action=UPDATE_REQ prev_value=2000000000 curr_value=20\n" +
+			"     netd-703 [000] .....  100.002000000: pm_qos_update_request: pm_qos_class=CPU_DMA_LATENCY value=30\n" +
+			"     netd-703 [000] .....  100.002000100: pm_qos_update_target: action=UPDATE_REQ prev_value=2000000000 curr_value=30\n", true,
+			[]trace.PMQoSChange{{TimeNs: 100_002_000_100, CPU: trace.PMQoSGlobal, LimitUs: 30, PrevUs: trace.PMQoSNoGlobalLimitUs, Action: trace.PMQoSUpdate, Tid: 703}}},
+		// A kernel's action this reader does not know is skipped, not an error.
+		{"unknown action", idle + "   kworker-80  [001] .....  100.001000000: pm_qos_update_target: action=0x5 prev_value=1 curr_value=2\n", false, nil},
+		// Device events alone give the CPUs' resume latencies.
+		{"device events only", idle +
+			"    tuned-701 [000] .....  100.003000000: dev_pm_qos_add_request: device=cpu1 type=DEV_PM_QOS_RESUME_LATENCY new_value=0\n" +
+			"    tuned-701 [000] .....  100.003000100: pm_qos_update_target: action=ADD_REQ prev_value=2147483647 curr_value=0\n", true,
+			[]trace.PMQoSChange{{TimeNs: 100_003_000_100, CPU: 1, LimitUs: 0, PrevUs: -1, Action: trace.PMQoSAdd, Tid: 701}}},
+	} {
+		r, _, err := importString(t, tc.capture, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, _, err := r.PMQoSChanges(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) || r.Meta.Inputs.PMQoSTrace != tc.traced || r.Meta.Probes["power:pm_qos_update_target"] == "" {
+			t.Errorf("%s: changes %+v, traced %v (probe %q); want %+v, traced %v", tc.name, got, r.Meta.Inputs.PMQoSTrace,
+				r.Meta.Probes["power:pm_qos_update_target"], tc.want, tc.traced)
+		}
 	}
 }
 
@@ -91,15 +126,25 @@ func TestImportPMQoSRoundTrip(t *testing.T) {
 		{TimeNs: 1_400_000_000, CPU: trace.PMQoSGlobal, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 2, Action: trace.PMQoSRemove, Tid: 42},
 	}
 	for _, tc := range []struct {
-		name    string
-		changes []trace.PMQoSChange
-	}{{"changes", changes}, {"none", nil}} {
+		name       string
+		changes    []trace.PMQoSChange
+		from       time.Duration // the export's window opens here, since the trace's start
+		want       []trace.PMQoSChange
+		wantGlobal int64 // the limit the import's metadata starts with
+	}{
+		{"changes", changes, 0, changes, trace.PMQoSNoGlobalLimitUs},
+		{"none", nil, 0, nil, 40}, // the metadata's
+		// The window opens after the first change: the header carries the
+		// limits then in force, 2 µs and CPU 1 unchanged.
+		{"window", changes, 150 * time.Millisecond, changes[1:], 2},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1}}
+			meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1},
+				PMQoS: trace.PMQoS{CPUDMALatencyUs: 40, ResumeLatencyUs: []int64{-1, -1}}}
 			meta.Inputs.PMQoSTrace = true
 			r := tracetest.Build(t, meta, tracetest.Periods(20, 2, 1, 25e6, 5e6), tc.changes)
 			var text bytes.Buffer
-			if _, err := export.WriteFtrace(r, export.Options{}, &text); err != nil {
+			if _, err := export.WriteFtrace(r, export.Options{From: tc.from, HasFrom: tc.from > 0}, &text); err != nil {
 				t.Fatal(err)
 			}
 			back, _, err := importString(t, text.String(), Options{})
@@ -110,8 +155,9 @@ func TestImportPMQoSRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(got, tc.changes) || !back.Meta.Inputs.PMQoSTrace {
-				t.Fatalf("back from the ftrace export: %+v (traced %v), want %+v\n%s", got, back.Meta.Inputs.PMQoSTrace, tc.changes, text.String())
+			if !slices.Equal(got, tc.want) || !back.Meta.Inputs.PMQoSTrace || back.Meta.PMQoS.CPUDMALatencyUs != tc.wantGlobal {
+				t.Fatalf("back from the ftrace export: %+v (traced %v, starting global limit %d), want %+v from %d\n%s",
+					got, back.Meta.Inputs.PMQoSTrace, back.Meta.PMQoS.CPUDMALatencyUs, tc.want, tc.wantGlobal, text.String())
 			}
 		})
 	}

@@ -130,6 +130,13 @@ type CPUStates struct {
 // writes with a CPU's whole state table, which its import reads back.
 const ExportStatesHeader = "# idletrace states"
 
+// ExportQoSHeader opens the comment line idletrace's ftrace export writes
+// with the PM QoS limits in force where it begins, in PMQoS's terms, which
+// its import reads back:
+//
+//	# idletrace pm qos: cpu_dma_latency=2000000000 cpu0=-1 cpu1=15
+const ExportQoSHeader = "# idletrace pm qos:"
+
 // StateInfo is one idle state as /sys/devices/system/cpu/cpuN/cpuidle/stateM shows it.
 type StateInfo struct {
 	Index             int    `json:"index"`

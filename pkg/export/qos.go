@@ -1,0 +1,88 @@
+package export
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// qosSelection is what an event export writes of a trace's PM QoS
+// changes: those in its window (of the global limit, and of the selected
+// CPUs' resume latencies), in time order, and the limits in force where
+// the window opens, in trace.PMQoS's terms.
+type qosSelection struct {
+	changes []trace.PMQoSChange
+	openNs  uint64          // where the window opens
+	global  int64           // the global limit there; -1 unknown
+	cpus    map[int32]int64 // each CPU's resume latency there, where known
+}
+
+// selectQoS picks the changes of all (as read, in any order) the export
+// writes. The limits before a constraint's first change are that change's
+// previous value (the metadata's were read before the recorder attached),
+// else the metadata's; the changes before the window are applied to them.
+func selectQoS(meta *trace.Metadata, sel *selection, all []trace.PMQoSChange) qosSelection {
+	slices.SortStableFunc(all, func(a, b trace.PMQoSChange) int { return cmp.Compare(a.TimeNs, b.TimeNs) })
+	q := qosSelection{openNs: sel.start, global: meta.PMQoS.CPUDMALatencyUs, cpus: map[int32]int64{}}
+	if sel.fromNs > 0 {
+		q.openNs = sel.start + uint64(sel.fromNs)
+	}
+	for c, v := range meta.PMQoS.ResumeLatencyUs {
+		q.cpus[int32(c)] = v
+	}
+	seen := map[int32]bool{}
+	for _, c := range all {
+		if !seen[c.CPU] {
+			seen[c.CPU] = true
+			q.set(c.CPU, c.PrevUs)
+		}
+		switch {
+		case sel.inTime(c.TimeNs):
+			if c.CPU < 0 || sel.cpus == nil || inSet(sel.cpus, uint32(c.CPU)) {
+				q.changes = append(q.changes, c)
+			}
+		case c.TimeNs <= q.openNs:
+			q.set(c.CPU, c.LimitUs)
+		}
+	}
+	return q
+}
+
+func (q *qosSelection) set(cpu int32, v int64) {
+	if cpu < 0 {
+		q.global = v
+	} else {
+		q.cpus[cpu] = v
+	}
+}
+
+// at is a constraint's limit where the window opens, and whether it is known.
+func (q *qosSelection) at(cpu int32) (int64, bool) {
+	if cpu < 0 {
+		return q.global, q.global >= 0
+	}
+	v, ok := q.cpus[cpu]
+	return v, ok
+}
+
+// headerLine is the ftrace export's trace.ExportQoSHeader line, "" where
+// no limit is known.
+func (q *qosSelection) headerLine(ncpus int) string {
+	var b strings.Builder
+	if v, ok := q.at(trace.PMQoSGlobal); ok {
+		fmt.Fprintf(&b, " cpu_dma_latency=%d", v)
+	}
+	for c := range min(ncpus, math.MaxInt32) {
+		if v, ok := q.at(int32(c)); ok {
+			fmt.Fprintf(&b, " cpu%d=%d", c, v)
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return trace.ExportQoSHeader + b.String() + "\n"
+}
