@@ -129,12 +129,15 @@ func Assumptions(prof *Profile, policies []Policy) string {
 	}
 	b.WriteString("with each state's target residency as its break-even time against the next shallower state; energy is relative to the first policy. ")
 	for _, p := range policies {
-		switch {
-		case p.Governor == GovOracle:
+		switch p.Governor {
+		case GovOracle:
 			b.WriteString("Oracle knows each idle period's real length: a lower bound, not a governor. ")
-		case p.Governor == GovTEO:
+		case GovMenu:
+			b.WriteString("menu follows the kernel release it models (kernel=, else the recorded one): mainline's, and for 6.12.y and 6.1.y the later menu commits their stable releases took (listed in Debian's changelogs); a 6.6.y or 5.15.y release gets the form of its mainline release, without the later changes its stable series took. ")
+		case GovTEO:
 			b.WriteString("teo follows the logic of the kernel release it models (kernel=, else the recorded one): the form of 6.13 and before or that of 6.14–6.18, with or without the fix to its shallower-state check that 6.12.64 and 6.18.3 took. ")
-		case p.BlkQoSLimitNs >= 0:
+		}
+		if p.BlkQoSLimitNs >= 0 {
 			b.WriteString("blkqos limits the CPU that issued block IO from the issue until the timeout; an expiring limit does not wake the CPU. ")
 		}
 	}
