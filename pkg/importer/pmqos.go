@@ -39,8 +39,8 @@ func qosRequestNames() []string { return slices.Collect(maps.Keys(qosRequestEven
 // qosTargetEvent gives the constraint's value before and after a request.
 const qosTargetEvent = "pm_qos_update_target"
 
-// qosGlobalEvents must all be in a capture for its global limit's changes
-// to be complete; qosDeviceEvents add the CPUs' resume latencies.
+// qosGlobalEvents are the global limit's events, qosDeviceEvents those
+// that add the CPUs' resume latencies: the probes say which a capture has.
 var (
 	qosGlobalEvents = []string{qosTargetEvent, "pm_qos_add_request", "pm_qos_update_request", "pm_qos_remove_request"}
 	qosDeviceEvents = []string{"dev_pm_qos_add_request", "dev_pm_qos_update_request", "dev_pm_qos_remove_request"}
