@@ -362,14 +362,17 @@ func TestKernelReferee(t *testing.T) {
 		// counted its sleeps, 3,942 of 4,793 reads carried a task latency
 		// once, where 4,499 of 4,503 and 3,668 of 3,671 do otherwise: the
 		// thread's count tells a recorder that missed wake-ups from reads
-		// that did not wait.)
+		// that did not wait. The thread sleeps for the Go runtime too: 80–
+		// 100 times beyond its reads on 6.1, 300–400 on 6.12.)
 		n := uint64(len(readerTaskLat))
+		// No more reads can have waited than it slept, nor than it made.
+		waited := min(reader.sleeps, reader.reads)
 		switch {
 		case n > reader.reads:
 			t.Fatalf("%d of the %q reader's %d reads carry its task latency", n, reader.comm, reader.reads)
 		case reader.sleeps == 0 && n < reader.reads*90/100: // no rusage: its reads wait
 			t.Fatalf("%d of the %q reader's %d reads carry its task latency", n, reader.comm, reader.reads)
-		case reader.sleeps > 0 && (n > reader.sleeps || n+reader.otherSleeps+reader.sleeps/20 < reader.sleeps):
+		case reader.sleeps > 0 && (n > reader.sleeps || n+reader.otherSleeps+waited/20 < waited):
 			t.Fatalf("%d of the %q reader's %d reads carry its task latency, but the kernel counted %d voluntary context switches of it: every read that waited slept once", n, reader.comm, reader.reads, reader.sleeps)
 		case n < 500:
 			t.Fatalf("only %d of the %q reader's %d reads waited (the kernel counted %d sleeps): too few to hold their latency to the reader's own view", n, reader.comm, reader.reads, reader.sleeps)
