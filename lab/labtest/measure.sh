@@ -23,7 +23,7 @@
 # spun_ns and late: idle_emu's own account of the stays it held back, how
 # long, and how many ran more than 10 % over.
 ROUNDS=${ROUNDS:-4000}
-READS=${READS:-4000}
+READS=${READS:-6000}
 TURN=${TURN:-25}
 YIELD=${YIELD:-} # idle_emu's spin_yield, when set
 # ONEWAY=0: both CPUs take the turn's state and both directions are samples.
