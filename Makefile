@@ -42,8 +42,13 @@ deps-idlestat: ## Debian's idlestat, which cmd/idletrace's TestIdlestat runs on 
 	@command -v idlestat >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq idlestat >/dev/null; }
 
+# Two runs: the packages side by side without the recorder tests, then the
+# recorder tests one package at a time, so that no CPU-bound test of another
+# package keeps the CPUs from going idle under a recording (a referee run
+# beside them once recorded 79 idle periods in its window).
 test: build vet deps-test ## every test, kernel referee tests included (run as root: without root the root-only tests fail)
-	IDLETRACE_REQUIRE_ROOT=1 $(GO) test -count=1 -timeout 20m ./...
+	IDLETRACE_REQUIRE_ROOT=1 $(GO) test -count=1 -timeout 20m -skip '^($(RECORDER_TESTS))$$' ./...
+	IDLETRACE_REQUIRE_ROOT=1 $(GO) test -count=1 -timeout 20m -p 1 -run '^($(RECORDER_TESTS))$$' ./...
 
 # The tests that record or change the machine (they call testenv.RequireRecorder or
 # OwnMachine: skipped without root, failed under make test).
