@@ -132,3 +132,18 @@ func CPUResumeLatency(t testing.TB, cpu int) string {
 	t.Cleanup(func() { _ = os.WriteFile(path, old, 0) })
 	return path
 }
+
+// CPULatencyQoS is the CPU latency QoS device, /dev/cpu_dma_latency; the
+// test skips where the kernel has none. A test that writes it holds the
+// machine (OwnMachine).
+func CPULatencyQoS(t testing.TB) string {
+	t.Helper()
+	const path = "/dev/cpu_dma_latency"
+	switch _, err := os.Stat(path); {
+	case errors.Is(err, fs.ErrNotExist):
+		t.Skipf("this kernel has no %s (the CPU latency QoS device: CONFIG_CPU_IDLE, kernel/power/qos.c)", path)
+	case err != nil:
+		t.Fatal(err)
+	}
+	return path
+}

@@ -3,9 +3,7 @@ package importer
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,6 +174,7 @@ func TestImportPerfPMQoS(t *testing.T) {
 		t.Fatal("perf is not installed: apt-get install linux-perf (.ci/run does)")
 	}
 	sysfs := testenv.CPUResumeLatency(t, 0)
+	dmaPath := testenv.CPULatencyQoS(t)
 	dir := t.TempDir()
 	native := filepath.Join(dir, "native.trace")
 	stopRecording := startRecording(t, native)
@@ -185,10 +184,7 @@ func TestImportPerfPMQoS(t *testing.T) {
 	}
 	script := perfCapture(t, perf, dir, events, func() {
 		time.Sleep(time.Second) // perf opens its events
-		dma, err := os.OpenFile("/dev/cpu_dma_latency", os.O_RDWR, 0)
-		if errors.Is(err, fs.ErrNotExist) {
-			t.Skip("this kernel has no /dev/cpu_dma_latency (the CPU latency QoS device: CONFIG_CPU_IDLE, kernel/power/qos.c)")
-		}
+		dma, err := os.OpenFile(dmaPath, os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,9 +2,7 @@ package record_test
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,11 +28,9 @@ func TestRecordPMQoSChanges(t *testing.T) {
 
 	// probe reads the kernel's global value: opened before the recording,
 	// its own (default) request is not recorded.
-	probe, err := os.Open("/dev/cpu_dma_latency")
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		t.Skip("this kernel has no /dev/cpu_dma_latency (the CPU latency QoS device: CONFIG_CPU_IDLE, kernel/power/qos.c)")
-	case err != nil:
+	dmaPath := testenv.CPULatencyQoS(t)
+	probe, err := os.Open(dmaPath)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer probe.Close()
@@ -71,7 +67,7 @@ func TestRecordPMQoSChanges(t *testing.T) {
 	var want []change
 	path := filepath.Join(t.TempDir(), "qos.trace")
 	finish := startRecording(t, path)
-	dma, err := os.OpenFile("/dev/cpu_dma_latency", os.O_RDWR, 0)
+	dma, err := os.OpenFile(dmaPath, os.O_RDWR, 0)
 	if err != nil {
 		finish()
 		t.Fatal(err)
