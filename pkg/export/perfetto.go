@@ -40,7 +40,7 @@ package export
 //     share one track instead of the sender's.
 //   - PM QoS changes: a counter track for the global CPU latency limit and
 //     one per CPU whose resume latency changed, in µs (-1: none), from the
-//     value before the first change at the trace's start.
+//     value in force where the export's window opens.
 //
 // Timestamps are the trace's CLOCK_MONOTONIC nanoseconds, written with no
 // clock id, so in Perfetto's default trace clock: the ftrace events and
@@ -428,6 +428,13 @@ func (f *perfettoWriter) flushBundle(cpu uint32) error {
 
 // describe writes a track's descriptor, a child of the parent track.
 func (f *perfettoWriter) describe(uuid uint64, name, description string, rank int32) error {
+	f.beginDescriptor(uuid, name, description, rank)
+	return f.writePacket()
+}
+
+// beginDescriptor begins a packet with a child track's descriptor; its
+// further fields follow, writePacket ends it.
+func (f *perfettoWriter) beginDescriptor(uuid uint64, name, description string, rank int32) {
 	f.p.reset()
 	f.p.begin(pfTracePacket)
 	f.p.uint(pfPacketSequenceID, sequenceID)
@@ -437,7 +444,6 @@ func (f *perfettoWriter) describe(uuid uint64, name, description string, rank in
 	f.p.str(pfTrackName, name)
 	f.p.str(pfTrackDescription, description)
 	f.p.int(pfTrackSiblingRank, int64(rank))
-	return f.writePacket()
 }
 
 func (f *perfettoWriter) addQoS(q *trace.PMQoSChange) error {
@@ -467,15 +473,7 @@ func (f *perfettoWriter) writeQoS() error {
 			if q.CPU >= 0 {
 				name, desc = fmt.Sprintf("PM QoS resume latency cpu %d", q.CPU), "this CPU's resume latency constraint in µs, -1 for none (0: only polling)"
 			}
-			f.p.reset()
-			f.p.begin(pfTracePacket)
-			f.p.uint(pfPacketSequenceID, sequenceID)
-			f.p.begin(pfPacketTrackDescriptor)
-			f.p.uint(pfTrackUUID, track)
-			f.p.uint(pfTrackParentUUID, rootTrack)
-			f.p.str(pfTrackName, name)
-			f.p.str(pfTrackDescription, desc)
-			f.p.int(pfTrackSiblingRank, int64(q.CPU)-trace.MaxCPUs-1) // first, the global limit at the top
+			f.beginDescriptor(track, name, desc, q.CPU-trace.MaxCPUs-1) // first, the global limit at the top
 			f.p.begin(pfTrackCounter)
 			f.p.str(pfCounterUnitName, "µs")
 			if err := f.writePacket(); err != nil {

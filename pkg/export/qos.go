@@ -3,7 +3,6 @@ package export
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -76,7 +75,7 @@ func (q *qosSelection) headerLine(ncpus int) string {
 	if v, ok := q.at(trace.PMQoSGlobal); ok {
 		fmt.Fprintf(&b, " cpu_dma_latency=%d", v)
 	}
-	for c := range min(ncpus, math.MaxInt32) {
+	for c := range ncpus {
 		if v, ok := q.at(int32(c)); ok {
 			fmt.Fprintf(&b, " cpu%d=%d", c, v)
 		}
