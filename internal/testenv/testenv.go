@@ -147,3 +147,10 @@ func CPULatencyQoS(t testing.TB) string {
 	}
 	return path
 }
+
+// OwnThread says whether tid is a thread of this test process: a test
+// that makes kernel requests keeps only its own among those recorded.
+func OwnThread(tid uint32) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
+	return err == nil
+}

@@ -3,7 +3,6 @@ package importer
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,7 +238,7 @@ func TestImportPerfPMQoS(t *testing.T) {
 		}
 		var mine []trace.PMQoSChange
 		for _, q := range all {
-			if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", q.Tid)); err == nil {
+			if testenv.OwnThread(q.Tid) {
 				mine = append(mine, q)
 			}
 		}

@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"encoding/binary"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -122,7 +121,7 @@ func TestRecordPMQoSChanges(t *testing.T) {
 	// This process's requests only: another on the machine may make its own.
 	var got []change
 	for _, q := range all {
-		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", q.Tid)); err == nil {
+		if testenv.OwnThread(q.Tid) {
 			got = append(got, change{q.CPU, q.LimitUs})
 		}
 	}
