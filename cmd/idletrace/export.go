@@ -18,10 +18,11 @@ import (
 
 // exportHelp is export --help's account of where the tables go (README:
 // "Exporting a trace").
-const exportHelp = `csv and parquet: two tables, one file each in DIR: idle_periods.FORMAT (one
-row per idle period) and io_requests.FORMAT (one row per block IO request);
-README.md lists their columns. --table NAME writes one of them; without -o,
-one CSV table goes to stdout.
+const exportHelp = `csv and parquet: three tables, one file each in DIR: idle_periods.FORMAT (one
+row per idle period), io_requests.FORMAT (one row per block IO request) and
+pm_qos_changes.FORMAT (the CPU latency limits in force where the window
+opens, then each change); README.md lists their columns. --table NAME
+writes one of them; without -o, one CSV table goes to stdout.
 ftrace: the kernel's text trace format (cpu_idle, the wake-up events,
 block_rq_issue and block_rq_complete, in time order) under the header
 idlestat --import reads, to -o FILE, to DIR/TRACE-NAME.txt when -o names a
@@ -42,7 +43,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+exportHelp) }
 	format := fs.String("format", "", "file format: csv, parquet, ftrace or perfetto (required)")
 	dir := fs.StringP("output", "o", "", "directory for the tables (created if missing); for ftrace and perfetto a file or a directory")
-	table := fs.String("table", "", "write only this table: "+export.IdlePeriods+" or "+export.IORequests+" (default both)")
+	table := fs.String("table", "", "write only this table: "+strings.Join(export.Tables, ", ")+" (default all)")
 	cpus := fs.String("cpus", "", "only these CPUs (e.g. 0-3,8): their idle periods, and the IO requests issued or completed on them")
 	from := fs.Duration("from", 0, "only records from this long after the trace's start (an idle period by its exit, an IO request by its completion)")
 	to := fs.Duration("to", 0, "only records up to this long after the trace's start")
@@ -61,7 +62,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	events := *format == export.Ftrace || *format == export.Perfetto // one file of events, not tables
-	tables := []string{export.IdlePeriods, export.IORequests}
+	tables := export.Tables
 	switch {
 	case events && *table != "":
 		return usagef("--table is for the csv and parquet tables: the %s trace holds every event", *format)
@@ -178,10 +179,12 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if !*quiet {
 		var parts []string
 		for i, t := range tables {
-			n := sum.IdlePeriods
-			what := "idle periods"
-			if t == export.IORequests {
+			n, what := sum.IdlePeriods, "idle periods"
+			switch t {
+			case export.IORequests:
 				n, what = sum.IORequests, "IO requests"
+			case export.PMQoSChanges:
+				n, what = sum.PMQoSRows, "PM QoS limits and changes"
 			}
 			parts = append(parts, fmt.Sprintf("%d %s to %s", n, what, files[i]))
 		}

@@ -66,7 +66,7 @@ func statsUsage(t *testing.T, path string) (map[string]uint64, uint64) {
 	return usage, s.IO.Requests
 }
 
-// TestExport: export writes both tables in each format to -o DIR with a
+// TestExport: export writes the three tables in each format to -o DIR with a
 // one-line summary, refuses to overwrite them without --force, writes one
 // CSV table to stdout, exports a trace cut short with a warning (what
 // stats counts of it, the tables count too), and leaves no partial table
@@ -77,8 +77,9 @@ func TestExport(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "tables")
 			r := runBin(t, "export", bundledTrace, "--format", format, "-o", dir)
-			idle, io := filepath.Join(dir, "idle_periods."+format), filepath.Join(dir, "io_requests."+format)
-			want := fmt.Sprintf("idletrace export: 78448 idle periods to %s, 58723 IO requests to %s\n", idle, io)
+			idle, io, qos := filepath.Join(dir, "idle_periods."+format), filepath.Join(dir, "io_requests."+format), filepath.Join(dir, "pm_qos_changes."+format)
+			// The bundled trace's PM QoS: no limits at its start, no change.
+			want := fmt.Sprintf("idletrace export: 78448 idle periods to %s, 58723 IO requests to %s, 3 PM QoS limits and changes to %s\n", idle, io, qos)
 			if r.code != 0 || r.stderr != want || r.stdout != "" {
 				t.Fatalf("exit %d, stderr %q, stdout %.80q; want exit 0 and stderr %q", r.code, r.stderr, r.stdout, want)
 			}
@@ -96,7 +97,7 @@ func TestExport(t *testing.T) {
 				t.Errorf("--force --from 1s left %s as it was", io)
 			}
 			if format == "parquet" {
-				for _, p := range []string{idle, io} {
+				for _, p := range []string{idle, io, qos} {
 					data, _ := os.ReadFile(p)
 					f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
 					if err != nil {

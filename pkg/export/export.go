@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idletrace/idletrace/pkg/analysis"
@@ -21,9 +22,13 @@ import (
 
 // Table names, which are also the files' base names.
 const (
-	IdlePeriods = "idle_periods"
-	IORequests  = "io_requests"
+	IdlePeriods  = "idle_periods"
+	IORequests   = "io_requests"
+	PMQoSChanges = "pm_qos_changes"
 )
+
+// Tables are the table names in the order an export writes them.
+var Tables = []string{IdlePeriods, IORequests, PMQoSChanges}
 
 // Options select the rows. The zero value selects every record.
 type Options struct {
@@ -48,13 +53,17 @@ type Options struct {
 // read where the other table needs them (the IO-wake rule reads the idle
 // periods). A row is valid only during the call.
 type Sink struct {
-	IdlePeriod func(*IdlePeriodRow) error
-	IORequest  func(*IORequestRow) error
+	IdlePeriod  func(*IdlePeriodRow) error
+	IORequest   func(*IORequestRow) error
+	PMQoSChange func(*PMQoSChangeRow) error
 }
 
 // Summary is what an export wrote.
 type Summary struct {
 	IdlePeriods, IORequests uint64
+	// PMQoSRows counts the pm_qos_changes rows: the limits in force where
+	// the window opens, then the changes in it.
+	PMQoSRows uint64
 	// TraceStartNs is the instant From and To count from.
 	TraceStartNs uint64
 	// Invalid counts idle periods with an impossible CPU or state number,
@@ -107,6 +116,8 @@ type exporter struct {
 	idleVals   idleValues
 	io         IORequestRow
 	ioVals     ioValues
+	qos        PMQoSChangeRow
+	qosVals    qosValues
 	wakeCauses bool
 }
 
@@ -197,10 +208,17 @@ func Export(r *trace.Reader, o Options, sink Sink) (Summary, error) {
 	if sink.IORequest != nil {
 		v.BlockIO = e.addIO
 	}
+	var qos []trace.PMQoSChange // few: written after the scan, in time order
+	if sink.PMQoSChange != nil {
+		v.PMQoS = func(q *trace.PMQoSChange) error { qos = append(qos, *q); return nil }
+	}
 	err := r.Scan(v)
 	if err == nil {
 		e.matcher.Flush()
 		err = e.err
+	}
+	if err == nil && sink.PMQoSChange != nil {
+		err = e.qosRows(selectQoS(r.Meta, &e.sel, qos))
 	}
 	e.sum.Uncertain = e.matcher.Uncertain
 	return e.sum, err
@@ -430,8 +448,8 @@ func (e *exporter) ioRow(b *trace.BlockIO, woke bool, cause trace.WakeCause) {
 func TablesOf(names []string) ([]string, error) {
 	var out []string
 	for _, n := range names {
-		if n != IdlePeriods && n != IORequests {
-			return nil, fmt.Errorf("unknown table %q (tables: %s, %s)", n, IdlePeriods, IORequests)
+		if !slices.Contains(Tables, n) {
+			return nil, fmt.Errorf("unknown table %q (tables: %s)", n, strings.Join(Tables, ", "))
 		}
 		if !slices.Contains(out, n) {
 			out = append(out, n)

@@ -34,6 +34,7 @@ func TestColumns(t *testing.T) {
 	}{
 		{IdlePeriods, IdlePeriodColumns, parquet.SchemaOf(IdlePeriodRow{}), reflect.TypeOf(IdlePeriodRow{})},
 		{IORequests, IORequestColumns, parquet.SchemaOf(IORequestRow{}), reflect.TypeOf(IORequestRow{})},
+		{PMQoSChanges, PMQoSChangeColumns, parquet.SchemaOf(PMQoSChangeRow{}), reflect.TypeOf(PMQoSChangeRow{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fields := tc.schema.Fields()
@@ -48,7 +49,8 @@ func TestColumns(t *testing.T) {
 				if null := strings.HasSuffix(c.Type, " or NULL"); null != f.Optional() {
 					t.Errorf("%s: documented %q, Parquet optional %v", c.Name, c.Type, f.Optional())
 				}
-				if strings.HasSuffix(c.Name, "_ns") != (c.Unit == "ns") || strings.HasSuffix(c.Name, "_bytes") != (c.Unit == "bytes") {
+				if strings.HasSuffix(c.Name, "_ns") != (c.Unit == "ns") || strings.HasSuffix(c.Name, "_us") != (c.Unit == "µs") ||
+					strings.HasSuffix(c.Name, "_bytes") != (c.Unit == "bytes") {
 					t.Errorf("%s: unit %q does not match the name", c.Name, c.Unit)
 				}
 				goType := strings.TrimSuffix(c.Type, " or NULL")
@@ -101,6 +103,7 @@ func TestCSVRows(t *testing.T) {
 	for _, null := range []bool{false, true} {
 		var idle IdlePeriodRow
 		var ior IORequestRow
+		var qos PMQoSChangeRow
 		for _, tc := range []struct {
 			name string
 			want []string
@@ -108,6 +111,7 @@ func TestCSVRows(t *testing.T) {
 		}{
 			{IdlePeriods, fill(reflect.ValueOf(&idle).Elem(), null), appendIdleCSV(nil, &idle)},
 			{IORequests, fill(reflect.ValueOf(&ior).Elem(), null), appendIOCSV(nil, &ior)},
+			{PMQoSChanges, fill(reflect.ValueOf(&qos).Elem(), null), appendQoSCSV(nil, &qos)},
 		} {
 			got, err := csv.NewReader(bytes.NewReader(tc.line)).Read()
 			if err != nil {
@@ -472,7 +476,7 @@ func TestDuckDB(t *testing.T) {
 			dir := t.TempDir()
 			out := map[string]io.Writer{}
 			var files []*os.File
-			for _, name := range []string{IdlePeriods, IORequests} {
+			for _, name := range Tables {
 				f, err := os.Create(filepath.Join(dir, name+Ext(format)))
 				if err != nil {
 					t.Fatal(err)
@@ -507,6 +511,13 @@ func TestDuckDB(t *testing.T) {
 					Requests    string `json:"requests"`
 					WokeIdleCPU string `json:"woke_idle_cpu"`
 				} `json:"io"`
+				PMQoS struct {
+					Changes string
+					Last    []struct {
+						Kind, CPU string
+						LimitUs   string `json:"limit_us"`
+					}
+				} `json:"pm_qos"`
 			}
 			if err := json.Unmarshal(js, &got); err != nil {
 				t.Fatalf("%s: %v in %s", duckdbCheck, err, js)
@@ -547,10 +558,52 @@ func TestDuckDB(t *testing.T) {
 			if got.IO.Requests != fmt.Sprint(s.IO.Requests) || got.IO.WokeIdleCPU != fmt.Sprint(s.IO.WokeIdleCPU) {
 				t.Errorf("%s: IO requests %s, woke an idle CPU %s; stats %d, %d", what, got.IO.Requests, got.IO.WokeIdleCPU, s.IO.Requests, s.IO.WokeIdleCPU)
 			}
-			t.Logf("%s: %s idle and %s IO rows; %d states, IO %s of which %s woke an idle CPU: as stats", what, got.IdleRows, got.IORows, len(got.States), got.IO.Requests, got.IO.WokeIdleCPU)
+			var gotQoS []string
+			for _, l := range got.PMQoS.Last {
+				gotQoS = append(gotQoS, fmt.Sprintf("%s %s %s", l.Kind, l.CPU, l.LimitUs))
+			}
+			if wantChanges, wantQoS := lastLimits(t, r); got.PMQoS.Changes != fmt.Sprint(wantChanges) || !slices.Equal(gotQoS, wantQoS) {
+				t.Errorf("%s: %s PM QoS changes, limits at the end %q; the trace %d, %q", what, got.PMQoS.Changes, gotQoS, wantChanges, wantQoS)
+			}
+			t.Logf("%s: %s idle and %s IO rows; %d states, IO %s of which %s woke an idle CPU: as stats; %s PM QoS changes", what, got.IdleRows, got.IORows, len(got.States), got.IO.Requests, got.IO.WokeIdleCPU, got.PMQoS.Changes)
 		}
 		r.Close()
 	}
+}
+
+// lastLimits reads r's PM QoS changes as info does and gives their count
+// and each limit where the trace ends ("KIND CPU US", CPU -1 for the
+// global limit, US -1 for none), in DuckDB's order: the metadata's limits
+// at the start, then the changes applied.
+func lastLimits(t testing.TB, r *trace.Reader) (int, []string) {
+	t.Helper()
+	changes, n, err := r.PMQoSChanges(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[int32]int64{trace.PMQoSGlobal: r.Meta.PMQoS.CPUDMALatencyUs}
+	for c, v := range r.Meta.PMQoS.ResumeLatencyUs {
+		last[int32(c)] = v
+	}
+	for _, c := range changes {
+		last[c.CPU] = c.LimitUs
+	}
+	var out []string
+	for cpu, v := range last {
+		if cpu >= int32(r.Meta.NumCPUs) {
+			continue
+		}
+		kind := "resume_latency"
+		if cpu < 0 {
+			kind = "cpu_dma_latency"
+		}
+		if cpu < 0 && v >= trace.PMQoSNoGlobalLimitUs || cpu >= 0 && v < 0 {
+			v = -1
+		}
+		out = append(out, fmt.Sprintf("%s %d %d", kind, cpu, v))
+	}
+	slices.Sort(out)
+	return int(n), out
 }
 
 // schemaMarkdown is the README's table of cols.
@@ -567,14 +620,14 @@ func schemaMarkdown(cols []Column) string {
 	return b.String()
 }
 
-// TestREADMESchema: the README gives both tables' schema as Columns has
+// TestREADMESchema: the README gives every table's schema as Columns has
 // it (go test ./pkg/export -run READMESchema -v prints the tables).
 func TestREADMESchema(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, cols := range map[string][]Column{IdlePeriods: IdlePeriodColumns, IORequests: IORequestColumns} {
+	for name, cols := range map[string][]Column{IdlePeriods: IdlePeriodColumns, IORequests: IORequestColumns, PMQoSChanges: PMQoSChangeColumns} {
 		md := schemaMarkdown(cols)
 		if !strings.Contains(string(readme), md) {
 			t.Errorf("README.md lacks %s's schema as pkg/export has it:\n%s", name, md)

@@ -313,6 +313,12 @@ func TestFtraceText(t *testing.T) {
 				if prev := p.events[i-1]; prev.event != "cpu_idle" || prev.args != fmt.Sprintf("state=4294967295 cpu_id=%d", e.cpu) || prev.ns != e.ns {
 					t.Errorf("%s: %+v does not follow its CPU's exit (%+v)", name, e, prev)
 				}
+			case "pm_qos_add_request", "pm_qos_update_request", "pm_qos_remove_request",
+				"dev_pm_qos_add_request", "dev_pm_qos_update_request", "dev_pm_qos_remove_request":
+				if next := p.events[i+1]; next.event != "pm_qos_update_target" || next.ns != e.ns {
+					t.Errorf("%s: %+v is not followed by its pm_qos_update_target (%+v)", name, e, next)
+				}
+			case "pm_qos_update_target":
 			case "block_rq_issue":
 				issues++
 			case "block_rq_complete":
@@ -344,6 +350,9 @@ func TestFtraceText(t *testing.T) {
 		}
 		if uint64(issues) != sum.IORequests || uint64(completes) != sum.IORequests {
 			t.Errorf("%s: %d issues and %d completions for %d IO requests", name, issues, completes, sum.IORequests)
+		}
+		if changes := qosChangeRows(t, tc.path, tc.o); events["pm_qos_update_target"] != changes {
+			t.Errorf("%s: %d pm_qos_update_target lines, %d changes in pm_qos_changes", name, events["pm_qos_update_target"], changes)
 		}
 		t.Logf("%s: %d lines, %v", name, len(p.events), events)
 	}
@@ -402,4 +411,27 @@ func TestFtraceHeader(t *testing.T) {
 			}
 		}
 	}
+}
+
+// qosChangeRows counts the changes (not the limits in force) the
+// pm_qos_changes table gives of path with o.
+func qosChangeRows(t testing.TB, path string, o Options) int {
+	t.Helper()
+	r, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	if _, err := Write(r, o, "csv", map[string]io.Writer{PMQoSChanges: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	_, rows := readCSV(t, buf.Bytes())
+	n := 0
+	for _, rw := range rows {
+		if rw.str("action") != "in_force" {
+			n++
+		}
+	}
+	return n
 }

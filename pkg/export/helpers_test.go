@@ -302,7 +302,8 @@ func synthMeta() *trace.Metadata {
 		NumCPUs: 4, RecordedCPUs: []int{0, 1}, Hostname: "synth",
 		States:       []trace.CPUStates{{CPU: 0, States: tab}, {CPU: 1, States: tab}},
 		BlockDevices: []trace.BlockDevice{{Name: "vda", Major: 253, Minor: 0}},
-		Inputs:       trace.Inputs{WakeCauses: true, WakeRequests: true, TickState: true, NextTimer: true, BlockIO: true, TaskIO: true},
+		Inputs:       trace.Inputs{WakeCauses: true, WakeRequests: true, TickState: true, NextTimer: true, BlockIO: true, TaskIO: true, PMQoSTrace: true},
+		PMQoS:        trace.PMQoS{CPUDMALatencyUs: trace.PMQoSNoGlobalLimitUs, ResumeLatencyUs: []int64{-1, -1, -1, -1}},
 		Start: &trace.Snapshot{MonotonicNs: 1_000_000, CPUTimeNs: []uint64{1_000_000, 1_000_700},
 			CPUIdle: []trace.CPUCounters{{CPU: 0}, {CPU: 1}}},
 	}
@@ -310,7 +311,8 @@ func synthMeta() *trace.Metadata {
 
 // writeSynth writes a synthetic trace of n idle periods, alternating over
 // two CPUs, with IO: a completion that wakes every fourth period, one while
-// busy every ninth, one on an unrecorded CPU every 50th. Some periods lie
+// busy every ninth, one on an unrecorded CPU every 50th; PM QoS changes
+// every 5,000th from the 2,500th. Some periods lie
 // before the start snapshot and after the end one; the kernel's residency,
 // rejected entries, unknown tick state and task IO vary with i. It returns
 // the path.
@@ -379,6 +381,15 @@ func writeSynth(t testing.TB, dir string, n int) string {
 				b.TaskWokenNs, b.TaskRunNs, b.TaskCPU = b.CompleteNs+1*us, b.CompleteNs+4*us, cpu
 			}
 			if err := w.AddBlockIO(&b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%5000 == 2500 { // a latency limit taken and changed, then CPU 1's
+			q := trace.PMQoSChange{TimeNs: p.ExitNs, CPU: trace.PMQoSGlobal, LimitUs: int64(i / 1000), PrevUs: trace.PMQoSNoGlobalLimitUs, Action: trace.PMQoSAdd, Tid: 900}
+			if i > 5000 {
+				q.CPU, q.LimitUs, q.PrevUs, q.Action = 1, int64(i%7000), -1, trace.PMQoSUpdate
+			}
+			if err := w.AddPMQoS(&q); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -460,10 +460,10 @@ func (f *perfettoWriter) writeQoS() error {
 	sel := selectQoS(f.meta, &f.sel, f.qos)
 	described := map[int32]bool{}
 	us := func(cpu int32, v int64) int64 {
-		if cpu < 0 && v >= trace.PMQoSNoGlobalLimitUs {
-			return -1
+		if v, ok := limitUs(cpu, v); ok {
+			return v
 		}
-		return v
+		return -1
 	}
 	for _, q := range sel.changes {
 		track := qosTrackKind | uint64(q.CPU+1)

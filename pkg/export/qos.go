@@ -85,3 +85,84 @@ func (q *qosSelection) headerLine(ncpus int) string {
 	}
 	return trace.ExportQoSHeader + b.String() + "\n"
 }
+
+// limitUs is a limit in PMQoSChange's terms as the tables give it: the
+// value, and false for none.
+func limitUs(cpu int32, v int64) (int64, bool) {
+	if cpu < 0 && v >= trace.PMQoSNoGlobalLimitUs || cpu >= 0 && v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// qosRows writes q as pm_qos_changes rows: each limit known where the
+// window opens (the global one, then the selected CPUs'), then the
+// changes. Without traced changes the limits read at the recording's
+// start are known to hold there only.
+func (e *exporter) qosRows(q qosSelection) error {
+	row, v := &e.qos, &e.qosVals
+	emit := func(timeNs uint64, cpu int32, action string, limit int64, prev *int64, tid uint32) error {
+		*row = PMQoSChangeRow{TimeNs: int64(timeNs), Kind: "cpu_dma_latency", Action: action}
+		if cpu >= 0 {
+			row.Kind = "resume_latency"
+			v.cpu = cpu
+			row.CPU = &v.cpu
+		}
+		if us, ok := limitUs(cpu, limit); ok {
+			v.limit = us
+			row.LimitUs = &v.limit
+		}
+		if prev != nil {
+			if us, ok := limitUs(cpu, *prev); ok {
+				v.prev = us
+				row.PreviousLimitUs = &v.prev
+			}
+		}
+		if tid != 0 {
+			v.tid = int32(tid)
+			row.Tid = &v.tid
+		}
+		e.sum.PMQoSRows++
+		return e.sink.PMQoSChange(row)
+	}
+	if e.meta.Inputs.PMQoSTrace || q.openNs == e.sel.start {
+		if us, ok := q.at(trace.PMQoSGlobal); ok {
+			if err := emit(q.openNs, trace.PMQoSGlobal, "in_force", us, nil, 0); err != nil {
+				return err
+			}
+		}
+		for c := range int32(max(e.meta.NumCPUs, len(e.meta.PMQoS.ResumeLatencyUs))) {
+			if e.sel.cpus != nil && !inSet(e.sel.cpus, uint32(c)) {
+				continue
+			}
+			if us, ok := q.at(c); ok {
+				if err := emit(q.openNs, c, "in_force", us, nil, 0); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for i := range q.changes {
+		c := &q.changes[i]
+		if err := emit(c.TimeNs, c.CPU, qosActions[c.Action], c.LimitUs, &c.PrevUs, c.Tid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// qosActions names PMQoSChange's actions.
+var qosActions = [...]string{trace.PMQoSAdd: "add", trace.PMQoSUpdate: "update", trace.PMQoSRemove: "remove"}
+
+type qosValues struct {
+	cpu         int32
+	limit, prev int64
+	tid         int32
+}
+
+func (r *PMQoSChangeRow) detach(v *qosValues) {
+	repoint(&r.CPU, &v.cpu)
+	repoint(&r.LimitUs, &v.limit)
+	repoint(&r.PreviousLimitUs, &v.prev)
+	repoint(&r.Tid, &v.tid)
+}

@@ -1,6 +1,6 @@
 package export
 
-// The two tables, one Go struct each: the Parquet schema comes from the
+// The three tables, one Go struct each: the Parquet schema comes from the
 // struct tags, the CSV header and the README's schema from Columns, and a
 // test holds the three to one order and one set of names. A pointer field
 // is a column that may be NULL: an input the trace lacks, or a value that
@@ -80,8 +80,8 @@ type Column struct {
 	// string, with "or NULL" where it may be NULL (an empty CSV field,
 	// a Parquet optional column).
 	Type string
-	// Unit is ns, bytes, or "" for none (names carry their unit too:
-	// _ns, _bytes).
+	// Unit is ns, µs, bytes, or "" for none (names carry their unit too:
+	// _ns, _us, _bytes).
 	Unit    string
 	Meaning string
 }
@@ -143,4 +143,28 @@ var IORequestColumns = []Column{
 	{"task_run_ns", "int64 or NULL", "ns", "when it ran again after that wake-up; NULL where not seen"},
 	{"task_cpu", "int32 or NULL", "", "where it ran again; NULL where not seen"},
 	{"task_latency_ns", "int64 or NULL", "ns", "issue to the task running again, for a request the task waited for (stats' io.task_latency_ns); NULL otherwise"},
+}
+
+// PMQoSChangeRow is one row of pm_qos_changes: a CPU latency limit in
+// force where the export's window opens (action "in_force"), or a change
+// of one during it.
+type PMQoSChangeRow struct {
+	TimeNs          int64  `parquet:"time_ns"`
+	Kind            string `parquet:"kind,dict"`
+	CPU             *int32 `parquet:"cpu,optional"`
+	Action          string `parquet:"action,dict"`
+	LimitUs         *int64 `parquet:"limit_us,optional"`
+	PreviousLimitUs *int64 `parquet:"previous_limit_us,optional"`
+	Tid             *int32 `parquet:"tid,optional"`
+}
+
+// PMQoSChangeColumns are pm_qos_changes' columns, in order.
+var PMQoSChangeColumns = []Column{
+	{"time_ns", "int64", "ns", "the change (pm_qos_update_target), CLOCK_MONOTONIC; for in_force rows the instant the window opens"},
+	{"kind", "string", "", "cpu_dma_latency: the global CPU latency limit (/dev/cpu_dma_latency, cpu_latency_qos); resume_latency: one CPU's resume latency constraint (its power/pm_qos_resume_latency_us)"},
+	{"cpu", "int32 or NULL", "", "the CPU of a resume_latency row; NULL for cpu_dma_latency, which binds every CPU"},
+	{"action", "string", "", "in_force (the limit where the window opens: known from the recording's start and the changes before the window), add, update or remove (the request that changed it)"},
+	{"limit_us", "int64 or NULL", "µs", "the limit after the change (in force, for in_force rows): the governors keep to states whose exit latency is within it; NULL for none; a resume_latency of 0 is the kernel's n/a (only polling)"},
+	{"previous_limit_us", "int64 or NULL", "µs", "the limit before the change, as limit_us; NULL for in_force rows and where there was none"},
+	{"tid", "int32 or NULL", "", "the task that made the request; NULL unknown"},
 }

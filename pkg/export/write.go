@@ -22,7 +22,7 @@ const RowGroupRows = 64 << 10
 func Ext(format string) string { return "." + format }
 
 // Write exports r in format, each table to its writer in out (keyed by
-// IdlePeriods and IORequests; a table not in out is not written).
+// Tables' names; a table not in out is not written).
 func Write(r *trace.Reader, o Options, format string, out map[string]io.Writer) (Summary, error) {
 	if format != "csv" && format != "parquet" {
 		return Summary{}, fmt.Errorf("unknown export format %q (csv, parquet)", format)
@@ -38,6 +38,11 @@ func Write(r *trace.Reader, o Options, format string, out map[string]io.Writer) 
 	if w, ok := out[IORequests]; ok {
 		t := newTable(w, format, IORequests, IORequestColumns, appendIOCSV, (*IORequestRow).detach, kv)
 		sink.IORequest = t.write
+		closers = append(closers, t.close)
+	}
+	if w, ok := out[PMQoSChanges]; ok {
+		t := newTable(w, format, PMQoSChanges, PMQoSChangeColumns, appendQoSCSV, (*PMQoSChangeRow).detach, kv)
+		sink.PMQoSChange = t.write
 		closers = append(closers, t.close)
 	}
 	sum, err := Export(r, o, sink)
@@ -204,6 +209,17 @@ func appendIOCSV(b []byte, r *IORequestRow) []byte {
 	b = appendInt64P(b, r.TaskRunNs)
 	b = appendInt32P(b, r.TaskCPU)
 	b = appendInt64P(b, r.TaskLatencyNs)
+	return append(b, '\n')
+}
+
+func appendQoSCSV(b []byte, r *PMQoSChangeRow) []byte {
+	b = strconv.AppendInt(b, r.TimeNs, 10)
+	b = appendString(b, &r.Kind)
+	b = appendInt32P(b, r.CPU)
+	b = appendString(b, &r.Action)
+	b = appendInt64P(b, r.LimitUs)
+	b = appendInt64P(b, r.PreviousLimitUs)
+	b = appendInt32P(b, r.Tid)
 	return append(b, '\n')
 }
 

@@ -19,6 +19,7 @@ const table = (name) => {
 };
 const idle = table('idle_periods');
 const io = table('io_requests');
+const qos = table('pm_qos_changes');
 
 const db = await DuckDBInstance.create(':memory:');
 const c = await db.connect();
@@ -42,5 +43,12 @@ const out = {
   io: (await rows(`
     select count(*) as requests, count(*) filter (where woke_idle) as woke_idle_cpu
     from ${io} where in_stats_window`))[0],
+  // info's PM QoS changes, and each limit where the trace ends (-1: none).
+  pm_qos: {
+    changes: (await rows(`select count(*) as n from ${qos} where action <> 'in_force'`))[0].n,
+    last: await rows(`
+      select kind, coalesce(cpu::bigint, -1) as cpu, arg_max(coalesce(limit_us::bigint, -1), time_ns) as limit_us
+      from ${qos} group by all order by all`),
+  },
 };
 console.log(JSON.stringify(out));
