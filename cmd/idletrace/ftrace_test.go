@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/idletrace/idletrace/internal/tracetest"
+	"github.com/idletrace/idletrace/pkg/trace"
 )
 
 // TestExportFtrace: --format ftrace writes to -o FILE, into -o DIR as
@@ -207,4 +210,86 @@ func TestIdlestat(t *testing.T) {
 		t.Fatal("nothing compared")
 	}
 	t.Logf("%d CPU states compared: worst relative difference %.2g %%", compared, 100*worst)
+}
+
+// TestIdlestatWideHeader: on a trace as wide as a server's (64 CPUs, ten
+// states a CPU, the PM QoS events and a resume latency per CPU), the
+// export's header comment lines stay short enough for idlestat, which
+// crashed on a line of 255 characters; idlestat reads every period, and
+// an import of the export gets every CPU's whole state table and starting
+// limits back from lines that go on over several.
+func TestIdlestatWideHeader(t *testing.T) {
+	bin, err := exec.LookPath("idlestat")
+	if err != nil {
+		t.Fatalf("idlestat is not installed (apt-get install idlestat; make deps-test and .ci/run install it): %v", err)
+	}
+	const ncpus, perCPU = 64, 5
+	var table []trace.StateInfo
+	for i, name := range []string{"POLL", "C1", "C1E", "C3_ACPI_SERVER", "C6_ACPI_SERVER", "C6S", "C7S", "C8", "C9", "C10"} {
+		si := trace.StateInfo{Index: i, Name: name, ExitLatencyNs: uint64(i) * 123_456, TargetResidencyNs: uint64(i) * 987_654, Disabled: i%3 == 2}
+		si.Polling = i == 0
+		table = append(table, si)
+	}
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu", NumCPUs: ncpus}
+	meta.Inputs.WakeCauses, meta.Inputs.PMQoSTrace = true, true
+	meta.PMQoS.CPUDMALatencyUs = trace.PMQoSNoGlobalLimitUs
+	for c := range ncpus {
+		meta.RecordedCPUs = append(meta.RecordedCPUs, c)
+		meta.States = append(meta.States, trace.CPUStates{CPU: c, States: table})
+		meta.PMQoS.ResumeLatencyUs = append(meta.PMQoS.ResumeLatencyUs, int64(1_000_000+c))
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wide.trace")
+	tracetest.WriteFile(t, path, meta, tracetest.Periods(ncpus*perCPU, ncpus, 4, 1e6, 300e3), nil)
+
+	text := filepath.Join(dir, "wide.txt")
+	if r := runBin(t, "export", path, "--format", "ftrace", "-o", text); r.code != 0 {
+		t.Fatalf("export: exit %d, %s", r.code, r.stderr)
+	}
+	data, err := os.ReadFile(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	longest, comments := 0, 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "# idletrace") {
+			comments++
+			longest = max(longest, len(line))
+		}
+	}
+	if longest >= 250 || comments <= 2*ncpus {
+		t.Errorf("%d idletrace comment lines, the longest %d characters: want several a CPU, each under 250", comments, longest)
+	}
+	got := runIdlestat(t, bin, text)
+	for c := range ncpus {
+		if rows := got[c]; len(rows) != 1 || rows[0].hits != perCPU {
+			t.Errorf("idlestat, cpu %d: %+v, want %d periods in one state", c, rows, perCPU)
+		}
+	}
+
+	imported := filepath.Join(dir, "wide-imported.trace")
+	if r := runBin(t, "import", text, "-o", imported); r.code != 0 {
+		t.Fatalf("import: exit %d, %s", r.code, r.stderr)
+	}
+	r, err := trace.Open(imported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if len(r.Meta.States) != ncpus {
+		t.Fatalf("the import has %d CPUs' state tables, want %d", len(r.Meta.States), ncpus)
+	}
+	for _, cs := range r.Meta.States {
+		if !slices.Equal(cs.States, table) {
+			t.Errorf("cpu %d's states imported as %+v\nwant %+v", cs.CPU, cs.States, table)
+			break
+		}
+	}
+	if r.Meta.PMQoS.CPUDMALatencyUs != trace.PMQoSNoGlobalLimitUs || !slices.Equal(r.Meta.PMQoS.ResumeLatencyUs, meta.PMQoS.ResumeLatencyUs) {
+		t.Errorf("starting limits imported as %d and %v, want %d and %v", r.Meta.PMQoS.CPUDMALatencyUs, r.Meta.PMQoS.ResumeLatencyUs,
+			meta.PMQoS.CPUDMALatencyUs, meta.PMQoS.ResumeLatencyUs)
+	}
+	if !r.Meta.Inputs.PMQoSTrace {
+		t.Error("the import lost the PM QoS events the export's header lists")
+	}
 }

@@ -3,6 +3,7 @@ package tracetest
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -11,6 +12,25 @@ import (
 // Build writes a trace of meta, the idle periods and the PM QoS changes in
 // memory, as the recorder would (stop reason "duration"), and opens it.
 func Build(t testing.TB, meta *trace.Metadata, periods []trace.IdlePeriod, changes []trace.PMQoSChange) *trace.Reader {
+	t.Helper()
+	file := Encode(t, meta, periods, changes)
+	r, err := trace.NewReader(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// WriteFile writes the trace Build would open to path.
+func WriteFile(t testing.TB, path string, meta *trace.Metadata, periods []trace.IdlePeriod, changes []trace.PMQoSChange) {
+	t.Helper()
+	if err := os.WriteFile(path, Encode(t, meta, periods, changes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Encode is the trace file Build opens.
+func Encode(t testing.TB, meta *trace.Metadata, periods []trace.IdlePeriod, changes []trace.PMQoSChange) []byte {
 	t.Helper()
 	var file bytes.Buffer
 	w, err := trace.NewWriter(&file, meta)
@@ -30,11 +50,7 @@ func Build(t testing.TB, meta *trace.Metadata, periods []trace.IdlePeriod, chang
 	if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := trace.NewReader(bytes.NewReader(file.Bytes()), int64(file.Len()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return file.Bytes()
 }
 
 // Periods makes n idle periods in state, taking turns over ncpus CPUs:

@@ -256,27 +256,30 @@ func (f *ftracer) writeHeader(lines uint64) {
 	}
 }
 
-// eventsLine lists, as a comment, the events the file may hold: its text
+// eventsLine lists, as comments, the events the file may hold: its text
 // shows only those that fired, and an importer must not take an event
 // that never fired for one the trace lacks. The wake events are listed
 // where the trace carries wake causes; every function-call IPI is written
 // as call_function_single_entry, so call_function_entry is covered too.
 func (f *ftracer) eventsLine() string {
-	s := "# idletrace export: events power:cpu_idle block:block_rq_issue block:block_rq_complete"
+	events := []string{"power:cpu_idle", "block:block_rq_issue", "block:block_rq_complete"}
 	if f.wakeCauses {
-		s += " irq:irq_handler_entry irq_vectors:local_timer_entry irq_vectors:reschedule_entry irq_vectors:call_function_entry irq_vectors:call_function_single_entry"
+		events = append(events, "irq:irq_handler_entry", "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry",
+			"irq_vectors:call_function_entry", "irq_vectors:call_function_single_entry")
 	}
 	if f.meta.Inputs.PMQoSTrace {
-		s += " power:pm_qos_add_request power:pm_qos_update_request power:pm_qos_remove_request power:pm_qos_update_target" +
-			" power:dev_pm_qos_add_request power:dev_pm_qos_update_request power:dev_pm_qos_remove_request"
+		events = append(events, "power:pm_qos_add_request", "power:pm_qos_update_request", "power:pm_qos_remove_request",
+			"power:pm_qos_update_target", "power:dev_pm_qos_add_request", "power:dev_pm_qos_update_request",
+			"power:dev_pm_qos_remove_request")
 	}
-	return s + "\n"
+	return string(appendComment(nil, "# idletrace export: events", events))
 }
 
 // statesLines gives, as comments, each listed CPU's whole state table:
 // idlestat's header below holds only names and target residencies, and an
 // import back (pkg/importer) needs the exit latencies too, lest a what-if
-// take them for zero. One line a CPU:
+// take them for zero. A CPU's states follow its prefix in index order, on
+// more than one line where they do not fit one:
 //
 //	# idletrace states cpu0: POLL:0:0:polling C1:1000:1000 C6:170000:600000:disabled
 //
@@ -290,19 +293,44 @@ func (f *ftracer) statesLines() string {
 		if cs.CPU < 0 || cs.CPU >= len(f.listed) || !f.listed[cs.CPU] || len(cs.States) == 0 {
 			continue
 		}
-		b = fmt.Appendf(b, "%s cpu%d:", trace.ExportStatesHeader, cs.CPU)
+		var items []string
 		for _, si := range cs.States {
-			b = fmt.Appendf(b, " %s:%d:%d", idlestatName(si.Name), si.ExitLatencyNs, si.TargetResidencyNs)
+			item := fmt.Sprintf("%s:%d:%d", idlestatName(si.Name), si.ExitLatencyNs, si.TargetResidencyNs)
 			if si.Polling {
-				b = append(b, ":polling"...)
+				item += ":polling"
 			}
 			if si.Disabled {
-				b = append(b, ":disabled"...)
+				item += ":disabled"
 			}
+			items = append(items, item)
 		}
-		b = append(b, '\n')
+		b = appendComment(b, fmt.Sprintf("%s cpu%d:", trace.ExportStatesHeader, cs.CPU), items)
 	}
 	return string(b)
+}
+
+// idlestatLineMax bounds the header's comment lines. idlestat 0.8 reads
+// its file in pieces of 256 bytes (fgets), takes what follows the first
+// piece of a longer line for an event, and crashes on it: a 255-character
+// comment line did, one of 250 did not.
+const idlestatLineMax = 200
+
+// appendComment appends prefix and the items, separated by spaces, on as
+// many lines as keep each within idlestatLineMax (an item longer than a
+// line gets one of its own): readers take the lines of one prefix together.
+func appendComment(b []byte, prefix string, items []string) []byte {
+	b = append(b, prefix...)
+	lineStart := len(b) - len(prefix)
+	for i, item := range items {
+		if i > 0 && len(b)-lineStart+1+len(item) > idlestatLineMax {
+			b = append(b, '\n')
+			lineStart = len(b)
+			b = append(b, prefix...)
+		}
+		b = append(b, ' ')
+		b = append(b, item...)
+	}
+	return append(b, '\n')
 }
 
 // idlestatName is a state's name as one word (idlestat reads it with %s,

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/idletrace/idletrace/pkg/trace"
 )
@@ -68,22 +67,22 @@ func (q *qosSelection) at(cpu int32) (int64, bool) {
 	return v, ok
 }
 
-// headerLine is the ftrace export's trace.ExportQoSHeader line, "" where
+// headerLine is the ftrace export's trace.ExportQoSHeader lines, "" where
 // no limit is known.
 func (q *qosSelection) headerLine(ncpus int) string {
-	var b strings.Builder
+	var items []string
 	if v, ok := q.at(trace.PMQoSGlobal); ok {
-		fmt.Fprintf(&b, " cpu_dma_latency=%d", v)
+		items = append(items, fmt.Sprintf("cpu_dma_latency=%d", v))
 	}
 	for c := range ncpus {
 		if v, ok := q.at(int32(c)); ok {
-			fmt.Fprintf(&b, " cpu%d=%d", c, v)
+			items = append(items, fmt.Sprintf("cpu%d=%d", c, v))
 		}
 	}
-	if b.Len() == 0 {
+	if len(items) == 0 {
 		return ""
 	}
-	return trace.ExportQoSHeader + b.String() + "\n"
+	return string(appendComment(nil, trace.ExportQoSHeader, items))
 }
 
 // limitUs is a limit in PMQoSChange's terms as the tables give it: the

@@ -240,7 +240,8 @@ type pass struct {
 	// fullStates: the whole tables idletrace's export lists in comments
 	// (trace.ExportStatesHeader), which take precedence.
 	fullStates map[int][]trace.StateInfo
-	inHeader   bool // within the idlestat header's state table
+	badStates  map[int]bool // CPUs with a line of fullStates' that did not read
+	inHeader   bool         // within the idlestat header's state table
 	curCPU     int
 	curState   []trace.StateInfo
 	pendName   string
@@ -282,7 +283,7 @@ type ioKey struct {
 
 func newPass(format string, w *trace.Writer) *pass {
 	return &pass{format: format, w: w, seen: map[string]uint64{}, maxCPU: -1,
-		states: map[int][]trace.StateInfo{}, fullStates: map[int][]trace.StateInfo{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1, listed: map[string]bool{},
+		states: map[int][]trace.StateInfo{}, fullStates: map[int][]trace.StateInfo{}, badStates: map[int]bool{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1, listed: map[string]bool{},
 		sum: Summary{Format: format, Skipped: map[string]uint64{}, Unused: map[string]uint64{}}}
 }
 
@@ -473,8 +474,9 @@ func (p *pass) header(s, t string) bool {
 }
 
 // headerStates reads a CPU's whole table from idletrace's export
-// ("# idletrace states cpu0: POLL:0:0:polling C1:1000:1000 ..."); a line it
-// cannot read whole is ignored, and the idlestat table stands.
+// ("# idletrace states cpu0: POLL:0:0:polling C1:1000:1000 ..."), whose
+// states may go on over more lines of the same prefix; should a line not
+// read whole, the CPU's lines are ignored and the idlestat table stands.
 func (p *pass) headerStates(t string) {
 	rest, ok := strings.CutPrefix(t, trace.ExportStatesHeader+" cpu")
 	if !ok {
@@ -485,15 +487,25 @@ func (p *pass) headerStates(t string) {
 	if !ok || err != nil || cpu < 0 || cpu >= trace.MaxCPUs {
 		return
 	}
-	var sts []trace.StateInfo
-	for i, f := range strings.Fields(list) {
+	if p.badStates[cpu] {
+		return
+	}
+	sts := p.fullStates[cpu]
+	bad := func() {
+		delete(p.fullStates, cpu)
+		p.badStates[cpu] = true
+	}
+	for _, f := range strings.Fields(list) {
+		i := len(sts)
 		parts := strings.Split(f, ":")
 		if len(parts) < 3 || i >= maxHeaderStates {
+			bad()
 			return
 		}
 		exit, err1 := strconv.ParseUint(parts[1], 10, 64)
 		res, err2 := strconv.ParseUint(parts[2], 10, 64)
 		if err1 != nil || err2 != nil {
+			bad()
 			return
 		}
 		si := trace.StateInfo{Index: i, Name: parts[0], ExitLatencyNs: exit, TargetResidencyNs: res}
@@ -504,6 +516,7 @@ func (p *pass) headerStates(t string) {
 			case "disabled":
 				si.Disabled = true
 			default:
+				bad()
 				return
 			}
 		}
