@@ -313,7 +313,7 @@ func renderWhatifDoc(d *doc, rep *WhatifReport) error {
 			d.para(changesCaption)
 		}
 		d.para("Wake latency: exit latency paid per wake-up. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
-			"with their share of the policy's selections (the core counts them per stay; a policy may select more than once a period). Energy: idle energy relative to the first policy. " +
+			"with their share of the policy's selections (the core counts them per stay; a policy may select more than once a period). Energy: over the idle episodes (a busy core while a policy woke within one), relative to the first policy. " +
 			"Agreement: share of the recorded selections this policy makes the same way (defined on the recorded profile only: " +
 			"the kernel chose among the recorded machine's states).")
 		d.heading("Share of idle time per state")

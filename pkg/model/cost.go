@@ -57,8 +57,16 @@ func (ps *polSim) wakeSummary() (LatencySummary, []CDFPoint) {
 }
 
 func (ps *polSim) result(r *Replay) Result {
+	var idleNs int64
+	for _, t := range ps.timeNs {
+		idleNs += t
+	}
+	// The episodes' time this policy spent awake, on a busy core: without
+	// it a policy that sleeps through the recorded tick wake-ups would pay
+	// for more idle time than one that wakes, and seem to cost more.
+	busyNs := max(r.episodeSpanNs-idleNs, 0)
 	res := Result{Policy: ps.pol.Spec, IdlePeriods: ps.periods, Above: ps.above, Below: ps.below,
-		Selections: ps.selections, EnergyBusyCoreSeconds: ps.energy / 1e9}
+		Selections: ps.selections, EnergyBusyCoreSeconds: (ps.energy + busyCorePower*float64(busyNs)) / 1e9}
 	if ps.pol.Spec == "" {
 		res.Policy = string(ps.kind)
 	}
@@ -78,15 +86,11 @@ func (ps *polSim) result(r *Replay) Result {
 			res.TaskIOLatencyNs = &t
 		}
 	}
-	var total int64
-	for _, t := range ps.timeNs {
-		total += t
-	}
 	res.StateShare = make(map[string]float64, ps.tab.n)
 	for i, t := range ps.timeNs {
 		f := 0.0
-		if total > 0 {
-			f = float64(t) / float64(total)
+		if idleNs > 0 {
+			f = float64(t) / float64(idleNs)
 		}
 		res.StateShare[ps.tab.name[i]] = f
 	}
@@ -127,7 +131,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 	} else {
 		b.WriteString("Energy uses the profile's state powers ")
 	}
-	b.WriteString("with each state's target residency as its break-even time against the next shallower state; energy is relative to the first policy. ")
+	b.WriteString("with each state's target residency as its break-even time against the next shallower state, and a busy core (1) for the time a policy spends awake between the periods of one idle episode (a tick or poll time-out the CPU went straight back to idle from, which a policy may sleep through); energy is relative to the first policy. ")
 	for _, p := range policies {
 		switch p.Governor {
 		case GovOracle:

@@ -227,6 +227,20 @@ func runGolden(t *testing.T, c goldenCase) string {
 	if err != nil {
 		t.Fatalf("%s: %v", c.name, err)
 	}
+	// The oracle sleeps each episode through in its cheapest state: its
+	// energy is the least (a policy's stays cost a concave function of
+	// their length, and the time it spends awake a busy core, more than
+	// any state).
+	for _, o := range res {
+		if o.Policy != string(GovOracle) {
+			continue
+		}
+		for _, r := range res {
+			if o.EnergyBusyCoreSeconds > r.EnergyBusyCoreSeconds*(1+1e-9) {
+				t.Errorf("%s: the oracle's energy %.9g exceeds %s's %.9g", c.name, o.EnergyBusyCoreSeconds, r.Policy, r.EnergyBusyCoreSeconds)
+			}
+		}
+	}
 	var sum []string
 	for _, r := range res {
 		b, err := json.Marshal(r)

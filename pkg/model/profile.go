@@ -137,6 +137,9 @@ func Builtin(name string, hz int) (*Profile, error) {
 	return nil, fmt.Errorf("no built-in profile %q (built-in: %s)", name, strings.Join(BuiltinNames(), ", "))
 }
 
+// busyCorePower is a running core's power, the unit of every state's.
+const busyCorePower = 1.0
+
 // EstimatePower is the documented power guess for a state without a given
 // power: 0.9 of a busy core for a polling state, else
 // max(0.02, 0.35/(1+exit_latency_µs/10)).

@@ -38,7 +38,7 @@ type Result struct {
 
 	// Beyond the contract: what a reader needs to judge the numbers.
 	Selections            uint64  `json:"selections"`   // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)
-	EnergyBusyCoreSeconds float64 `json:"energy_units"` // idle energy in busy-core-seconds: the profile's relative state powers × time, not joules
+	EnergyBusyCoreSeconds float64 `json:"energy_units"` // energy over the idle episodes in busy-core-seconds (the profile's relative state powers × time, a busy core for the time the policy woke within an episode), not joules
 	// WakeLatencyCDF and IOLatencyCDF are sorted (value, cumulative fraction)
 	// points for plots; not part of the JSON contract.
 	WakeLatencyCDF []CDFPoint `json:"-"`
