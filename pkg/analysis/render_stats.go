@@ -80,14 +80,22 @@ func signedPct(traced, kernel uint64) string {
 func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 	d.command(argv)
 	d.title("idletrace stats")
+	ioCount := fmt.Sprintf("%d block IO requests", s.IO.Requests)
+	if !s.Inputs.BlockIO {
+		ioCount = "block IO not recorded" // not zero requests
+	}
 	head := []string{
 		fmt.Sprintf("Kernel %s, cpuidle driver %s, governor %s, HZ %s.",
 			orDash(s.KernelRelease), orDash(s.CPUIdleDriver), orDash(s.CPUIdleGovernor), hzString(s.HZ)),
-		fmt.Sprintf("Window %s (%s)%s; %d idle periods, %d block IO requests.",
-			FormatDuration(s.DurationNs), s.Window.Source, stopString(s), totalPeriods(s), s.IO.Requests),
+		fmt.Sprintf("Window %s (%s)%s; %d idle periods, %s.",
+			FormatDuration(s.DurationNs), s.Window.Source, stopString(s), totalPeriods(s), ioCount),
 		fmt.Sprintf("Recording: %s.", s.Loss),
 	}
-	if s.OutsideWindow.IdlePeriods+s.OutsideWindow.IORequests > 0 {
+	switch {
+	case s.OutsideWindow.IdlePeriods+s.OutsideWindow.IORequests == 0:
+	case !s.Inputs.BlockIO:
+		head = append(head, fmt.Sprintf("Outside the window (not counted): %d idle periods.", s.OutsideWindow.IdlePeriods))
+	default:
 		head = append(head, fmt.Sprintf("Outside the window (not counted): %d idle periods, %d IO requests.",
 			s.OutsideWindow.IdlePeriods, s.OutsideWindow.IORequests))
 	}
@@ -328,9 +336,13 @@ func renderStatsIO(d *doc, s *Stats) error {
 	if io.Filter != "" {
 		ioLines = append(ioLines, fmt.Sprintf("IO figures cover the requests the filter %q selects; the devices' counts cover all.", io.Filter))
 	}
-	if io.Requests == 0 {
+	switch {
+	case !s.Inputs.BlockIO:
+		d.lines("Block IO was not recorded (record --no-io, or a capture without the block events).")
+		return nil
+	case io.Requests == 0:
 		ioLines = append(ioLines, "No block IO request completed in the window.")
-	} else {
+	default:
 		ioLines = append(ioLines,
 			fmt.Sprintf("%d requests completed; latency (issue → completion) mean %s µs, p50 %s µs, p99 %s µs, max %s µs.",
 				io.Requests, FormatUsF(io.LatencyNs.Mean), FormatUs(io.LatencyNs.P50), FormatUs(io.LatencyNs.P99), FormatUs(io.LatencyNs.Max)),
