@@ -354,6 +354,9 @@ func checkOutput(out, input string, force bool) error {
 	if err != nil {
 		return nil // does not exist yet (or cannot be stat'ed: creating it will say why)
 	}
+	if fo.IsDir() {
+		return usagef("%s is a directory: give the output a file name", out)
+	}
 	if fi, err := os.Stat(input); err == nil && os.SameFile(fi, fo) {
 		return usagef("--output %s is the trace being read", out)
 	}

@@ -148,11 +148,9 @@ func experimentPaths(dir string, runs int, force bool) ([][2]string, error) {
 			b, a = fmt.Sprintf("before-%d.trace", i+1), fmt.Sprintf("after-%d.trace", i+1)
 		}
 		pairs[i] = [2]string{filepath.Join(dir, b), filepath.Join(dir, a)}
-		if !force {
-			for _, p := range pairs[i] {
-				if _, err := os.Stat(p); err == nil {
-					return nil, usagef("%s already exists; use --force to overwrite it", p)
-				}
+		for _, p := range pairs[i] {
+			if err := checkOutput(p, "", force); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -98,6 +98,11 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	var files []string // the table files, in tables' order
 	if events && *dir != "" {
 		out := *dir
+		if strings.HasSuffix(out, string(filepath.Separator)) { // a directory, as for the tables: made if missing
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+		}
 		if fi, err := os.Stat(out); err == nil && fi.IsDir() {
 			ext := ".txt"
 			if *format == export.Perfetto {

@@ -46,6 +46,12 @@ func TestExportFtrace(t *testing.T) {
 	} else if named, _ := os.ReadFile(filepath.Join(dir, "demo.txt")); !bytes.Equal(named, text) {
 		t.Errorf("-o DIR: %s/demo.txt is not the export", dir)
 	}
+	newDir := filepath.Join(dir, "new") + string(filepath.Separator) // made, as the tables' -o DIR is
+	if r := runBin(t, "export", bundledTrace, "--format", "ftrace", "-o", newDir, "-q"); r.code != 0 {
+		t.Errorf("-o NEWDIR/: exit %d, %q", r.code, r.stderr)
+	} else if named, _ := os.ReadFile(filepath.Join(newDir, "demo.txt")); !bytes.Equal(named, text) {
+		t.Errorf("-o NEWDIR/: %sdemo.txt is not the export", newDir)
+	}
 	r = runBin(t, "export", bundledTrace, "--format", "ftrace", "--stats-window")
 	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "# entries-in-buffer/entries-written: 352712/352712   #P:2\n") {
 		t.Errorf("to stdout with --stats-window: exit %d, stderr %q, stdout %.600q", r.code, r.stderr, r.stdout)

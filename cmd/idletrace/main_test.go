@@ -141,6 +141,9 @@ func TestBadInput(t *testing.T) {
 		{"report over a file", []string{"whatif", bundledTrace, "-o", existing}, 2, "--force"},
 		{"record over a file", []string{"record", "-o", existing, "-d", "1s"}, 2, "--force"},
 		{"top over a file", []string{"top", "-o", existing, "-d", "1s"}, 2, "--force"},
+		// A directory is not a file --force could overwrite: said before.
+		{"report to a directory", []string{"stats", bundledTrace, "-o", filepath.Dir(existing), "--force"}, 2, "is a directory"},
+		{"record to a directory", []string{"record", "-o", filepath.Dir(existing), "--force", "-d", "1s"}, 2, "is a directory"},
 		{"measured with two policies", []string{"whatif", bundledTrace, "--policy", "menu", "--policy", "teo", "--measured", bundledTrace}, 2, "exactly one --policy"},
 		{"measured without a policy", []string{"whatif", bundledTrace, "--measured", bundledTrace}, 2, "exactly one --policy"},
 		{"experiment unknown policy", []string{"experiment", "--policy", "schedutil", "--", "true"}, 2, "schedutil"},

@@ -73,10 +73,8 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if opts.CPUs, err = cpuList(*cpus); err != nil {
 		return err
 	}
-	if !*force {
-		if _, err := os.Stat(*out); err == nil {
-			return usagef("%s already exists; use --force to overwrite it", *out)
-		}
+	if err := checkOutput(*out, "", *force); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

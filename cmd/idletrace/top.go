@@ -63,10 +63,8 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		opts.Output = filepath.Join(dir, "top.trace")
-	} else if !*force {
-		if _, err := os.Stat(*out); err == nil {
-			return usagef("%s already exists; use --force to overwrite it", *out)
-		}
+	} else if err := checkOutput(*out, "", *force); err != nil {
+		return err
 	}
 
 	// SIGHUP too: when the terminal goes away, the trace is still finalised

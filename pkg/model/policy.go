@@ -373,7 +373,7 @@ var modifierTable = []Modifier{
 	},
 	{
 		Name: "kernel", Value: "VERSION",
-		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (default: the recorded kernel's, else the newest modelled, " + NewestVersion.String() + ")",
+		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (default: the recorded kernel's, else " + NewestVersion.String() + ", the newest release modelled whole; " + LatestModelled.String() + " only where named, for the one change of it modelled)",
 		Example: "menu+kernel=6.12",
 		set: func(p *Policy, val string) error {
 			v, err := ParseVersion(val)
