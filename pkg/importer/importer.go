@@ -24,6 +24,7 @@ package importer
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -185,6 +186,9 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 	if !slices.Contains(Formats, format) {
 		return Summary{}, fmt.Errorf("format %q: must be one of %s", format, strings.Join(Formats, ", "))
 	}
+	if err := notText(in); err != nil {
+		return Summary{}, err
+	}
 	p := newPass(format, nil)
 	for _, e := range o.Events {
 		name, err := declaredEvent(e)
@@ -224,6 +228,37 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 	p2.sum.CPUs = meta.NumCPUs
 	p2.sum.WakeCauses = meta.Probes["wake causes"]
 	return p2.sum, err
+}
+
+// binaryKinds are the binary files a capture is often confused with, by
+// their magic, and what to do instead.
+var binaryKinds = []struct{ magic, what string }{
+	{trace.FileMagic, "an idletrace trace already: give it to stats, whatif or export as it is"},
+	{"PERFILE2", "a perf.data file: import its text, perf script --header --ns -i FILE > FILE.txt"},
+	{"\x17\x08\x44tracing", "a trace-cmd trace.dat file: import its text, trace-cmd report -i FILE > FILE.txt"},
+}
+
+// notText refuses, in one line, a file that is not text: import reads perf
+// script, trace-cmd report and ftrace text. It leaves in at its start.
+func notText(in io.ReadSeeker) error {
+	head := make([]byte, 4096)
+	n, err := io.ReadFull(in, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return err
+	}
+	head = head[:n]
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	for _, k := range binaryKinds {
+		if bytes.HasPrefix(head, []byte(k.magic)) {
+			return fmt.Errorf("this is %s (import reads perf script, trace-cmd report and ftrace text)", k.what)
+		}
+	}
+	if k := bytes.IndexByte(head, 0); k >= 0 {
+		return fmt.Errorf("not text (a NUL byte at offset %d): import reads perf script, trace-cmd report and ftrace text", k)
+	}
+	return nil
 }
 
 // pass is one read of the capture: the first only looks, the second

@@ -140,6 +140,11 @@ func TestImportErrors(t *testing.T) {
 		{"bad block", good + "  fio 1 [000] 1.1: block:block_rq_issue: 8,0 R () 8 + 8 [fio]\n", "line 2: block_rq_issue: bytes", 2, nil},
 		{"out of order", good + "          <idle>-0       [000] d..1.     0.500000000: cpu_idle: state=4294967295 cpu_id=0\n", "line 2: cpu_idle exit on CPU 0", 2, nil},
 		{"huge CPU", "  swapper 0 [000] 1.0: power:cpu_idle: state=1 cpu_id=99999999\n", "line 1: cpu_idle: cpu_id=99999999", 1, nil},
+		// Binary files: named, with what to do, not quoted line by line.
+		{"an idletrace trace", trace.FileMagic + "\x01\x00ICHK", "an idletrace trace already: give it to stats", 0, nil},
+		{"perf.data", "PERFILE2\x68\x00\x00", "a perf.data file: import its text, perf script", 0, nil},
+		{"trace.dat", "\x17\x08\x44tracing6\x00", "a trace-cmd trace.dat file: import its text, trace-cmd report", 0, nil},
+		{"other binary", good + "\x7fELF\x02\x01\x00", "not text (a NUL byte at offset 87)", 0, nil},
 		{"--events: a misspelt event", good, `event "irq:irq_handler_entri": not one whose presence the import uses (block:block_rq_complete, block:block_rq_issue, irq:irq_handler_entry,`, 0, []string{"irq:irq_handler_entri"}},
 		{"--events: the wrong subsystem", good, `event "block:irq_handler_entry": not one whose presence`, 0, []string{"irq_vectors:local_timer_entry", "block:irq_handler_entry"}},
 		{"--events: an event not imported", good, `event "sched:sched_waking": not one whose presence`, 0, []string{"sched:sched_waking"}},

@@ -150,6 +150,9 @@ import (
 // FormatVersion is the trace format this package writes and the newest it reads.
 const FormatVersion = 1
 
+// FileMagic opens every trace file (so that other tools can tell one).
+const FileMagic = fileMagic
+
 const (
 	fileMagic       = "IDLETRC\x00"
 	footerMagic     = "IDLEIDX\x00"
