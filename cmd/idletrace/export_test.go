@@ -176,8 +176,9 @@ func TestExport(t *testing.T) {
 
 	t.Run("no partial table", func(t *testing.T) {
 		dir := t.TempDir()
-		// io_requests.csv is a directory: its table cannot be created after idle_periods.csv was.
-		if err := os.Mkdir(filepath.Join(dir, "io_requests.csv"), 0o755); err != nil {
+		// io_requests.csv is a link into a directory that does not exist:
+		// its table cannot be created after idle_periods.csv was.
+		if err := os.Symlink(filepath.Join(dir, "gone", "io.csv"), filepath.Join(dir, "io_requests.csv")); err != nil {
 			t.Fatal(err)
 		}
 		r := runBin(t, "export", bundledTrace, "--format", "csv", "-o", dir, "--force")

@@ -51,13 +51,22 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	m := r.Meta
 	p := func(k, f string, a ...any) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", fmt.Sprintf(f, a...)) }
 	p("file", "%s (format v%d, %s)", path, m.FormatVersion, humanBytes(r.Size()))
-	p("recorded", "%s by idletrace %s", time.Unix(0, m.WallClock.UnixNs).UTC().Format(time.RFC3339), m.ToolVersion)
+	// An import's metadata holds what its capture said, often nothing of
+	// the host: "unknown", not an empty field or the epoch.
+	when, hz := "unknown time,", "unknown"
+	if m.WallClock.UnixNs != 0 {
+		when = time.Unix(0, m.WallClock.UnixNs).UTC().Format(time.RFC3339)
+	}
+	if m.HZ > 0 {
+		hz = strconv.Itoa(m.HZ)
+	}
+	p("recorded", "%s by idletrace %s", when, orUnknown(m.ToolVersion)) // "unknown time, by idletrace dev"
 	if len(m.Command) > 0 {
 		p("command", "%s", strings.Join(m.Command, " "))
 	}
-	p("host", "%s, %s, %d CPUs (recorded: %s)", m.Hostname, m.CPUModel, m.NumCPUs, cpuListString(m.RecordedCPUs))
-	p("kernel", "%s, HZ=%d, NO_HZ=%s", m.KernelRelease, m.HZ, m.NoHZ)
-	p("cpuidle", "driver %s, governor %s", m.CPUIdleDriver, m.CPUIdleGovernor)
+	p("host", "%s, %s, %d CPUs (recorded: %s)", orUnknown(m.Hostname), orUnknown(m.CPUModel), m.NumCPUs, cpuListString(m.RecordedCPUs))
+	p("kernel", "%s, HZ=%s, NO_HZ=%s", orUnknown(m.KernelRelease), hz, orUnknown(m.NoHZ))
+	p("cpuidle", "driver %s, governor %s", orUnknown(m.CPUIdleDriver), orUnknown(m.CPUIdleGovernor))
 	if len(m.States) > 0 {
 		var names []string
 		for _, s := range m.States[0].States {
@@ -95,7 +104,9 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		probes = append(probes, k+"="+m.Probes[k])
 	}
 	p("probes", "%s", strings.Join(probes, " "))
-	p("bpf object", "sha256 %s", m.BPFObjectSHA256)
+	if m.BPFObjectSHA256 != "" { // none in an import
+		p("bpf object", "sha256 %s", m.BPFObjectSHA256)
+	}
 	for _, c := range r.Chunks() {
 		span := ""
 		if c.LastNs > c.FirstNs {
@@ -151,6 +162,13 @@ func pmQoSChangesString(qos []trace.PMQoSChange, n uint64, start *trace.Snapshot
 		parts = append(parts, fmt.Sprintf("and %d more", more))
 	}
 	return fmt.Sprintf("%d: %s", n, strings.Join(parts, ", "))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 func usOrNone(us int64) string {

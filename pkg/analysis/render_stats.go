@@ -205,15 +205,16 @@ func stateRows(s *Stats, mm map[[2]int][]string) [][]string {
 				}
 			}
 			el, tr := dash, dash
+			if tp != nil && tp.TargetResidencyNs != nil {
+				tr = FormatUs(*tp.TargetResidencyNs)
+				el = "?" // a table without exit latencies (an import)
+			}
 			if tp != nil && tp.ExitLatencyNs != nil {
 				el = FormatUs(*tp.ExitLatencyNs)
 			}
-			if tp != nil && tp.TargetResidencyNs != nil {
-				tr = FormatUs(*tp.TargetResidencyNs)
-			}
 			hk := haveKernel && kc != nil && len(kc.States) > 0
 			above, below := fmt.Sprint(t.Above), fmt.Sprint(t.Below)
-			if !haveKernel && tp != nil && tp.ExitLatencyNs == nil {
+			if !haveKernel && tp != nil && tp.TargetResidencyNs == nil {
 				above, below = dash, dash // no state table: cannot be classified
 			}
 			row := []string{

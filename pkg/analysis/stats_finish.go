@@ -181,7 +181,10 @@ func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
 		st := StateStats{Index: i, Name: b.StateName(c, i), Usage: acc.usage, TimeNs: acc.timeNs, Above: acc.above, Below: acc.below}
 		if i < len(tab) {
 			el, tr := tab[i].ExitLatencyNs, tab[i].TargetResidencyNs
-			st.ExitLatencyNs, st.TargetResidencyNs = &el, &tr
+			st.TargetResidencyNs = &tr
+			if !b.meta.ExitLatenciesUnknown { // an import's zeros are not exit latencies
+				st.ExitLatencyNs = &el
+			}
 		}
 		cs.States = append(cs.States, st)
 	}

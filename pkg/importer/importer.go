@@ -255,7 +255,10 @@ func notText(in io.ReadSeeker) error {
 			return fmt.Errorf("this is %s (import reads perf script, trace-cmd report and ftrace text)", k.what)
 		}
 	}
-	if k := bytes.IndexByte(head, 0); k >= 0 {
+	// A NUL in the first line: a binary file (one further on is a damaged
+	// capture, which the line it is on names).
+	first, _, _ := bytes.Cut(head, []byte{'\n'})
+	if k := bytes.IndexByte(first, 0); k >= 0 {
 		return fmt.Errorf("not text (a NUL byte at offset %d): import reads perf script, trace-cmd report and ftrace text", k)
 	}
 	return nil

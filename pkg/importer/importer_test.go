@@ -144,7 +144,7 @@ func TestImportErrors(t *testing.T) {
 		{"an idletrace trace", trace.FileMagic + "\x01\x00ICHK", "an idletrace trace already: give it to stats", 0, nil},
 		{"perf.data", "PERFILE2\x68\x00\x00", "a perf.data file: import its text, perf script", 0, nil},
 		{"trace.dat", "\x17\x08\x44tracing6\x00", "a trace-cmd trace.dat file: import its text, trace-cmd report", 0, nil},
-		{"other binary", good + "\x7fELF\x02\x01\x00", "not text (a NUL byte at offset 87)", 0, nil},
+		{"other binary", "\x7fELF\x02\x01\x01\x00" + good, "not text (a NUL byte at offset 7)", 0, nil},
 		{"--events: a misspelt event", good, `event "irq:irq_handler_entri": not one whose presence the import uses (block:block_rq_complete, block:block_rq_issue, irq:irq_handler_entry,`, 0, []string{"irq:irq_handler_entri"}},
 		{"--events: the wrong subsystem", good, `event "block:irq_handler_entry": not one whose presence`, 0, []string{"irq_vectors:local_timer_entry", "block:irq_handler_entry"}},
 		{"--events: an event not imported", good, `event "sched:sched_waking": not one whose presence`, 0, []string{"sched:sched_waking"}},

@@ -1,0 +1,80 @@
+package analysis
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/internal/tracetest"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// TestRenderStatsIORecorded: a trace recorded without block IO says so
+// where a trace with IO counts its requests, never "0 block IO requests".
+func TestRenderStatsIORecorded(t *testing.T) {
+	for _, tc := range []struct {
+		blockIO     bool
+		want, avoid []string
+	}{
+		{false, []string{"10 idle periods, block IO not recorded.", "Block IO was not recorded"}, []string{"0 block IO requests", "No block IO request"}},
+		{true, []string{"10 idle periods, 0 block IO requests.", "No block IO request completed in the window."}, []string{"not recorded ("}},
+	} {
+		meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}}
+		meta.Inputs.BlockIO = tc.blockIO
+		r := tracetest.Build(t, meta, tracetest.Periods(10, 1, 1, 1e6, 5e5), nil)
+		s, err := FilteredStatsEachWake(r, trace.IOFilter{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := RenderStats(&out, s, "text"); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("block IO recorded %v: the report lacks %q:\n%s", tc.blockIO, w, out.String())
+			}
+		}
+		for _, a := range tc.avoid {
+			if strings.Contains(out.String(), a) {
+				t.Errorf("block IO recorded %v: the report says %q", tc.blockIO, a)
+			}
+		}
+		r.Close()
+	}
+}
+
+// TestStatsExitLatencyUnknown: an import's state table, whose exit
+// latencies no capture gives, shows them as unknown ("?", no JSON field),
+// not as the zeros it holds; a recorded table shows its own.
+func TestStatsExitLatencyUnknown(t *testing.T) {
+	for _, unknown := range []bool{false, true} {
+		tab := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true}, {Index: 1, Name: "C1", ExitLatencyNs: 2000, TargetResidencyNs: 2000}}
+		if unknown {
+			tab[1].ExitLatencyNs = 0
+		}
+		meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "intel_idle",
+			States: []trace.CPUStates{{CPU: 0, States: tab}}, ExitLatenciesUnknown: unknown}
+		r := tracetest.Build(t, meta, tracetest.Periods(10, 1, 1, 1e6, 5e5), nil)
+		s, err := FilteredStatsEachWake(r, trace.IOFilter{}, nil)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c1 := s.CPUs[0].States[1]
+		if (c1.ExitLatencyNs == nil) != unknown || c1.TargetResidencyNs == nil || *c1.TargetResidencyNs != 2000 {
+			t.Errorf("exit latencies unknown %v: C1's exit latency %v, target residency %v", unknown, c1.ExitLatencyNs, c1.TargetResidencyNs)
+		}
+		var out bytes.Buffer
+		if err := RenderStats(&out, s, "text"); err != nil {
+			t.Fatal(err)
+		}
+		want := "│ 1 C1   │    2.00 │      2.00 │"
+		if unknown {
+			want = "│ 1 C1   │       ? │      2.00 │"
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("exit latencies unknown %v: the report lacks %q:\n%s", unknown, want, out.String())
+		}
+	}
+}
