@@ -232,9 +232,12 @@ func lessDeviceDrift(rows []FigureRow) []FigureRow {
 		for _, stat := range []string{"mean", "p50"} {
 			f, dev := byName[a.key+"."+stat], byName["io_device_latency_ns."+stat]
 			var m *float64
+			// Below zero the device's change was not its own drift (the
+			// recordings' IO differed, e.g. other workloads): left empty.
 			if f.Measured != nil && dev.Measured != nil && dev.Before != nil {
-				v := *f.Measured - (*dev.Measured - *dev.Before)
-				m = &v
+				if v := *f.Measured - (*dev.Measured - *dev.Before); v >= 0 {
+					m = &v
+				}
 			}
 			out = append(out, figureRow(a.key+"."+stat+"_less_device_drift", a.label+" "+stat+", less the device's drift", "ns",
 				[3]*float64{f.Before, f.Predicted, m}))

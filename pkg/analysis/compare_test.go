@@ -53,6 +53,14 @@ func TestLessDeviceDrift(t *testing.T) {
 	if r := by["task_io_latency_ns.p50"]; r.Measured == nil || *r.Measured != 1_500_000 {
 		t.Errorf("task IO p50: %+v", r)
 	}
+	// A device "drift" larger than the latency it is taken from (another
+	// workload's IO): no negative latency, an empty value.
+	other := io(1_500_000, 1_420_000, 3_000_000)
+	for _, r := range ComparisonFigures(&before, &predicted, &other, []string{"C1"}) {
+		if strings.HasSuffix(r.Figure, "_less_device_drift") && r.Measured != nil {
+			t.Errorf("%s: measured %g with the device 1.8 ms slower", r.Figure, *r.Measured)
+		}
+	}
 }
 
 // TestComparisonFigures: the error on the change and the plain error, a
