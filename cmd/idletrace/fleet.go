@@ -130,7 +130,7 @@ func writeFleet[R fleet.Row](paths []string, o fleetOptions, cmd string, stdout,
 }
 
 // fleetRowsOf opens one trace and makes its rows; an error names the
-// file, and the reader's warnings go to stderr with its name.
+// file, and the reader's warnings (which name it) go to stderr.
 func fleetRowsOf[R fleet.Row](path string, stderr io.Writer, rowsOf func(*trace.Reader, string) ([]R, error)) ([]R, error) {
 	r, err := trace.Open(path)
 	if err != nil {
@@ -139,7 +139,7 @@ func fleetRowsOf[R fleet.Row](path string, stderr io.Writer, rowsOf func(*trace.
 	defer r.Close()
 	rows, err := rowsOf(r, path)
 	for _, w := range r.Warnings() {
-		fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
+		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	if err != nil {
 		return nil, namePath(path, err)

@@ -32,6 +32,9 @@ type Reader struct {
 	indexed bool
 
 	warnings []string
+	// truncWarning is the index in warnings of the file's truncation, -1
+	// if none: the recording's missing end is said there, not again.
+	truncWarning int
 	warned   map[string]bool
 
 	zdec *zstd.Decoder
@@ -247,17 +250,23 @@ func (r *Reader) open() error {
 	}
 	r.Meta = &m
 
+	r.truncWarning = -1
+	noFooter := false
 	if err := r.readIndex(); err != nil {
 		if !errors.Is(err, errNoFooter) {
 			r.warn("index is unusable (%v); read the file chunk by chunk", err)
 		} else {
-			r.warn("no index at the end of the file (recording not closed cleanly); read it chunk by chunk")
+			noFooter = true
 		}
 		if err := r.walkChunks(); err != nil {
 			return r.errorf("%w", err)
 		}
 	}
 	r.readEnd()
+	// A recording cut short has no index either: one warning says so.
+	if noFooter && r.End != nil && r.truncWarning < 0 {
+		r.warn("no index at the end of the file (recording not closed cleanly); read it chunk by chunk")
+	}
 	return nil
 }
 
@@ -323,6 +332,7 @@ func (r *Reader) walkChunks() error {
 			if left == footerSize && r.isFooter(off) {
 				break
 			}
+			r.truncWarning = len(r.warnings)
 			r.warn("file is truncated: the last %d bytes at offset %d are not a complete chunk", left, off)
 			break
 		}
@@ -348,6 +358,7 @@ func (r *Reader) walkChunks() error {
 		e := indexEntry{off: off, typ: h.typ, payloadLen: h.payloadLen, records: h.records,
 			firstNs: h.firstNs, lastNs: h.lastNs, lostDelta: h.lostDelta}
 		if e.end() > r.size {
+			r.truncWarning = len(r.warnings)
 			r.warn("file is truncated: chunk at offset %d needs %d bytes, %d are present; it and anything after it are lost",
 				off, e.end()-off, r.size-off)
 			break
@@ -488,7 +499,12 @@ func (r *Reader) readEnd() {
 		}
 	}
 	if last < 0 {
-		r.warn("recording did not finish (no end chunk); data up to the last complete chunk is shown")
+		const unfinished = "recording did not finish (no end chunk); data up to the last complete chunk is shown"
+		if r.truncWarning >= 0 {
+			r.warnings[r.truncWarning] += "; the " + unfinished
+		} else {
+			r.warn(unfinished)
+		}
 		return
 	}
 	_, raw, err := r.loadChunk(&r.chunks[last], true)
