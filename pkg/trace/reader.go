@@ -35,7 +35,7 @@ type Reader struct {
 	// truncWarning is the index in warnings of the file's truncation, -1
 	// if none: the recording's missing end is said there, not again.
 	truncWarning int
-	warned   map[string]bool
+	warned       map[string]bool
 
 	zdec *zstd.Decoder
 	// stored receives a compressed payload on its way to a raw buffer.
