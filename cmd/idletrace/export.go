@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/idletrace/idletrace/internal/outfile"
+	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/export"
 	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -237,9 +238,9 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, files []st
 	switch {
 	case quiet:
 	case format == export.Perfetto:
-		fmt.Fprintf(stderr, "idletrace export: %d idle periods, %d IO requests and %d wake-request flows as %d Perfetto events to %s\n", sum.IdlePeriods, sum.IORequests, sum.Flows, sum.Events, files[0])
+		fmt.Fprintf(stderr, "idletrace export: %s, %s and %d wake-request flows as %d Perfetto events to %s\n", analysis.Count(sum.IdlePeriods, "idle period"), analysis.Count(sum.IORequests, "IO request"), sum.Flows, sum.Events, files[0])
 	default:
-		fmt.Fprintf(stderr, "idletrace export: %d idle periods and %d IO requests as %d ftrace events to %s\n", sum.IdlePeriods, sum.IORequests, sum.Events, files[0])
+		fmt.Fprintf(stderr, "idletrace export: %s and %s as %d ftrace events to %s\n", analysis.Count(sum.IdlePeriods, "idle period"), analysis.Count(sum.IORequests, "IO request"), sum.Events, files[0])
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idletrace/idletrace/internal/outfile"
+	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/importer"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -99,8 +100,9 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %v", path, err)
 	}
 	if !*quiet {
-		fmt.Fprintf(stderr, "idletrace import: %s (%s): %d events, %d idle periods, %d IO requests on %d CPUs to %s\n",
-			path, sum.Format, sum.Events, sum.IdlePeriods, sum.BlockIOs, sum.CPUs, *out)
+		fmt.Fprintf(stderr, "idletrace import: %s (%s): %s, %s, %s on %s to %s\n",
+			path, sum.Format, analysis.Count(sum.Events, "event"), analysis.Count(sum.IdlePeriods, "idle period"),
+			analysis.Count(sum.BlockIOs, "IO request"), analysis.Count(sum.CPUs, "CPU"), *out)
 		if n := sumCounts(sum.Skipped); n > 0 {
 			fmt.Fprintf(stderr, "idletrace import: skipped %d events of other kinds: %s\n", n, countList(sum.Skipped))
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -115,7 +116,8 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		p("chunks "+c.Type.String(), "%d chunks, %d records, %s%s", c.Chunks, c.Records, humanBytes(c.Bytes), span)
 	}
 	if r.End != nil {
-		p("end", "stop reason: %s; %d idle periods, %d IO requests; %d idle periods still open at stop (CPUs idle as recording ended)", r.End.StopReason, r.End.IdlePeriods, r.End.BlockIOs, r.End.OpenPeriods)
+		p("end", "stop reason: %s; %s, %s; %s still open at stop (CPUs idle as recording ended)", r.End.StopReason,
+			analysis.Count(r.End.IdlePeriods, "idle period"), analysis.Count(r.End.BlockIOs, "IO request"), analysis.Count(r.End.OpenPeriods, "idle period"))
 		if len(m.Command) > 0 {
 			if how := r.End.CommandEnded(m.Command[0]); how != "" {
 				p("command end", "%s", how)

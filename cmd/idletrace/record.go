@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/record"
 )
@@ -107,8 +108,8 @@ func recordTrace(ctx context.Context, opts record.Options, quiet bool, stderr io
 		fmt.Fprint(stderr, "\r\033[K")
 	}
 	if sum != nil {
-		fmt.Fprintf(stderr, "idletrace record: %s in %.1fs (%s): %d idle periods, %d IO requests, %s\n",
-			opts.Output, sum.Elapsed.Seconds(), sum.StopReason, sum.IdlePeriods, sum.BlockIOs, humanBytes(sum.FileBytes))
+		fmt.Fprintf(stderr, "idletrace record: %s in %.1fs (%s): %s, %s, %s\n", opts.Output, sum.Elapsed.Seconds(), sum.StopReason,
+			analysis.Count(sum.IdlePeriods, "idle period"), analysis.Count(sum.BlockIOs, "IO request"), humanBytes(sum.FileBytes))
 		fmt.Fprintf(stderr, "idletrace record: %s\n", sum.Loss)
 		if len(opts.Command) > 0 {
 			if how := sum.End.CommandEnded(opts.Command[0]); how != "" {

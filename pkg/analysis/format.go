@@ -348,3 +348,12 @@ func wrapWords(words []string, width int, prefix, indent string) string {
 	b.WriteString("\n")
 	return b.String()
 }
+
+// Count is n and the noun, plural unless n is 1: "1 idle period",
+// "2 IO requests".
+func Count[N ~int | ~int64 | ~uint32 | ~uint64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -41,3 +41,14 @@ func TestMarkdownWrapKeepsParagraphs(t *testing.T) {
 		t.Errorf("words changed:\n%s", out)
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 idle periods"}, {1, "1 idle period"}, {2, "2 idle periods"}} {
+		if got := Count(tc.n, "idle period"); got != tc.want {
+			t.Errorf("Count(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

@@ -80,24 +80,24 @@ func signedPct(traced, kernel uint64) string {
 func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 	d.command(argv)
 	d.title("idletrace stats")
-	ioCount := fmt.Sprintf("%d block IO requests", s.IO.Requests)
+	ioCount := Count(s.IO.Requests, "block IO request")
 	if !s.Inputs.BlockIO {
 		ioCount = "block IO not recorded" // not zero requests
 	}
 	head := []string{
 		fmt.Sprintf("Kernel %s, cpuidle driver %s, governor %s, HZ %s.",
 			orDash(s.KernelRelease), orDash(s.CPUIdleDriver), orDash(s.CPUIdleGovernor), hzString(s.HZ)),
-		fmt.Sprintf("Window %s (%s)%s; %d idle periods, %s.",
-			FormatDuration(s.DurationNs), s.Window.Source, stopString(s), totalPeriods(s), ioCount),
+		fmt.Sprintf("Window %s (%s)%s; %s, %s.",
+			FormatDuration(s.DurationNs), s.Window.Source, stopString(s), Count(totalPeriods(s), "idle period"), ioCount),
 		fmt.Sprintf("Recording: %s.", s.Loss),
 	}
 	switch {
 	case s.OutsideWindow.IdlePeriods+s.OutsideWindow.IORequests == 0:
 	case !s.Inputs.BlockIO:
-		head = append(head, fmt.Sprintf("Outside the window (not counted): %d idle periods.", s.OutsideWindow.IdlePeriods))
+		head = append(head, fmt.Sprintf("Outside the window (not counted): %s.", Count(s.OutsideWindow.IdlePeriods, "idle period")))
 	default:
-		head = append(head, fmt.Sprintf("Outside the window (not counted): %d idle periods, %d IO requests.",
-			s.OutsideWindow.IdlePeriods, s.OutsideWindow.IORequests))
+		head = append(head, fmt.Sprintf("Outside the window (not counted): %s, %s.",
+			Count(s.OutsideWindow.IdlePeriods, "idle period"), Count(s.OutsideWindow.IORequests, "IO request")))
 	}
 	d.lines(head...)
 	for _, section := range []func(*doc, *Stats) error{

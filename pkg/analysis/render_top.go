@@ -74,10 +74,10 @@ func topHeader(f *TopFrame, v TopView) []string {
 	var out []string
 	out = append(out, fmt.Sprintf("idletrace top · %s · kernel %s · driver %s, governor %s · HZ %s",
 		clock(f.ElapsedNs), orDash(total.KernelRelease), orDash(total.CPUIdleDriver), orDash(total.CPUIdleGovernor), hzString(total.HZ)))
-	out = append(out, fmt.Sprintf("last %.2f s: %d idle periods, %d IO requests, %d woke an idle CPU",
-		secs, totalPeriods(last), last.IO.Requests, last.IO.WokeIdleCPU))
-	out = append(out, fmt.Sprintf("since start: %d idle periods, %d IO requests, %d woke an idle CPU; %s",
-		totalPeriods(total), total.IO.Requests, total.IO.WokeIdleCPU, lossBrief(total)))
+	out = append(out, fmt.Sprintf("last %.2f s: %s, %s, %d woke an idle CPU",
+		secs, Count(totalPeriods(last), "idle period"), Count(last.IO.Requests, "IO request"), last.IO.WokeIdleCPU))
+	out = append(out, fmt.Sprintf("since start: %s, %s, %d woke an idle CPU; %s",
+		Count(totalPeriods(total), "idle period"), Count(total.IO.Requests, "IO request"), total.IO.WokeIdleCPU, lossBrief(total)))
 	if v.Status != "" {
 		out = append(out, v.Status)
 	}
@@ -335,8 +335,8 @@ type TopEnd struct {
 // RenderTopEnd writes top's closing summary, wrapped at TopPipeWidth, the
 // lines after the first indented.
 func RenderTopEnd(w io.Writer, e TopEnd) error {
-	s := fmt.Sprintf("idletrace top: %.1fs (%s): %d idle periods, %d IO requests; %s; %s",
-		e.ElapsedSec, e.StopReason, e.IdlePeriods, e.BlockIOs, e.Kept, e.Loss)
+	s := fmt.Sprintf("idletrace top: %.1fs (%s): %s, %s; %s; %s",
+		e.ElapsedSec, e.StopReason, Count(e.IdlePeriods, "idle period"), Count(e.BlockIOs, "IO request"), e.Kept, e.Loss)
 	_, err := io.WriteString(w, wrapWords(strings.Fields(s), TopPipeWidth, "", "  "))
 	return err
 }
