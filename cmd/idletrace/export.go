@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/term"
 
@@ -150,6 +151,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		sum, err := export.Write(r, opts, *format, out)
 		if err == nil {
 			exportWarnings(stderr, sum)
+			emptyWindowWarning(stderr, r, opts, sum)
 		}
 		return err
 	}
@@ -182,6 +184,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	exportWarnings(stderr, sum)
+	emptyWindowWarning(stderr, r, opts, sum)
 	if !*quiet {
 		var parts []string
 		for i, t := range tables {
@@ -207,6 +210,7 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, files []st
 		write = export.WritePerfetto
 	}
 	warn := func(sum export.Summary) {
+		emptyWindowWarning(stderr, r, opts, sum)
 		if sum.Invalid > 0 {
 			what := "idle periods"
 			if format == export.Perfetto {
@@ -243,6 +247,24 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, files []st
 		fmt.Fprintf(stderr, "idletrace export: %s and %s as %d ftrace events to %s\n", analysis.Count(sum.IdlePeriods, "idle period"), analysis.Count(sum.IORequests, "IO request"), sum.Events, files[0])
 	}
 	return nil
+}
+
+// emptyWindowWarning says where the trace's records lie when --from and
+// --to select none of them (an export of nothing is not an error).
+func emptyWindowWarning(stderr io.Writer, r *trace.Reader, o export.Options, sum export.Summary) {
+	if sum.IdlePeriods+sum.IORequests > 0 || !o.HasFrom && !o.HasTo {
+		return
+	}
+	var last uint64
+	for _, c := range r.Chunks() {
+		if c.Type == trace.ChunkIdle || c.Type == trace.ChunkBlockIO {
+			last = max(last, c.LastNs)
+		}
+	}
+	if last > sum.TraceStartNs {
+		fmt.Fprintf(stderr, "warning: no record in the window: the trace's records end %s after its start\n",
+			time.Duration(last-sum.TraceStartNs).Round(time.Millisecond))
+	}
 }
 
 // exportWarnings says what the rows may lack.

@@ -190,6 +190,13 @@ func TestExport(t *testing.T) {
 		}
 	})
 
+	t.Run("a window past the records", func(t *testing.T) {
+		r := runBin(t, "export", bundledTrace, "--format", "csv", "-o", t.TempDir(), "--from", "100s", "-q")
+		if r.code != 0 || r.stderr != "warning: no record in the window: the trace's records end 2.71s after its start\n" {
+			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+
 	t.Run("a trace with no records", func(t *testing.T) {
 		dir := t.TempDir()
 		r := runBin(t, "export", emptyTrace(t), "--format", "parquet", "-o", dir)
