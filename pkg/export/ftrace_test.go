@@ -222,7 +222,7 @@ func parseFtrace(t testing.TB, data []byte) ftraceText {
 }
 
 // eventsOf exports path with o in an event format (WriteFtrace,
-// WritePerfetto).
+// WritePerfetto), or with any other write of one output.
 func eventsOf(t testing.TB, path string, o Options, write func(*trace.Reader, Options, io.Writer) (Summary, error)) ([]byte, Summary) {
 	t.Helper()
 	r, err := trace.Open(path)
@@ -417,16 +417,10 @@ func TestFtraceHeader(t *testing.T) {
 // pm_qos_changes table gives of path with o.
 func qosChangeRows(t testing.TB, path string, o Options) int {
 	t.Helper()
-	r, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var buf bytes.Buffer
-	if _, err := Write(r, o, "csv", map[string]io.Writer{PMQoSChanges: &buf}); err != nil {
-		t.Fatal(err)
-	}
-	_, rows := readCSV(t, buf.Bytes())
+	table, _ := eventsOf(t, path, o, func(r *trace.Reader, o Options, w io.Writer) (Summary, error) {
+		return Write(r, o, "csv", map[string]io.Writer{PMQoSChanges: w})
+	})
+	_, rows := readCSV(t, table)
 	n := 0
 	for _, rw := range rows {
 		if rw.str("action") != "in_force" {
