@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/idletrace/idletrace/internal/fidelity"
@@ -251,7 +252,8 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if err := r.Scan(trace.Visitor{Idle: idle, BlockIO: replay.BlockIO}); err != nil {
 		return nil, err
 	}
-	if outside > 0 {
+	recorded := slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovRecorded })
+	if outside > 0 && recorded && len(meta.States) > 0 { // only the recorded policy's counts have the kernel's to meet
 		notes = append(notes, fmt.Sprintf("%d of the idle periods replayed lie outside the window the kernel's counters cover (stats compares that window only), so recorded's above/below can exceed what stats shows for the kernel", outside))
 	}
 	results, err := replay.Finish()
@@ -261,7 +263,13 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if st := replay.Stats(); st.IdlePeriods == 0 && st.IOCompletions == 0 {
 		return nil, noRecords(path, "replay")
 	}
-	if st := replay.Stats(); st.IOCompletions > 0 {
+	if st := replay.Stats(); st.BadState > 0 {
+		notes = append(notes, fmt.Sprintf("%d of the idle periods were in a state beyond the profile's %d (the trace's states and the profile's differ): the recorded policy leaves them out, the others replay them; give the profile of the recording's machine", st.BadState, len(prof.States)))
+	}
+	switch st := replay.Stats(); {
+	case st.IOCompletions > 0 && !meta.Inputs.WakeCauses:
+		notes = append(notes, fmt.Sprintf("the trace does not carry wake causes, so which of the %d block IO completions woke an idle CPU is unknown: every policy keeps the recorded IO latency, which no policy is predicted to change", st.IOCompletions))
+	case st.IOCompletions > 0:
 		notes = append(notes, fmt.Sprintf("%d of %d block IO completions woke an idle CPU (the rule is in the assumptions): the policies' exit latencies apply to those, the others keep their recorded latency", st.IOWokeIdle, st.IOCompletions))
 	}
 	if st := replay.Stats(); st.IOUncertain > 0 {

@@ -299,3 +299,19 @@ func TestIdlestatWideHeader(t *testing.T) {
 		t.Error("the import lost the PM QoS events the export's header lists")
 	}
 }
+
+// TestWhatifStatesBeyondProfile: periods in a state the profile lacks
+// are said, with what the recorded policy does with them.
+func TestWhatifStatesBeyondProfile(t *testing.T) {
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1}, CPUIdleDriver: "none", CPUIdleGovernor: "menu"}
+	periods := tracetest.Periods(40, 2, 1, 1e6, 3e5)
+	for i := range periods[:10] {
+		periods[i].State = 3 // beyond POLL and HLT
+	}
+	path := filepath.Join(t.TempDir(), "beyond.trace")
+	tracetest.WriteFile(t, path, meta, periods, nil)
+	r := runBin(t, "whatif", path)
+	if r.code != 0 || !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "10 of the idle periods were in a state beyond the profile's 2") {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
+	}
+}

@@ -61,12 +61,11 @@ func (ps *polSim) result(r *Replay) Result {
 	for _, t := range ps.timeNs {
 		idleNs += t
 	}
-	// The episodes' time this policy spent awake, on a busy core: without
-	// it a policy that sleeps through the recorded tick wake-ups would pay
-	// for more idle time than one that wakes, and seem to cost more.
-	busyNs := max(r.episodeSpanNs-idleNs, 0)
+	// Without the awake time a policy that sleeps through the recorded
+	// tick wake-ups would pay for more idle time than one that wakes, and
+	// seem to cost more.
 	res := Result{Policy: ps.pol.Spec, IdlePeriods: ps.periods, Above: ps.above, Below: ps.below,
-		Selections: ps.selections, EnergyBusyCoreSeconds: (ps.energy + busyCorePower*float64(busyNs)) / 1e9}
+		Selections: ps.selections, EnergyBusyCoreSeconds: (ps.energy + busyCorePower*float64(ps.awakeNs)) / 1e9}
 	if ps.pol.Spec == "" {
 		res.Policy = string(ps.kind)
 	}
@@ -79,8 +78,10 @@ func (ps *polSim) result(r *Replay) Result {
 		s := ps.io.Summary()
 		res.IOLatencyNs = &s
 		res.IOLatencyCDF = ps.io.CDF()
-		n := r.stats.IOWokeIdle
-		res.IOWokeIdle = &n
+		if r.meta.Inputs.WakeCauses || r.stats.IOWokeIdle > 0 { // else unknown, not none
+			n := r.stats.IOWokeIdle
+			res.IOWokeIdle = &n
+		}
 		if r.taskSeen || r.meta.Inputs.TaskIO {
 			t := ps.taskIO.Summary()
 			res.TaskIOLatencyNs = &t

@@ -230,12 +230,18 @@ func runGolden(t *testing.T, c goldenCase) string {
 	// The oracle sleeps each episode through in its cheapest state: its
 	// energy is the least (a policy's stays cost a concave function of
 	// their length, and the time it spends awake a busy core, more than
-	// any state).
+	// any state). Not a rule where a policy enables a state the oracle
+	// may not use, or where a latency limit is lifted inside an episode
+	// (the oracle keeps the one at its start); neither is in these cases
+	// but enable=, left out.
 	for _, o := range res {
 		if o.Policy != string(GovOracle) {
 			continue
 		}
 		for _, r := range res {
+			if strings.Contains(r.Policy, "enable=") {
+				continue
+			}
 			if o.EnergyBusyCoreSeconds > r.EnergyBusyCoreSeconds*(1+1e-9) {
 				t.Errorf("%s: the oracle's energy %.9g exceeds %s's %.9g", c.name, o.EnergyBusyCoreSeconds, r.Policy, r.EnergyBusyCoreSeconds)
 			}

@@ -1020,3 +1020,25 @@ func TestPMQoSBeforeFirstChange(t *testing.T) {
 		t.Errorf("C6 share %.3f, want 0.5: the first period ran under the 5 µs limit the change's previous value gives", c6)
 	}
 }
+
+// Without wake causes no completion can be said to have woken an idle
+// CPU: io_woke_idle is unknown (nil), not 0.
+func TestIOWokeIdleUnknownWithoutWakeCauses(t *testing.T) {
+	s := genTrace(5, 2, 2000, 20_000)
+	if len(s.ios) == 0 {
+		t.Fatal("the synthetic trace has no IO")
+	}
+	for _, wakeCauses := range []bool{true, false} {
+		meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+		meta.Inputs.WakeCauses, meta.Inputs.BlockIO = wakeCauses, true
+		if !wakeCauses { // as an import of a capture without the wake events has them
+			for i := range s.periods {
+				s.periods[i].WakeCause, s.periods[i].WakeIRQ = trace.WakeUnknown, -1
+			}
+		}
+		res, _ := runReplay(t, mustBuiltin(t, "spr", 250), meta, []string{"menu"}, s)
+		if got := res[0].IOWokeIdle; (got != nil) != wakeCauses || res[0].IOLatencyNs == nil {
+			t.Errorf("wake causes %v: io_woke_idle %v, IO latency %v", wakeCauses, got, res[0].IOLatencyNs)
+		}
+	}
+}

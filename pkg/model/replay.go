@@ -44,12 +44,6 @@ type Replay struct {
 	pols      []*polSim
 	cpus      []*cpuShared
 	agreement bool
-	// episodeSpanNs is the time the idle episodes span: every period and
-	// the busy gaps between the periods chained into one episode (a tick
-	// or poll time-out and straight back to idle). Every policy's energy
-	// covers this time: its idle stays, and a busy core for what it did
-	// not spend idle (the gaps where it woke as the kernel did).
-	episodeSpanNs int64
 	// kernelPollNs is the poll limit the recorded kernel used.
 	kernelPollNs int64
 	// minPollTimeoutNs is the shortest recorded poll time-out (0: none);
@@ -284,10 +278,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	pi.prevExit = c.prevExit
 	if !pi.chain {
 		r.stats.Episodes++
-	} else if c.seen {
-		r.episodeSpanNs += max(pi.e-c.prevExit, 0)
 	}
-	r.episodeSpanNs += pi.x - pi.e
 	r.stats.IdlePeriods++
 	if pi.kind == endTick {
 		// Ticks are periodic whatever the policy does: the one that ends

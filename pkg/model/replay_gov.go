@@ -17,6 +17,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 				// CPU was busy until this entry (the kernel selected
 				// here and measures from here), not idle.
 				cs.needSelect = false
+				ps.awakeNs += max(pi.e-cs.holdAt, 0)
 				ps.selectAt(c, cs, pi, pi.e, pi.e)
 			}
 		} else {

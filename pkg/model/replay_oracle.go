@@ -15,6 +15,9 @@ import "math"
 
 func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
 	t := ps.tab
+	if pi.chain { // the kernel woke and went back: awake in between
+		ps.awakeNs += max(pi.e-pi.prevExit, 0)
+	}
 	if pi.rec < 0 {
 		cs.open = false
 		return 0

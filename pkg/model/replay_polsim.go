@@ -44,6 +44,11 @@ type polSim struct {
 	periods, selections, above, below uint64
 	timeNs                            []int64
 	energy                            float64 // busy-core × ns
+	// awakeNs is the time between the periods of one idle episode (a
+	// tick or poll time-out the CPU went straight back to idle from) that
+	// the policy spent awake, as the kernel did, rather than idle through
+	// it: a busy core's, so that every policy's energy covers the same time.
+	awakeNs int64
 	wakeCount                         []uint64
 	io                                latency.Histogram
 	taskIO                            latency.Histogram
