@@ -48,12 +48,12 @@ type polSim struct {
 	// tick or poll time-out the CPU went straight back to idle from) that
 	// the policy spent awake, as the kernel did, rather than idle through
 	// it: a busy core's, so that every policy's energy covers the same time.
-	awakeNs int64
-	wakeCount                         []uint64
-	io                                latency.Histogram
-	taskIO                            latency.Histogram
-	agreeN, agreeHit                  uint64
-	chg                               chgCount // against policy 0
+	awakeNs          int64
+	wakeCount        []uint64
+	io               latency.Histogram
+	taskIO           latency.Histogram
+	agreeN, agreeHit uint64
+	chg              chgCount // against policy 0
 
 	// obs, when set (tests only), sees every decision: a selection, the end
 	// of a stay, an oracle choice (see obsSelect etc.); obsBuf carries it.
