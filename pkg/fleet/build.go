@@ -119,7 +119,7 @@ func StatsRows(k Key, s *analysis.Stats, wake WakeByCPU) []StatsRow {
 			r.State = &t.Name
 			r.ExitLatencyNs, r.TargetResidencyNs = u64p(t.ExitLatencyNs), u64p(t.TargetResidencyNs)
 			r.Usage, r.TimeNs = u64(t.Usage), u64(t.TimeNs)
-			if classified && t.ExitLatencyNs != nil {
+			if classified && t.TargetResidencyNs != nil { // a table: an import's lacks exit latencies, not the rule
 				r.Above, r.Below = u64(t.Above), u64(t.Below)
 			}
 			if haveKernel {

@@ -192,6 +192,7 @@ func TestStatsRows(t *testing.T) {
 		variant("no-driver", func(s *spec) { s.table, s.kernel = -1, false }),
 		variant("haltpoll", func(s *spec) { s.table, s.cpus = 2, 1 }),
 		variant("cut-short", func(s *spec) { s.cutShort = true }),
+		variant("imported-table", func(s *spec) { s.imported, s.kernel = true, false }),
 	} {
 		t.Run(sp.host, func(t *testing.T) {
 			path := sp.write(t, t.TempDir())
@@ -268,6 +269,8 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 				if r.Above != nil || r.Below != nil || r.ExitLatencyNs != nil {
 					t.Errorf("%s: no state table, yet above %s below %s exit latency %s", what, ptr(r.Above), ptr(r.Below), ptr(r.ExitLatencyNs))
 				}
+			} else if sp.imported && r.ExitLatencyNs != nil {
+				t.Errorf("%s: an import's table, yet exit latency %s", what, ptr(r.ExitLatencyNs))
 			} else if ptr(r.Above) != fmt.Sprint(st.Above) || ptr(r.Below) != fmt.Sprint(st.Below) || ptr(r.ExitLatencyNs) != ptr(st.ExitLatencyNs) || ptr(r.TargetResidencyNs) != ptr(st.TargetResidencyNs) {
 				t.Errorf("%s: above %s below %s exit %s target %s; stats %d %d %s %s", what, ptr(r.Above), ptr(r.Below), ptr(r.ExitLatencyNs), ptr(r.TargetResidencyNs), st.Above, st.Below, ptr(st.ExitLatencyNs), ptr(st.TargetResidencyNs))
 			}
