@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -100,12 +101,9 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	var files []string // the table files, in tables' order
 	if events && *dir != "" {
 		out := *dir
-		if strings.HasSuffix(out, string(filepath.Separator)) { // a directory, as for the tables: made if missing
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return err
-			}
-		}
-		if fi, err := os.Stat(out); err == nil && fi.IsDir() {
+		// -o DIR/ is a directory, as for the tables: made if missing, when
+		// the file is written.
+		if fi, err := os.Stat(out); err == nil && fi.IsDir() || strings.HasSuffix(out, string(filepath.Separator)) {
 			ext := ".txt"
 			if *format == export.Perfetto {
 				ext = export.PerfettoExt
@@ -188,14 +186,14 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if !*quiet {
 		var parts []string
 		for i, t := range tables {
-			n, what := sum.IdlePeriods, "idle periods"
+			what := analysis.Count(sum.IdlePeriods, "idle period")
 			switch t {
 			case export.IORequests:
-				n, what = sum.IORequests, "IO requests"
+				what = analysis.Count(sum.IORequests, "IO request")
 			case export.PMQoSChanges:
-				n, what = sum.PMQoSRows, "PM QoS limits and changes"
+				what = fmt.Sprintf("%d PM QoS limits and changes", sum.PMQoSRows)
 			}
-			parts = append(parts, fmt.Sprintf("%d %s to %s", n, what, files[i]))
+			parts = append(parts, fmt.Sprintf("%s to %s", what, files[i]))
 		}
 		fmt.Fprintf(stderr, "idletrace export: %s\n", strings.Join(parts, ", "))
 	}
@@ -226,6 +224,9 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, files []st
 		}
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(files[0]), 0o755); err != nil {
+		return err
+	}
 	f, err := outfile.Create(files[0], force)
 	if err != nil {
 		return err
@@ -250,20 +251,22 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, files []st
 }
 
 // emptyWindowWarning says where the trace's records lie when --from and
-// --to select none of them (an export of nothing is not an error).
+// --to fall outside them (an export of nothing is not an error).
 func emptyWindowWarning(stderr io.Writer, r *trace.Reader, o export.Options, sum export.Summary) {
-	if sum.IdlePeriods+sum.IORequests > 0 || !o.HasFrom && !o.HasTo {
-		return
-	}
-	var last uint64
+	first, last := uint64(math.MaxUint64), uint64(0)
 	for _, c := range r.Chunks() {
-		if c.Type == trace.ChunkIdle || c.Type == trace.ChunkBlockIO {
-			last = max(last, c.LastNs)
+		if (c.Type == trace.ChunkIdle || c.Type == trace.ChunkBlockIO) && c.Records > 0 {
+			first, last = min(first, c.FirstNs), max(last, c.LastNs)
 		}
 	}
-	if last > sum.TraceStartNs {
-		fmt.Fprintf(stderr, "warning: no record in the window: the trace's records end %s after its start\n",
-			time.Duration(last-sum.TraceStartNs).Round(time.Millisecond))
+	start := int64(sum.TraceStartNs)
+	since := func(t uint64) time.Duration { return time.Duration(int64(t) - start).Round(time.Millisecond) }
+	switch {
+	case last == 0:
+	case o.HasFrom && start+o.From.Nanoseconds() >= int64(last):
+		fmt.Fprintf(stderr, "warning: no record in the window: the trace's records end %s after its start\n", since(last))
+	case o.HasTo && start+o.To.Nanoseconds() < int64(first):
+		fmt.Fprintf(stderr, "warning: no record in the window: the trace's records begin %s after its start\n", since(first))
 	}
 }
 

@@ -195,6 +195,11 @@ func TestExport(t *testing.T) {
 		if r.code != 0 || r.stderr != "warning: no record in the window: the trace's records end 2.71s after its start\n" {
 			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 		}
+		// A window over the records that writes no row of the table asked
+		// for is no empty window.
+		if r := runBin(t, "export", bundledTrace, "--format", "csv", "--table", "pm_qos_changes", "--from", "1s", "--to", "2s"); r.code != 0 || r.stderr != "" {
+			t.Errorf("pm_qos_changes over 1s-2s: exit %d, stderr %q", r.code, r.stderr)
+		}
 	})
 
 	t.Run("a trace with no records", func(t *testing.T) {

@@ -39,12 +39,12 @@ func selectQoS(meta *trace.Metadata, sel *selection, all []trace.PMQoSChange) qo
 			q.set(c.CPU, c.PrevUs)
 		}
 		switch {
+		case c.TimeNs <= q.openNs: // before the window, even one without --from (a change before the first record)
+			q.set(c.CPU, c.LimitUs)
 		case sel.inTime(c.TimeNs):
 			if c.CPU < 0 || sel.cpus == nil || inSet(sel.cpus, uint32(c.CPU)) {
 				q.changes = append(q.changes, c)
 			}
-		case c.TimeNs <= q.openNs:
-			q.set(c.CPU, c.LimitUs)
 		}
 	}
 	return q
@@ -130,7 +130,11 @@ func (e *exporter) qosRows(q qosSelection) error {
 				return err
 			}
 		}
-		for c := range int32(max(e.meta.NumCPUs, len(e.meta.PMQoS.ResumeLatencyUs))) {
+		ncpus := e.meta.NumCPUs
+		if ncpus <= 0 {
+			ncpus = len(e.meta.PMQoS.ResumeLatencyUs)
+		}
+		for c := range int32(ncpus) {
 			if e.sel.cpus != nil && !inSet(e.sel.cpus, uint32(c)) {
 				continue
 			}

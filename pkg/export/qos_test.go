@@ -59,6 +59,17 @@ func TestPMQoSTable(t *testing.T) {
 		}},
 		// Changes were not traced: what held 150 ms in is unknown.
 		{"not traced, window", false, nil, Options{From: 150 * time.Millisecond, HasFrom: true}, nil},
+		// A change before the first record (the recorder attaches before
+		// its start snapshot): in force where the trace starts.
+		{"before the start", true, []trace.PMQoSChange{
+			{TimeNs: 900_000_000, CPU: trace.PMQoSGlobal, LimitUs: 2, PrevUs: trace.PMQoSNoGlobalLimitUs, Action: trace.PMQoSAdd, Tid: 77},
+			{TimeNs: 1_200_000_000, CPU: trace.PMQoSGlobal, LimitUs: 5, PrevUs: 2, Action: trace.PMQoSUpdate, Tid: 77},
+		}, Options{}, []string{
+			"1000000000,cpu_dma_latency,,in_force,2,,",
+			"1000000000,resume_latency,0,in_force,,,",
+			"1000000000,resume_latency,1,in_force,30,,",
+			"1200000000,cpu_dma_latency,,update,5,2,77",
+		}},
 	} {
 		r := tracetest.Build(t, meta(tc.traced), tracetest.Periods(20, 2, 1, 25e6, 5e6), tc.changes)
 		if got := TraceStart(r); got != start {

@@ -279,10 +279,12 @@ type pass struct {
 	// (trace.ExportStatesHeader), which take precedence.
 	fullStates map[int][]trace.StateInfo
 	badStates  map[int]bool // CPUs with a line of fullStates' that did not read
-	inHeader   bool         // within the idlestat header's state table
-	curCPU     int
-	curState   []trace.StateInfo
-	pendName   string
+	// statesLineCPU is the CPU of the last fullStates line read (-1: none).
+	statesLineCPU int
+	inHeader      bool // within the idlestat header's state table
+	curCPU        int
+	curState      []trace.StateInfo
+	pendName      string
 
 	maxCPU int
 	ncpus  int // second pass: the metadata's CPU count
@@ -321,7 +323,7 @@ type ioKey struct {
 
 func newPass(format string, w *trace.Writer) *pass {
 	return &pass{format: format, w: w, seen: map[string]uint64{}, maxCPU: -1,
-		states: map[int][]trace.StateInfo{}, fullStates: map[int][]trace.StateInfo{}, badStates: map[int]bool{}, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1, listed: map[string]bool{},
+		states: map[int][]trace.StateInfo{}, fullStates: map[int][]trace.StateInfo{}, badStates: map[int]bool{}, statesLineCPU: -1, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1, listed: map[string]bool{},
 		sum: Summary{Format: format, Skipped: map[string]uint64{}, Unused: map[string]uint64{}}}
 }
 
@@ -524,6 +526,11 @@ func (p *pass) headerStates(t string) {
 	cpu, err := strconv.Atoi(cpuStr)
 	if !ok || err != nil || cpu < 0 || cpu >= trace.MaxCPUs {
 		return
+	}
+	if cpu != p.statesLineCPU { // a CPU's lines follow each other: a later run is a new table
+		delete(p.fullStates, cpu)
+		delete(p.badStates, cpu)
+		p.statesLineCPU = cpu
 	}
 	if p.badStates[cpu] {
 		return

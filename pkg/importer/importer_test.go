@@ -458,3 +458,38 @@ func mustParse(t *testing.T, spec string) model.Policy {
 	}
 	return p
 }
+
+// TestHeaderStatesLines: a CPU's table from idletrace's export, on one
+// line or going on over several; a later run of the same CPU's lines (two
+// files joined) is a new table, not more states; a line that does not
+// read drops the CPU's table.
+func TestHeaderStatesLines(t *testing.T) {
+	const h = trace.ExportStatesHeader
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  string // cpu0's state names, "" for none
+	}{
+		{"one line", []string{h + " cpu0: POLL:0:0:polling C1:1000:1000 C6:170000:600000"}, "POLL C1 C6"},
+		{"two lines", []string{h + " cpu0: POLL:0:0:polling C1:1000:1000", h + " cpu0: C6:170000:600000:disabled"}, "POLL C1 C6"},
+		{"a second run", []string{h + " cpu0: POLL:0:0:polling C1:1000:1000", h + " cpu1: POLL:0:0:polling", h + " cpu0: POLL:0:0:polling C1E:2000:4000"}, "POLL C1E"},
+		{"a bad line", []string{h + " cpu0: POLL:0:0:polling C1:1000:1000", h + " cpu0: C6:x:600000"}, ""},
+	} {
+		p := newPass(Auto, nil)
+		for _, l := range tc.lines {
+			p.headerStates(l)
+		}
+		var names []string
+		for _, si := range p.fullStates[0] {
+			names = append(names, si.Name)
+		}
+		if got := strings.Join(names, " "); got != tc.want {
+			t.Errorf("%s: cpu0's states %q, want %q", tc.name, got, tc.want)
+		}
+		for i, si := range p.fullStates[0] {
+			if si.Index != i {
+				t.Errorf("%s: state %s has index %d, want %d", tc.name, si.Name, si.Index, i)
+			}
+		}
+	}
+}
