@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -75,6 +76,31 @@ func TestStatsExitLatencyUnknown(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("exit latencies unknown %v: the report lacks %q:\n%s", unknown, want, out.String())
+		}
+	}
+}
+
+// TestWokeIdleCPUJSON: io.woke_idle_cpu is null where the trace carries no
+// wake causes (unknown), a count where it does.
+func TestWokeIdleCPUJSON(t *testing.T) {
+	for _, tc := range []struct {
+		wakeCauses bool
+		want       string
+	}{{false, `"woke_idle_cpu":null`}, {true, `"woke_idle_cpu":0`}} {
+		meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}}
+		meta.Inputs.BlockIO, meta.Inputs.WakeCauses = true, tc.wakeCauses
+		r := tracetest.Build(t, meta, tracetest.Periods(10, 1, 1, 1e6, 5e5), nil)
+		s, err := FilteredStatsEachWake(r, trace.IOFilter{}, nil)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(js), tc.want) || strings.Count(string(js), `"woke_idle_cpu":`) != 1 {
+			t.Errorf("wake causes %v: the JSON lacks %s (or has the key twice)", tc.wakeCauses, tc.want)
 		}
 	}
 }

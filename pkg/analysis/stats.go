@@ -4,6 +4,7 @@
 package analysis
 
 import (
+	"encoding/json"
 	"github.com/idletrace/idletrace/pkg/latency"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
@@ -171,6 +172,22 @@ type IOStats struct {
 	WithoutIssueInWindow *uint64 `json:"without_traced_issue_in_window"`
 	UndeliveredInWindow  *uint64 `json:"undelivered_in_window"`
 	KernelDiffExplained  bool    `json:"kernel_diff_explained"`
+	// wakeCausesKnown: the trace carries wake causes, without which
+	// WokeIdleCPU is unknown (null in JSON), not 0.
+	wakeCausesKnown bool
+}
+
+// MarshalJSON writes woke_idle_cpu as null where it is unknown.
+func (s IOStats) MarshalJSON() ([]byte, error) {
+	type plain IOStats // without this method
+	out := struct {
+		plain
+		WokeIdleCPU *uint64 `json:"woke_idle_cpu"` // shadows plain's
+	}{plain: plain(s)}
+	if s.wakeCausesKnown {
+		out.WokeIdleCPU = &s.WokeIdleCPU
+	}
+	return json.Marshal(out)
 }
 
 // DeviceStats is one block device.
