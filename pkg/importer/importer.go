@@ -95,6 +95,7 @@ type Summary struct {
 	IdleUnpaired uint64
 	OpenPeriods  uint64 // periods still open at the capture's end
 	IOUnmatched  uint64 // completions without an issue in the capture
+	IOUnissued   uint64 // of them, flush sequences' (preflush or FUA): not in flight at start
 	IOInFlight   uint64 // issues without a completion
 	PMQoSChanges uint64 // changes of a CPU latency limit (pmqos.go)
 	Lost         uint64 // events the tracer said it lost ("LOST N EVENTS")
@@ -670,6 +671,14 @@ func (p *pass) block(ev *event, b *blockRq, issue bool) error {
 	if len(q) == 0 {
 		p.sum.IOUnmatched++
 		p.loss[ev.cpu].IOUnmatched++
+		if b.cmdFlags&(trace.ReqPreflush|trace.ReqFUA) != 0 {
+			// The original request of a flush sequence: the block layer
+			// completes it without issuing it (its flush_rq is issued in
+			// its place), as the recorder counts it; not one in flight
+			// at the capture's start.
+			p.sum.IOUnissued++
+			p.loss[ev.cpu].IOUnissued++
+		}
 		return nil
 	}
 	r := q[0]

@@ -178,12 +178,15 @@ func TestImportPerfScript(t *testing.T) {
          swapper     0 [000]    10.000052: power:cpu_idle: state=4294967295 cpu_id=0
          swapper     0 [000]    10.000053: sched:sched_migrate_task: comm=a pid=1 prio=120 orig_cpu=0 dest_cpu=1
          swapper     0 [000]    10.000060: block:block_rq_complete: 254,0 W () 99 + 8 be,0,4 [0]
+         swapper     0 [000]    10.000070: block:block_rq_complete: 254,0 FF () 0 + 0 be,0,4 [0]
 `
 	r, sum, err := importString(t, capture, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Format != PerfScript || sum.Events != 9 || sum.IdlePeriods != 1 || sum.BlockIOs != 1 || sum.OpenPeriods != 1 || sum.IOUnmatched != 1 ||
+	// Two completions without an issue: one in flight at the start, one a
+	// flush sequence's (FF), which the block layer never issues.
+	if sum.Format != PerfScript || sum.Events != 10 || sum.IdlePeriods != 1 || sum.BlockIOs != 1 || sum.OpenPeriods != 1 || sum.IOUnmatched != 2 || sum.IOUnissued != 1 ||
 		sum.Skipped["sched_migrate_task"] != 1 || sum.Unused["irq_handler_entry"] != 1 || sum.IdleUnpaired != 0 {
 		t.Errorf("summary %+v", sum)
 	}
@@ -210,6 +213,9 @@ func TestImportPerfScript(t *testing.T) {
 	}
 	if c := st.CPUs[0]; len(c.States) == 0 || c.States[len(c.States)-1].Name != "state2" || c.States[len(c.States)-1].Usage != 1 {
 		t.Errorf("stats CPU 0: %+v", c)
+	}
+	if st.Loss.IOInFlightAtStart != 1 || st.Loss.IOUnissued != 1 || st.Loss.Total() != 1 {
+		t.Errorf("loss %+v: want 1 in flight at start, 1 flush sequence's not counted lost", st.Loss)
 	}
 }
 
