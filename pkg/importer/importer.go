@@ -785,7 +785,9 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 		}
 	}
 	m.Probes["power:cpu_idle"] = "imported: " + tool
-	if p.seen["block_rq_issue"] > 0 || p.seen["block_rq_complete"] > 0 {
+	// Both block events fired, or the header lists both (a capture
+	// without IO in its window): recorded, if none happened.
+	if p.seen["block_rq_issue"] > 0 || p.seen["block_rq_complete"] > 0 || p.recorded("block_rq_issue") && p.recorded("block_rq_complete") {
 		m.Inputs.BlockIO = true
 		m.Probes["block:block_rq_issue"] = "imported: " + tool
 		m.Probes["block:block_rq_complete"] = "imported: " + tool

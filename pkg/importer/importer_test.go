@@ -499,3 +499,29 @@ func TestHeaderStatesLines(t *testing.T) {
 		}
 	}
 }
+
+// TestImportBlockEventsListed: a capture whose header lists both block
+// events recorded block IO, none of which happened in its window (0
+// requests, not unknown); without the header it did not record it.
+func TestImportBlockEventsListed(t *testing.T) {
+	idle := `         swapper     0 [000]    10.000010: power:cpu_idle: state=1 cpu_id=0
+         swapper     0 [000]    10.000052: power:cpu_idle: state=4294967295 cpu_id=0
+`
+	header := "# event : name = block:block_rq_issue, , id = { 1 }, type = 2\n# event : name = block:block_rq_complete, , id = { 2 }, type = 2\n"
+	for _, tc := range []struct {
+		name, capture string
+		want          bool
+	}{
+		{"listed", header + idle, true},
+		{"one listed", header[:strings.Index(header, "\n")+1] + idle, false},
+		{"not listed", idle, false},
+	} {
+		r, _, err := importString(t, tc.capture, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Meta.Inputs.BlockIO != tc.want || strings.HasPrefix(r.Meta.Probes["block:block_rq_issue"], "imported") != tc.want {
+			t.Errorf("%s: block IO %v (%q), want %v", tc.name, r.Meta.Inputs.BlockIO, r.Meta.Probes["block:block_rq_issue"], tc.want)
+		}
+	}
+}
