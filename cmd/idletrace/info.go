@@ -65,7 +65,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	if len(m.Command) > 0 {
 		p("command", "%s", strings.Join(m.Command, " "))
 	}
-	p("host", "%s, %s, %d CPUs (recorded: %s)", orUnknown(m.Hostname), orUnknown(m.CPUModel), m.NumCPUs, cpuListString(m.RecordedCPUs))
+	p("host", "%s, %s, %s (recorded: %s)", orUnknown(m.Hostname), orUnknown(m.CPUModel), analysis.Count(m.NumCPUs, "CPU"), cpuListString(m.RecordedCPUs))
 	p("kernel", "%s, HZ=%s, NO_HZ=%s", orUnknown(m.KernelRelease), hz, orUnknown(m.NoHZ))
 	p("cpuidle", "driver %s, governor %s", orUnknown(m.CPUIdleDriver), orUnknown(m.CPUIdleGovernor))
 	if len(m.States) > 0 {
@@ -82,8 +82,10 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			names = append(names, fmt.Sprintf("%s (%s/%d µs%s)", s.Name, exit, s.TargetResidencyNs/1000, d))
 		}
 		p("states (cpu0)", "%s", strings.Join(names, ", "))
-	} else {
+	} else if m.CPUIdleDriver == "none" {
 		p("states", "none: no cpuidle driver, the kernel used its default idle routine (HLT)")
+	} else {
+		p("states", "unknown: the trace does not give the state table")
 	}
 	if m.HaltPoll != nil {
 		p("haltpoll", "guest_halt_poll_ns=%d grow=%d shrink=%d grow_start=%d allow_shrink=%v",

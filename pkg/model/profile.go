@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -247,7 +248,7 @@ func recordedTable(meta *trace.Metadata) (*Profile, error) {
 	sts := append([]trace.StateInfo(nil), cs.States...)
 	sort.Slice(sts, func(i, j int) bool { return sts[i].Index < sts[j].Index })
 	p := &Profile{Name: "recorded", HZ: hz,
-		Source: fmt.Sprintf("trace (%s, cpuidle driver %s, CPU %d's table); power estimated%s", rel, meta.CPUIdleDriver, cs.CPU, hzNote)}
+		Source: fmt.Sprintf("trace (%s, cpuidle driver %s, CPU %d's table); power estimated%s", rel, cmp.Or(meta.CPUIdleDriver, "unknown"), cs.CPU, hzNote)}
 	for i, s := range sts {
 		if s.Index != i {
 			return nil, fmt.Errorf("recorded profile: CPU %d's state table skips index %d", cs.CPU, i)

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/internal/tracetest"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// TestInfoUnknownFields: what a trace does not say (an import's host,
+// kernel, driver, state table) is unknown in info, never an empty field,
+// the epoch, or "no cpuidle driver".
+func TestInfoUnknownFields(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		meta        *trace.Metadata
+		want, avoid []string
+	}{
+		{"an import", &trace.Metadata{NumCPUs: 1, RecordedCPUs: []int{0}},
+			[]string{"recorded:          unknown time, by idletrace", "host:              unknown, unknown, 1 CPU (recorded", "kernel:            unknown, HZ=unknown, NO_HZ=unknown",
+				"cpuidle:           driver unknown, governor unknown", "states:            unknown: the trace does not give the state table"},
+			[]string{"1970", "no cpuidle driver", "bpf object"}},
+		{"no driver", &trace.Metadata{NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "none", CPUIdleGovernor: "menu", KernelRelease: "6.12.0", HZ: 250},
+			[]string{"kernel:            6.12.0, HZ=250", "states:            none: no cpuidle driver"}, []string{"unknown: the trace"}},
+	} {
+		path := filepath.Join(t.TempDir(), "t.trace")
+		tracetest.WriteFile(t, path, tc.meta, tracetest.Periods(4, 1, 1, 1e6, 5e5), nil)
+		r := runBin(t, "info", path)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d, %s", tc.name, r.code, r.stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("%s: info lacks %q:\n%s", tc.name, w, r.stdout)
+			}
+		}
+		for _, a := range tc.avoid {
+			if strings.Contains(r.stdout, a) {
+				t.Errorf("%s: info says %q:\n%s", tc.name, a, r.stdout)
+			}
+		}
+	}
+}
