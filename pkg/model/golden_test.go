@@ -231,9 +231,9 @@ func runGolden(t *testing.T, c goldenCase) string {
 	// energy is the least (a policy's stays cost a concave function of
 	// their length, and the time it spends awake a busy core, more than
 	// any state). Not a rule where a policy enables a state the oracle
-	// may not use, or where a latency limit is lifted inside an episode
-	// (the oracle keeps the one at its start); neither is in these cases
-	// but enable=, left out.
+	// may not use (left out here), or where a latency limit is lifted
+	// inside an episode (the oracle keeps the one at its start; no case
+	// here has one).
 	for _, o := range res {
 		if o.Policy != string(GovOracle) {
 			continue
