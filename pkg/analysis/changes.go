@@ -45,7 +45,7 @@ func changeLine(r *model.Result, against bool) string {
 		return l + "."
 	}
 	n := model.FormatCount
-	hasIO := r.IOLatencyNs != nil
+	hasIO := r.IOLatencyNs != nil && r.IOWokeIdle != nil // else which IO a policy changes is unknown
 	hasTask := c.TaskIO > 0
 	var l strings.Builder
 	l.WriteString(r.Policy + ": ")

@@ -33,21 +33,22 @@ func sampleReport() *WhatifReport {
 			{Name: "C6", ExitLatencyNs: 290_000, TargetResidencyNs: 800_000, Power: 0.05},
 		}}
 	io := model.LatencySummary{Count: 100, Mean: 85000, P50: 80000, P99: 150000, Max: 400000}
+	woke := u64(58723) // the trace has wake causes
 	return &WhatifReport{
 		Trace:   "fio-<pipe>.trace",
 		Profile: prof,
 		Results: []model.Result{
 			{Policy: "menu", IdlePeriods: 10000, Selections: 10000, PollLimitNs: u64(20000),
 				WakeLatencyNs: model.LatencySummary{Count: 5000, Mean: 40000, P50: 1000, P99: 290000, Max: 290000},
-				IOLatencyNs:   &io, StateShare: map[string]float64{"POLL": 0.01, "C1": 0.2, "C1E": 0.09, "C6": 0.7},
+				IOLatencyNs:   &io, IOWokeIdle: woke, StateShare: map[string]float64{"POLL": 0.01, "C1": 0.2, "C1E": 0.09, "C6": 0.7},
 				Above: 1234, Below: 56, EnergyRel: 1, WakeLatencyCDF: cdf(5000, 900), IOLatencyCDF: cdf(100, 60000)},
 			{Policy: "menu+margin=25", IdlePeriods: 10000, Selections: 10000, PollLimitNs: u64(20000),
 				WakeLatencyNs: model.LatencySummary{Count: 5000, Mean: 20000, P50: 1000, P99: 2000, Max: 290000},
-				IOLatencyNs:   &io, StateShare: map[string]float64{"POLL": 0.01, "C1": 0.5, "C1E": 0.09, "C6": 0.4},
+				IOLatencyNs:   &io, IOWokeIdle: woke, StateShare: map[string]float64{"POLL": 0.01, "C1": 0.5, "C1E": 0.09, "C6": 0.4},
 				Above: 400, Below: 300, EnergyRel: 1.12, WakeLatencyCDF: cdf(3000, 800), IOLatencyCDF: cdf(100, 50000)},
 			{Policy: "menu+blkqos=10us/3ms", IdlePeriods: 10000, Selections: 10000, PollLimitNs: u64(20000),
 				WakeLatencyNs: model.LatencySummary{Count: 5000, Mean: 1500, P50: 1000, P99: 2000, Max: 2000},
-				IOLatencyNs:   &io, StateShare: map[string]float64{"POLL": 0.02, "C1": 0.6, "C1E": 0.38},
+				IOLatencyNs:   &io, IOWokeIdle: woke, StateShare: map[string]float64{"POLL": 0.02, "C1": 0.6, "C1E": 0.38},
 				Above: 10, Below: 900, EnergyRel: 1.3, WakeLatencyCDF: []model.CDFPoint{{ValueNs: 0, Fraction: 0.2}, {ValueNs: 1000, Fraction: 0.6}, {ValueNs: 2000, Fraction: 1}}},
 			{Policy: "oracle", IdlePeriods: 10000, Selections: 10000,
 				WakeLatencyNs: model.LatencySummary{Count: 5000, Mean: 30000, P50: 0, P99: 290000, Max: 290000},

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -32,6 +33,23 @@ type Changes struct {
 	CPUs []CPUChanges `json:"cpus"`
 	// Reason is the dominant reason, null where the counts say it all.
 	Reason *string `json:"reason"`
+	// ioUnknown: which completions woke an idle CPU is unknown (the trace
+	// has no wake causes): IOChanged and IOWokeIdle are null in JSON.
+	ioUnknown bool
+}
+
+// MarshalJSON writes io_changed and io_woke_idle as null where unknown.
+func (c Changes) MarshalJSON() ([]byte, error) {
+	type plain Changes // without this method
+	out := struct {
+		plain
+		IOChanged  *uint64 `json:"io_changed"`   // shadow plain's
+		IOWokeIdle *uint64 `json:"io_woke_idle"` // shadow plain's
+	}{plain: plain(c)}
+	if !c.ioUnknown {
+		out.IOChanged, out.IOWokeIdle = &c.IOChanged, &c.IOWokeIdle
+	}
+	return json.Marshal(out)
 }
 
 // CPUChanges is one CPU's share of Changes.
@@ -277,7 +295,8 @@ func CPUList(cpus []int) string {
 func (r *Replay) changes(k int, out []Result) *Changes {
 	ps, ref := r.pols[k], r.pols[0]
 	ch := &Changes{Against: out[0].Policy, Reference: k == 0, WakeUps: r.wakeUps,
-		IOWokeIdle: r.stats.IOWokeIdle, TaskIO: r.taskCounted, CPUs: []CPUChanges{}}
+		IOWokeIdle: r.stats.IOWokeIdle, TaskIO: r.taskCounted, CPUs: []CPUChanges{},
+		ioUnknown: r.ioSeen && out[k].IOWokeIdle == nil}
 	if k > 0 {
 		ch.WakeUpsChanged, ch.IOChanged, ch.TaskIOChanged = ps.chg.wake, ps.chg.io, ps.chg.task
 		for c := 0; c < max(len(ps.chg.cpuWake), len(ps.chg.cpuIO)); c++ {
@@ -295,7 +314,7 @@ func (r *Replay) changes(k int, out []Result) *Changes {
 	}
 	in := whyInput{pol: ps.pol, ref: ref.pol, isRef: k == 0,
 		wakeChanged: ch.WakeUpsChanged, wakeUps: ch.WakeUps, ioChanged: ch.IOChanged, ioWoke: ch.IOWokeIdle,
-		ioLimited: ps.chg.ioLimited, io: r.ioSeen, sameStates: slices.Equal(ps.timeNs, ref.timeNs),
+		ioLimited: ps.chg.ioLimited, io: r.ioSeen && !ch.ioUnknown, sameStates: slices.Equal(ps.timeNs, ref.timeNs),
 		refShare: out[0].StateShare, exitNs: map[string]int64{}}
 	in.pol.Spec, in.ref.Spec = out[k].Policy, out[0].Policy
 	if ps.tab.n >= 2 {

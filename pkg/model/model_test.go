@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -1036,9 +1037,17 @@ func TestIOWokeIdleUnknownWithoutWakeCauses(t *testing.T) {
 				s.periods[i].WakeCause, s.periods[i].WakeIRQ = trace.WakeUnknown, -1
 			}
 		}
-		res, _ := runReplay(t, mustBuiltin(t, "spr", 250), meta, []string{"menu"}, s)
+		res, _ := runReplay(t, mustBuiltin(t, "spr", 250), meta, []string{"menu", "teo"}, s)
 		if got := res[0].IOWokeIdle; (got != nil) != wakeCauses || res[0].IOLatencyNs == nil {
 			t.Errorf("wake causes %v: io_woke_idle %v, IO latency %v", wakeCauses, got, res[0].IOLatencyNs)
+		}
+		// teo's changes against menu: which IO it changed is unknown too.
+		js, err := json.Marshal(res[1].Changes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if unknown := strings.Contains(string(js), `"io_changed":null,"io_woke_idle":null`); unknown == wakeCauses || strings.Count(string(js), `"io_woke_idle"`) != 1 {
+			t.Errorf("wake causes %v: changes %s", wakeCauses, js)
 		}
 	}
 }
