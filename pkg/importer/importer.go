@@ -96,6 +96,7 @@ type Summary struct {
 	OpenPeriods  uint64 // periods still open at the capture's end
 	IOUnmatched  uint64 // completions without an issue in the capture
 	IOUnissued   uint64 // of them, flush sequences' (preflush or FUA): not in flight at start
+	IOOrphaned   uint64 // issues whose completion the capture lost (the same device and sector issued again)
 	IOInFlight   uint64 // issues without a completion
 	PMQoSChanges uint64 // changes of a CPU latency limit (pmqos.go)
 	Lost         uint64 // events the tracer said it lost ("LOST N EVENTS")
@@ -663,7 +664,17 @@ func (p *pass) block(ev *event, b *blockRq, issue bool) error {
 		if ev.pid > 0 && ev.pid <= math.MaxUint32 {
 			r.Tid = uint32(ev.pid)
 		}
-		p.ios[k] = append(p.ios[k], r)
+		// The same device and sector issued again while an issue waits:
+		// the capture lost that one's completion (perf drops events
+		// without a LOST line). The recorder's rule: it is counted as not
+		// delivered, not paired with a later request's completion, which
+		// would give every request after it a neighbour's latency.
+		for _, lost := range p.ios[k] {
+			p.grow(lost.IssueCPU)
+			p.sum.IOOrphaned++
+			p.loss[lost.IssueCPU].IOOrphaned++
+		}
+		p.ios[k] = append(p.ios[k][:0], r)
 		return nil
 	}
 	p.loss[ev.cpu].IOCompletions++
