@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -358,6 +359,9 @@ func runProfiles(args []string, stdout, stderr io.Writer) error {
 // checkOutput refuses, before any work, an output that is the input trace
 // itself (whatif would destroy it), and an existing one without --force.
 func checkOutput(out, input string, force bool) error {
+	if strings.HasSuffix(out, string(filepath.Separator)) {
+		return usagef("%s names a directory: give the output a file name", out)
+	}
 	fo, err := os.Stat(out)
 	if err != nil {
 		return nil // does not exist yet (or cannot be stat'ed: creating it will say why)

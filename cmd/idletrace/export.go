@@ -27,16 +27,18 @@ pm_qos_changes.FORMAT (the CPU latency limits in force where the window
 opens, then each change); README.md lists their columns. --table NAME
 writes one of them; without -o, one CSV table goes to stdout.
 ftrace: the kernel's text trace format (cpu_idle, the wake-up events,
-block_rq_issue and block_rq_complete, in time order) under the header
-idlestat --import reads, to -o FILE, to DIR/TRACE-NAME.txt when -o names a
-directory, else to stdout. --stats-window keeps what stats counts, so that
-idlestat's figures can be set beside stats'.
+block_rq_issue and block_rq_complete, the PM QoS requests and
+pm_qos_update_target, in time order) under the header idlestat --import
+reads, to -o FILE, to DIR/TRACE-NAME.txt when -o names a directory (DIR/:
+made if missing), else to stdout. --stats-window keeps what stats counts,
+so that idlestat's figures can be set beside stats'.
 perfetto: Perfetto's protobuf trace format (open it in ui.perfetto.dev):
 the cpu_idle events as the kernel's ftrace events (the UI's CPU idle
 tracks), block IO as slices on the issuing CPU's "block IO cpu N" track
 with a flow to an instant on the completing CPU's, and the wake-ups, with
-a flow from each remote wake request to the idle exit it caused; to -o
-FILE, to DIR/TRACE-NAME.pftrace when -o names a directory, else to stdout.
+a flow from each remote wake request to the idle exit it caused, and the
+PM QoS limits as counter tracks; to -o FILE, to DIR/TRACE-NAME.pftrace
+when -o names a directory, else to stdout.
 Existing files are refused without --force.
 `
 
@@ -52,7 +54,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	to := fs.Duration("to", 0, "only records up to this long after the trace's start")
 	ioFilter := fs.String("io", "", "IO requests only these: "+trace.IOFilterHelp)
 	statsWindow := fs.Bool("stats-window", false, "only the records stats counts: idle periods whose exit falls in their CPU's window between the start and end snapshots, IO requests completed between them")
-	force := fs.Bool("force", false, "overwrite existing table files")
+	force := fs.Bool("force", false, "overwrite existing output files")
 	quiet := fs.BoolP("quiet", "q", false, "no summary line on stderr")
 	pos, err := parse(fs, args)
 	if err != nil {

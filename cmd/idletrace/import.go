@@ -32,7 +32,9 @@ with -e irq:irq_handler_entry -e irq_vectors:local_timer_entry
 -e timer:hrtimer_expire_entry (perf script --header lists them; for
 trace-cmd report and tracefs text, name them with --events); lacking one of
 the first five, they are unknown. Without --profile, the states are named by index (state0, ...)
-unless the capture's header lists them.
+unless the capture's header lists them. PM QoS changes (the CPU latency
+limits whatif applies) are imported from -e power:pm_qos_update_target
+with the power:pm_qos_*_request and power:dev_pm_qos_*_request events.
 `
 
 func runImport(args []string, stdout, stderr io.Writer) error {
@@ -111,7 +113,7 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "idletrace import: wake causes %s\n", sum.WakeCauses)
 		if sum.PMQoSChanges > 0 {
-			fmt.Fprintf(stderr, "idletrace import: %d changes of a CPU latency limit (PM QoS)\n", sum.PMQoSChanges)
+			fmt.Fprintf(stderr, "idletrace import: %s of a CPU latency limit (PM QoS)\n", analysis.Count(sum.PMQoSChanges, "change"))
 		}
 		if sum.IdleUnpaired > 0 || sum.Lost > 0 {
 			fmt.Fprintf(stderr, "warning: %d cpu_idle events without their pair, %d events the tracer reported lost\n", sum.IdleUnpaired, sum.Lost)

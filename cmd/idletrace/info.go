@@ -91,7 +91,13 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		p("haltpoll", "guest_halt_poll_ns=%d grow=%d shrink=%d grow_start=%d allow_shrink=%v",
 			m.HaltPoll.GuestHaltPollNs, m.HaltPoll.Grow, m.HaltPoll.Shrink, m.HaltPoll.GrowStart, m.HaltPoll.AllowShrink)
 	}
-	p("pm qos", "cpu_dma_latency=%s", usOrNone(m.PMQoS.CPUDMALatencyUs))
+	qosLine := "cpu_dma_latency=" + usOrNone(m.PMQoS.CPUDMALatencyUs)
+	for c, v := range m.PMQoS.ResumeLatencyUs {
+		if v >= 0 { // a CPU's constraint (-1: none)
+			qosLine += fmt.Sprintf(", cpu%d resume latency %s", c, trace.PMQoSLimitString(int32(c), v))
+		}
+	}
+	p("pm qos", "%s", qosLine)
 	if nQoS > 0 {
 		p("pm qos changes", "%s", pmQoSChangesString(qos, nQoS, m.Start))
 	} else if m.Inputs.PMQoSTrace {

@@ -45,7 +45,7 @@ func init() {
 		{"whatif", "FILE [--profile NAME|PATH] [--policy SPEC]... [--measured AFTER] [--format text|markdown|json|html|jsonl|parquet] [--host NAME] [-o OUT]", "replay the idle periods through other governors and policies; with --measured, one policy's prediction beside what AFTER measured; jsonl and parquet take several FILEs", runWhatif},
 		{"experiment", "--policy SPEC [-d DURATION] [-o DIR] [--format text|markdown|json|html] -- COMMAND [ARG...]", "record COMMAND, apply the policy's knobs to the running kernel, record it again, restore, compare (needs root)", runExperiment},
 		{"export", "FILE --format csv|parquet|ftrace|perfetto [-o DIR|FILE] [--table NAME] [--cpus LIST] [--from DURATION] [--to DURATION] [--io FILTER] [--stats-window] [--force]", "write the idle periods and block IO requests as tables (CSV or Parquet) for SQL tools, or as ftrace text for idlestat and Perfetto", runExport},
-		{"import", "FILE [-o OUT.trace] [--format auto|perf-script|ftrace] [--profile NAME|FILE] [--force]", "turn a perf script, trace-cmd report or ftrace text capture of cpu_idle and block events into a trace file", runImport},
+		{"import", "FILE [-o OUT.trace] [--format auto|perf-script|ftrace] [--profile NAME|FILE] [--events LIST] [--force]", "turn a perf script, trace-cmd report or ftrace text capture of cpu_idle and block events into a trace file", runImport},
 		{"profiles", "[NAME] [--format text|json]", "list or show the built-in machine profiles", runProfiles},
 		{"top", "[-d DURATION] [--cpus LIST] [-o FILE] [--no-io] [--force]", "live per-CPU view, refreshed every second: idle states, wake causes, wake latency, IO wake-ups (needs root; records to a temporary file unless -o)", runTop},
 	}

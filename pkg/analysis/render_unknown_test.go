@@ -81,14 +81,14 @@ func TestStatsExitLatencyUnknown(t *testing.T) {
 }
 
 // TestWokeIdleCPUJSON: io.woke_idle_cpu is null where the trace carries no
-// wake causes (unknown), a count where it does.
+// wake causes or no block IO (unknown), a count where it carries both.
 func TestWokeIdleCPUJSON(t *testing.T) {
 	for _, tc := range []struct {
-		wakeCauses bool
-		want       string
-	}{{false, `"woke_idle_cpu":null`}, {true, `"woke_idle_cpu":0`}} {
+		wakeCauses, blockIO bool
+		want                string
+	}{{false, true, `"woke_idle_cpu":null`}, {true, false, `"woke_idle_cpu":null`}, {true, true, `"woke_idle_cpu":0`}} {
 		meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}}
-		meta.Inputs.BlockIO, meta.Inputs.WakeCauses = true, tc.wakeCauses
+		meta.Inputs.BlockIO, meta.Inputs.WakeCauses = tc.blockIO, tc.wakeCauses
 		r := tracetest.Build(t, meta, tracetest.Periods(10, 1, 1, 1e6, 5e5), nil)
 		s, err := FilteredStatsEachWake(r, trace.IOFilter{}, nil)
 		r.Close()
@@ -100,7 +100,7 @@ func TestWokeIdleCPUJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !strings.Contains(string(js), tc.want) || strings.Count(string(js), `"woke_idle_cpu":`) != 1 {
-			t.Errorf("wake causes %v: the JSON lacks %s (or has the key twice)", tc.wakeCauses, tc.want)
+			t.Errorf("wake causes %v, block IO %v: the JSON lacks %s (or has the key twice)", tc.wakeCauses, tc.blockIO, tc.want)
 		}
 	}
 }

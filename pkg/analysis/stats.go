@@ -172,8 +172,8 @@ type IOStats struct {
 	WithoutIssueInWindow *uint64 `json:"without_traced_issue_in_window"`
 	UndeliveredInWindow  *uint64 `json:"undelivered_in_window"`
 	KernelDiffExplained  bool    `json:"kernel_diff_explained"`
-	// wakeCausesKnown: the trace carries wake causes, without which
-	// WokeIdleCPU is unknown (null in JSON), not 0.
+	// wakeCausesKnown: the trace carries wake causes and block IO,
+	// without which WokeIdleCPU is unknown (null in JSON), not 0.
 	wakeCausesKnown bool
 }
 

@@ -22,7 +22,7 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 	s.IO.Requests = b.io.Count()
 	s.IO.LatencyNs = b.io.Summary()
 	s.IO.Filter = b.ioFilter.Spec
-	s.IO.wakeCausesKnown = b.meta.Inputs.WakeCauses
+	s.IO.wakeCausesKnown = b.meta.Inputs.WakeCauses && b.meta.Inputs.BlockIO
 	if m.Inputs.TaskIO || b.taskIO.Count() > 0 {
 		t := b.taskIO.Summary()
 		s.IO.TaskLatencyNs, s.IO.TaskWaited = &t, t.Count

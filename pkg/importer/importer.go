@@ -257,11 +257,13 @@ func notText(in io.ReadSeeker) error {
 			return fmt.Errorf("this is %s (import reads perf script, trace-cmd report and ftrace text)", k.what)
 		}
 	}
-	// A NUL in the first line: a binary file (one further on is a damaged
-	// capture, which the line it is on names).
-	first, _, _ := bytes.Cut(head, []byte{'\n'})
-	if k := bytes.IndexByte(first, 0); k >= 0 {
-		return fmt.Errorf("not text (a NUL byte at offset %d): import reads perf script, trace-cmd report and ftrace text", k)
+	// A control byte (NUL, or another but tab and CR) in the first line
+	// with text: a binary file (one further on is a damaged capture, which
+	// the line it is on names).
+	lead := len(head) - len(bytes.TrimLeft(head, "\r\n")) // a protobuf (Perfetto) opens with 0x0a
+	first, _, _ := bytes.Cut(head[lead:], []byte{'\n'})
+	if k := bytes.IndexFunc(first, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\r' || r == 0x7f }); k >= 0 {
+		return fmt.Errorf("not text (byte 0x%02x at offset %d): import reads perf script, trace-cmd report and ftrace text", first[k], lead+k)
 	}
 	return nil
 }

@@ -288,19 +288,20 @@ type HaltPollChange struct {
 // global CPU latency QoS (/dev/cpu_dma_latency), or one CPU's resume
 // latency (power/pm_qos_resume_latency_us, and requests drivers make).
 type PMQoSChange struct {
-	TimeNs uint64
+	TimeNs uint64 `json:"time_ns"`
 	// CPU is the CPU whose resume latency changed; PMQoSGlobal for the
 	// global limit.
-	CPU int32
+	CPU int32 `json:"cpu"`
 	// LimitUs and PrevUs are the constraint's value after and before, in
 	// µs and in PMQoS's terms: the global limit as the kernel holds it
 	// (PMQoSNoGlobalLimitUs: none); a CPU's -1 for none and 0 for "n/a"
 	// (no state's exit latency fits; only polling).
-	LimitUs, PrevUs int64
+	LimitUs int64 `json:"limit_us"`
+	PrevUs  int64 `json:"previous_limit_us"`
 	// Action is what the request did: PMQoSAdd, PMQoSUpdate or PMQoSRemove.
-	Action uint8
+	Action uint8 `json:"action"`
 	// Tid is the task that made the request (0: unknown).
-	Tid uint32
+	Tid uint32 `json:"tid"`
 }
 
 // PMQoSChange targets and actions.
