@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/export"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -99,7 +100,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	p("pm qos", "%s", qosLine)
 	if nQoS > 0 {
-		p("pm qos changes", "%s", pmQoSChangesString(qos, nQoS, m.Start))
+		p("pm qos changes", "%s", pmQoSChangesString(qos, nQoS, export.TraceStart(r)))
 	} else if m.Inputs.PMQoSTrace {
 		p("pm qos changes", "none")
 	}
@@ -154,8 +155,9 @@ func openTrace(path string, stderr io.Writer) (*trace.Reader, error) {
 const maxInfoPMQoS = 64
 
 // pmQoSChangesString lists changes as "+1.234s cpu_dma_latency 20 µs", each
-// from the recording's start where known.
-func pmQoSChangesString(qos []trace.PMQoSChange, n uint64, start *trace.Snapshot) string {
+// at its time since startNs (the trace's start: its snapshot, else its
+// first record).
+func pmQoSChangesString(qos []trace.PMQoSChange, n uint64, startNs uint64) string {
 	parts := make([]string, 0, len(qos)+1)
 	for _, q := range qos {
 		what := "cpu_dma_latency"
@@ -163,8 +165,8 @@ func pmQoSChangesString(qos []trace.PMQoSChange, n uint64, start *trace.Snapshot
 			what = fmt.Sprintf("cpu%d resume latency", q.CPU)
 		}
 		at := ""
-		if start != nil && q.TimeNs >= start.MonotonicNs {
-			at = fmt.Sprintf("+%.3fs ", float64(q.TimeNs-start.MonotonicNs)/1e9)
+		if startNs > 0 && q.TimeNs >= startNs {
+			at = fmt.Sprintf("+%.3fs ", float64(q.TimeNs-startNs)/1e9)
 		}
 		parts = append(parts, fmt.Sprintf("%s%s %s", at, what, q.String()))
 	}
