@@ -143,7 +143,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if events {
-		return writeEvents(r, *format, opts, files, *force, *quiet, stdout, stderr)
+		return writeEvents(r, *format, opts, *dir, files, *force, *quiet, stdout, stderr)
 	}
 	out := map[string]io.Writer{}
 	if files == nil {
@@ -204,7 +204,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 
 // writeEvents writes the ftrace text or the Perfetto trace to the one
 // file in files (removed again should the export fail), or to stdout.
-func writeEvents(r *trace.Reader, format string, opts export.Options, files []string, force, quiet bool, stdout, stderr io.Writer) error {
+func writeEvents(r *trace.Reader, format string, opts export.Options, dir string, files []string, force, quiet bool, stdout, stderr io.Writer) error {
 	write := export.WriteFtrace
 	if format == export.Perfetto {
 		write = export.WritePerfetto
@@ -226,8 +226,10 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, files []st
 		}
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(files[0]), 0o755); err != nil {
-		return err
+	if strings.HasSuffix(dir, string(filepath.Separator)) { // -o DIR/: made if missing; a mistyped -o FILE is not
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
 	}
 	f, err := outfile.Create(files[0], force)
 	if err != nil {

@@ -52,6 +52,12 @@ func TestExportFtrace(t *testing.T) {
 	} else if named, _ := os.ReadFile(filepath.Join(newDir, "demo.txt")); !bytes.Equal(named, text) {
 		t.Errorf("-o NEWDIR/: %sdemo.txt is not the export", newDir)
 	}
+	typo := filepath.Join(dir, "nosuchdir", "t.txt") // a mistyped -o FILE makes no directory
+	if r := runBin(t, "export", bundledTrace, "--format", "ftrace", "-o", typo); r.code != 1 || !strings.Contains(r.stderr, "no such file") {
+		t.Errorf("-o MISSING/FILE: exit %d, %q", r.code, r.stderr)
+	} else if _, err := os.Stat(filepath.Dir(typo)); err == nil {
+		t.Errorf("-o MISSING/FILE made %s", filepath.Dir(typo))
+	}
 	r = runBin(t, "export", bundledTrace, "--format", "ftrace", "--stats-window")
 	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "# entries-in-buffer/entries-written: 352712/352712   #P:2\n") {
 		t.Errorf("to stdout with --stats-window: exit %d, stderr %q, stdout %.600q", r.code, r.stderr, r.stdout)

@@ -415,6 +415,18 @@ func (p *pass) line(s string) error {
 			return fmt.Errorf("%s: %v: %q", ev.name, err, clip(s))
 		}
 		return p.block(&ev, &b, issue)
+	case "block_rq_requeue":
+		// Back to the queue, to be issued again: no longer waiting for a
+		// completion (the recorder drops its pending issue too), lest the
+		// next issue take it for one whose completion was lost.
+		b, err := parseBlockRq(ev.fields, false)
+		if err != nil {
+			return fmt.Errorf("%s: %v: %q", ev.name, err, clip(s))
+		}
+		if k := (ioKey{b.dev, b.sector}); len(p.ios[k]) > 0 {
+			p.dequeue(k)
+		}
+		return nil
 	case qosTargetEvent:
 		if err := p.qosUpdateTarget(&ev); err != nil {
 			return fmt.Errorf("%s: %v: %q", ev.name, err, clip(s))

@@ -532,7 +532,7 @@ func TestImportBlockEventsListed(t *testing.T) {
 // a completion is missing, the same device and sector's next issue shows
 // it, and the next completion pairs with that issue, not the stale one (a
 // dsync dd, which rewrites one sector, had every latency after the first
-// drop taken from a request nine earlier).
+// drop taken from a request nine earlier). A requeued request is not one.
 func TestImportLostCompletion(t *testing.T) {
 	capture := `         swapper     0 [000]    10.000010: power:cpu_idle: state=1 cpu_id=0
               dd  4242 [001]    10.000100: block:block_rq_issue: 254,0 WS 4096 () 8 + 8 be,0,4 [dd]
@@ -559,5 +559,25 @@ func TestImportLostCompletion(t *testing.T) {
 	}
 	if st.Loss.Undelivered != 1 {
 		t.Errorf("loss %+v: want the lost completion as not delivered", st.Loss)
+	}
+
+	// A request put back (block_rq_requeue) and issued again lost nothing.
+	requeued := `         swapper     0 [000]    10.000010: power:cpu_idle: state=1 cpu_id=0
+              dd  4242 [001]    10.000100: block:block_rq_issue: 254,0 WS 4096 () 8 + 8 be,0,4 [dd]
+              dd  4242 [001]    10.000150: block:block_rq_requeue: 254,0 WS () 8 + 8 be,0,4 [0]
+              dd  4242 [001]    10.000200: block:block_rq_issue: 254,0 WS 4096 () 8 + 8 be,0,4 [dd]
+         swapper     0 [000]    10.000240: block:block_rq_complete: 254,0 WS () 8 + 8 be,0,4 [0]
+         swapper     0 [000]    10.000400: power:cpu_idle: state=4294967295 cpu_id=0
+`
+	r, sum, err = importString(t, requeued, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lat = nil
+	if err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error { lat = append(lat, b.LatencyNs()); return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(lat) != "[40000]" || sum.IOOrphaned != 0 {
+		t.Errorf("requeued: latencies %v ns, %d issues without their completion; want [40000], 0", lat, sum.IOOrphaned)
 	}
 }
