@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,13 +63,13 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	if m.HZ > 0 {
 		hz = strconv.Itoa(m.HZ)
 	}
-	p("recorded", "%s by idletrace %s", when, orUnknown(m.ToolVersion)) // "unknown time, by idletrace dev"
+	p("recorded", "%s by idletrace %s", when, cmp.Or(m.ToolVersion, "unknown")) // "unknown time, by idletrace dev"
 	if len(m.Command) > 0 {
 		p("command", "%s", strings.Join(m.Command, " "))
 	}
-	p("host", "%s, %s, %s (recorded: %s)", orUnknown(m.Hostname), orUnknown(m.CPUModel), analysis.Count(m.NumCPUs, "CPU"), cpuListString(m.RecordedCPUs))
-	p("kernel", "%s, HZ=%s, NO_HZ=%s", orUnknown(m.KernelRelease), hz, orUnknown(m.NoHZ))
-	p("cpuidle", "driver %s, governor %s", orUnknown(m.CPUIdleDriver), orUnknown(m.CPUIdleGovernor))
+	p("host", "%s, %s, %s (recorded: %s)", cmp.Or(m.Hostname, "unknown"), cmp.Or(m.CPUModel, "unknown"), analysis.Count(m.NumCPUs, "CPU"), cpuListString(m.RecordedCPUs))
+	p("kernel", "%s, HZ=%s, NO_HZ=%s", cmp.Or(m.KernelRelease, "unknown"), hz, cmp.Or(m.NoHZ, "unknown"))
+	p("cpuidle", "driver %s, governor %s", cmp.Or(m.CPUIdleDriver, "unknown"), cmp.Or(m.CPUIdleGovernor, "unknown"))
 	if len(m.States) > 0 {
 		var names []string
 		for _, s := range m.States[0].States {
@@ -174,13 +175,6 @@ func pmQoSChangesString(qos []trace.PMQoSChange, n uint64, startNs uint64) strin
 		parts = append(parts, fmt.Sprintf("and %d more", more))
 	}
 	return fmt.Sprintf("%d: %s", n, strings.Join(parts, ", "))
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
 }
 
 func usOrNone(us int64) string {

@@ -282,9 +282,10 @@ type pass struct {
 	// fullStates: the whole tables idletrace's export lists in comments
 	// (trace.ExportStatesHeader), which take precedence.
 	fullStates map[int][]trace.StateInfo
-	badStates  map[int]bool // CPUs with a line of fullStates' that did not read
-	// statesLineCPU is the CPU of the last fullStates line read (-1: none).
+	// statesLineCPU is the CPU of the last fullStates line read (-1:
+	// none), statesLineBad whether a line of its run did not read.
 	statesLineCPU int
+	statesLineBad bool
 	inHeader      bool // within the idlestat header's state table
 	curCPU        int
 	curState      []trace.StateInfo
@@ -327,7 +328,7 @@ type ioKey struct {
 
 func newPass(format string, w *trace.Writer) *pass {
 	return &pass{format: format, w: w, seen: map[string]uint64{}, maxCPU: -1,
-		states: map[int][]trace.StateInfo{}, fullStates: map[int][]trace.StateInfo{}, badStates: map[int]bool{}, statesLineCPU: -1, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1, listed: map[string]bool{},
+		states: map[int][]trace.StateInfo{}, fullStates: map[int][]trace.StateInfo{}, statesLineCPU: -1, ios: map[ioKey][]trace.BlockIO{}, curCPU: -1, listed: map[string]bool{},
 		sum: Summary{Format: format, Skipped: map[string]uint64{}, Unused: map[string]uint64{}}}
 }
 
@@ -545,16 +546,15 @@ func (p *pass) headerStates(t string) {
 	}
 	if cpu != p.statesLineCPU { // a CPU's lines follow each other: a later run is a new table
 		delete(p.fullStates, cpu)
-		delete(p.badStates, cpu)
-		p.statesLineCPU = cpu
+		p.statesLineCPU, p.statesLineBad = cpu, false
 	}
-	if p.badStates[cpu] {
+	if p.statesLineBad {
 		return
 	}
 	sts := p.fullStates[cpu]
 	bad := func() {
 		delete(p.fullStates, cpu)
-		p.badStates[cpu] = true
+		p.statesLineBad = true
 	}
 	for _, f := range strings.Fields(list) {
 		i := len(sts)
