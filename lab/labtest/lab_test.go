@@ -147,7 +147,7 @@ func env(k, def string) string {
 // it) lets that reach the median, so their median is reported beside, not
 // judged (lab/README.md has the numbers). The bar is 10 %, or where the
 // run cannot resolve that, three standard errors of the measured difference
-// (diffVerdict); a difference below 20 us, or one the run's noise cannot
+// (diffVerdict), and a wake-up may run 5 % more over (afterSpinRel); a difference below 20 us, or one the run's noise cannot
 // resolve to 30 %, is reported, not judged. Every state must also
 // have paid its exit latency once per stay (idle_emu's count against the
 // kernel's).
@@ -241,15 +241,29 @@ const (
 	minJudgedDiffNs = 20e3
 )
 
+// afterSpinRel: a task wake-up's difference may also run this share of the
+// table's over, never under. Code that runs right after an emulated
+// exit-latency spin runs slower under TCG, in proportion to the spin, by a
+// factor that differs from run to run and host to host (lab/README.md,
+// sessions 20-22: memory access after a spin; the IO completions do not
+// carry it). Seed 000's C6 wake-up came out 1.02-1.13 of the table's 131
+// µs over 13 runs, most with standard errors of 1-6 µs (sessions 29-31;
+// 1.115 failed CI's run at 019a5cc), while the spins themselves end on time
+// (emu.txt: 16,362 of 17,559 C6 stays within 1 µs of 133). A wake-up path
+// that adds 25 % or more (the faults this check found before: spins
+// serialised, the waker paying its own) still fails.
+const afterSpinRel = 0.05
+
 // diffVerdict judges a measured difference got against the table's want,
-// with se the standard error of got: resolved says whether the run can
-// judge it at all, tol the distance allowed.
-func diffVerdict(got, want, se float64) (tol float64, resolved, pass bool) {
+// with se the standard error of got and upRel the share of want it may
+// also run over: resolved says whether the run can judge it at all, tol
+// the distance allowed below (above: tol + upRel·want).
+func diffVerdict(got, want, se, upRel float64) (tol float64, resolved, pass bool) {
 	if want < minJudgedDiffNs || math.IsNaN(se) || barSEs*se > resolvedRel*want {
 		return 0, false, false
 	}
 	tol = math.Max(barRel*want, barSEs*se)
-	return tol, true, math.Abs(got-want) <= tol
+	return tol, true, got >= want-tol && got <= want+tol+upRel*want
 }
 
 func check(t *testing.T, profile string, rs []result, wakes, reads turnSamples) {
@@ -272,8 +286,9 @@ func check(t *testing.T, profile string, rs []result, wakes, reads turnSamples) 
 		samples turnSamples
 		q       float64
 		key     string
+		upRel   float64
 		judged  int
-	}{{"task wake-up (median)", wakes, 0.5, "clean_wake_p50_ns", 0}, {"IO completion (lower quartile)", reads, 0.25, "clean_io_p25_ns", 0}}
+	}{{"task wake-up (median)", wakes, 0.5, "clean_wake_p50_ns", afterSpinRel, 0}, {"IO completion (lower quartile)", reads, 0.25, "clean_io_p25_ns", 0, 0}}
 	for _, r := range rs {
 		lat := r.num(t, "latency_ns")
 		want := lat - bLat
@@ -292,14 +307,17 @@ func check(t *testing.T, profile string, rs []result, wakes, reads turnSamples) 
 				continue
 			}
 			se := k.samples.diffSE(bState, state, k.q)
-			tol, resolved, pass := diffVerdict(got, want, se)
+			tol, resolved, pass := diffVerdict(got, want, se, k.upRel)
 			bar := "-"
 			if resolved {
 				k.judged++
 				bar = fmt.Sprintf("%.1f", tol/1e3)
+				if k.upRel > 0 {
+					bar = fmt.Sprintf("−%.1f +%.1f", tol/1e3, (tol+k.upRel*want)/1e3)
+				}
 				if !pass {
-					t.Errorf("%s %s: %s latency minus %s's is %.1f µs, the table's difference %.1f µs: more than the bar of %.1f µs off (10 %%, or 3 standard errors of %.1f µs)",
-						profile, r["name"], k.what, base["name"], got/1e3, want/1e3, tol/1e3, se/1e3)
+					t.Errorf("%s %s: %s latency minus %s's is %.1f µs, the table's difference %.1f µs: outside the bar of %s µs (10 %%, or 3 standard errors of %.1f µs; above, also %.0f %% for the lab's after-spin slowdown)",
+						profile, r["name"], k.what, base["name"], got/1e3, want/1e3, bar, se/1e3, 100*k.upRel)
 				}
 			}
 			fmt.Fprintf(&judged, " | %.1f | %.1f | %.1f | %s | %s", r.num(t, k.key)/1e3, got/1e3, se/1e3, ratio(got, want), bar)

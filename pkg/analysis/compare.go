@@ -43,9 +43,13 @@ type ComparisonReport struct {
 }
 
 // CombineRuns makes one report of an experiment recorded as several
-// before/after pairs, alternately: each figure's before, predicted and
-// measured value is the median over the pairs (a value missing in any
-// pair is missing), its errors are recomputed from those medians, and
+// before/after pairs, alternately: each figure's before is the median of
+// the pairs' befores, and its predicted and measured values are that
+// median plus the median of the pairs' own changes (predicted − before,
+// measured − before), so that what moved a pair's two recordings alike
+// (the host's load, an emulated device's latency) cancels within the pair
+// rather than mixing into separate medians (where before is missing in a
+// pair, the plain medians). A value missing in any pair is missing; the errors are recomputed from the combined values, and
 // BeforeSpread says how far before moved from run to run. The first
 // pair's report gives the rest (results, notes, traces).
 func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
@@ -82,10 +86,18 @@ func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
 		}
 		var v [3]*float64
 		for k := range col {
-			if len(col[k]) == len(reps) {
-				m := median(col[k])
-				v[k] = &m
+			if len(col[k]) != len(reps) {
+				continue
 			}
+			m := median(col[k])
+			if b := col[0]; k > 0 && len(b) == len(reps) {
+				changes := make([]float64, len(reps))
+				for i := range changes {
+					changes[i] = col[k][i] - b[i]
+				}
+				m = median(b) + median(changes)
+			}
+			v[k] = &m
 		}
 		row := figureRow(f.Figure, f.Label, f.Unit, v)
 		if b := col[0]; len(b) == len(reps) {

@@ -162,7 +162,8 @@ func TestComparisonFigures(t *testing.T) {
 }
 
 // TestCombineRuns: an experiment of several before/after pairs reports each
-// figure's median over them, its errors from those medians, and how far
+// figure's median before, before plus the median of the pairs' own
+// changes as predicted and measured, the errors from those, and how far
 // before moved between the runs (the noise a measured change is read
 // against).
 func TestCombineRuns(t *testing.T) {
@@ -184,13 +185,17 @@ func TestCombineRuns(t *testing.T) {
 		withinNoise                 bool
 	}{
 		{"one run: unchanged, no spread", []*ComparisonReport{run(100, 60, 50)}, 100, 60, 50, nil, 0.2, false},
-		// Medians 100, 60, 50; before moved 20 between runs.
-		{"three runs: medians", []*ComparisonReport{run(90, 55, 50), run(110, 60, 40), run(100, 70, 60)},
-			100, 60, 50, ptr(20.0), 0.2, false},
-		// Medians 100, 60, 90: the measured change (10) is within the
-		// before spread (30).
+		// Before's median 100; the pairs' predicted changes −35, −50, −30
+		// (median −35), measured −40, −70, −40 (median −40). The plain
+		// medians (60, 50) would mix pairs: the second pair's low measured
+		// value went with its high before. Before moved 20 between runs.
+		{"three runs: median changes", []*ComparisonReport{run(90, 55, 50), run(110, 60, 40), run(100, 70, 60)},
+			100, 65, 60, ptr(20.0), 0.125, false},
+		// Before 100; changes predicted −20, −40, −50 (−40), measured +10,
+		// −5, −25 (−5): the measured change is within the before spread
+		// (30).
 		{"a change within the noise", []*ComparisonReport{run(80, 60, 90), run(100, 60, 95), run(110, 60, 85)},
-			100, 60, 90, ptr(30.0), 3, true},
+			100, 60, 95, ptr(30.0), 7, true},
 		{"two runs: the mean of the middle two", []*ComparisonReport{run(100, 60, 50), run(120, 80, 70)},
 			110, 70, 60, ptr(20.0), 0.2, false},
 	} {
