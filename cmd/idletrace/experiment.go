@@ -31,7 +31,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	force := fs.Bool("force", false, "overwrite before.trace and after.trace in the directory")
 	quiet := fs.BoolP("quiet", "q", false, "no progress line")
 	cpus := fs.String("cpus", "", "record idle periods of these CPUs only (e.g. 0-3,8), in both recordings")
-	runs := fs.Int("runs", 1, "record this many before/after pairs, alternately, and report each figure's median over them with how far before moved between runs (the noise); more than one writes before-N.trace and after-N.trace")
+	runs := fs.Int("runs", 1, "record this many before/after pairs, alternately, and report each figure's median before, and as predicted and measured that plus the median of the pairs' own changes, with how far before moved between runs (the noise); more than one writes before-N.trace and after-N.trace")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

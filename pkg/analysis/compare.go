@@ -36,7 +36,7 @@ type ComparisonReport struct {
 	// Recorded says where the traces were recorded (host, CPU, kernel,
 	// CPUs), for a report pasted away from them; "" leaves it out.
 	Recorded string
-	// Runs is how many before/after pairs the figures are the medians of
+	// Runs is how many before/after pairs the figures combine
 	// (0 or 1: one pair, whose results Before, Predicted and Measured are;
 	// more: those are the first pair's, see CombineRuns).
 	Runs int
@@ -49,9 +49,10 @@ type ComparisonReport struct {
 // measured − before), so that what moved a pair's two recordings alike
 // (the host's load, an emulated device's latency) cancels within the pair
 // rather than mixing into separate medians (where before is missing in a
-// pair, the plain medians). A value missing in any pair is missing; the errors are recomputed from the combined values, and
-// BeforeSpread says how far before moved from run to run. The first
-// pair's report gives the rest (results, notes, traces).
+// pair, the plain medians). A value missing in any pair is missing; the
+// errors are recomputed from the combined values, and BeforeSpread says
+// how far before moved from run to run. The first pair's report gives the
+// rest (results, notes, traces).
 func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
 	if len(reps) == 0 {
 		return nil
@@ -332,7 +333,7 @@ type comparisonJSON struct {
 	Measured      resultJSON             `json:"measured"`
 	Figures       []ComparisonFigureJSON `json:"figures"`
 	NoChangeRules string                 `json:"no_change_rule"`
-	// Runs: before/after pairs whose medians the figures are (1: one pair).
+	// Runs: before/after pairs the figures combine (1: one pair; see CombineRuns).
 	Runs int `json:"runs"`
 }
 
@@ -462,7 +463,7 @@ func comparisonHead(rep *ComparisonReport) []string {
 		head = append(head, rep.Recorded)
 	}
 	if rep.Runs > 1 {
-		head = append(head, fmt.Sprintf("Medians of %d before/after pairs recorded alternately (the traces named are the first pair's). "+
+		head = append(head, fmt.Sprintf("%d before/after pairs recorded alternately: before is the median of the befores; predicted and measured, before plus the median of the pairs' own changes (the traces named are the first pair's). "+
 			"Before spread: how far before moved between the runs with nothing changed, the noise a measured change is to be read against; "+
 			"\"within noise\" marks a measured change no larger than it.", rep.Runs))
 	} else {
