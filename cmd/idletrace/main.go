@@ -56,11 +56,12 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 { // a usage error: the usage goes where errors go, as for a flag
+		printUsage(stderr)
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printUsage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	if args[0] == "version" || args[0] == "--version" {

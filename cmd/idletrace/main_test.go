@@ -532,6 +532,20 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestNoArguments: idletrace alone is a usage error: the usage on stderr,
+// nothing on stdout (a script's pipe gets no stray text), exit 2; "help"
+// prints it on stdout and exits 0.
+func TestNoArguments(t *testing.T) {
+	r := runBin(t)
+	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "idletrace record ") {
+		t.Errorf("idletrace: exit %d, stdout %q, stderr %q; want 2, nothing, the usage", r.code, r.stdout, r.stderr)
+	}
+	r = runBin(t, "help")
+	if r.code != 0 || !strings.Contains(r.stdout, "idletrace record ") || r.stderr != "" {
+		t.Errorf("idletrace help: exit %d, stdout %q, stderr %q; want 0, the usage, nothing", r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestWhatifSharesAtMost100: above/below are shares of each policy's
 // selections, which is what the cpuidle core counts them against: with
 // idle periods as the base, haltpoll+qos=0us (a poll re-selected on every
