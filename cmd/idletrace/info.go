@@ -93,7 +93,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		p("haltpoll", "guest_halt_poll_ns=%d grow=%d shrink=%d grow_start=%d allow_shrink=%v",
 			m.HaltPoll.GuestHaltPollNs, m.HaltPoll.Grow, m.HaltPoll.Shrink, m.HaltPoll.GrowStart, m.HaltPoll.AllowShrink)
 	}
-	qosLine := "cpu_dma_latency=" + usOrNone(m.PMQoS.CPUDMALatencyUs)
+	qosLine := "cpu_dma_latency=" + trace.PMQoSLimitString(trace.PMQoSGlobal, m.PMQoS.CPUDMALatencyUs)
 	for c, v := range m.PMQoS.ResumeLatencyUs {
 		if v >= 0 { // a CPU's constraint (-1: none)
 			qosLine += fmt.Sprintf(", cpu%d resume latency %s", c, trace.PMQoSLimitString(int32(c), v))
@@ -175,16 +175,6 @@ func pmQoSChangesString(qos []trace.PMQoSChange, n uint64, startNs uint64) strin
 		parts = append(parts, fmt.Sprintf("and %d more", more))
 	}
 	return fmt.Sprintf("%d: %s", n, strings.Join(parts, ", "))
-}
-
-func usOrNone(us int64) string {
-	if us < 0 {
-		return "unknown"
-	}
-	if us >= 2000000000 {
-		return "none"
-	}
-	return fmt.Sprintf("%d µs", us)
 }
 
 func cpuListString(cpus []int) string {

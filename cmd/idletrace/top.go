@@ -112,6 +112,7 @@ func runTop(args []string, stdout, stderr io.Writer) error {
 		Idle:    func(p *trace.IdlePeriod) error { return live.Idle(p) },
 		BlockIO: func(b *trace.BlockIO) error { return live.BlockIO(b) },
 		Loss:    func(l *trace.Loss) error { return live.Loss(l) },
+		PMQoS:   func(q *trace.PMQoSChange) error { return live.PMQoS(q) },
 	}
 	done := make(chan recordResult, 1)
 	go func() {

@@ -431,3 +431,90 @@ func TestTopUsage(t *testing.T) {
 		}
 	}
 }
+
+// syncBuffer is a bytes.Buffer a child process writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestTopPMQoS: top follows the kernel's latency constraints as they
+// change: a resume latency written to CPU 0 while it runs shows in a later
+// snapshot, and once the old value is back, the last snapshot shows the
+// start's value again and counts both changes.
+func TestTopPMQoS(t *testing.T) {
+	testenv.OwnMachine(t) // changes a kernel knob
+	sysfs := testenv.CPUResumeLatency(t, 0)
+	old, err := os.ReadFile(sysfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := "37"
+	if strings.TrimSpace(string(old)) == value {
+		value = "38"
+	}
+	cmd := exec.Command(binPath, "top", "-d", "5s")
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Piped, prose wraps at 80 columns: read the text with its line breaks
+	// as spaces.
+	flat := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	waitFor := func(what string, within time.Duration) bool {
+		for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if strings.Contains(flat(out.String()), what) {
+				return true
+			}
+		}
+		return false
+	}
+	started := waitFor("idletrace top ·", 10*time.Second)
+	if started {
+		if err := os.WriteFile(sysfs, []byte(value), 0); err != nil {
+			t.Error(err)
+		}
+		if !waitFor("resume latency cpu0 "+value+" µs", 3*time.Second) {
+			t.Errorf("no snapshot within 3 s shows CPU 0's resume latency of %s µs", value)
+		}
+		if err := os.WriteFile(sysfs, old, 0); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("top: %v: %s", err, errb.String())
+	}
+	if !started {
+		t.Fatalf("no snapshot in 10 s:\n%s", out.String())
+	}
+	snaps := strings.Split(flat(out.String()), "idletrace top ·")
+	qos := regexp.MustCompile(`PM QoS: (.*?); (\d+) changes? since start, \d+ in the last interval`)
+	line := func(snap string) (limits, changes string) {
+		m := qos.FindStringSubmatch(snap)
+		if m == nil {
+			t.Fatalf("no PM QoS line in a snapshot:\n%s", snap)
+		}
+		return m[1], m[2]
+	}
+	startLimits, _ := line(snaps[1])
+	lastLimits, lastChanges := line(snaps[len(snaps)-1])
+	if lastLimits != startLimits {
+		t.Errorf("the last snapshot's limits %q, want the start's back (%q)", lastLimits, startLimits)
+	}
+	if lastChanges != "2" {
+		t.Errorf("the last snapshot counts %s changes, want 2 (the write and the restoration)", lastChanges)
+	}
+}

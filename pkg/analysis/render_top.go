@@ -34,7 +34,7 @@ var topCauses = []trace.WakeCause{
 // the idle time, above/below, completions that woke it, and its wake
 // causes; per state: exit latency and target residency, share of idle
 // time, entries, above/below, measured wake latency p50/p99 in the
-// interval and since the start.
+// interval and since the start; the PM QoS limits in force.
 func RenderTop(w io.Writer, f *TopFrame, v TopView) error {
 	lines := topLines(f, v)
 	if v.Height > 0 && len(lines) > v.Height {
@@ -78,10 +78,37 @@ func topHeader(f *TopFrame, v TopView) []string {
 		secs, Count(totalPeriods(last), "idle period"), Count(last.IO.Requests, "IO request"), last.IO.WokeIdleCPU))
 	out = append(out, fmt.Sprintf("since start: %s, %s, %d woke an idle CPU; %s",
 		Count(totalPeriods(total), "idle period"), Count(total.IO.Requests, "IO request"), total.IO.WokeIdleCPU, lossBrief(total)))
+	out = append(out, topPMQoSLine(f.PMQoS))
 	if v.Status != "" {
 		out = append(out, v.Status)
 	}
 	return out
+}
+
+// topPMQoSShownCPUs: CPUs with a resume-latency constraint named one by
+// one; more are counted.
+const topPMQoSShownCPUs = 4
+
+// topPMQoSLine: the latency constraints in force, the menu and teo
+// governors' cap on the states they pick, and how often they changed.
+func topPMQoSLine(q TopPMQoS) string {
+	line := "PM QoS: cpu_dma_latency " + trace.PMQoSLimitString(trace.PMQoSGlobal, q.GlobalUs)
+	var cpus []string
+	for c, v := range q.ResumeUs {
+		if v >= 0 { // −1: no constraint
+			cpus = append(cpus, fmt.Sprintf("cpu%d %s", c, trace.PMQoSLimitString(int32(c), v)))
+		}
+	}
+	if n := len(cpus); n > topPMQoSShownCPUs {
+		cpus = append(cpus[:topPMQoSShownCPUs], fmt.Sprintf("%d more", n-topPMQoSShownCPUs))
+	}
+	if len(cpus) > 0 {
+		line += "; resume latency " + strings.Join(cpus, ", ")
+	}
+	if !q.Traced {
+		return line + "; changes not traced"
+	}
+	return line + fmt.Sprintf("; %s since start, %d in the last interval", Count(q.Changes, "change"), q.IntervalChanges)
 }
 
 // topStateTables: per state, all CPUs.

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -24,6 +25,25 @@ type Top struct {
 	mu              sync.Mutex
 	cur, total      *StatsBuilder
 	startNs, lastNs uint64
+	qos             TopPMQoS
+}
+
+// TopPMQoS is the latency constraints in force, as the recording started
+// and as each traced change left them.
+type TopPMQoS struct {
+	// GlobalUs is the CPU latency limit (/dev/cpu_dma_latency) in
+	// PMQoSChange's terms: trace.PMQoSNoGlobalLimitUs for none, negative
+	// where the start's could not be read and no change was seen since.
+	GlobalUs int64
+	// ResumeUs holds each CPU's resume-latency constraint, indexed by CPU
+	// (−1: none; 0: "n/a", only polling).
+	ResumeUs []int64
+	// Traced: changes are recorded (the metadata's inputs say so), so the
+	// limits follow them; without, only the start's are known.
+	Traced bool
+	// Changes counts the changes since the start, IntervalChanges those
+	// of the last interval.
+	Changes, IntervalChanges uint64
 }
 
 // TopFrame is one refresh of the live view.
@@ -34,6 +54,8 @@ type TopFrame struct {
 	// Interval holds the records that arrived since the previous frame,
 	// Total those since the start.
 	Interval, Total *Stats
+	// PMQoS is the latency constraints in force at the frame.
+	PMQoS TopPMQoS
 }
 
 // NewTop starts the live aggregation of a recording whose metadata is
@@ -45,6 +67,12 @@ func NewTop(meta *trace.Metadata, nowNs uint64) *Top {
 		t.startNs = meta.Start.MonotonicNs
 	}
 	t.lastNs = t.startNs
+	t.qos.GlobalUs = -1
+	if meta != nil {
+		t.qos.GlobalUs = meta.PMQoS.CPUDMALatencyUs
+		t.qos.ResumeUs = slices.Clone(meta.PMQoS.ResumeLatencyUs)
+		t.qos.Traced = meta.Inputs.PMQoSTrace
+	}
 	return t
 }
 
@@ -69,6 +97,22 @@ func (t *Top) Visitor() trace.Visitor {
 			t.cur.AddLoss(l)
 			return t.total.AddLoss(l)
 		},
+		PMQoS: func(q *trace.PMQoSChange) error {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			t.qos.Changes++
+			t.qos.IntervalChanges++
+			switch {
+			case q.CPU == trace.PMQoSGlobal:
+				t.qos.GlobalUs = q.LimitUs
+			case q.CPU >= 0 && q.CPU < trace.MaxCPUs:
+				for len(t.qos.ResumeUs) <= int(q.CPU) {
+					t.qos.ResumeUs = append(t.qos.ResumeUs, -1)
+				}
+				t.qos.ResumeUs[q.CPU] = q.LimitUs
+			}
+			return nil
+		},
 	}
 }
 
@@ -79,7 +123,9 @@ func (t *Top) Frame(nowNs uint64) *TopFrame {
 	done := t.cur
 	t.cur = done.Next()
 	total := t.total.Current()
-	f := &TopFrame{Total: total}
+	f := &TopFrame{Total: total, PMQoS: t.qos}
+	f.PMQoS.ResumeUs = slices.Clone(t.qos.ResumeUs)
+	t.qos.IntervalChanges = 0
 	if nowNs > t.lastNs {
 		f.IntervalNs = nowNs - t.lastNs
 	}

@@ -184,7 +184,7 @@ func TestRenderTop(t *testing.T) {
 		if escape.MatchString(out) {
 			t.Errorf("%s: escape sequences in a plain frame:\n%q", tc.name, out)
 		}
-		for _, want := range append([]string{"trace: x.trace", "warning: a warning", "idle %", "above", "below", "IO woke", "timer", "ipi-resched", "ipi-call", "p50 µs", "p99 µs"}, tc.states...) {
+		for _, want := range append([]string{"trace: x.trace", "warning: a warning", "PM QoS: cpu_dma_latency", "idle %", "above", "below", "IO woke", "timer", "ipi-resched", "ipi-call", "p50 µs", "p99 µs"}, tc.states...) {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: frame lacks %q:\n%s", tc.name, want, out)
 			}
@@ -283,5 +283,65 @@ func TestTopLossBrief(t *testing.T) {
 		if got := lossBrief(&Stats{Loss: tc.loss}); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.loss, got, tc.want)
 		}
+	}
+}
+
+// TestTopPMQoS: a frame shows the latency constraints in force (the
+// start's, then as each traced change left them), how many changes came in
+// all and in its interval, and says where the limits are unknown or their
+// changes not traced.
+func TestTopPMQoS(t *testing.T) {
+	traced := func(global int64, resume ...int64) *trace.Metadata {
+		m := driverMeta()
+		m.PMQoS = trace.PMQoS{CPUDMALatencyUs: global, ResumeLatencyUs: resume}
+		m.Inputs.PMQoSTrace = true
+		return m
+	}
+	type step struct {
+		changes []trace.PMQoSChange
+		want    string // the frame's PM QoS line
+	}
+	for _, tc := range []struct {
+		name  string
+		meta  *trace.Metadata
+		steps []step
+	}{
+		{"no limits, then a global and a CPU's, then the global removed", traced(trace.PMQoSNoGlobalLimitUs, -1, 50), []step{
+			{nil, "PM QoS: cpu_dma_latency none; resume latency cpu1 50 µs; 0 changes since start, 0 in the last interval"},
+			{[]trace.PMQoSChange{
+				{CPU: trace.PMQoSGlobal, Action: trace.PMQoSAdd, LimitUs: 20, PrevUs: trace.PMQoSNoGlobalLimitUs},
+				{CPU: 0, Action: trace.PMQoSUpdate, LimitUs: 0, PrevUs: -1},
+				{CPU: 1, Action: trace.PMQoSUpdate, LimitUs: 10, PrevUs: 50},
+			}, "PM QoS: cpu_dma_latency 20 µs; resume latency cpu0 n/a, cpu1 10 µs; 3 changes since start, 3 in the last interval"},
+			{[]trace.PMQoSChange{
+				{CPU: trace.PMQoSGlobal, Action: trace.PMQoSRemove, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 20},
+			}, "PM QoS: cpu_dma_latency none; resume latency cpu0 n/a, cpu1 10 µs; 4 changes since start, 1 in the last interval"},
+		}},
+		{"a CPU beyond the start's list", traced(7), []step{
+			{[]trace.PMQoSChange{{CPU: 3, Action: trace.PMQoSUpdate, LimitUs: 5, PrevUs: -1}},
+				"PM QoS: cpu_dma_latency 7 µs; resume latency cpu3 5 µs; 1 change since start, 1 in the last interval"},
+		}},
+		{"many CPUs' constraints: four named", traced(trace.PMQoSNoGlobalLimitUs, 1, 2, 3, 4, 5, 6), []step{
+			{nil, "PM QoS: cpu_dma_latency none; resume latency cpu0 1 µs, cpu1 2 µs, cpu2 3 µs, cpu3 4 µs, 2 more; 0 changes since start, 0 in the last interval"},
+		}},
+		{"changes not traced, the start's limit unreadable", &trace.Metadata{PMQoS: trace.PMQoS{CPUDMALatencyUs: -1}}, []step{
+			{nil, "PM QoS: cpu_dma_latency unknown; changes not traced"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			top := NewTop(tc.meta, 1_000_000)
+			now := uint64(1_000_000)
+			for i, s := range tc.steps {
+				for _, q := range s.changes {
+					if err := top.Visitor().PMQoS(&q); err != nil {
+						t.Fatal(err)
+					}
+				}
+				now += 1_000_000_000
+				if got := topPMQoSLine(top.Frame(now).PMQoS); got != s.want {
+					t.Errorf("frame %d:\n got %s\nwant %s", i+1, got, s.want)
+				}
+			}
+		})
 	}
 }

@@ -61,9 +61,9 @@ type Options struct {
 	// Live, when set, sees every record as it is written to the file, on
 	// the read loop's goroutine (keep it short: the ring buffer fills
 	// meanwhile): idle periods, block IO requests (once joined with their
-	// task), haltpoll changes, and each CPU's cumulative loss counters about
-	// once a second and at the end. Records are not copied: keep no
-	// reference. Its errors are ignored: a live view cannot stop the
+	// task), haltpoll and PM QoS changes, and each CPU's cumulative loss
+	// counters about once a second and at the end. Records are not copied:
+	// keep no reference. Its errors are ignored: a live view cannot stop the
 	// recording. `idletrace top` is built on it.
 	Live *trace.Visitor
 }
@@ -1178,7 +1178,12 @@ func (r *recording) decode(raw []byte) error {
 		}
 		r.qos = PMQoSChangeFrom(q)
 		r.pmQoS++
-		return r.w.AddPMQoS(&r.qos)
+		if err := r.w.AddPMQoS(&r.qos); err != nil {
+			return err
+		}
+		if v := r.opts.Live; v != nil && v.PMQoS != nil {
+			_ = v.PMQoS(&r.qos)
+		}
 	default:
 		return fmt.Errorf("unknown ring-buffer record type %d", raw[0])
 	}

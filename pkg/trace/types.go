@@ -398,9 +398,12 @@ func (l *Loss) Undelivered() uint64 { return l.IOOrphaned + l.IdleUnpaired }
 func (q *PMQoSChange) String() string { return PMQoSLimitString(q.CPU, q.LimitUs) }
 
 // PMQoSLimitString spells a limit of target cpu (PMQoSGlobal or a CPU) in
-// PMQoSChange's terms.
+// PMQoSChange's terms; a negative global limit is Metadata.PMQoS's
+// "could not be read" (the kernel's never is).
 func PMQoSLimitString(cpu int32, us int64) string {
 	switch {
+	case cpu == PMQoSGlobal && us < 0:
+		return "unknown"
 	case cpu == PMQoSGlobal && us >= PMQoSNoGlobalLimitUs, cpu != PMQoSGlobal && us < 0:
 		return "none"
 	case cpu != PMQoSGlobal && us == 0:
