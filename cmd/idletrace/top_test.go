@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -461,9 +462,12 @@ func TestTopPMQoS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	value := "37"
-	if strings.TrimSpace(string(old)) == value {
-		value = "38"
+	// "n/a" (0 µs): the kernel's constraint is the least of its requests
+	// (this file's and any a driver holds), so only 0 is sure to move it,
+	// unless it is 0 already.
+	value, shown := "n/a", "n/a"
+	if strings.TrimSpace(string(old)) == "n/a" {
+		value, shown = "37", "37 µs"
 	}
 	cmd := exec.Command(binPath, "top", "-d", "5s")
 	var out, errb syncBuffer
@@ -487,8 +491,8 @@ func TestTopPMQoS(t *testing.T) {
 		if err := os.WriteFile(sysfs, []byte(value), 0); err != nil {
 			t.Error(err)
 		}
-		if !waitFor("resume latency cpu0 "+value+" µs", 3*time.Second) {
-			t.Errorf("no snapshot within 3 s shows CPU 0's resume latency of %s µs", value)
+		if !waitFor("resume latency cpu0 "+shown, 3*time.Second) {
+			t.Errorf("no snapshot within 3 s shows CPU 0's resume latency of %s", shown)
 		}
 		if err := os.WriteFile(sysfs, old, 0); err != nil {
 			t.Error(err)
@@ -514,7 +518,9 @@ func TestTopPMQoS(t *testing.T) {
 	if lastLimits != startLimits {
 		t.Errorf("the last snapshot's limits %q, want the start's back (%q)", lastLimits, startLimits)
 	}
-	if lastChanges != "2" {
-		t.Errorf("the last snapshot counts %s changes, want 2 (the write and the restoration)", lastChanges)
+	// At least the write and the restoration (another process may change
+	// the global limit meanwhile).
+	if n, _ := strconv.Atoi(lastChanges); n < 2 {
+		t.Errorf("the last snapshot counts %s changes, want at least 2 (the write and the restoration)", lastChanges)
 	}
 }

@@ -249,9 +249,11 @@ const (
 // carry it). Seed 000's C6 wake-up came out 1.02-1.13 of the table's 131
 // µs over 13 runs, most with standard errors of 1-6 µs (sessions 29-31;
 // 1.115 failed CI's run at 019a5cc), while the spins themselves end on time
-// (emu.txt: 16,362 of 17,559 C6 stays within 1 µs of 133). A wake-up path
-// that adds 25 % or more (the faults this check found before: spins
-// serialised, the waker paying its own) still fails.
+// (emu.txt: 16,362 of 17,559 C6 stays within 1 µs of 133). Where the run
+// resolves 10 % (3 standard errors within it), a wake-up path that adds
+// 15 % or more fails, so the faults this check found before (spins
+// serialised: 1.28; the waker paying its own: 1.25–1.35) still do; a
+// noisier run's bar is its 3 standard errors, up to 30 %, plus this.
 const afterSpinRel = 0.05
 
 // diffVerdict judges a measured difference got against the table's want,
@@ -316,8 +318,12 @@ func check(t *testing.T, profile string, rs []result, wakes, reads turnSamples) 
 					bar = fmt.Sprintf("−%.1f +%.1f", tol/1e3, (tol+k.upRel*want)/1e3)
 				}
 				if !pass {
-					t.Errorf("%s %s: %s latency minus %s's is %.1f µs, the table's difference %.1f µs: outside the bar of %s µs (10 %%, or 3 standard errors of %.1f µs; above, also %.0f %% for the lab's after-spin slowdown)",
-						profile, r["name"], k.what, base["name"], got/1e3, want/1e3, bar, se/1e3, 100*k.upRel)
+					why := fmt.Sprintf("10 %%, or 3 standard errors of %.1f µs", se/1e3)
+					if k.upRel > 0 {
+						why += fmt.Sprintf("; above, also %.0f %% for the lab's after-spin slowdown", 100*k.upRel)
+					}
+					t.Errorf("%s %s: %s latency minus %s's is %.1f µs, the table's difference %.1f µs: outside the bar of %s µs (%s)",
+						profile, r["name"], k.what, base["name"], got/1e3, want/1e3, bar, why)
 				}
 			}
 			fmt.Fprintf(&judged, " | %.1f | %.1f | %.1f | %s | %s", r.num(t, k.key)/1e3, got/1e3, se/1e3, ratio(got, want), bar)

@@ -71,8 +71,8 @@ var expCases = []expCase{
 	}},
 }
 
-// expRuns: before/after pairs per experiment, judged on their medians
-// (experiment --runs): one pair's task IO figures moved by as much as the
+// expRuns: before/after pairs per experiment, judged on the median of the
+// pairs' changes (experiment --runs): one pair's task IO figures moved by as much as the
 // change they were to show (lab/README.md). Five since 2026-12-05: with
 // three, enable=C6's task IO change came out 27 % from the prediction in
 // one CI rehearsal (bar 25 %; 5–21 % in the runs before).

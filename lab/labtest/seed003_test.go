@@ -34,7 +34,7 @@ import (
 //     on the first pair's two recordings;
 //   - the answer: the change of fio's own p50 from C6 on to C6 off, within
 //     25 % of the change the experiment predicted for disable=C6 (task IO
-//     p50, the comparison's medians over the pairs); measured as the median
+//     p50, the comparison's median of the pairs' changes); measured as the median
 //     over the pairs of each pair's change less the disk's drift between
 //     its two recordings (the recorded io_device_latency_ns p50, which no
 //     policy sets);
@@ -102,7 +102,8 @@ func TestLabSeed003(t *testing.T) {
 	if task.Predicted == nil || task.Before == nil {
 		t.Fatalf("cmp.json: task IO p50 (%s) missing", describe(task))
 	}
-	// The prediction is the comparison's (medians over the pairs). The
+	// The prediction is the comparison's (the median of the pairs'
+	// predicted changes). The
 	// measurement is the median of each pair's own change less that pair's
 	// drift: the runs alternate, so the emulator's slow drift cancels
 	// within a pair, where it would not between two medians.

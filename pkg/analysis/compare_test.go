@@ -257,3 +257,62 @@ func TestCombineRuns(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestCombineRunsMissing: a value missing in one pair is missing from the
+// combined figure; where before is missing in a pair, predicted and
+// measured are their plain medians (no pair's change to take).
+func TestCombineRunsMissing(t *testing.T) {
+	run := func(before, predicted, measured float64) *ComparisonReport {
+		res := func(mean float64) model.Result {
+			r := model.Result{Selections: 100, StateShare: map[string]float64{"C1": 1}}
+			if !math.IsNaN(mean) { // NaN: no wake-ups, no figure
+				r.WakeLatencyNs = model.LatencySummary{Count: 10, Mean: mean, P50: 1, P99: 1}
+			}
+			return r
+		}
+		b, p, m := res(before), res(predicted), res(measured)
+		return &ComparisonReport{Before: b, Predicted: p, Measured: m, Figures: ComparisonFigures(&b, &p, &m, []string{"C1"})}
+	}
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name                        string
+		reps                        []*ComparisonReport
+		before, predicted, measured *float64
+	}{
+		{"measured missing in one pair", []*ComparisonReport{run(100, 60, 50), run(110, 70, nan), run(90, 55, 45)},
+			ptr(100.0), ptr(100.0 - 40), nil},
+		{"before missing in one pair: plain medians", []*ComparisonReport{run(100, 60, 50), run(nan, 70, 65), run(90, 55, 45)},
+			nil, ptr(60.0), ptr(50.0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := CombineRuns(tc.reps)
+			var f *FigureRow
+			for i := range rep.Figures {
+				if rep.Figures[i].Figure == "wake_latency_ns.mean" {
+					f = &rep.Figures[i]
+				}
+			}
+			if f == nil {
+				t.Fatal("no wake_latency_ns.mean")
+			}
+			for _, c := range []struct {
+				name      string
+				got, want *float64
+			}{{"before", f.Before, tc.before}, {"predicted", f.Predicted, tc.predicted}, {"measured", f.Measured, tc.measured}} {
+				if (c.got == nil) != (c.want == nil) || c.got != nil && math.Abs(*c.got-*c.want) > 1e-9 {
+					t.Errorf("%s %v, want %v", c.name, deref(c.got), deref(c.want))
+				}
+			}
+			if f.ChangeError != nil && (f.Before == nil || f.Measured == nil) {
+				t.Errorf("a change error %v without before and measured", *f.ChangeError)
+			}
+		})
+	}
+}
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -89,8 +89,9 @@ func topHeader(f *TopFrame, v TopView) []string {
 // one; more are counted.
 const topPMQoSShownCPUs = 4
 
-// topPMQoSLine: the latency constraints in force, the menu and teo
-// governors' cap on the states they pick, and how often they changed.
+// topPMQoSLine: the latency constraints in force, which every governor
+// obeys (menu, teo and ladder cap the state by them; haltpoll polls at
+// 0), and how often they changed.
 func topPMQoSLine(q TopPMQoS) string {
 	line := "PM QoS: cpu_dma_latency " + trace.PMQoSLimitString(trace.PMQoSGlobal, q.GlobalUs)
 	var cpus []string

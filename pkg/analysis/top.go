@@ -26,6 +26,9 @@ type Top struct {
 	cur, total      *StatsBuilder
 	startNs, lastNs uint64
 	qos             TopPMQoS
+	// shownCPU: the recorded CPUs, whose resume-latency constraints the
+	// frames show (nil: every CPU's).
+	shownCPU map[int32]bool
 }
 
 // TopPMQoS is the latency constraints in force, as the recording started
@@ -35,14 +38,14 @@ type TopPMQoS struct {
 	// PMQoSChange's terms: trace.PMQoSNoGlobalLimitUs for none, negative
 	// where the start's could not be read and no change was seen since.
 	GlobalUs int64
-	// ResumeUs holds each CPU's resume-latency constraint, indexed by CPU
-	// (−1: none; 0: "n/a", only polling).
+	// ResumeUs holds each shown CPU's resume-latency constraint, indexed
+	// by CPU (−1: none, or a CPU --cpus left out; 0: "n/a", only polling).
 	ResumeUs []int64
 	// Traced: changes are recorded (the metadata's inputs say so), so the
 	// limits follow them; without, only the start's are known.
 	Traced bool
-	// Changes counts the changes since the start, IntervalChanges those
-	// of the last interval.
+	// Changes counts the changes since the start (the global limit's and
+	// the shown CPUs'), IntervalChanges those of the last interval.
 	Changes, IntervalChanges uint64
 }
 
@@ -72,6 +75,17 @@ func NewTop(meta *trace.Metadata, nowNs uint64) *Top {
 		t.qos.GlobalUs = meta.PMQoS.CPUDMALatencyUs
 		t.qos.ResumeUs = slices.Clone(meta.PMQoS.ResumeLatencyUs)
 		t.qos.Traced = meta.Inputs.PMQoSTrace
+		if len(meta.RecordedCPUs) > 0 { // --cpus: those CPUs' constraints only
+			t.shownCPU = map[int32]bool{}
+			for _, c := range meta.RecordedCPUs {
+				t.shownCPU[int32(c)] = true
+			}
+			for c := range t.qos.ResumeUs {
+				if !t.shownCPU[int32(c)] {
+					t.qos.ResumeUs[c] = -1
+				}
+			}
+		}
 	}
 	return t
 }
@@ -100,17 +114,19 @@ func (t *Top) Visitor() trace.Visitor {
 		PMQoS: func(q *trace.PMQoSChange) error {
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			t.qos.Changes++
-			t.qos.IntervalChanges++
 			switch {
 			case q.CPU == trace.PMQoSGlobal:
 				t.qos.GlobalUs = q.LimitUs
-			case q.CPU >= 0 && q.CPU < trace.MaxCPUs:
+			case q.CPU >= 0 && q.CPU < trace.MaxCPUs && (t.shownCPU == nil || t.shownCPU[q.CPU]):
 				for len(t.qos.ResumeUs) <= int(q.CPU) {
 					t.qos.ResumeUs = append(t.qos.ResumeUs, -1)
 				}
 				t.qos.ResumeUs[q.CPU] = q.LimitUs
+			default:
+				return nil // a CPU not shown
 			}
+			t.qos.Changes++
+			t.qos.IntervalChanges++
 			return nil
 		},
 	}

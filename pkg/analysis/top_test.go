@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -295,6 +296,7 @@ func TestTopPMQoS(t *testing.T) {
 		m := driverMeta()
 		m.PMQoS = trace.PMQoS{CPUDMALatencyUs: global, ResumeLatencyUs: resume}
 		m.Inputs.PMQoSTrace = true
+		m.RecordedCPUs = nil // every CPU's, unless a case says otherwise
 		return m
 	}
 	type step struct {
@@ -327,10 +329,24 @@ func TestTopPMQoS(t *testing.T) {
 		{"changes not traced, the start's limit unreadable", &trace.Metadata{PMQoS: trace.PMQoS{CPUDMALatencyUs: -1}}, []step{
 			{nil, "PM QoS: cpu_dma_latency unknown; changes not traced"},
 		}},
+		// --cpus 1,2: CPU 0's and 3's constraints and changes are not shown.
+		{"--cpus: the recorded CPUs' constraints", func() *trace.Metadata {
+			m := traced(trace.PMQoSNoGlobalLimitUs, 5, 6, 7, 8)
+			m.RecordedCPUs = []int{1, 2}
+			return m
+		}(), []step{
+			{[]trace.PMQoSChange{
+				{CPU: 0, Action: trace.PMQoSUpdate, LimitUs: 1, PrevUs: 5},
+				{CPU: 2, Action: trace.PMQoSUpdate, LimitUs: 9, PrevUs: 7},
+				{CPU: 3, Action: trace.PMQoSUpdate, LimitUs: 1, PrevUs: 8},
+			}, "PM QoS: cpu_dma_latency none; resume latency cpu1 6 µs, cpu2 9 µs; 1 change since start, 1 in the last interval"},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			startResume := slices.Clone(tc.meta.PMQoS.ResumeLatencyUs)
 			top := NewTop(tc.meta, 1_000_000)
 			now := uint64(1_000_000)
+			var frames []*TopFrame
 			for i, s := range tc.steps {
 				for _, q := range s.changes {
 					if err := top.Visitor().PMQoS(&q); err != nil {
@@ -338,9 +354,20 @@ func TestTopPMQoS(t *testing.T) {
 					}
 				}
 				now += 1_000_000_000
-				if got := topPMQoSLine(top.Frame(now).PMQoS); got != s.want {
+				frames = append(frames, top.Frame(now))
+				if got := topPMQoSLine(frames[i].PMQoS); got != s.want {
 					t.Errorf("frame %d:\n got %s\nwant %s", i+1, got, s.want)
 				}
+			}
+			// A frame keeps what it showed, and the metadata is left alone,
+			// whatever changes come later.
+			for i, f := range frames {
+				if got := topPMQoSLine(f.PMQoS); got != tc.steps[i].want {
+					t.Errorf("frame %d changed after later changes: %s", i+1, got)
+				}
+			}
+			if !slices.Equal(tc.meta.PMQoS.ResumeLatencyUs, startResume) {
+				t.Errorf("the metadata's resume latencies changed: %v, were %v", tc.meta.PMQoS.ResumeLatencyUs, startResume)
 			}
 		})
 	}
