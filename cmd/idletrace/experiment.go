@@ -18,20 +18,26 @@ import (
 	"github.com/idletrace/idletrace/pkg/tune"
 )
 
+// experimentPolicyNote says which of the policies below experiment can
+// apply: whatif models them all, the running kernel changes only some.
+const experimentPolicyNote = "experiment applies exactly one policy, and only what the running kernel can change: a governor, disable=, qos= " +
+	"and haltpoll's guest_halt_poll_*, on a kernel with a cpuidle driver; margin=, poll=, kernel=, maxcstate=, blkqos= and oracle " +
+	"are whatif's models alone."
+
 func runExperiment(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("experiment", stderr)
 	usage := fs.Usage
-	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+model.PolicyHelp()) }
-	policies := fs.StringArray("policy", nil, "the one policy to apply (GOVERNOR[+MODIFIER]...; what the running kernel can change: governor, disable=, qos=, haltpoll's guest_halt_poll_*)")
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+experimentPolicyNote+"\n\n"+model.PolicyHelp()) }
+	policies := fs.StringArray("policy", nil, "exactly one policy to apply (GOVERNOR[+MODIFIER]...; what the running kernel can change: governor, disable=, qos=, haltpoll's guest_halt_poll_*; needs a cpuidle driver)")
 	profileName := fs.String("profile", "recorded", "state table to predict on: recorded, measured, a built-in name or a JSON file")
 	ioFilter := fs.String("io", "", "IO figures cover only these requests: "+trace.IOFilterHelp)
 	dur := fs.DurationP("duration", "d", 0, "stop each recording after this long (default: when COMMAND exits)")
-	dir := fs.StringP("output", "o", "idletrace-experiment", "directory for before.trace and after.trace")
+	dir := fs.StringP("output", "o", "idletrace-experiment", "directory for the traces: before.trace and after.trace (with --runs N, before-1.trace, after-1.trace, …)")
 	format := fs.String("format", "text", "report format: text, markdown, json or html")
-	force := fs.Bool("force", false, "overwrite before.trace and after.trace in the directory")
+	force := fs.Bool("force", false, "overwrite the traces already in the directory")
 	quiet := fs.BoolP("quiet", "q", false, "no progress line")
 	cpus := fs.String("cpus", "", "record idle periods of these CPUs only (e.g. 0-3,8), in both recordings")
-	runs := fs.Int("runs", 1, "record this many before/after pairs, alternately, and report each figure's median before, and as predicted and measured that plus the median of the pairs' own changes, with how far before moved between runs (the noise); more than one writes before-N.trace and after-N.trace")
+	runs := fs.Int("runs", 1, "record this many before/after pairs (1 to 100), alternately, and report each figure's median before, and as predicted and measured that plus the median of the pairs' own changes, with how far before moved between runs (the noise); more than one writes before-N.trace and after-N.trace")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

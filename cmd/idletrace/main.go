@@ -43,7 +43,7 @@ func init() {
 		{"info", "FILE [--format text|json]", "show what a trace file holds and where it was recorded", runInfo},
 		{"stats", "FILE [--io FILTER] [--format text|markdown|json] [-o OUT] | FILE... --format jsonl|parquet [--host NAME] [-o OUT]", "per-CPU, per-state statistics checked against the kernel's counters; jsonl and parquet: fleet summary rows keyed by host and trace", runStats},
 		{"whatif", "FILE [--profile NAME|PATH] [--policy SPEC]... [--measured AFTER] [--format text|markdown|json|html|jsonl|parquet] [--host NAME] [-o OUT]", "replay the idle periods through other governors and policies; with --measured, one policy's prediction beside what AFTER measured; jsonl and parquet take several FILEs", runWhatif},
-		{"experiment", "--policy SPEC [-d DURATION] [-o DIR] [--format text|markdown|json|html] -- COMMAND [ARG...]", "record COMMAND, apply the policy's knobs to the running kernel, record it again, restore, compare (needs root)", runExperiment},
+		{"experiment", "--policy SPEC [--runs N] [-d DURATION] [--cpus LIST] [--profile NAME|PATH] [--io FILTER] [-o DIR] [--format text|markdown|json|html] [--force] [-q] -- COMMAND [ARG...]", "record COMMAND, apply the policy's knobs to the running kernel, record it again, restore, compare (needs root)", runExperiment},
 		{"export", "FILE --format csv|parquet|ftrace|perfetto [-o DIR|FILE] [--table NAME] [--cpus LIST] [--from DURATION] [--to DURATION] [--io FILTER] [--stats-window] [--force]", "write the idle periods and block IO requests as tables (CSV or Parquet) for SQL tools, or as ftrace text for idlestat and Perfetto", runExport},
 		{"import", "FILE [-o OUT.trace] [--format auto|perf-script|ftrace] [--profile NAME|FILE] [--events LIST] [--force]", "turn a perf script, trace-cmd report or ftrace text capture of cpu_idle and block events into a trace file", runImport},
 		{"profiles", "[NAME] [--format text|json]", "list or show the built-in machine profiles", runProfiles},
@@ -60,7 +60,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		printUsage(stderr)
 		return 2
 	}
-	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if args[0] == "help" && len(args) > 1 { // help COMMAND: that command's --help
+		args = []string{args[1], "--help"}
+	} else if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printUsage(stdout)
 		return 0
 	}
@@ -72,7 +74,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if c.name != args[0] {
 			continue
 		}
-		err := c.run(args[1:], stdout, stderr)
+		diag := stderr
+		if helpAsked(args[1:]) { // help asked for is the output, as git and perf print it: | less works
+			diag = stdout
+		}
+		err := c.run(args[1:], stdout, diag)
 		if err == nil {
 			return 0
 		}
@@ -99,6 +105,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "idletrace: unknown command %q (commands: record, info, stats, whatif, experiment, export, import, profiles, top)\n", args[0])
 	return 2
+}
+
+// helpAsked: -h or --help among a command's flags (before --, where a
+// COMMAND's own arguments begin).
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 func printUsage(w io.Writer) {

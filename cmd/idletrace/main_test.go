@@ -519,16 +519,21 @@ func TestRecordDiskFull(t *testing.T) {
 	t.Logf("%d idle periods readable; stderr: %s", n, strings.TrimSpace(r.stderr))
 }
 
-// TestHelp: every command's -h and --help print its usage once and exit 0.
+// TestHelp: every command's -h and --help, and help COMMAND, print its
+// usage once, on stdout (so that | less shows it), nothing on stderr, and
+// exit 0; help with an unknown command is a usage error.
 func TestHelp(t *testing.T) {
-	for _, c := range []string{"record", "info", "stats", "whatif", "profiles"} {
-		for _, h := range []string{"-h", "--help"} {
-			r := runBin(t, c, h)
-			usage := "Usage: idletrace " + c + " "
-			if r.code != 0 || strings.Count(r.stdout+r.stderr, usage) != 1 {
-				t.Errorf("idletrace %s %s: exit %d, usage printed %d times:\n%s%s", c, h, r.code, strings.Count(r.stdout+r.stderr, usage), r.stdout, r.stderr)
+	for _, c := range commands {
+		for _, args := range [][]string{{c.name, "-h"}, {c.name, "--help"}, {"help", c.name}} {
+			r := runBin(t, args...)
+			usage := "Usage: idletrace " + c.name + " "
+			if r.code != 0 || strings.Count(r.stdout, usage) != 1 || r.stderr != "" {
+				t.Errorf("idletrace %s: exit %d, usage on stdout %d times, stderr %q:\n%s", strings.Join(args, " "), r.code, strings.Count(r.stdout, usage), r.stderr, r.stdout)
 			}
 		}
+	}
+	if r := runBin(t, "help", "nosuch"); r.code != 2 || !strings.Contains(r.stderr, `unknown command "nosuch"`) {
+		t.Errorf("idletrace help nosuch: exit %d, stderr %q; want 2 and the unknown command named", r.code, r.stderr)
 	}
 }
 

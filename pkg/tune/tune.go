@@ -120,7 +120,8 @@ func PlanFor(pol model.Policy, root string) (*Plan, error) {
 	if pol.Governor != model.GovRecorded {
 		gov := string(pol.Governor)
 		if noDriver {
-			return nil, refusef("policy %q: the running kernel has no cpuidle driver, so no governor runs (it idles in its default routine)", pol.Spec)
+			return nil, refusef("policy %q: the running kernel has no cpuidle driver, so no governor runs (it idles in its default routine) "+
+				"and no policy can be applied; whatif can still predict it on a recording (a KVM guest can load one: cpuidle_haltpoll.force=1 on the kernel command line)", pol.Spec)
 		}
 		avail, err := host.ReadTrimmed(filepath.Join(cpuidle, "available_governors"))
 		if err != nil {
