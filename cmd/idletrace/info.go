@@ -69,7 +69,11 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	p("host", "%s, %s, %s (recorded: %s)", cmp.Or(m.Hostname, "unknown"), cmp.Or(m.CPUModel, "unknown"), analysis.Count(m.NumCPUs, "CPU"), cpuListString(m.RecordedCPUs))
 	p("kernel", "%s, HZ=%s, NO_HZ=%s", cmp.Or(m.KernelRelease, "unknown"), hz, cmp.Or(m.NoHZ, "unknown"))
-	p("cpuidle", "driver %s, governor %s", cmp.Or(m.CPUIdleDriver, "unknown"), cmp.Or(m.CPUIdleGovernor, "unknown"))
+	if m.CPUIdleDriver == "none" { // sysfs still names a governor, but none runs
+		p("cpuidle", "driver none, no governor runs (sysfs names %s)", cmp.Or(m.CPUIdleGovernor, "unknown"))
+	} else {
+		p("cpuidle", "driver %s, governor %s", cmp.Or(m.CPUIdleDriver, "unknown"), cmp.Or(m.CPUIdleGovernor, "unknown"))
+	}
 	if len(m.States) > 0 {
 		var names []string
 		for _, s := range m.States[0].States {
@@ -98,6 +102,9 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		if v >= 0 { // a CPU's constraint (-1: none)
 			qosLine += fmt.Sprintf(", cpu%d resume latency %s", c, trace.PMQoSLimitString(int32(c), v))
 		}
+	}
+	if m.CPUIdleDriver == "none" { // the default idle routine reads neither limit
+		qosLine += " (no effect: no cpuidle driver)"
 	}
 	p("pm qos", "%s", qosLine)
 	if nQoS > 0 {

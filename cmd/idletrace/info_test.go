@@ -23,11 +23,15 @@ func TestInfoUnknownFields(t *testing.T) {
 				"cpuidle:           driver unknown, governor unknown", "states:            unknown: the trace does not give the state table"},
 			[]string{"1970", "no cpuidle driver", "bpf object"}},
 		{"no driver", &trace.Metadata{NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "none", CPUIdleGovernor: "menu", KernelRelease: "6.12.0", HZ: 250},
-			[]string{"kernel:            6.12.0, HZ=250", "states:            none: no cpuidle driver"}, []string{"unknown: the trace"}},
+			[]string{"kernel:            6.12.0, HZ=250", "states:            none: no cpuidle driver",
+				"cpuidle:           driver none, no governor runs (sysfs names menu)"}, []string{"unknown: the trace", "governor menu"}},
 		// A CPU's resume latency constraint is in force beside the global limit.
 		{"resume latency", &trace.Metadata{NumCPUs: 3, RecordedCPUs: []int{0, 1, 2}, CPUIdleDriver: "none",
 			PMQoS: trace.PMQoS{CPUDMALatencyUs: 20, ResumeLatencyUs: []int64{-1, 50, 0}}},
-			[]string{"pm qos:            cpu_dma_latency=20 µs, cpu1 resume latency 50 µs, cpu2 resume latency n/a"}, []string{"cpu0 resume"}},
+			[]string{"pm qos:            cpu_dma_latency=20 µs, cpu1 resume latency 50 µs, cpu2 resume latency n/a (no effect: no cpuidle driver)"}, []string{"cpu0 resume"}},
+		{"resume latency, a driver", &trace.Metadata{NumCPUs: 2, RecordedCPUs: []int{0, 1}, CPUIdleDriver: "intel_idle",
+			PMQoS: trace.PMQoS{CPUDMALatencyUs: 20, ResumeLatencyUs: []int64{-1, 50}}},
+			[]string{"pm qos:            cpu_dma_latency=20 µs, cpu1 resume latency 50 µs\n"}, []string{"no effect"}},
 	} {
 		path := filepath.Join(t.TempDir(), "t.trace")
 		tracetest.WriteFile(t, path, tc.meta, tracetest.Periods(4, tc.meta.NumCPUs, 1, 1e6, 5e5), nil)

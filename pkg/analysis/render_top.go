@@ -72,13 +72,18 @@ func topHeader(f *TopFrame, v TopView) []string {
 	last, total := f.Interval, f.Total
 	secs := float64(f.IntervalNs) / 1e9
 	var out []string
-	out = append(out, fmt.Sprintf("idletrace top · %s · kernel %s · driver %s, governor %s · HZ %s",
-		clock(f.ElapsedNs), orDash(total.KernelRelease), orDash(total.CPUIdleDriver), orDash(total.CPUIdleGovernor), hzString(total.HZ)))
+	noDriver := total.CPUIdleDriver == "none"
+	governor := "governor " + orDash(total.CPUIdleGovernor)
+	if noDriver { // sysfs still names one, but none runs
+		governor = "no governor runs"
+	}
+	out = append(out, fmt.Sprintf("idletrace top · %s · kernel %s · driver %s, %s · HZ %s",
+		clock(f.ElapsedNs), orDash(total.KernelRelease), orDash(total.CPUIdleDriver), governor, hzString(total.HZ)))
 	out = append(out, fmt.Sprintf("last %.2f s: %s, %s, %d woke an idle CPU",
 		secs, Count(totalPeriods(last), "idle period"), Count(last.IO.Requests, "IO request"), last.IO.WokeIdleCPU))
 	out = append(out, fmt.Sprintf("since start: %s, %s, %d woke an idle CPU; %s",
 		Count(totalPeriods(total), "idle period"), Count(total.IO.Requests, "IO request"), total.IO.WokeIdleCPU, lossBrief(total)))
-	out = append(out, topPMQoSLine(f.PMQoS))
+	out = append(out, topPMQoSLine(f.PMQoS, noDriver))
 	if v.Status != "" {
 		out = append(out, v.Status)
 	}
@@ -91,8 +96,9 @@ const topPMQoSShownCPUs = 4
 
 // topPMQoSLine: the latency constraints in force, which every governor
 // obeys (menu, teo and ladder cap the state by them; haltpoll polls at
-// 0), and how often they changed.
-func topPMQoSLine(q TopPMQoS) string {
+// 0) and nothing reads without a cpuidle driver, and how often they
+// changed.
+func topPMQoSLine(q TopPMQoS, noDriver bool) string {
 	line := "PM QoS: cpu_dma_latency " + trace.PMQoSLimitString(trace.PMQoSGlobal, q.GlobalUs)
 	var cpus []string
 	for c, v := range q.ResumeUs {
@@ -105,6 +111,9 @@ func topPMQoSLine(q TopPMQoS) string {
 	}
 	if len(cpus) > 0 {
 		line += "; resume latency " + strings.Join(cpus, ", ")
+	}
+	if noDriver { // the default idle routine reads neither
+		line += " (no effect: no cpuidle driver)"
 	}
 	if !q.Traced {
 		return line + "; changes not traced"

@@ -221,6 +221,12 @@ func TestRenderTop(t *testing.T) {
 		if strings.Contains(out, "No cpuidle driver") != tc.noDriver {
 			t.Errorf("%s: the no-driver note is wrong:\n%s", tc.name, out)
 		}
+		// Without a driver no governor runs and nothing reads the PM QoS
+		// limits, whatever sysfs names.
+		flat := strings.Join(strings.Fields(out), " ")
+		if strings.Contains(flat, "no governor runs") != tc.noDriver || strings.Contains(flat, "(no effect: no cpuidle driver)") != tc.noDriver {
+			t.Errorf("%s: the title or the PM QoS line misstates what runs:\n%s", tc.name, out)
+		}
 
 		b.Reset()
 		if err := RenderTop(&b, f, TopView{Width: 60, Height: 12}); err != nil {
@@ -355,14 +361,14 @@ func TestTopPMQoS(t *testing.T) {
 				}
 				now += 1_000_000_000
 				frames = append(frames, top.Frame(now))
-				if got := topPMQoSLine(frames[i].PMQoS); got != s.want {
+				if got := topPMQoSLine(frames[i].PMQoS, false); got != s.want {
 					t.Errorf("frame %d:\n got %s\nwant %s", i+1, got, s.want)
 				}
 			}
 			// A frame keeps what it showed, and the metadata is left alone,
 			// whatever changes come later.
 			for i, f := range frames {
-				if got := topPMQoSLine(f.PMQoS); got != tc.steps[i].want {
+				if got := topPMQoSLine(f.PMQoS, false); got != tc.steps[i].want {
 					t.Errorf("frame %d changed after later changes: %s", i+1, got)
 				}
 			}
