@@ -198,7 +198,7 @@ func topCPUTable(f *TopFrame, states []string, noDriver bool) []string {
 		row = append(row, aboveBelow(noDriver, above, below)...)
 		row = append(row, fmt.Sprint(c.IOWokeIdle))
 		rows = append(rows, row)
-		allIdle += c.IdleNs
+		allIdle += min(c.IdleNs, f.IntervalNs) // as its row shows it: "all" agrees with the rows
 		allWindow += f.IntervalNs
 		allPeriods += c.Periods
 		allAbove += above

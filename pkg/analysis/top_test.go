@@ -378,3 +378,36 @@ func TestTopPMQoS(t *testing.T) {
 		})
 	}
 }
+
+// TestTopAllIdleAgreesWithRows: a CPU whose period began before the
+// interval counts it whole, and its row shows 100 %; the "all" row is the
+// mean of what the rows show, not of the uncapped sums (which gave 100.0
+// beside rows of 100.0 and 97.0).
+func TestTopAllIdleAgreesWithRows(t *testing.T) {
+	top := NewTop(driverMeta(), 1_000_000)
+	v := top.Visitor()
+	long := period(0, 2, 2_000_000, 1_500_000_000) // longer than the 1 s interval
+	half := period(1, 2, 2_000_000, 500_000_000)
+	for _, p := range []*trace.IdlePeriod{&long, &half} {
+		if err := v.Idle(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b strings.Builder
+	if err := RenderTop(&b, top.Frame(1_001_000_000), TopView{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"0": "100.0", "1": "50.0", "all": "75.0"}
+	got := map[string]string{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 2 && want[f[0]] != "" && got[f[0]] == "" {
+			got[f[0]] = f[1] // the first table with CPU rows: idle %
+		}
+	}
+	for cpu, w := range want {
+		if got[cpu] != w {
+			t.Errorf("CPU %s idle %% %q, want %s:\n%s", cpu, got[cpu], w, b.String())
+		}
+	}
+}
