@@ -28,7 +28,7 @@ func TestInfoUnknownFields(t *testing.T) {
 		// A CPU's resume latency constraint is in force beside the global limit.
 		{"resume latency", &trace.Metadata{NumCPUs: 3, RecordedCPUs: []int{0, 1, 2}, CPUIdleDriver: "none",
 			PMQoS: trace.PMQoS{CPUDMALatencyUs: 20, ResumeLatencyUs: []int64{-1, 50, 0}}},
-			[]string{"pm qos:            cpu_dma_latency=20 µs, cpu1 resume latency 50 µs, cpu2 resume latency n/a (no effect: no cpuidle driver)"}, []string{"cpu0 resume"}},
+			[]string{"pm qos:            cpu_dma_latency=20 µs, cpu1 resume latency 50 µs, cpu2 resume latency 0 µs (n/a: polling only) (no effect: no cpuidle driver)"}, []string{"cpu0 resume"}},
 		{"resume latency, a driver", &trace.Metadata{NumCPUs: 2, RecordedCPUs: []int{0, 1}, CPUIdleDriver: "intel_idle",
 			PMQoS: trace.PMQoS{CPUDMALatencyUs: 20, ResumeLatencyUs: []int64{-1, 50}}},
 			[]string{"pm qos:            cpu_dma_latency=20 µs, cpu1 resume latency 50 µs\n"}, []string{"no effect"}},

@@ -22,6 +22,7 @@ import (
 	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/host"
+	"github.com/idletrace/idletrace/pkg/trace"
 )
 
 // frameStart is how each refresh of top on a terminal begins: the cursor
@@ -465,7 +466,7 @@ func TestTopPMQoS(t *testing.T) {
 	// "n/a" (0 µs): the kernel's constraint is the least of its requests
 	// (this file's and any a driver holds), so only 0 is sure to move it,
 	// unless it is 0 already.
-	value, shown := "n/a", "n/a"
+	value, shown := "n/a", trace.PMQoSCPUPollOnly
 	if strings.TrimSpace(string(old)) == "n/a" {
 		value, shown = "37", "37 µs"
 	}

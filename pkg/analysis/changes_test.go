@@ -116,6 +116,11 @@ func TestComparisonChangeLine(t *testing.T) {
 	if !strings.Contains(buf.String(), `"task_io_changed"`) {
 		t.Error("comparison JSON lacks the prediction's changes")
 	}
+	// Of several pairs, the line is the first pair's, and says so.
+	combined := CombineRuns([]*ComparisonReport{rep, rep, rep})
+	if l := comparisonChangeLine(combined); !strings.HasPrefix(l, "Prediction, first pair: menu+blkqos=10us/3ms: against recorded") {
+		t.Errorf("line of a combined report: %q", l)
+	}
 	// Replayed alone, the prediction is its own reference: no line.
 	rep.Predicted.Changes = &model.Changes{Against: predicted.Policy, Reference: true}
 	if l := comparisonChangeLine(rep); l != "" {

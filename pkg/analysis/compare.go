@@ -412,7 +412,7 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 			return "0 pts" // not "-0.0 pts"
 		case unit == "share":
 			return fmt.Sprintf("%+.1f pts", *v*100)
-		case *v > 0:
+		case *v > 0 && FormatUsF(*v) != "0":
 			return "+" + FormatUsF(*v)
 		}
 		return FormatUsF(*v)
@@ -522,5 +522,9 @@ func comparisonChangeLine(rep *ComparisonReport) string {
 	if c == nil || c.Reference && c.Reason == nil {
 		return ""
 	}
-	return "Prediction: " + changeLine(&rep.Predicted, !c.Reference)
+	line := "Prediction: " + changeLine(&rep.Predicted, !c.Reference)
+	if rep.Runs > 1 { // Predicted is the first pair's result (CombineRuns)
+		line = "Prediction, first pair: " + strings.TrimPrefix(line, "Prediction: ")
+	}
+	return line
 }

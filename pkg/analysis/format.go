@@ -25,7 +25,7 @@ func FormatUsF(ns float64) string {
 	}
 	us := ns / 1000
 	switch a := math.Abs(us); {
-	case a == 0:
+	case a < 0.005: // what rounds to zero is 0, not "-0.00" or "0.00"
 		return "0"
 	case a < 10:
 		return fmt.Sprintf("%.2f", us)

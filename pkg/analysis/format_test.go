@@ -52,3 +52,19 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatUsF: microseconds at a precision by size, and what rounds to
+// zero is "0" whatever its sign (a comparison's change printed "-0.00").
+func TestFormatUsF(t *testing.T) {
+	for _, c := range []struct {
+		ns   float64
+		want string
+	}{
+		{0, "0"}, {-0.3, "0"}, {4.9, "0"}, {-4.9, "0"}, {5, "0.01"}, {-5, "-0.01"},
+		{1500, "1.50"}, {-1500, "-1.50"}, {15_500, "15.5"}, {155_600, "156"}, {-155_600, "-156"},
+	} {
+		if got := FormatUsF(c.ns); got != c.want {
+			t.Errorf("FormatUsF(%g) = %q, want %q", c.ns, got, c.want)
+		}
+	}
+}

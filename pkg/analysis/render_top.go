@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -77,8 +78,8 @@ func topHeader(f *TopFrame, v TopView) []string {
 	if noDriver { // sysfs still names one, but none runs
 		governor = "no governor runs"
 	}
-	out = append(out, fmt.Sprintf("idletrace top · %s · kernel %s · driver %s, %s · HZ %s",
-		clock(f.ElapsedNs), orDash(total.KernelRelease), orDash(total.CPUIdleDriver), governor, hzString(total.HZ)))
+	out = append(out, joinTitle([]string{"idletrace top", clock(f.ElapsedNs), "kernel " + orDash(total.KernelRelease),
+		"driver " + orDash(total.CPUIdleDriver) + ", " + governor, "HZ " + hzString(total.HZ)}, cmp.Or(v.Width, TopPipeWidth))...)
 	out = append(out, fmt.Sprintf("last %.2f s: %s, %s, %d woke an idle CPU",
 		secs, Count(totalPeriods(last), "idle period"), Count(last.IO.Requests, "IO request"), last.IO.WokeIdleCPU))
 	out = append(out, fmt.Sprintf("since start: %s, %s, %d woke an idle CPU; %s",
@@ -119,6 +120,22 @@ func topPMQoSLine(q TopPMQoS, noDriver bool) string {
 		return line + "; changes not traced"
 	}
 	return line + fmt.Sprintf("; %s since start, %d in the last interval", Count(q.Changes, "change"), q.IntervalChanges)
+}
+
+// joinTitle joins the title's parts with " · ", going on to an indented
+// line before a part that would pass width (a wrapped line beginning
+// with "· HZ 250" read as a list).
+func joinTitle(parts []string, width int) []string {
+	lines := []string{parts[0]}
+	for _, p := range parts[1:] {
+		last := &lines[len(lines)-1]
+		if displayLen(*last)+len(" · ")+displayLen(p) > width {
+			lines = append(lines, "    "+p)
+			continue
+		}
+		*last += " · " + p
+	}
+	return lines
 }
 
 // topStateTables: per state, all CPUs.

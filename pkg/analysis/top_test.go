@@ -320,10 +320,10 @@ func TestTopPMQoS(t *testing.T) {
 				{CPU: trace.PMQoSGlobal, Action: trace.PMQoSAdd, LimitUs: 20, PrevUs: trace.PMQoSNoGlobalLimitUs},
 				{CPU: 0, Action: trace.PMQoSUpdate, LimitUs: 0, PrevUs: -1},
 				{CPU: 1, Action: trace.PMQoSUpdate, LimitUs: 10, PrevUs: 50},
-			}, "PM QoS: cpu_dma_latency 20 µs; resume latency cpu0 n/a, cpu1 10 µs; 3 changes since start, 3 in the last interval"},
+			}, "PM QoS: cpu_dma_latency 20 µs; resume latency cpu0 0 µs (n/a: polling only), cpu1 10 µs; 3 changes since start, 3 in the last interval"},
 			{[]trace.PMQoSChange{
 				{CPU: trace.PMQoSGlobal, Action: trace.PMQoSRemove, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 20},
-			}, "PM QoS: cpu_dma_latency none; resume latency cpu0 n/a, cpu1 10 µs; 4 changes since start, 1 in the last interval"},
+			}, "PM QoS: cpu_dma_latency none; resume latency cpu0 0 µs (n/a: polling only), cpu1 10 µs; 4 changes since start, 1 in the last interval"},
 		}},
 		{"a CPU beyond the start's list", traced(7), []step{
 			{[]trace.PMQoSChange{{CPU: 3, Action: trace.PMQoSUpdate, LimitUs: 5, PrevUs: -1}},
@@ -409,5 +409,30 @@ func TestTopAllIdleAgreesWithRows(t *testing.T) {
 		if got[cpu] != w {
 			t.Errorf("CPU %s idle %% %q, want %s:\n%s", cpu, got[cpu], w, b.String())
 		}
+	}
+}
+
+// TestTopTitleWraps: a title too long for the width goes on at a part's
+// boundary, indented, never with a line beginning "·" (piped, a long
+// kernel release pushed "· HZ 250" onto a line of its own).
+func TestTopTitleWraps(t *testing.T) {
+	meta := noDriverMeta()
+	meta.KernelRelease = "6.18.44-fc-v1272-a-long-local-version-string"
+	top := NewTop(meta, 1_000_000)
+	var b strings.Builder
+	if err := RenderTop(&b, top.Frame(1_001_000_000), TopView{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if !strings.HasPrefix(lines[0], "idletrace top · ") || !strings.HasPrefix(lines[1], "    ") {
+		t.Errorf("title not wrapped at a part:\n%s", b.String())
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "·") || displayLen(l) > TopPipeWidth {
+			t.Errorf("line %q: begins with · or passes %d columns", l, TopPipeWidth)
+		}
+	}
+	if flat := strings.Join(strings.Fields(b.String()), " "); !strings.Contains(flat, "no governor runs · HZ 250") && !strings.Contains(flat, "no governor runs HZ 250") {
+		t.Errorf("title parts lost:\n%s", b.String())
 	}
 }

@@ -393,9 +393,13 @@ func (l *Loss) RingLost() uint64 { return l.IdleLost + l.IOLost + l.OtherLost }
 // programs attached to them.
 func (l *Loss) Undelivered() uint64 { return l.IOOrphaned + l.IdleUnpaired }
 
-// String is the value as the kernel's files spell it: "none", "n/a" (a
-// CPU's 0 µs: only polling) or microseconds.
+// String is the value for people: "none", microseconds, or a CPU's 0 µs
+// with the "n/a" its sysfs file shows (PMQoSCPUPollOnly).
 func (q *PMQoSChange) String() string { return PMQoSLimitString(q.CPU, q.LimitUs) }
+
+// PMQoSCPUPollOnly spells a CPU's resume latency of 0, which sysfs shows
+// as "n/a": no state's exit latency fits, so the CPU only polls.
+const PMQoSCPUPollOnly = "0 µs (n/a: polling only)"
 
 // PMQoSLimitString spells a limit of target cpu (PMQoSGlobal or a CPU) in
 // PMQoSChange's terms; a negative global limit is Metadata.PMQoS's
@@ -406,8 +410,8 @@ func PMQoSLimitString(cpu int32, us int64) string {
 		return "unknown"
 	case cpu == PMQoSGlobal && us >= PMQoSNoGlobalLimitUs, cpu != PMQoSGlobal && us < 0:
 		return "none"
-	case cpu != PMQoSGlobal && us == 0:
-		return "n/a"
+	case cpu != PMQoSGlobal && us == 0: // sysfs's "n/a", which reads like "none" but is the strictest
+		return PMQoSCPUPollOnly
 	}
 	return fmt.Sprintf("%d µs", us)
 }
