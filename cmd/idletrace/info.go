@@ -45,11 +45,12 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			Metadata *trace.Metadata      `json:"metadata"`
 			End      *trace.End           `json:"end"`
 			Chunks   []trace.ChunkSummary `json:"chunks"`
-			// PMQoSChanges: the first maxInfoPMQoS of PMQoSChangeCount.
-			PMQoSChanges     []trace.PMQoSChange `json:"pm_qos_changes"`
-			PMQoSChangeCount uint64              `json:"pm_qos_change_count"`
-			Warnings         []string            `json:"warnings"`
-		}{r.Meta, r.End, r.Chunks(), qos, nQoS, r.Warnings()})
+			// PMQoSChanges: the first maxInfoPMQoS of PMQoSChangeCount,
+			// as the export's pm_qos_changes table has them.
+			PMQoSChanges     []export.PMQoSChangeRow `json:"pm_qos_changes"`
+			PMQoSChangeCount uint64                  `json:"pm_qos_change_count"`
+			Warnings         []string                `json:"warnings"`
+		}{r.Meta, r.End, r.Chunks(), export.PMQoSChangeRows(qos), nQoS, r.Warnings()})
 	}
 	m := r.Meta
 	p := func(k, f string, a ...any) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", fmt.Sprintf(f, a...)) }

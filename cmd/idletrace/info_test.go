@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -49,5 +51,41 @@ func TestInfoUnknownFields(t *testing.T) {
 				t.Errorf("%s: info says %q:\n%s", tc.name, a, r.stdout)
 			}
 		}
+	}
+}
+
+// TestInfoPMQoSChanges: info lists the changes for people, a CPU's 0 µs
+// with the "n/a" its sysfs file shows, and in JSON as the export's
+// pm_qos_changes table has them: kind and action by name, NULL for none
+// and for the global limit's CPU.
+func TestInfoPMQoSChanges(t *testing.T) {
+	meta := &trace.Metadata{NumCPUs: 2, RecordedCPUs: []int{0, 1}, CPUIdleDriver: "intel_idle",
+		PMQoS: trace.PMQoS{CPUDMALatencyUs: trace.PMQoSNoGlobalLimitUs, ResumeLatencyUs: []int64{-1, -1}}, Inputs: trace.Inputs{PMQoSTrace: true}}
+	changes := []trace.PMQoSChange{
+		{TimeNs: 1_100_000, CPU: trace.PMQoSGlobal, Action: trace.PMQoSAdd, LimitUs: 20, PrevUs: trace.PMQoSNoGlobalLimitUs, Tid: 7},
+		{TimeNs: 1_200_000, CPU: 1, Action: trace.PMQoSUpdate, LimitUs: 0, PrevUs: -1},
+		{TimeNs: 1_300_000, CPU: trace.PMQoSGlobal, Action: trace.PMQoSRemove, LimitUs: trace.PMQoSNoGlobalLimitUs, PrevUs: 20, Tid: 7},
+	}
+	path := filepath.Join(t.TempDir(), "t.trace")
+	tracetest.WriteFile(t, path, meta, tracetest.Periods(4, 2, 1, 1e6, 5e5), changes)
+	r := runBin(t, "info", path)
+	if r.code != 0 || !strings.Contains(r.stdout, "cpu1 resume latency 0 µs (n/a: polling only)") || !strings.Contains(r.stdout, "cpu_dma_latency 20 µs") {
+		t.Errorf("info: exit %d, stderr %q, changes not as listed:\n%s", r.code, r.stderr, r.stdout)
+	}
+	r = runBin(t, "info", path, "--format", "json")
+	var doc struct {
+		Changes []map[string]any `json:"pm_qos_changes"`
+		Count   int              `json:"pm_qos_change_count"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
+		t.Fatalf("info --format json: exit %d, %v: %s", r.code, err, r.stderr)
+	}
+	want := []map[string]any{
+		{"time_ns": 1.1e6, "kind": "cpu_dma_latency", "cpu": nil, "action": "add", "limit_us": 20.0, "previous_limit_us": nil, "tid": 7.0},
+		{"time_ns": 1.2e6, "kind": "resume_latency", "cpu": 1.0, "action": "update", "limit_us": 0.0, "previous_limit_us": nil, "tid": nil},
+		{"time_ns": 1.3e6, "kind": "cpu_dma_latency", "cpu": nil, "action": "remove", "limit_us": nil, "previous_limit_us": 20.0, "tid": 7.0},
+	}
+	if doc.Count != 3 || !reflect.DeepEqual(doc.Changes, want) {
+		t.Errorf("JSON changes (%d):\n got %v\nwant %v", doc.Count, doc.Changes, want)
 	}
 }

@@ -101,26 +101,7 @@ func limitUs(cpu int32, v int64) (int64, bool) {
 func (e *exporter) qosRows(q qosSelection) error {
 	row, v := &e.qos, &e.qosVals
 	emit := func(timeNs uint64, cpu int32, action string, limit int64, prev *int64, tid uint32) error {
-		*row = PMQoSChangeRow{TimeNs: int64(timeNs), Kind: "cpu_dma_latency", Action: action}
-		if cpu >= 0 {
-			row.Kind = "resume_latency"
-			v.cpu = cpu
-			row.CPU = &v.cpu
-		}
-		if us, ok := limitUs(cpu, limit); ok {
-			v.limit = us
-			row.LimitUs = &v.limit
-		}
-		if prev != nil {
-			if us, ok := limitUs(cpu, *prev); ok {
-				v.prev = us
-				row.PreviousLimitUs = &v.prev
-			}
-		}
-		if tid != 0 {
-			v.tid = int32(tid)
-			row.Tid = &v.tid
-		}
+		fillQoSRow(row, v, timeNs, cpu, action, limit, prev, tid)
 		e.sum.PMQoSRows++
 		return e.sink.PMQoSChange(row)
 	}
@@ -152,6 +133,42 @@ func (e *exporter) qosRows(q qosSelection) error {
 		}
 	}
 	return nil
+}
+
+// fillQoSRow makes row the pm_qos_changes row of one limit, its nullable
+// values held in v (reused from row to row).
+func fillQoSRow(row *PMQoSChangeRow, v *qosValues, timeNs uint64, cpu int32, action string, limit int64, prev *int64, tid uint32) {
+	*row = PMQoSChangeRow{TimeNs: int64(timeNs), Kind: "cpu_dma_latency", Action: action}
+	if cpu >= 0 {
+		row.Kind = "resume_latency"
+		v.cpu = cpu
+		row.CPU = &v.cpu
+	}
+	if us, ok := limitUs(cpu, limit); ok {
+		v.limit = us
+		row.LimitUs = &v.limit
+	}
+	if prev != nil {
+		if us, ok := limitUs(cpu, *prev); ok {
+			v.prev = us
+			row.PreviousLimitUs = &v.prev
+		}
+	}
+	if tid != 0 {
+		v.tid = int32(tid)
+		row.Tid = &v.tid
+	}
+}
+
+// PMQoSChangeRows are changes as the pm_qos_changes table writes them
+// (kind and action by name, NULL for none), for `info --format json`.
+func PMQoSChangeRows(changes []trace.PMQoSChange) []PMQoSChangeRow {
+	rows := make([]PMQoSChangeRow, len(changes))
+	for i := range changes {
+		c := &changes[i]
+		fillQoSRow(&rows[i], &qosValues{}, c.TimeNs, c.CPU, qosActions[c.Action], c.LimitUs, &c.PrevUs, c.Tid)
+	}
+	return rows
 }
 
 // qosActions names PMQoSChange's actions.

@@ -149,13 +149,13 @@ var IORequestColumns = []Column{
 // force where the export's window opens (action "in_force"), or a change
 // of one during it.
 type PMQoSChangeRow struct {
-	TimeNs          int64  `parquet:"time_ns"`
-	Kind            string `parquet:"kind,dict"`
-	CPU             *int32 `parquet:"cpu,optional"`
-	Action          string `parquet:"action,dict"`
-	LimitUs         *int64 `parquet:"limit_us,optional"`
-	PreviousLimitUs *int64 `parquet:"previous_limit_us,optional"`
-	Tid             *int32 `parquet:"tid,optional"`
+	TimeNs          int64  `parquet:"time_ns" json:"time_ns"`
+	Kind            string `parquet:"kind,dict" json:"kind"`
+	CPU             *int32 `parquet:"cpu,optional" json:"cpu"`
+	Action          string `parquet:"action,dict" json:"action"`
+	LimitUs         *int64 `parquet:"limit_us,optional" json:"limit_us"`
+	PreviousLimitUs *int64 `parquet:"previous_limit_us,optional" json:"previous_limit_us"`
+	Tid             *int32 `parquet:"tid,optional" json:"tid"`
 }
 
 // PMQoSChangeColumns are pm_qos_changes' columns, in order.
