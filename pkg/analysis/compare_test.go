@@ -204,15 +204,7 @@ func TestCombineRuns(t *testing.T) {
 			if rep.Runs != len(tc.reps) {
 				t.Errorf("Runs %d, want %d", rep.Runs, len(tc.reps))
 			}
-			var f *FigureRow
-			for i := range rep.Figures {
-				if rep.Figures[i].Figure == "wake_latency_ns.mean" {
-					f = &rep.Figures[i]
-				}
-			}
-			if f == nil {
-				t.Fatal("no wake_latency_ns.mean")
-			}
+			f := figureOf(t, rep, "wake_latency_ns.mean")
 			for _, c := range []struct {
 				name string
 				got  *float64
@@ -286,15 +278,7 @@ func TestCombineRunsMissing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := CombineRuns(tc.reps)
-			var f *FigureRow
-			for i := range rep.Figures {
-				if rep.Figures[i].Figure == "wake_latency_ns.mean" {
-					f = &rep.Figures[i]
-				}
-			}
-			if f == nil {
-				t.Fatal("no wake_latency_ns.mean")
-			}
+			f := figureOf(t, rep, "wake_latency_ns.mean")
 			for _, c := range []struct {
 				name      string
 				got, want *float64
@@ -308,6 +292,18 @@ func TestCombineRunsMissing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// figureOf is rep's figure named name; the test fails without one.
+func figureOf(t *testing.T, rep *ComparisonReport, name string) *FigureRow {
+	t.Helper()
+	for i := range rep.Figures {
+		if rep.Figures[i].Figure == name {
+			return &rep.Figures[i]
+		}
+	}
+	t.Fatalf("no %s", name)
+	return nil
 }
 
 func deref(p *float64) any {
