@@ -70,7 +70,8 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	p("host", "%s, %s, %s (recorded: %s)", cmp.Or(m.Hostname, "unknown"), cmp.Or(m.CPUModel, "unknown"), analysis.Count(m.NumCPUs, "CPU"), cpuListString(m.RecordedCPUs))
 	p("kernel", "%s, HZ=%s, NO_HZ=%s", cmp.Or(m.KernelRelease, "unknown"), hz, cmp.Or(m.NoHZ, "unknown"))
-	if m.CPUIdleDriver == "none" { // sysfs still names a governor, but none runs
+	noDriver := m.CPUIdleDriver == "none" // "": an import that does not say
+	if noDriver {                         // sysfs still names a governor, but none runs
 		p("cpuidle", "driver none, no governor runs (sysfs names %s)", cmp.Or(m.CPUIdleGovernor, "unknown"))
 	} else {
 		p("cpuidle", "driver %s, governor %s", cmp.Or(m.CPUIdleDriver, "unknown"), cmp.Or(m.CPUIdleGovernor, "unknown"))
@@ -89,7 +90,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			names = append(names, fmt.Sprintf("%s (%s/%d µs%s)", s.Name, exit, s.TargetResidencyNs/1000, d))
 		}
 		p("states (cpu0)", "%s", strings.Join(names, ", "))
-	} else if m.CPUIdleDriver == "none" {
+	} else if noDriver {
 		p("states", "none: no cpuidle driver, the kernel used its default idle routine (HLT)")
 	} else {
 		p("states", "unknown: the trace does not give the state table")
@@ -104,7 +105,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			qosLine += fmt.Sprintf(", cpu%d resume latency %s", c, trace.PMQoSLimitString(int32(c), v))
 		}
 	}
-	if m.CPUIdleDriver == "none" { // the default idle routine reads neither limit
+	if noDriver { // the default idle routine reads neither limit
 		qosLine += " (no effect: no cpuidle driver)"
 	}
 	p("pm qos", "%s", qosLine)

@@ -90,13 +90,15 @@ func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
 			if len(col[k]) != len(reps) {
 				continue
 			}
-			m := median(col[k])
+			var m float64
 			if b := col[0]; k > 0 && len(b) == len(reps) {
 				changes := make([]float64, len(reps))
 				for i := range changes {
 					changes[i] = col[k][i] - b[i]
 				}
 				m = median(b) + median(changes)
+			} else {
+				m = median(col[k])
 			}
 			v[k] = &m
 		}
@@ -522,9 +524,9 @@ func comparisonChangeLine(rep *ComparisonReport) string {
 	if c == nil || c.Reference && c.Reason == nil {
 		return ""
 	}
-	line := "Prediction: " + changeLine(&rep.Predicted, !c.Reference)
+	head := "Prediction: "
 	if rep.Runs > 1 { // Predicted is the first pair's result (CombineRuns)
-		line = "Prediction, first pair: " + strings.TrimPrefix(line, "Prediction: ")
+		head = "Prediction, first pair: "
 	}
-	return line
+	return head + changeLine(&rep.Predicted, !c.Reference)
 }

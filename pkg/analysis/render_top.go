@@ -60,7 +60,7 @@ func topLines(f *TopFrame, v TopView) []string {
 	}
 	noDriver := total.CPUIdleDriver == "none"
 	states := topStates(total, last)
-	out := topHeader(f, v)
+	out := topHeader(f, v, noDriver)
 	out = append(out, topStateTables(last, total, states, noDriver)...)
 	out = append(out, topCPUTable(f, states, noDriver)...)
 	out = append(out, topCauseTable(last, total)...)
@@ -69,11 +69,10 @@ func topLines(f *TopFrame, v TopView) []string {
 }
 
 // topHeader: the machine, and the last interval's and the whole run's counts.
-func topHeader(f *TopFrame, v TopView) []string {
+func topHeader(f *TopFrame, v TopView, noDriver bool) []string {
 	last, total := f.Interval, f.Total
 	secs := float64(f.IntervalNs) / 1e9
 	var out []string
-	noDriver := total.CPUIdleDriver == "none"
 	governor := "governor " + orDash(total.CPUIdleGovernor)
 	if noDriver { // sysfs still names one, but none runs
 		governor = "no governor runs"

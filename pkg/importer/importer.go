@@ -424,9 +424,7 @@ func (p *pass) line(s string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %v: %q", ev.name, err, clip(s))
 		}
-		if k := (ioKey{b.dev, b.sector}); len(p.ios[k]) > 0 {
-			p.dequeue(k)
-		}
+		p.dequeue(ioKey{b.dev, b.sector})
 		return nil
 	case qosTargetEvent:
 		if err := p.qosUpdateTarget(&ev); err != nil {
