@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,8 +71,8 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	p("host", "%s, %s, %s (recorded: %s)", cmp.Or(m.Hostname, "unknown"), cmp.Or(m.CPUModel, "unknown"), analysis.Count(m.NumCPUs, "CPU"), cpuListString(m.RecordedCPUs))
 	p("kernel", "%s, HZ=%s, NO_HZ=%s", cmp.Or(m.KernelRelease, "unknown"), hz, cmp.Or(m.NoHZ, "unknown"))
-	noDriver := m.CPUIdleDriver == "none" // "": an import that does not say
-	if noDriver {                         // sysfs still names a governor, but none runs
+	noDriver := m.NoCPUIdleDriver()
+	if noDriver { // sysfs still names a governor, but none runs
 		p("cpuidle", "driver none, no governor runs (sysfs names %s)", cmp.Or(m.CPUIdleGovernor, "unknown"))
 	} else {
 		p("cpuidle", "driver %s, governor %s", cmp.Or(m.CPUIdleDriver, "unknown"), cmp.Or(m.CPUIdleGovernor, "unknown"))
@@ -114,16 +115,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	} else if m.Inputs.PMQoSTrace {
 		p("pm qos changes", "none")
 	}
-	keys := make([]string, 0, len(m.Probes))
-	for k := range m.Probes {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var probes []string
-	for _, k := range keys {
-		probes = append(probes, k+"="+m.Probes[k])
-	}
-	p("probes", "%s", strings.Join(probes, " "))
+	fmt.Fprint(stdout, probeLines(m.Probes))
 	if m.BPFObjectSHA256 != "" { // none in an import
 		p("bpf object", "sha256 %s", m.BPFObjectSHA256)
 	}
@@ -201,4 +193,51 @@ func cpuListString(cpus []int) string {
 		i = j + 1
 	}
 	return strings.Join(parts, ",")
+}
+
+// infoWidth is where info's probes lines wrap.
+const infoWidth = 100
+
+// probeLines gives info's "probes:" lines: the probes grouped by how each
+// was attached, or why not (tp_btf, tracepoint, imported: ..., missing:
+// ...), the attached first, each group's names after its method and
+// wrapped under it, as a few lines rather than one of many hundreds of
+// columns.
+func probeLines(probes map[string]string) string {
+	byMethod := map[string][]string{}
+	for name, method := range probes {
+		byMethod[method] = append(byMethod[method], name)
+	}
+	methods := slices.Collect(maps.Keys(byMethod))
+	slices.SortFunc(methods, func(a, b string) int {
+		return cmp.Or(cmp.Compare(missingProbe(a), missingProbe(b)), cmp.Compare(a, b))
+	})
+	var b strings.Builder
+	prefix := fmt.Sprintf("%-18s ", "probes:")
+	indent := strings.Repeat(" ", len(prefix))
+	for _, method := range methods {
+		names := byMethod[method]
+		slices.Sort(names)
+		words := strings.Fields(method + ":")
+		for i, n := range names {
+			if i < len(names)-1 {
+				n += ","
+			}
+			words = append(words, n)
+		}
+		b.WriteString(analysis.WrapWords(words, infoWidth, prefix, indent+"  "))
+		prefix = indent
+	}
+	if len(methods) == 0 {
+		b.WriteString(prefix + "none\n")
+	}
+	return b.String()
+}
+
+// missingProbe orders the probes that were not attached after those that were.
+func missingProbe(method string) int {
+	if strings.HasPrefix(method, "missing") {
+		return 1
+	}
+	return 0
 }

@@ -89,3 +89,38 @@ func TestInfoPMQoSChanges(t *testing.T) {
 		t.Errorf("JSON changes (%d):\n got %v\nwant %v", doc.Count, doc.Changes, want)
 	}
 }
+
+// TestProbeLines: info groups the probes by method, attached ones first,
+// and wraps each group under its method within infoWidth.
+func TestProbeLines(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		probes map[string]string
+		want   string
+	}{
+		{"none", nil, "probes:            none\n"},
+		{"one method", map[string]string{"power:cpu_idle": "tp_btf", "block:block_rq_issue": "tp_btf"},
+			"probes:            tp_btf: block:block_rq_issue, power:cpu_idle\n"},
+		{"attached, then missing", map[string]string{
+			"power:cpu_idle": "tp_btf", "ipi:ipi_send_cpu": "missing: not in this kernel",
+			"block:block_rq_issue": "tracepoint", "ipi:ipi_send_cpumask": "missing: not in this kernel"},
+			"probes:            tp_btf: power:cpu_idle\n" +
+				"                   tracepoint: block:block_rq_issue\n" +
+				"                   missing: not in this kernel: ipi:ipi_send_cpu, ipi:ipi_send_cpumask\n"},
+		{"wrapped", map[string]string{
+			"irq_vectors:call_function_entry": "tp_btf", "irq_vectors:call_function_single_entry": "tp_btf",
+			"irq_vectors:local_timer_entry": "tp_btf", "irq_vectors:local_timer_exit": "tp_btf"},
+			"probes:            tp_btf: irq_vectors:call_function_entry, irq_vectors:call_function_single_entry,\n" +
+				"                     irq_vectors:local_timer_entry, irq_vectors:local_timer_exit\n"},
+	} {
+		got := probeLines(tc.probes)
+		if got != tc.want {
+			t.Errorf("%s:\n%s\nwant\n%s", tc.name, got, tc.want)
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+			if len([]rune(l)) > infoWidth {
+				t.Errorf("%s: a line of %d columns: %q", tc.name, len([]rune(l)), l)
+			}
+		}
+	}
+}

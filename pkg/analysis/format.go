@@ -324,6 +324,13 @@ func CommandLine(argv []string) string {
 	return strings.Join(q, " ")
 }
 
+// WrapWords joins words into lines of at most width runes (a longer word
+// alone on its line), the first starting with prefix and the rest with
+// indent; each line ends in a newline.
+func WrapWords(words []string, width int, prefix, indent string) string {
+	return wrapWords(words, width, prefix, indent)
+}
+
 func wrapWords(words []string, width int, prefix, indent string) string {
 	var b strings.Builder
 	line := prefix

@@ -58,7 +58,7 @@ func topLines(f *TopFrame, v TopView) []string {
 	if last == nil || total == nil {
 		return nil
 	}
-	noDriver := total.CPUIdleDriver == "none"
+	noDriver := total.CPUIdleDriver == trace.CPUIdleDriverNone
 	states := topStates(total, last)
 	out := topHeader(f, v, noDriver)
 	out = append(out, topStateTables(last, total, states, noDriver)...)
@@ -99,7 +99,11 @@ const topPMQoSShownCPUs = 4
 // 0) and nothing reads without a cpuidle driver, and how often they
 // changed.
 func topPMQoSLine(q TopPMQoS, noDriver bool) string {
-	line := "PM QoS: cpu_dma_latency " + trace.PMQoSLimitString(trace.PMQoSGlobal, q.GlobalUs)
+	line := "PM QoS: "
+	if noDriver { // the default idle routine reads neither; said first, where no wrap splits it
+		line = "PM QoS (no effect: no cpuidle driver): "
+	}
+	line += "cpu_dma_latency " + trace.PMQoSLimitString(trace.PMQoSGlobal, q.GlobalUs)
 	var cpus []string
 	for c, v := range q.ResumeUs {
 		if v >= 0 { // −1: no constraint
@@ -111,9 +115,6 @@ func topPMQoSLine(q TopPMQoS, noDriver bool) string {
 	}
 	if len(cpus) > 0 {
 		line += "; resume latency " + strings.Join(cpus, ", ")
-	}
-	if noDriver { // the default idle routine reads neither
-		line += " (no effect: no cpuidle driver)"
 	}
 	if !q.Traced {
 		return line + "; changes not traced"

@@ -33,7 +33,7 @@ func NewRules(meta *trace.Metadata, end *trace.End) *Rules {
 		meta = &trace.Metadata{}
 	}
 	r := &Rules{
-		noDriver: meta.CPUIdleDriver == "none",
+		noDriver: meta.NoCPUIdleDriver(),
 		tables:   map[int][]model.State{},
 		names:    map[int][]string{},
 		start:    meta.Start,

@@ -74,7 +74,7 @@ func (b *StatsBuilder) kernelStats(cpuList []int) KernelStats {
 		endSnap = b.end.Snapshot
 	}
 	switch {
-	case b.meta.CPUIdleDriver == "none":
+	case b.meta.NoCPUIdleDriver():
 		return empty(NoDriverNote)
 	case b.meta.Start == nil || len(b.meta.Start.CPUIdle) == 0:
 		return empty("the trace has no start snapshot of the kernel's cpuidle counters")

@@ -229,7 +229,7 @@ func (f *ftracer) writeHeader(lines uint64) {
 	for _, cs := range f.meta.States {
 		tables[cs.CPU] = cs.States
 	}
-	noDriver := f.meta.CPUIdleDriver == "none"
+	noDriver := f.meta.NoCPUIdleDriver()
 	for cpu := range f.ncpus {
 		if !f.listed[cpu] {
 			continue

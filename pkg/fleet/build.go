@@ -98,7 +98,7 @@ func StatsRows(k Key, s *analysis.Stats, wake WakeByCPU) []StatsRow {
 	}
 	// Above and below are judged only on a state table: stats shows 0
 	// without one (its note says why), a row NULL.
-	classified := s.CPUIdleDriver != "none"
+	classified := s.CPUIdleDriver != trace.CPUIdleDriverNone
 	var rows []StatsRow
 	var periods uint64
 	for _, c := range s.CPUs {

@@ -392,7 +392,7 @@ func (r Root) Metadata(recordedCPUs, possible []int) *trace.Metadata {
 		m.CPUIdleGovernor, _ = ReadTrimmed(r.Path("sys/devices/system/cpu/cpuidle/current_governor_ro"))
 	}
 	if m.CPUIdleDriver == "" {
-		m.CPUIdleDriver = "none"
+		m.CPUIdleDriver = trace.CPUIdleDriverNone
 	}
 	m.PMQoS.CPUDMALatencyUs = r.cpuDMALatencyUs()
 	for _, cpu := range possible {

@@ -183,7 +183,7 @@ func (p *Profile) StateIndex(name string) int {
 // Recorded builds the profile of the machine a trace was recorded on, from
 // CPU 0's state table and the trace's HZ.
 //
-// Without a cpuidle driver (meta.CPUIdleDriver == "none", no state table)
+// Without a cpuidle driver (meta.NoCPUIdleDriver(), no state table)
 // the kernel runs default_idle_call (HLT on x86), which the cpu_idle
 // tracepoint reports as state 1; cpu_idle_poll (idle=poll, broadcast
 // timer) reports state 0. The profile is then synthesised as state 0 "POLL"
@@ -217,7 +217,7 @@ func recordedTable(meta *trace.Metadata) (*Profile, error) {
 	if rel == "" {
 		rel = "unknown kernel"
 	}
-	if meta.CPUIdleDriver == "none" || len(meta.States) == 0 || len(meta.States[0].States) == 0 {
+	if meta.NoCPUIdleDriver() || len(meta.States) == 0 || len(meta.States[0].States) == 0 {
 		why := "the kernel had no cpuidle driver, so no governor ran and it idled in default_idle_call (HLT, traced as state 1)"
 		if meta.CPUIdleDriver == "" {
 			// An imported capture: neither a driver nor a table is known.

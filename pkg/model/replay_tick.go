@@ -109,7 +109,7 @@ func canStopTick(pi *periodInfo, t, nb int64) bool {
 // or haltpoll, or without a cpuidle driver, only the idle loop may clear
 // it (Replay.periodGotTick).
 func GotTickPerStay(meta *trace.Metadata) bool {
-	if meta == nil || meta.CPUIdleDriver == "" || meta.CPUIdleDriver == "none" {
+	if meta == nil || meta.CPUIdleDriver == "" || meta.NoCPUIdleDriver() {
 		return false
 	}
 	return meta.CPUIdleGovernor == "menu" || meta.CPUIdleGovernor == "teo"

@@ -19,7 +19,7 @@ type Metadata struct {
 	NumCPUs       int    `json:"num_cpus"`      // possible CPUs
 	RecordedCPUs  []int  `json:"recorded_cpus"` // CPUs whose idle periods were kept
 
-	CPUIdleDriver   string `json:"cpuidle_driver"`   // "none" when the kernel has no cpuidle driver
+	CPUIdleDriver   string `json:"cpuidle_driver"`   // CPUIdleDriverNone when the kernel has no cpuidle driver; "" when an import does not say
 	CPUIdleGovernor string `json:"cpuidle_governor"` // governor at start
 	// States holds each CPU's idle-state table as sysfs showed it at start.
 	// Empty when the kernel has no cpuidle driver: it then runs its default
@@ -324,3 +324,12 @@ func SnapshotWindow(meta *Metadata, end *End) (startNs, endNs uint64) {
 	}
 	return startNs, endNs
 }
+
+// CPUIdleDriverNone is what sysfs's current_driver reads, and the trace
+// keeps, when the kernel has no cpuidle driver.
+const CPUIdleDriverNone = "none"
+
+// NoCPUIdleDriver says the recording kernel had no cpuidle driver: no
+// governor ran, no state table, no per-state counters; it idled in its
+// default routine. False for an import that does not say which driver ran.
+func (m *Metadata) NoCPUIdleDriver() bool { return m.CPUIdleDriver == CPUIdleDriverNone }

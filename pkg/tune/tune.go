@@ -22,6 +22,7 @@ import (
 
 	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/trace"
 )
 
 // Refusal says why a policy cannot be applied to the running kernel. Its
@@ -114,14 +115,14 @@ func PlanFor(pol model.Policy, root string) (*Plan, error) {
 	}
 	cpuidle := filepath.Join(root, "sys/devices/system/cpu/cpuidle")
 	driver, _ := host.ReadTrimmed(filepath.Join(cpuidle, "current_driver"))
-	noDriver := driver == "" || driver == "none"
+	noDriver := driver == "" || driver == trace.CPUIdleDriverNone
 
 	// Governor.
 	if pol.Governor != model.GovRecorded {
 		gov := string(pol.Governor)
 		if noDriver {
-			return nil, refusef("policy %q: the running kernel has no cpuidle driver, so no governor runs (it idles in its default routine) "+
-				"and no policy can be applied; whatif can still predict it on a recording (a KVM guest can load one: cpuidle_haltpoll.force=1 on the kernel command line)", pol.Spec)
+			return nil, refusef("policy %q: the running kernel has no cpuidle driver, so no governor runs and no policy can be applied "+
+				"(whatif predicts it on a recording; a KVM guest gets a driver with cpuidle_haltpoll.force=1)", pol.Spec)
 		}
 		avail, err := host.ReadTrimmed(filepath.Join(cpuidle, "available_governors"))
 		if err != nil {
