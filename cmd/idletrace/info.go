@@ -199,10 +199,12 @@ func cpuListString(cpus []int) string {
 const infoWidth = 100
 
 // probeLines gives info's "probes:" lines: the probes grouped by how each
-// was attached, or why not (tp_btf, tracepoint, imported: ..., missing:
-// ...), the attached first, each group's names after its method and
-// wrapped under it, as a few lines rather than one of many hundreds of
-// columns.
+// was attached, or why not (tp_btf, tracepoint, imported: ..., in the
+// capture, not imported, missing: ...), the attached first and the missing
+// last, each group's names after its method and wrapped under it (a group
+// is its first line and the lines indented two more under it; its names
+// follow the method's last ": "), as a few lines rather than one of many
+// hundreds of columns.
 func probeLines(probes map[string]string) string {
 	byMethod := map[string][]string{}
 	for name, method := range probes {
@@ -210,7 +212,7 @@ func probeLines(probes map[string]string) string {
 	}
 	methods := slices.Collect(maps.Keys(byMethod))
 	slices.SortFunc(methods, func(a, b string) int {
-		return cmp.Or(cmp.Compare(missingProbe(a), missingProbe(b)), cmp.Compare(a, b))
+		return cmp.Or(cmp.Compare(probeRank(a), probeRank(b)), cmp.Compare(a, b))
 	})
 	var b strings.Builder
 	prefix := fmt.Sprintf("%-18s ", "probes:")
@@ -234,9 +236,13 @@ func probeLines(probes map[string]string) string {
 	return b.String()
 }
 
-// missingProbe orders the probes that were not attached after those that were.
-func missingProbe(method string) int {
-	if strings.HasPrefix(method, "missing") {
+// probeRank orders the methods: attached or imported, then known but not
+// used ("in the capture, not imported"), then missing.
+func probeRank(method string) int {
+	switch {
+	case strings.HasPrefix(method, "missing"):
+		return 2
+	case strings.Contains(method, "not imported"):
 		return 1
 	}
 	return 0

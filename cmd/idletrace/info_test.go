@@ -107,6 +107,14 @@ func TestProbeLines(t *testing.T) {
 			"probes:            tp_btf: power:cpu_idle\n" +
 				"                   tracepoint: block:block_rq_issue\n" +
 				"                   missing: not in this kernel: ipi:ipi_send_cpu, ipi:ipi_send_cpumask\n"},
+		{"an import", map[string]string{
+			"power:cpu_idle": "imported: perf script", "wake causes": "imported: perf script",
+			"event sched:sched_switch": "in the capture, not imported",
+			"tick wake-ups":            "missing: the capture lacks hrtimer_expire_entry, local_timer_exit (every local timer wake-up is reported as timer)"},
+			"probes:            imported: perf script: power:cpu_idle, wake causes\n" +
+				"                   in the capture, not imported: event sched:sched_switch\n" +
+				"                   missing: the capture lacks hrtimer_expire_entry, local_timer_exit (every local\n" +
+				"                     timer wake-up is reported as timer): tick wake-ups\n"},
 		{"wrapped", map[string]string{
 			"irq_vectors:call_function_entry": "tp_btf", "irq_vectors:call_function_single_entry": "tp_btf",
 			"irq_vectors:local_timer_entry": "tp_btf", "irq_vectors:local_timer_exit": "tp_btf"},

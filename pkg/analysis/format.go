@@ -265,7 +265,7 @@ func displayLen(s string) int { return len([]rune(s)) }
 // wrap breaks s into lines of at most width runes, the first prefixed with
 // prefix and the rest indented to match.
 func wrap(s string, width int, prefix string) string {
-	return wrapWords(strings.Fields(s), width, prefix, strings.Repeat(" ", displayLen(prefix)))
+	return WrapWords(strings.Fields(s), width, prefix, strings.Repeat(" ", displayLen(prefix)))
 }
 
 // mdWrap wraps escaped Markdown s as wrap does, the lines after the first
@@ -282,7 +282,7 @@ func mdWrap(s string, width int, prefix, indent string) string {
 		}
 		words = append(words, w)
 	}
-	return wrapWords(words, width, prefix, indent)
+	return WrapWords(words, width, prefix, indent)
 }
 
 func mdBlockStart(w string) bool {
@@ -328,10 +328,6 @@ func CommandLine(argv []string) string {
 // alone on its line), the first starting with prefix and the rest with
 // indent; each line ends in a newline.
 func WrapWords(words []string, width int, prefix, indent string) string {
-	return wrapWords(words, width, prefix, indent)
-}
-
-func wrapWords(words []string, width int, prefix, indent string) string {
 	var b strings.Builder
 	line := prefix
 	n := displayLen(prefix)

@@ -391,7 +391,7 @@ type TopEnd struct {
 func RenderTopEnd(w io.Writer, e TopEnd) error {
 	s := fmt.Sprintf("idletrace top: %.1fs (%s): %s, %s; %s; %s",
 		e.ElapsedSec, e.StopReason, Count(e.IdlePeriods, "idle period"), Count(e.BlockIOs, "IO request"), e.Kept, e.Loss)
-	_, err := io.WriteString(w, wrapWords(strings.Fields(s), TopPipeWidth, "", "  "))
+	_, err := io.WriteString(w, WrapWords(strings.Fields(s), TopPipeWidth, "", "  "))
 	return err
 }
 

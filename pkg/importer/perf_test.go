@@ -315,14 +315,15 @@ func comparedPeriods(t *testing.T, r *trace.Reader, compared func(*trace.IdlePer
 	return out
 }
 
-// heldCallbackNs is how far perf's stamp of a cpu_idle event may lie from
+// heldCallbackNs is how far perf's stamp of a cpu_idle event may lie after
 // the recorder's stamp of the same event before the pair counts as held:
 // the two run one after the other in one tracepoint hit with interrupts
-// off, a median of half a microsecond apart; up to 0.4 ms was seen at
-// exits on this machine. A millisecond means the CPU stopped between them
-// (a host that preempted the vCPU: CI once saw one period 69 ms longer in
-// perf's capture, 2 % of that CPU's residency, on a guest that accounts no
-// steal time).
+// off (perf second), a median of half a microsecond apart; up to 0.4 ms
+// was seen at exits on this machine. A millisecond means the CPU stopped
+// between them (a host that preempted the vCPU: CI once saw one period
+// 69 ms longer in perf's capture, 2 % of that CPU's residency, on a guest
+// that accounts no steal time). perf's stamp as far before the
+// recorder's cannot come of a hold: a clock or pairing fault, which fails.
 const heldCallbackNs = 1_000_000
 
 // maxHeldShare bounds the share of a CPU's periods that may be held: a
@@ -334,6 +335,7 @@ type stampPairs struct {
 	entryOffNs, exitOffNs []int64      // perf's stamp minus the recorder's, per pair
 	held                  map[int]bool // pairs held between the callbacks
 	statesDiffer          int
+	early                 int // pairs with a perf stamp heldCallbackNs or more before the recorder's
 }
 
 // pairStamps pairs one CPU's imported and recorded periods in order; ok
@@ -350,7 +352,10 @@ func pairStamps(imported, recorded []trace.IdlePeriod) (sp stampPairs, ok bool) 
 		if imported[k].State != recorded[k].State {
 			sp.statesDiffer++
 		}
-		if max(de, -de, dx, -dx) > heldCallbackNs {
+		switch {
+		case min(de, dx) < -heldCallbackNs:
+			sp.early++
+		case max(de, dx) > heldCallbackNs:
 			sp.held[k] = true
 		}
 	}
@@ -374,7 +379,7 @@ func pairPeriods(t *testing.T, imp, rec map[uint32][]trace.IdlePeriod) (held map
 			continue
 		}
 		held[cpu] = sp.held
-		for k := range sp.held {
+		for _, k := range slices.Sorted(maps.Keys(sp.held)) {
 			t.Logf("CPU %d period %d (entry %d ns): perf's stamps lie %+d ns (entry), %+d ns (exit) from the recorder's: held between the callbacks, left out of both residency sums",
 				cpu, k, np[k].EntryNs, sp.entryOffNs[k], sp.exitOffNs[k])
 		}
@@ -384,6 +389,9 @@ func pairPeriods(t *testing.T, imp, rec map[uint32][]trace.IdlePeriod) (held map
 		if sp.statesDiffer > 0 {
 			t.Errorf("CPU %d: %d of %d paired periods differ in state", cpu, sp.statesDiffer, len(np))
 		}
+		if sp.early > 0 {
+			t.Errorf("CPU %d: %d of %d paired periods have a perf stamp over %d ns before the recorder's (perf runs second: a clock or pairing fault)", cpu, sp.early, len(np), heldCallbackNs)
+		}
 		if n := len(sp.held); n > 1 && float64(n) > maxHeldShare*float64(len(np)) {
 			t.Errorf("CPU %d: %d of %d periods held more than %d ns between perf's and the recorder's stamps (at most %.1f %%, or 1, allowed)", cpu, n, len(np), heldCallbackNs, 100*maxHeldShare)
 		}
@@ -391,31 +399,33 @@ func pairPeriods(t *testing.T, imp, rec map[uint32][]trace.IdlePeriod) (held map
 	return held
 }
 
-// TestPairStamps: CI's case (one exit stamped 69 ms late by perf) is held,
-// the usual offsets are not, and a pairing off by one shows as states
+// TestPairStamps: CI's case (one exit stamped 69 ms late by perf) and an
+// entry stamped 2 ms late are held, the usual offsets are not, a perf
+// stamp 2 ms early is a fault, and a pairing off by one shows as states
 // that differ.
 func TestPairStamps(t *testing.T) {
 	period := func(entryNs, exitNs uint64, state uint32) trace.IdlePeriod {
 		return trace.IdlePeriod{EntryNs: entryNs, ExitNs: exitNs, State: state}
 	}
-	recorded := []trace.IdlePeriod{period(1_000, 400_000, 1), period(500_000, 900_000, 0), period(1_000_000, 2_000_000, 1)}
+	recorded := []trace.IdlePeriod{period(1_000, 400_000, 1), period(500_000, 900_000, 0), period(1_000_000, 4_000_000, 1)}
 	for _, tc := range []struct {
-		name         string
-		imported     []trace.IdlePeriod
-		ok           bool
-		held         []int
-		statesDiffer int
+		name                string
+		imported            []trace.IdlePeriod
+		ok                  bool
+		held                []int
+		statesDiffer, early int
 	}{
-		{"usual offsets", []trace.IdlePeriod{period(1_500, 400_600, 1), period(500_400, 1_300_000, 0), period(1_038_000, 2_000_700, 1)}, true, nil, 0},
-		{"exit held 69 ms", []trace.IdlePeriod{period(1_500, 400_600, 1), period(500_400, 69_900_000, 0), period(1_000_500, 2_000_700, 1)}, true, []int{1}, 0},
-		{"entry held 2 ms", []trace.IdlePeriod{period(1_500, 400_600, 1), period(500_400, 900_600, 0), period(3_000_500, 3_000_700, 1)}, true, []int{2}, 0},
-		{"off by one", []trace.IdlePeriod{period(500_400, 900_600, 0), period(1_000_500, 2_000_700, 1), period(2_100_000, 2_200_000, 1)}, true, []int{1, 2}, 2},
-		{"one fewer", recorded[:2], false, nil, 0},
+		{"usual offsets", []trace.IdlePeriod{period(1_500, 400_600, 1), period(500_400, 1_300_000, 0), period(1_038_000, 4_000_700, 1)}, true, nil, 0, 0},
+		{"exit held 69 ms", []trace.IdlePeriod{period(1_500, 400_600, 1), period(500_400, 69_900_000, 0), period(1_000_500, 4_000_700, 1)}, true, []int{1}, 0, 0},
+		{"entry held 2 ms", []trace.IdlePeriod{period(1_500, 400_600, 1), period(500_400, 900_600, 0), period(3_000_500, 4_000_700, 1)}, true, []int{2}, 0, 0},
+		{"perf 2 ms early", []trace.IdlePeriod{period(1_500, 400_600, 1), period(500_400, 900_600, 0), period(1_000_500, 2_000_000, 1)}, true, nil, 0, 1},
+		{"off by one", []trace.IdlePeriod{period(500_400, 900_600, 0), period(1_000_500, 4_000_700, 1), period(4_100_000, 4_200_000, 1)}, true, []int{1, 2}, 2, 0},
+		{"one fewer", recorded[:2], false, nil, 0, 0},
 	} {
 		sp, ok := pairStamps(tc.imported, recorded)
 		held := slices.Sorted(maps.Keys(sp.held))
-		if ok != tc.ok || !slices.Equal(held, tc.held) || sp.statesDiffer != tc.statesDiffer {
-			t.Errorf("%s: paired %v, held %v, %d states differ; want %v, %v, %d", tc.name, ok, held, sp.statesDiffer, tc.ok, tc.held, tc.statesDiffer)
+		if ok != tc.ok || !slices.Equal(held, tc.held) || sp.statesDiffer != tc.statesDiffer || sp.early != tc.early {
+			t.Errorf("%s: paired %v, held %v, %d states differ, %d early; want %v, %v, %d, %d", tc.name, ok, held, sp.statesDiffer, sp.early, tc.ok, tc.held, tc.statesDiffer, tc.early)
 		}
 	}
 }

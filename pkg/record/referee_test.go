@@ -125,17 +125,6 @@ func fioQuantile(pct map[string]uint64) func(float64) uint64 {
 // recordWorkload records while fio does 4 KiB O_DIRECT random reads on a file
 // and perf bench sched pipe ping-pongs between CPUs 0 and 1. Both workloads
 // start after the start snapshot and end before the end snapshot.
-// spuriousWakeNs: a KVM guest's HLT sometimes returns after about 3 µs
-// with no interrupt taken (the one that woke the vCPU is taken in the next
-// period: perf's capture of every irq_vectors and irq event on this
-// machine shows nothing between such a period's entry and exit). The
-// recorder rightly gives those no cause; they were 2.0-6.8 % of the
-// periods in five runs here (93.2 % known in all, failing the 95 % this
-// check held every period to), while of the periods of 10 µs or more
-// 99.98-100 % had a known cause. So the 95 % holds for those, and all
-// periods keep a looser bar.
-const spuriousWakeNs = 10_000
-
 func recordWorkload(t *testing.T) (path string, view readerView, disk string, dev uint32) {
 	t.Helper()
 	if inMatrixVM() { // the kernel-matrix VM has neither fio nor perf
@@ -243,6 +232,35 @@ func startRecording(t *testing.T, path string) (finish func() (*record.Summary, 
 	}
 }
 
+// knownCauseMinNs: on a guest, the halted stays this long or longer are
+// held to 95 % known wake causes, the shorter ones only to 85 % with the
+// rest. A KVM guest's HLT sometimes returns after about 3 µs with no
+// interrupt taken (the one that woke the vCPU is taken in the next
+// period: perf's capture of every irq and irq_vectors event on this
+// project's machines shows nothing between such a period's entry and
+// exit). The recorder rightly gives those no cause; they were 2.0-6.8 % of
+// the periods in five runs here (93.2 % known in all, failing the 95 %
+// this check held every period to), while 99.98-100 % of the periods of
+// 10 µs or more had a cause. Polling stays and hosts that are not guests
+// keep the 95 % on every period.
+const knownCauseMinNs = 10_000
+
+// runsAsGuest says whether this machine is a virtual machine (the CPU's
+// hypervisor flag).
+func runsAsGuest(t *testing.T) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "flags") {
+			return slices.Contains(strings.Fields(l), "hypervisor")
+		}
+	}
+	return false
+}
+
 // TestKernelReferee checks the recorder against the kernel's own counters.
 func TestKernelReferee(t *testing.T) {
 	testenv.OwnMachine(t)
@@ -284,7 +302,9 @@ func TestKernelReferee(t *testing.T) {
 	}
 	traced := map[key]*counts{}
 	var periods, known, remote, remoteMeasured, remoteEarly, kernelRes uint64
-	var long, longKnown uint64 // periods of spuriousWakeNs or more
+	// held: the periods held to 95 % known causes (knownCauseMinNs)
+	var held, heldKnown uint64
+	guest := runsAsGuest(t)
 	var ioDone uint64
 	ioByOp := map[uint8]uint64{}
 	var readerTaskLat []uint64 // the reader's requests it waited for
@@ -306,10 +326,10 @@ func TestKernelReferee(t *testing.T) {
 			if p.WakeCause != trace.WakeUnknown {
 				known++
 			}
-			if p.ResidencyNs() >= spuriousWakeNs {
-				long++
+			if !guest || p.ResidencyNs() >= knownCauseMinNs || pollingState(statesOf[p.CPU], p.State) {
+				held++
 				if p.WakeCause != trace.WakeUnknown {
-					longKnown++
+					heldKnown++
 				}
 			}
 			if p.WakeCause.IsRemoteWake() {
@@ -513,11 +533,14 @@ func TestKernelReferee(t *testing.T) {
 		if periods == 0 {
 			t.Fatal("no idle periods inside the snapshot window")
 		}
-		frac, longFrac := float64(known)/float64(periods), float64(longKnown)/float64(max(long, 1))
-		t.Logf("%d idle periods, %.2f%% with a known wake cause (%d of %s or more, %.2f%%); %d remote wake-ups, %d with a measured wake latency",
-			periods, 100*frac, long, time.Duration(spuriousWakeNs), 100*longFrac, remote, remoteMeasured)
-		if long == 0 || longFrac < 0.95 {
-			t.Errorf("only %.2f%% of the %d idle periods of %s or more have a known wake cause (want ≥ 95%%)", 100*longFrac, long, time.Duration(spuriousWakeNs))
+		frac, heldFrac := float64(known)/float64(periods), float64(heldKnown)/float64(max(held, 1))
+		t.Logf("%d idle periods, %.2f%% with a known wake cause; %d held to 95%% (%s), %.2f%%; %d remote wake-ups, %d with a measured wake latency",
+			periods, 100*frac, held, heldRule(guest), 100*heldFrac, remote, remoteMeasured)
+		switch {
+		case held == 0:
+			t.Errorf("no idle period held to 95%% known wake causes (%s)", heldRule(guest))
+		case heldFrac < 0.95:
+			t.Errorf("only %.2f%% of the %d idle periods held to it (%s) have a known wake cause (want ≥ 95%%)", 100*heldFrac, held, heldRule(guest))
 		}
 		if frac < 0.85 {
 			t.Errorf("only %.2f%% of all idle periods have a known wake cause (want ≥ 85%%)", 100*frac)
@@ -672,7 +695,7 @@ func (f *loopFacts) check(t *testing.T, meta *trace.Metadata) {
 		t.Errorf("%d periods found the tick stopped at the governor's decision yet claim to open an idle loop (leaving the loop restarts the tick)", f.stoppedBeforeNewLoop)
 	}
 	gov := meta.CPUIdleGovernor
-	if !(meta.CPUIdleDriver == "" || meta.CPUIdleDriver == "none" || gov == "haltpoll") {
+	if !(meta.CPUIdleDriver == "" || meta.NoCPUIdleDriver() || gov == "haltpoll") {
 		t.Logf("governor %s: asks to stop the tick only when it wants to, so TickStoppable cannot be held to the tick's state here", gov)
 		return
 	}
@@ -737,4 +760,17 @@ func checkRecorderCost(t *testing.T, path string) {
 	if c.CPUShare <= 0 || c.CPUShare >= 0.5 {
 		t.Errorf("the recorder's CPU share %.4f is not a share", c.CPUShare)
 	}
+}
+
+// heldRule says which periods the wake-cause check holds to 95 %.
+func heldRule(guest bool) string {
+	if !guest {
+		return "all: not a guest"
+	}
+	return fmt.Sprintf("a guest: polling stays and halted ones of %s or more", time.Duration(knownCauseMinNs))
+}
+
+// pollingState says whether state is a polling one in the CPU's table.
+func pollingState(table []model.State, state uint32) bool {
+	return int(state) < len(table) && table[state].Polling
 }
