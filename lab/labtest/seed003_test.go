@@ -103,10 +103,10 @@ func TestLabSeed003(t *testing.T) {
 		t.Fatalf("cmp.json: task IO p50 (%s) missing", describe(task))
 	}
 	// The prediction is the comparison's (the median of the pairs'
-	// predicted changes). The
-	// measurement is the median of each pair's own change less that pair's
-	// drift: the runs alternate, so the emulator's slow drift cancels
-	// within a pair, where it would not between two medians.
+	// predicted changes). The measurement is the median of each pair's
+	// own change less that pair's drift: the runs alternate, so the
+	// emulator's slow drift cancels within a pair, where it would not
+	// between two medians.
 	predicted := *task.Predicted - *task.Before
 	moved := make([]float64, seed003Runs)
 	pairs := make([]string, seed003Runs)

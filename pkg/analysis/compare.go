@@ -414,8 +414,9 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 			return "0 pts" // not "-0.0 pts"
 		case unit == "share":
 			return fmt.Sprintf("%+.1f pts", *v*100)
-		case *v > 0 && FormatUsF(*v) != "0":
-			return "+" + FormatUsF(*v)
+		}
+		if s := FormatUsF(*v); *v > 0 && s != "0" {
+			return "+" + s
 		}
 		return FormatUsF(*v)
 	}

@@ -7,6 +7,7 @@ package host
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
@@ -301,7 +302,21 @@ func utsString(b []byte) string {
 	return string(b)
 }
 
-func (r Root) cpuModel() string {
+// CPUIdleDriver is the cpuidle driver sysfs names, trace.CPUIdleDriverNone
+// where there is none (current_driver reads "none", or is missing).
+func (r Root) CPUIdleDriver() string {
+	d, _ := ReadTrimmed(r.Path("sys/devices/system/cpu/cpuidle/current_driver"))
+	return cmp.Or(d, trace.CPUIdleDriverNone)
+}
+
+func (r Root) cpuModel() string { return r.cpuinfoField("model name") }
+
+// CPUFlags are the first CPU's flags in /proc/cpuinfo ("hypervisor" on a
+// virtual machine).
+func (r Root) CPUFlags() []string { return strings.Fields(r.cpuinfoField("flags")) }
+
+// cpuinfoField is the first value of key in /proc/cpuinfo ("" if none).
+func (r Root) cpuinfoField(key string) string {
 	f, err := os.Open(r.Path("proc/cpuinfo"))
 	if err != nil {
 		return ""
@@ -309,7 +324,7 @@ func (r Root) cpuModel() string {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == key {
 			return strings.TrimSpace(v)
 		}
 	}
@@ -386,13 +401,10 @@ func (r Root) Metadata(recordedCPUs, possible []int) *trace.Metadata {
 	case cfg["CONFIG_HZ_PERIODIC"] == "y":
 		m.NoHZ = "off"
 	}
-	m.CPUIdleDriver, _ = ReadTrimmed(r.Path("sys/devices/system/cpu/cpuidle/current_driver"))
+	m.CPUIdleDriver = r.CPUIdleDriver()
 	m.CPUIdleGovernor, _ = ReadTrimmed(r.Path("sys/devices/system/cpu/cpuidle/current_governor"))
 	if m.CPUIdleGovernor == "" {
 		m.CPUIdleGovernor, _ = ReadTrimmed(r.Path("sys/devices/system/cpu/cpuidle/current_governor_ro"))
-	}
-	if m.CPUIdleDriver == "" {
-		m.CPUIdleDriver = trace.CPUIdleDriverNone
 	}
 	m.PMQoS.CPUDMALatencyUs = r.cpuDMALatencyUs()
 	for _, cpu := range possible {

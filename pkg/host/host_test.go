@@ -212,3 +212,20 @@ func TestUTSString(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// CPUFlags are the first CPU's; CPUIdleDriver names sysfs's driver, or
+// none where current_driver is missing.
+func TestCPUFlagsAndDriver(t *testing.T) {
+	if got := fixture.CPUFlags(); !reflect.DeepEqual(got, []string{"fpu", "vme"}) {
+		t.Errorf("flags %q, want fpu vme", got)
+	}
+	if got := Root(t.TempDir()).CPUFlags(); len(got) != 0 {
+		t.Errorf("flags without /proc/cpuinfo: %q", got)
+	}
+	if got := fixture.CPUIdleDriver(); got != "intel_idle" {
+		t.Errorf("driver %q, want intel_idle", got)
+	}
+	if got := Root(t.TempDir()).CPUIdleDriver(); got != trace.CPUIdleDriverNone {
+		t.Errorf("driver without current_driver %q, want %q", got, trace.CPUIdleDriverNone)
+	}
+}

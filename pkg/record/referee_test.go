@@ -21,6 +21,7 @@ import (
 	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/internal/testenv"
 	"github.com/idletrace/idletrace/pkg/analysis"
+	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/iowake"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/record"
@@ -245,22 +246,6 @@ func startRecording(t *testing.T, path string) (finish func() (*record.Summary, 
 // keep the 95 % on every period.
 const knownCauseMinNs = 10_000
 
-// runsAsGuest says whether this machine is a virtual machine (the CPU's
-// hypervisor flag).
-func runsAsGuest(t *testing.T) bool {
-	t.Helper()
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "flags") {
-			return slices.Contains(strings.Fields(l), "hypervisor")
-		}
-	}
-	return false
-}
-
 // TestKernelReferee checks the recorder against the kernel's own counters.
 func TestKernelReferee(t *testing.T) {
 	testenv.OwnMachine(t)
@@ -304,7 +289,7 @@ func TestKernelReferee(t *testing.T) {
 	var periods, known, remote, remoteMeasured, remoteEarly, kernelRes uint64
 	// held: the periods held to 95 % known causes (knownCauseMinNs)
 	var held, heldKnown uint64
-	guest := runsAsGuest(t)
+	guest := slices.Contains(host.Local.CPUFlags(), "hypervisor")
 	var ioDone uint64
 	ioByOp := map[uint8]uint64{}
 	var readerTaskLat []uint64 // the reader's requests it waited for

@@ -114,8 +114,7 @@ func PlanFor(pol model.Policy, root string) (*Plan, error) {
 		return nil, refusef("policy %q: blkqos= models a block-IO latency limit that no kernel knob sets", pol.Spec)
 	}
 	cpuidle := filepath.Join(root, "sys/devices/system/cpu/cpuidle")
-	driver, _ := host.ReadTrimmed(filepath.Join(cpuidle, "current_driver"))
-	noDriver := driver == "" || driver == trace.CPUIdleDriverNone
+	noDriver := host.Root(root).CPUIdleDriver() == trace.CPUIdleDriverNone
 
 	// Governor.
 	if pol.Governor != model.GovRecorded {
