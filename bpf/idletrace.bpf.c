@@ -46,6 +46,10 @@ volatile const __u8 have_tick_stop = 0;    /* timer:tick_stop is attached */
  * where it wakes, so with the IPI sends (and sched_wake_idle_without_ipi)
  * at hand it only adds requests aimed at the wrong CPU. */
 volatile const __u8 waking_requests = 1;
+/* io_key.rq is the struct request: issue and completion are traced by
+ * tp_btf, and requeue too or not at all (a classic program, which cannot
+ * name the request, would miss every key the others made). */
+volatile const __u8 io_key_by_request = 0;
 /* When the programs were all attached (bpf_ktime_get_ns), written by Go
  * after attaching; 0 before. */
 volatile __u64 attach_ns = 0;
@@ -768,14 +772,21 @@ static __always_inline __u8 op_from_rwbs(const char *rwbs)
 	return op;
 }
 
-static __always_inline void on_rq_issue(__u32 dev, __u64 sector, __u32 bytes, __u32 cmd_flags, __u8 op)
+/* The key of a request: rq is its struct request, 0 from a classic program. */
+static __always_inline struct io_key io_key_of(__u32 dev, __u64 sector, __u64 rq)
+{
+	struct io_key key = {.dev = dev, .sector = sector, .rq = io_key_by_request ? rq : 0};
+	return key;
+}
+
+static __always_inline void on_rq_issue(__u32 dev, __u64 sector, __u64 rq, __u32 bytes, __u32 cmd_flags, __u8 op)
 {
 	if (!record_io)
 		return;
 	struct loss_counters *l = loss_counters();
 	if (l)
 		l->io_issues++;
-	struct io_key key = {.dev = dev, .sector = sector};
+	struct io_key key = io_key_of(dev, sector, rq);
 	struct io_start v = {
 		.issue_ns = bpf_ktime_get_ns(),
 		.first_sector = sector,
@@ -804,21 +815,21 @@ static __always_inline void on_rq_issue(__u32 dev, __u64 sector, __u32 bytes, __
 }
 
 /* A requeued request is issued again: forget the first issue. */
-static __always_inline void on_rq_requeue(__u32 dev, __u64 sector)
+static __always_inline void on_rq_requeue(__u32 dev, __u64 sector, __u64 rq)
 {
 	if (!record_io)
 		return;
-	struct io_key key = {.dev = dev, .sector = sector};
+	struct io_key key = io_key_of(dev, sector, rq);
 	bpf_map_delete_elem(&io_inflight, &key);
 }
 
 /* alloc_ns: the request's rq->start_time_ns, 0 where unknown (the classic
  * tracepoint does not carry it). */
-static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_bytes, __s32 error, __u64 alloc_ns)
+static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u64 rq, __u32 nr_bytes, __s32 error, __u64 alloc_ns)
 {
 	if (!record_io)
 		return;
-	struct io_key key = {.dev = dev, .sector = sector};
+	struct io_key key = io_key_of(dev, sector, rq);
 	struct io_start *v = bpf_map_lookup_elem(&io_inflight, &key);
 	if (!v || error || nr_bytes >= v->remaining) {
 		struct loss_counters *l = loss_counters();
@@ -842,7 +853,7 @@ static __always_inline void on_rq_complete(__u32 dev, __u64 sector, __u32 nr_byt
 			l->io_partial++;
 		struct io_start next = *v;
 		next.remaining -= nr_bytes;
-		struct io_key nk = {.dev = dev, .sector = sector + (nr_bytes >> 9)};
+		struct io_key nk = io_key_of(dev, sector + (nr_bytes >> 9), rq);
 		bpf_map_delete_elem(&io_inflight, &key);
 		bpf_map_update_elem(&io_inflight, &nk, &next, BPF_ANY);
 		return;
@@ -1047,7 +1058,7 @@ SEC("tp_btf/block_rq_issue")
 int BPF_PROG(btf_block_rq_issue, struct request *rq)
 {
 	__u32 flags = rq->cmd_flags;
-	on_rq_issue(rq_dev(rq), rq->__sector, rq->__data_len, flags, flags & REQ_OP_MASK);
+	on_rq_issue(rq_dev(rq), rq->__sector, (__u64)rq, rq->__data_len, flags, flags & REQ_OP_MASK);
 	return 0;
 }
 
@@ -1055,14 +1066,14 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(btf_block_rq_complete, struct request *rq, __u8 error, unsigned int nr_bytes)
 {
 	__u64 alloc_ns = bpf_core_field_exists(rq->start_time_ns) ? BPF_CORE_READ(rq, start_time_ns) : 0;
-	on_rq_complete(rq_dev(rq), rq->__sector, nr_bytes, error, alloc_ns);
+	on_rq_complete(rq_dev(rq), rq->__sector, (__u64)rq, nr_bytes, error, alloc_ns);
 	return 0;
 }
 
 SEC("tp_btf/block_rq_requeue")
 int BPF_PROG(btf_block_rq_requeue, struct request *rq)
 {
-	on_rq_requeue(rq_dev(rq), rq->__sector);
+	on_rq_requeue(rq_dev(rq), rq->__sector, (__u64)rq);
 	return 0;
 }
 
@@ -1236,7 +1247,7 @@ int tp_block_rq_issue(struct trace_event_raw_block_rq *ctx)
 	/* The classic record carries no cmd_flags; the op comes from rwbs. */
 	__u8 op = op_from_rwbs(rwbs);
 	/* dev_t in trace records is the kernel's MKDEV: major << 20 | minor. */
-	on_rq_issue(ctx->dev, ctx->sector, ctx->bytes, op, op);
+	on_rq_issue(ctx->dev, ctx->sector, 0, ctx->bytes, op, op);
 	return 1;
 }
 
@@ -1247,10 +1258,10 @@ int tp_block_rq_complete(void *ctx)
 {
 	if (bpf_core_type_exists(struct trace_event_raw_block_rq_completion)) {
 		struct trace_event_raw_block_rq_completion *rec = ctx;
-		on_rq_complete(rec->dev, rec->sector, rec->nr_sector << 9, rec->error, 0);
+		on_rq_complete(rec->dev, rec->sector, 0, rec->nr_sector << 9, rec->error, 0);
 	} else {
 		struct trace_event_raw_block_rq_complete___old *rec = ctx;
-		on_rq_complete(rec->dev, rec->sector, rec->nr_sector << 9, rec->error, 0);
+		on_rq_complete(rec->dev, rec->sector, 0, rec->nr_sector << 9, rec->error, 0);
 	}
 	return 1;
 }
@@ -1258,7 +1269,7 @@ int tp_block_rq_complete(void *ctx)
 SEC("tracepoint/block/block_rq_requeue")
 int tp_block_rq_requeue(struct trace_event_raw_block_rq_requeue *ctx)
 {
-	on_rq_requeue(ctx->dev, ctx->sector);
+	on_rq_requeue(ctx->dev, ctx->sector, 0);
 	return 1;
 }
 

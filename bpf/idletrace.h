@@ -263,10 +263,17 @@ struct cpu_state {
 	struct idle_record pend;
 };
 
+/* A request in flight: its device and current start sector, and where the
+ * issue, completion and requeue programs are all tp_btf, its struct
+ * request (0 otherwise: the classic records carry no request pointer).
+ * Two requests for one sector can be in flight together (concurrent
+ * flushes, all at sector 0, on a device with a flush queue per hardware
+ * queue; two readers of one block): only the request tells them apart. */
 struct io_key {
 	__u32 dev;
 	__u32 pad;
 	__u64 sector;
+	__u64 rq;
 };
 
 struct io_start {

@@ -118,6 +118,7 @@ type IdletraceIoKey struct {
 	Dev    uint32
 	Pad    uint32
 	Sector uint64
+	Rq     uint64
 }
 
 type IdletraceIoStart struct {
@@ -301,6 +302,7 @@ const (
 	IdletraceVarAttachNs                     = "attach_ns"
 	IdletraceVarCpuFilterOn                  = "cpu_filter_on"
 	IdletraceVarHaveTickStop                 = "have_tick_stop"
+	IdletraceVarIoKeyByRequest               = "io_key_by_request"
 	IdletraceVarNrCpus                       = "nr_cpus"
 	IdletraceVarPcpuCpuidleDevices           = "pcpu_cpuidle_devices"
 	IdletraceVarPcpuHrtimerBases             = "pcpu_hrtimer_bases"
@@ -441,6 +443,7 @@ type IdletraceVariableSpecs struct {
 	AttachNs             *ebpf.VariableSpec `ebpf:"attach_ns"`
 	CpuFilterOn          *ebpf.VariableSpec `ebpf:"cpu_filter_on"`
 	HaveTickStop         *ebpf.VariableSpec `ebpf:"have_tick_stop"`
+	IoKeyByRequest       *ebpf.VariableSpec `ebpf:"io_key_by_request"`
 	NrCpus               *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	PcpuCpuidleDevices   *ebpf.VariableSpec `ebpf:"pcpu_cpuidle_devices"`
 	PcpuHrtimerBases     *ebpf.VariableSpec `ebpf:"pcpu_hrtimer_bases"`
@@ -512,6 +515,7 @@ type IdletraceVariables struct {
 	AttachNs             *ebpf.Variable `ebpf:"attach_ns"`
 	CpuFilterOn          *ebpf.Variable `ebpf:"cpu_filter_on"`
 	HaveTickStop         *ebpf.Variable `ebpf:"have_tick_stop"`
+	IoKeyByRequest       *ebpf.Variable `ebpf:"io_key_by_request"`
 	NrCpus               *ebpf.Variable `ebpf:"nr_cpus"`
 	PcpuCpuidleDevices   *ebpf.Variable `ebpf:"pcpu_cpuidle_devices"`
 	PcpuHrtimerBases     *ebpf.Variable `ebpf:"pcpu_hrtimer_bases"`

@@ -520,12 +520,19 @@ type planFlags struct {
 	haveTickStop bool
 	// wakingRequests: sched_waking stands in for an IPI tracepoint missing.
 	wakingRequests bool
+	// ioKeyByRequest: the block issue and completion programs are tp_btf,
+	// and the requeue program too or none, so requests in flight are keyed
+	// by their struct request too (io_key.rq), not only by device and
+	// sector. A classic program cannot name the request.
+	ioKeyByRequest bool
 }
 
 func (plan *attachPlan) flags() planFlags {
 	return planFlags{
 		haveTickStop:   plan.method["timer:tick_stop"] != "",
 		wakingRequests: plan.method["ipi:ipi_send_cpu"] == "" || plan.method["ipi:ipi_send_cpumask"] == "",
+		ioKeyByRequest: plan.method["block:block_rq_issue"] == AttachTPBTF && plan.method["block:block_rq_complete"] == AttachTPBTF &&
+			plan.method["block:block_rq_requeue"] != AttachTracepoint,
 	}
 }
 
@@ -601,6 +608,7 @@ func configure(spec *ebpf.CollectionSpec, opts Options, flags planFlags, meta *t
 		{specs.NrCpus, uint32(maxCPU)},
 		{specs.HaveTickStop, boolByte(flags.haveTickStop)},
 		{specs.WakingRequests, boolByte(flags.wakingRequests)},
+		{specs.IoKeyByRequest, boolByte(flags.ioKeyByRequest)},
 	}
 	// The per-CPU offsets come by the variables' names (perCPUOffsets).
 	for name, off := range pcpu {
