@@ -59,13 +59,14 @@ const (
 	// PollKernel: the rule of the kernel release the policy models.
 	PollKernel PollRule = iota
 	// PollFirstResidency: target residency of the first enabled state
-	// after POLL, TICK_NSEC if none (36fcb4292473, Linux 5.5–5.10).
+	// after POLL, TICK_NSEC if none (36fcb4292473, Linux 5.5–5.10 and
+	// 5.4.y; 5.4.0's poll_limit_ns took the deepest state, 259231a04561).
 	PollFirstResidency
 	// PollMin10us: the first enabled state with target residency ≥ 10 µs,
 	// capped at TICK_NSEC/16, which is also the default (7a25759eaa04,
 	// Linux 5.11 and later).
 	PollMin10us
-	// PollTick16: always TICK_NSEC/16 (a37b969a61c1, Linux 4.17–5.4).
+	// PollTick16: always TICK_NSEC/16 (a37b969a61c1, Linux 4.17–5.3).
 	PollTick16
 	// PollFixed: a fixed time (Policy.PollNs).
 	PollFixed
@@ -252,7 +253,7 @@ func onlyHaltpoll(g Governor) string {
 var modifierTable = []Modifier{
 	{
 		Name: "poll", Value: "first-residency|min10us|tick16|DURATION",
-		Meaning: "how long POLL may spin: the 5.5-5.10 rule, the 5.11+ rule, the 4.17-5.4 rule (TICK_NSEC/16), or a fixed time",
+		Meaning: "how long POLL may spin: the 5.4-5.10 rule, the 5.11+ rule, the 4.17-5.3 rule (TICK_NSEC/16), or a fixed time",
 		Example: "menu+poll=50us",
 		refuse: func(g Governor) string {
 			switch g {
