@@ -267,6 +267,13 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if st := replay.Stats(); st.BadState > 0 {
 		notes = append(notes, fmt.Sprintf("%d of the idle periods were in a state beyond the profile's %d (the trace's states and the profile's differ): the recorded policy leaves them out, the others replay them; give the profile of the recording's machine", st.BadState, len(prof.States)))
 	}
+	if st := replay.Stats(); !ioFilter.Empty() {
+		if st.IOCompletions == 0 {
+			notes = append(notes, fmt.Sprintf("none of the %d block IO completions in the window matched the IO filter %q: no IO figures", st.IOFilteredOut, ioFilter.Spec))
+		} else {
+			notes = append(notes, fmt.Sprintf("IO figures cover the block IO completions the IO filter %q selects: %d of %d in the window", ioFilter.Spec, st.IOCompletions, st.IOCompletions+st.IOFilteredOut))
+		}
+	}
 	switch st := replay.Stats(); {
 	case st.IOCompletions > 0 && !meta.Inputs.WakeCauses:
 		notes = append(notes, fmt.Sprintf("the trace does not carry wake causes, so which of the %d block IO completions woke an idle CPU is unknown: every policy keeps the recorded IO latency, which no policy is predicted to change", st.IOCompletions))

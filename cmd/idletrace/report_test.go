@@ -92,3 +92,21 @@ func TestMarkdownForTickets(t *testing.T) {
 	checkTicketMarkdown(t, "whatif --measured", r.stdout,
 		"idletrace whatif "+bundledTrace+" --policy menu --measured "+bundledTrace+" --format markdown", true)
 }
+
+// TestWhatifIOFilterNote: a whatif report under --io says which requests
+// its IO figures cover, and that none did where the filter selected none
+// (a mistyped filter reads as a machine without IO otherwise).
+func TestWhatifIOFilterNote(t *testing.T) {
+	for _, tc := range []struct{ filter, want string }{
+		{"op=read", `IO figures cover the block IO completions the IO filter "op=read" selects: `},
+		{"op=write_zeroes", `block IO completions in the window matched the IO filter "op=write_zeroes": no IO`},
+	} {
+		r := runBin(t, "whatif", bundledTrace, "--io", tc.filter)
+		if r.code != 0 {
+			t.Fatalf("whatif --io %s: exit %d: %s", tc.filter, r.code, r.stderr)
+		}
+		if got := strings.Join(strings.Fields(r.stdout), " "); !strings.Contains(got, tc.want) {
+			t.Errorf("whatif --io %s: the report lacks %q:\n%s", tc.filter, tc.want, r.stdout)
+		}
+	}
+}

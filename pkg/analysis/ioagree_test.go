@@ -3,6 +3,7 @@ package analysis
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/idletrace/idletrace/pkg/model"
@@ -166,6 +167,25 @@ func TestIOFilterAgrees(t *testing.T) {
 	}
 	if r := res[0]; r.IOLatencyNs.Count != st.IO.Requests || r.IOLatencyNs.Mean != st.IO.LatencyNs.Mean || *r.IOWokeIdle != st.IO.WokeIdleCPU || st.IO.WokeIdleCPU != 2000 {
 		t.Errorf("whatif %+v woke %d; stats %+v woke %d", r.IOLatencyNs, *r.IOWokeIdle, st.IO.LatencyNs, st.IO.WokeIdleCPU)
+	}
+
+	// A filter that selects nothing (a mistyped name) says so, not that
+	// no request completed.
+	none, err := trace.ParseIOFilter("comm=fi0", meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = NewStatsBuilder(meta, nil)
+	b.SetIOFilter(none)
+	if err := scan(b.Visitor()); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := RenderStats(&out, b.Finish(nil), "text"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "None of the 3000 block IO requests completed in the window matched the filter."; !strings.Contains(out.String(), want) {
+		t.Errorf("a filter that selects nothing: the report lacks %q:\n%s", want, out.String())
 	}
 }
 

@@ -341,6 +341,12 @@ func renderStatsIO(d *doc, s *Stats) error {
 	case !s.Inputs.BlockIO:
 		d.lines("Block IO was not recorded (record --no-io, or a capture without the block events).")
 		return nil
+	case io.Requests == 0 && io.Filter != "":
+		var all uint64
+		for _, dev := range io.Devices {
+			all += dev.Requests
+		}
+		ioLines = append(ioLines, fmt.Sprintf("None of the %d block IO requests completed in the window matched the filter.", all))
 	case io.Requests == 0:
 		ioLines = append(ioLines, "No block IO request completed in the window.")
 	default:

@@ -89,8 +89,12 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 	if b.CompleteNs == 0 || b.CompleteCPU >= maxCPUs {
 		return nil
 	}
-	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi || !r.ioFilter.Match(b) {
-		return nil // outside the window the report counts IO in (SetIOWindow), or filtered out
+	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi {
+		return nil // outside the window the report counts IO in (SetIOWindow)
+	}
+	if !r.ioFilter.Match(b) {
+		r.stats.IOFilteredOut++
+		return nil
 	}
 	r.ioSeen = true
 	r.stats.IOCompletions++
