@@ -79,6 +79,7 @@ type StatsBuilder struct {
 
 	haveRecord  bool
 	first, last uint64
+	lastIONs    uint64 // latest completion of a request in the window
 
 	causes causeCounts
 	irqs   irqCounts
@@ -233,6 +234,7 @@ func (b *StatsBuilder) AddBlockIO(io *trace.BlockIO) error {
 		b.outside.IORequests++
 		return nil
 	}
+	b.lastIONs = max(b.lastIONs, io.CompleteNs)
 	d := b.lastDev
 	if d == nil || io.Dev != b.lastDevID {
 		d = b.devs[io.Dev]

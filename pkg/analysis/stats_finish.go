@@ -228,11 +228,41 @@ func (b *StatsBuilder) wakeStats(s *Stats) {
 	s.WakeRequestedBeforeEntry = b.wakeEarly
 }
 
+// cutStreamsGapNs: in a trace cut short, idle and IO records that end
+// further apart than this are worth a warning. The recorder writes every
+// stream's records together each second, so a cut that falls between two
+// streams' chunks of one write keeps a second more of one than of the
+// other; an active stream's last records otherwise lie milliseconds apart.
+const cutStreamsGapNs = 500_000_000
+
+// streamsEndApart says, for a trace cut short, where one record stream
+// ends well before the other: what the earlier one would have held after
+// its end was lost with the cut, or never happened, and the trace cannot
+// tell which. "" where they end together.
+func (b *StatsBuilder) streamsEndApart(s *Stats) string {
+	if !b.meta.Inputs.BlockIO || !b.haveRecord || b.lastIONs == 0 || s.Window.StartNs == 0 {
+		return ""
+	}
+	at := func(ns uint64) float64 { return float64(ns-min(ns, s.Window.StartNs)) / 1e9 }
+	switch {
+	case b.last > b.lastIONs+cutStreamsGapNs:
+		return fmt.Sprintf("cut short: the block IO records end at +%.3f s, the idle periods at +%.3f s; block IO after +%.3f s was lost with the cut or did not happen, so the IO counts cover less than the window",
+			at(b.lastIONs), at(b.last), at(b.lastIONs))
+	case b.lastIONs > b.last+cutStreamsGapNs:
+		return fmt.Sprintf("cut short: the idle periods end at +%.3f s, the block IO records at +%.3f s; idle periods after +%.3f s were lost with the cut or did not happen, so the idle counts cover less than the window",
+			at(b.last), at(b.lastIONs), at(b.last))
+	}
+	return ""
+}
+
 // warn adds the warnings a reader of the report must see.
 func (b *StatsBuilder) warn(s *Stats) {
 	m := b.meta
 	if b.end == nil {
 		s.Warnings = append(s.Warnings, "no end record: without the end snapshot the kernel's counters cannot be checked")
+		if w := b.streamsEndApart(s); w != "" {
+			s.Warnings = append(s.Warnings, w)
+		}
 	}
 	if s.Loss.Lost() > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("counts are lower bounds: %s", s.Loss))

@@ -686,3 +686,56 @@ func TestWakeLatencyP50ForMeasured(t *testing.T) {
 		t.Errorf("%v", m)
 	}
 }
+
+// TestStreamsEndApart: in a trace cut short, IO records that end well
+// before the idle periods (the cut fell between the two streams' chunks of
+// one write) are named in a warning, as are idle periods ending early; two
+// streams that end together, or a finished trace, give none.
+func TestStreamsEndApart(t *testing.T) {
+	const s = 1_000_000_000
+	for _, tc := range []struct {
+		name         string
+		idleTo, ioTo uint64 // when the last period and completion come, after the start snapshot
+		finished     bool
+		want         string // "" for no warning
+	}{
+		{"IO ends a second early", 3 * s, 2 * s, false, "the block IO records end at +2.000 s, the idle periods at +3.000 s"},
+		{"idle ends a second early", 2 * s, 3 * s, false, "the idle periods end at +2.000 s, the block IO records at +3.000 s"},
+		{"together", 3 * s, 3*s - 100_000_000, false, ""},
+		{"finished", 3 * s, 1 * s, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := driverMeta()
+			const start = 1_000_000_000
+			meta.Start = &trace.Snapshot{MonotonicNs: start}
+			var ps []trace.IdlePeriod
+			for e := uint64(start + 10_000_000); e+200*us < start+tc.idleTo-200*us; e += 10_000_000 {
+				ps = append(ps, irqPeriod(0, e, 200*us))
+			}
+			ps = append(ps, irqPeriod(0, start+tc.idleTo-200*us, 200*us)) // the last exit at idleTo
+			var ios []trace.BlockIO
+			for c := uint64(start + 5_000_000); c < start+tc.ioTo; c += 10_000_000 {
+				ios = append(ios, completion(1, c))
+			}
+			ios = append(ios, completion(1, start+tc.ioTo))
+			var end *trace.End
+			if tc.finished {
+				end = &trace.End{Snapshot: &trace.Snapshot{MonotonicNs: start + 4*s}}
+			}
+			b := NewStatsBuilder(meta, end)
+			if err := scanOf(ps, ios)(b.Visitor()); err != nil {
+				t.Fatal(err)
+			}
+			st := b.Finish(nil)
+			var got string
+			for _, w := range st.Warnings {
+				if strings.HasPrefix(w, "cut short: ") {
+					got = w
+				}
+			}
+			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("warning %q, want one with %q", got, tc.want)
+			}
+		})
+	}
+}
