@@ -13,7 +13,7 @@ elif [ ! -e /sys/kernel/btf/vmlinux ]; then
   why="this kernel has no BTF (/sys/kernel/btf/vmlinux)"
 fi
 if [ -z "$why" ]; then
-  echo "== recording 4 s on this machine with a small workload (fio random reads + perf bench sched pipe), with the kernel's BPF statistics (the recorder's own cost)"
+  echo "== recording on this machine while a small workload runs for 4 s (fio random reads + perf bench sched pipe, after laying out its file), with the kernel's BPF statistics (the recorder's own cost)"
   if "$bin" record --bpf-stats -o "$trace" --force -q -- scripts/workload.sh 4 "$out"; then
     :
   else

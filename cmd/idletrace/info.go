@@ -13,6 +13,7 @@ import (
 
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/export"
+	"github.com/idletrace/idletrace/pkg/host"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -69,7 +70,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	if len(m.Command) > 0 {
 		p("command", "%s", strings.Join(m.Command, " "))
 	}
-	p("host", "%s, %s, %s (recorded: %s)", cmp.Or(m.Hostname, "unknown"), cmp.Or(m.CPUModel, "unknown"), analysis.Count(m.NumCPUs, "CPU"), cpuListString(m.RecordedCPUs))
+	p("host", "%s, %s, %s (recorded: %s)", cmp.Or(m.Hostname, "unknown"), cmp.Or(m.CPUModel, "unknown"), analysis.Count(m.NumCPUs, "CPU"), host.FormatCPUList(m.RecordedCPUs))
 	p("kernel", "%s, HZ=%s, NO_HZ=%s", cmp.Or(m.KernelRelease, "unknown"), hz, cmp.Or(m.NoHZ, "unknown"))
 	noDriver := m.NoCPUIdleDriver()
 	if noDriver { // sysfs still names a governor, but none runs
@@ -176,23 +177,6 @@ func pmQoSChangesString(qos []trace.PMQoSChange, n uint64, startNs uint64) strin
 		parts = append(parts, fmt.Sprintf("and %d more", more))
 	}
 	return fmt.Sprintf("%d: %s", n, strings.Join(parts, ", "))
-}
-
-func cpuListString(cpus []int) string {
-	var parts []string
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(cpus[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 // infoWidth is where info's probes lines wrap.

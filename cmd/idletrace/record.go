@@ -154,7 +154,7 @@ func cpuList(spec string) ([]int, error) {
 	if online, err := host.Local.OnlineCPUs(); err == nil {
 		for _, c := range cpus {
 			if !slices.Contains(online, c) {
-				return nil, usagef("--cpus: CPU %d is not online (online: %v)", c, online)
+				return nil, usagef("--cpus: CPU %d is not online (online: %s)", c, host.FormatCPUList(online))
 			}
 		}
 	}

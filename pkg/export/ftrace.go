@@ -218,7 +218,7 @@ func (f *ftracer) writeHeader(lines uint64) {
 #                              |||| /     delay
 #           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
 #              | |         |   |||||     |         |
-`, lines, lines, f.ncpus, f.eventsLine()+f.statesLines()+f.qos.headerLine(f.ncpus))
+`, lines, lines, f.ncpus, f.eventsLine()+f.statesLines()+f.driverLine()+f.qos.headerLine(f.ncpus))
 	w.WriteString("clusterA:\n")
 	for cpu := range f.ncpus {
 		if f.listed[cpu] {
@@ -307,6 +307,25 @@ func (f *ftracer) statesLines() string {
 		b = appendComment(b, fmt.Sprintf("%s cpu%d:", trace.ExportStatesHeader, cs.CPU), items)
 	}
 	return string(b)
+}
+
+// driverLine names the recording's cpuidle driver (trace.ExportDriverHeader);
+// none for an import, which does not know it.
+func (f *ftracer) driverLine() string {
+	if f.meta.CPUIdleDriver == "" || !isWord(f.meta.CPUIdleDriver) {
+		return ""
+	}
+	return trace.ExportDriverHeader + " " + f.meta.CPUIdleDriver + "\n"
+}
+
+// isWord: s is one word, as a header comment line carries it.
+func isWord(s string) bool {
+	for _, c := range s {
+		if c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // idlestatLineMax bounds the header's comment lines. idlestat 0.8 reads

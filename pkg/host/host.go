@@ -77,6 +77,25 @@ func (r Root) OnlineCPUs() ([]int, error) {
 	return ParseCPUList(s)
 }
 
+// FormatCPUList writes sorted CPUs in the kernel's CPU list syntax
+// ("0-3,8,10-11"): what ParseCPUList reads.
+func FormatCPUList(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
 // ParseCPUList parses the kernel's CPU list syntax ("0-3,8,10-11").
 func ParseCPUList(s string) ([]int, error) {
 	var out []int

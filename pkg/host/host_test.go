@@ -35,6 +35,18 @@ func TestParseCPUList(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("ParseCPUList(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
+		// FormatCPUList writes what ParseCPUList reads back.
+		if back, err := ParseCPUList(FormatCPUList(got)); err != nil || !reflect.DeepEqual(back, got) {
+			t.Errorf("ParseCPUList(FormatCPUList(%v) = %q) = %v, %v", got, FormatCPUList(got), back, err)
+		}
+	}
+	for _, tc := range []struct {
+		cpus []int
+		want string
+	}{{[]int{0, 1}, "0-1"}, {[]int{0, 1, 2, 3, 8, 10, 11}, "0-3,8,10-11"}, {[]int{5}, "5"}, {nil, ""}} {
+		if got := FormatCPUList(tc.cpus); got != tc.want {
+			t.Errorf("FormatCPUList(%v) = %q, want %q", tc.cpus, got, tc.want)
+		}
 	}
 	for _, bad := range []string{"", " ", ",", "a", "-1", "1-", "-", "3-1", "0-x", "1,b", "0x1", "1.5", "1 2"} {
 		if got, err := ParseCPUList(bad); err == nil {

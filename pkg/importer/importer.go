@@ -278,6 +278,7 @@ type pass struct {
 
 	// The header's facts, where it has them.
 	headerCPUs int
+	driver     string // the recording's cpuidle driver, from idletrace's export (trace.ExportDriverHeader)
 	states     map[int][]trace.StateInfo // idletrace's ftrace export's header (idlestat's part: no exit latencies)
 	// fullStates: the whole tables idletrace's export lists in comments
 	// (trace.ExportStatesHeader), which take precedence.
@@ -358,6 +359,9 @@ func (p *pass) line(s string) error {
 			p.headerEvents(t)
 			p.headerStates(t)
 			p.headerQoS(t)
+			if d, ok := strings.CutPrefix(t, trace.ExportDriverHeader); ok && strings.TrimSpace(d) != "" {
+				p.driver = strings.TrimSpace(d)
+			}
 		}
 		// tracefs' header gives the CPU count: "... #P:N".
 		if k := strings.Index(t, "#P:"); k >= 0 && p.sum.Events == 0 {
@@ -779,8 +783,9 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 	m := &trace.Metadata{
 		ToolVersion: o.ToolVersion,
 		NumCPUs:     n,
-		// The capture does not say: "" where the field has no unknown.
-		CPUIdleDriver:   "",
+		// The capture does not say (idletrace's own export does): "" where
+		// the field has no unknown.
+		CPUIdleDriver:   p.driver,
 		CPUIdleGovernor: "",
 		PMQoS:           trace.PMQoS{CPUDMALatencyUs: -1},
 		Clock:           "imported from " + tool + ": the capture's trace clock",
@@ -796,6 +801,9 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 		}
 		if sts, ok := p.fullStates[c]; ok {
 			return sts
+		}
+		if p.driver == trace.CPUIdleDriverNone {
+			return nil // idlestat's table names the POLL and HLT the export assumed: the machine had none
 		}
 		if len(p.states[c]) > 0 {
 			m.ExitLatenciesUnknown = true // idlestat's table: residencies only

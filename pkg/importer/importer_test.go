@@ -458,6 +458,48 @@ func TestImportStateTables(t *testing.T) {
 	}
 }
 
+// TestImportNoDriver: the export of a trace recorded without a cpuidle
+// driver names it, and its import has no state table (not idlestat's
+// header's POLL and HLT, whose exit latencies it would not know), so the
+// recorded profile replays HLT as the recording's does. Without the line
+// (another tool's capture) the driver is unknown.
+func TestImportNoDriver(t *testing.T) {
+	meta := &trace.Metadata{KernelRelease: "6.18.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: trace.CPUIdleDriverNone}
+	r := tracetest.Build(t, meta, tracetest.Periods(20, 1, 1, 1e6, 5e5), nil)
+	var text bytes.Buffer
+	if _, err := export.WriteFtrace(r, export.Options{}, &text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), trace.ExportDriverHeader+" none\n") {
+		t.Fatalf("the export does not name the driver:\n%.600s", text.String())
+	}
+	withoutLine := strings.Replace(text.String(), trace.ExportDriverHeader+" none\n", "", 1)
+	for _, tc := range []struct {
+		name, capture, driver string
+		recorded              bool // the recorded profile loads
+	}{
+		{"idletrace's export", text.String(), trace.CPUIdleDriverNone, true},
+		{"without the driver line", withoutLine, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ir, _, err := importString(t, tc.capture, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ir.Meta.CPUIdleDriver != tc.driver {
+				t.Errorf("driver %q, want %q", ir.Meta.CPUIdleDriver, tc.driver)
+			}
+			prof, err := model.Recorded(ir.Meta)
+			if tc.recorded != (err == nil) {
+				t.Fatalf("recorded profile: %v", err)
+			}
+			if tc.recorded && (len(ir.Meta.States) != 0 || len(prof.States) != 2 || prof.States[1].ExitLatencyNs != 1000) {
+				t.Errorf("states %+v, recorded profile %+v: want no table, and HLT's assumed 1 µs", ir.Meta.States, prof.States)
+			}
+		})
+	}
+}
+
 func mustParse(t *testing.T, spec string) model.Policy {
 	t.Helper()
 	p, err := model.ParsePolicy(spec)

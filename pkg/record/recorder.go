@@ -405,7 +405,7 @@ func recordingCPUs(asked []int) (possible, online, recorded []int, err error) {
 	if asked != nil {
 		for _, c := range asked {
 			if !slices.Contains(online, c) {
-				return nil, nil, nil, fmt.Errorf("--cpus: CPU %d is not online (online: %v)", c, online)
+				return nil, nil, nil, fmt.Errorf("--cpus: CPU %d is not online (online: %s)", c, host.FormatCPUList(online))
 			}
 		}
 		recorded = asked

@@ -130,6 +130,15 @@ type CPUStates struct {
 // writes with a CPU's whole state table, which its import reads back.
 const ExportStatesHeader = "# idletrace states"
 
+// ExportDriverHeader opens the comment line idletrace's ftrace export
+// writes with the recording kernel's cpuidle driver ("none" without one),
+// which its import reads back: a table-less trace of a machine without a
+// driver then replays as the recording does, not as a capture whose
+// table is unknown.
+//
+//	# idletrace cpuidle driver: none
+const ExportDriverHeader = "# idletrace cpuidle driver:"
+
 // ExportQoSHeader opens the comment line idletrace's ftrace export writes
 // with the PM QoS limits in force where it begins, in PMQoS's terms, which
 // its import reads back:

@@ -219,6 +219,9 @@ func (r *Reader) open() error {
 		if err != nil && err != io.EOF {
 			return r.errorf("%w", err)
 		}
+		if r.size == 0 {
+			return r.errorf("the file is empty: %w", ErrNotTrace)
+		}
 		return r.errorf("%w", ErrNotTrace)
 	}
 	if n < fileHeaderSize {
