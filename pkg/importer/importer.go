@@ -278,7 +278,7 @@ type pass struct {
 
 	// The header's facts, where it has them.
 	headerCPUs int
-	driver     string // the recording's cpuidle driver, from idletrace's export (trace.ExportDriverHeader)
+	driver     string                    // the recording's cpuidle driver, from idletrace's export (trace.ExportDriverHeader)
 	states     map[int][]trace.StateInfo // idletrace's ftrace export's header (idlestat's part: no exit latencies)
 	// fullStates: the whole tables idletrace's export lists in comments
 	// (trace.ExportStatesHeader), which take precedence.
