@@ -6,6 +6,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/idletrace/idletrace/pkg/trace"
 )
 
 // Formats accepted by RenderStats and RenderWhatif.
@@ -84,9 +86,13 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 	if !s.Inputs.BlockIO {
 		ioCount = "block IO not recorded" // not zero requests
 	}
+	governor := "governor " + orDash(s.CPUIdleGovernor)
+	if s.CPUIdleDriver == trace.CPUIdleDriverNone {
+		governor = "no governor runs" // sysfs still names one (info shows it)
+	}
 	head := []string{
-		fmt.Sprintf("Kernel %s, cpuidle driver %s, governor %s, HZ %s.",
-			orDash(s.KernelRelease), orDash(s.CPUIdleDriver), orDash(s.CPUIdleGovernor), hzString(s.HZ)),
+		fmt.Sprintf("Kernel %s, cpuidle driver %s, %s, HZ %s.",
+			orDash(s.KernelRelease), orDash(s.CPUIdleDriver), governor, hzString(s.HZ)),
 		fmt.Sprintf("Window %s (%s)%s; %s, %s.",
 			FormatDuration(s.DurationNs), s.Window.Source, stopString(s), Count(totalPeriods(s), "idle period"), ioCount),
 		fmt.Sprintf("Recording: %s.", s.Loss),
