@@ -135,15 +135,10 @@ func onCPUs(fn func(cpu int) error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			var set unix.CPUSet
-			set.Set(cpu)
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				errs[cpu] = fmt.Errorf("pinning to CPU %d: %w", cpu, err)
-				return
+			if errs[cpu] = pinThread(cpu); errs[cpu] == nil {
+				errs[cpu] = fn(cpu)
 			}
-			errs[cpu] = fn(cpu)
 		}()
 	}
 	wg.Wait()

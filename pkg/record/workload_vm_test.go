@@ -168,6 +168,18 @@ func directRandomReads(path string, size int, d time.Duration, minReads int, lim
 	return view, nil
 }
 
+// pinThread locks the calling goroutine to its OS thread and pins that
+// thread to cpu; the caller unlocks the thread when done.
+func pinThread(cpu int) error {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pinning to CPU %d: %w", cpu, err)
+	}
+	return nil
+}
+
 // pipePingPong runs two OS threads pinned to CPUs a and b that pass one byte
 // back and forth through two blocking pipes for the given time: every
 // hand-over wakes the other thread on the other CPU. It returns the round
@@ -187,15 +199,6 @@ func pipePingPong(a, b int, d time.Duration) (uint64, error) {
 			unix.Close(fd)
 		}
 	}()
-	pin := func(cpu int) error {
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("pinning to CPU %d: %w", cpu, err)
-		}
-		return nil
-	}
 	const abort = 0xff
 	var errA, errB error
 	var rounds uint64
@@ -204,7 +207,7 @@ func pipePingPong(a, b int, d time.Duration) (uint64, error) {
 	go func() { // echo on b until the stop byte
 		defer wg.Done()
 		defer runtime.UnlockOSThread()
-		if errB = pin(b); errB != nil {
+		if errB = pinThread(b); errB != nil {
 			unix.Write(pong[1], []byte{abort}) // unblocks a
 			return
 		}
@@ -221,7 +224,7 @@ func pipePingPong(a, b int, d time.Duration) (uint64, error) {
 	go func() { // drive from a
 		defer wg.Done()
 		defer runtime.UnlockOSThread()
-		if errA = pin(a); errA != nil {
+		if errA = pinThread(a); errA != nil {
 			unix.Write(ping[1], []byte{0})
 			return
 		}
