@@ -110,9 +110,8 @@ struct {
 	__type(value, __u64);
 } cpu_filter SEC(".maps");
 
-/* Requests in flight, keyed by device and current start sector: the classic
- * tracepoints carry no request pointer, and one key for both attach methods
- * keeps them interchangeable. */
+/* Requests in flight, keyed by struct io_key: device, current start sector
+ * and, with tp_btf, the request itself. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);

@@ -193,8 +193,10 @@ struct loss_counters {
 	__u64 io_completions; /* every final completion seen, paired or not */
 	__u64 io_partial;     /* partial completions (the request goes on) */
 	/* Issues whose completion never reached the programs: a later issue
-	 * of the same device and sector found the earlier still waiting (a
-	 * requeue removes its entry first, so it is not counted). */
+	 * with the same key (struct io_key) found the earlier still waiting
+	 * (a requeue removes its entry first, so it is not counted). Keyed by
+	 * the request, that needs the request reused; an entry left waiting
+	 * otherwise is counted at stop (IOOrphanedAtStop). */
 	__u64 io_orphaned;
 	/* cpu_idle entries while a period was open, or exits with none open:
 	 * a cpu_idle event that never reached the programs. */
@@ -264,11 +266,12 @@ struct cpu_state {
 };
 
 /* A request in flight: its device and current start sector, and where the
- * issue, completion and requeue programs are all tp_btf, its struct
- * request (0 otherwise: the classic records carry no request pointer).
- * Two requests for one sector can be in flight together (concurrent
- * flushes, all at sector 0, on a device with a flush queue per hardware
- * queue; two readers of one block): only the request tells them apart. */
+ * issue and completion programs are tp_btf (and the requeue program too,
+ * or none), its struct request (0 otherwise: the classic records carry no
+ * request pointer). Two requests for one sector can be in flight together
+ * (concurrent flushes, all at one sector, on a device with a flush queue
+ * per hardware queue; two readers of one block): only the request tells
+ * them apart. */
 struct io_key {
 	__u32 dev;
 	__u32 pad;

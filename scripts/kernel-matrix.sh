@@ -208,7 +208,7 @@ for s in $SERIES; do
 		-drive "file=$d/data.img,if=none,format=raw,id=d0" -device nvme,drive=d0,serial=idt-data \
 		-drive "file=$d/results.img,if=none,format=raw,id=d1" -device nvme,drive=d1,serial=idt-results \
 		</dev/null >"$d/serial.log" 2>&1 || rc=$?
-	tr -d '\r' <"$d/serial.log" | grep -a -E '^(MATRIX|referee: .*(agreement|above/below|reads waited|known wake cause|reads of one block|flushes traced)|record:|nobtf:)' | sed "s/^/  $s | /" || true
+	tr -d '\r' <"$d/serial.log" | grep -a -E '^(MATRIX|referee: *(---|FAIL|ok)|referee: .*(agreement|above/below|reads waited|known wake cause|reads of one block|flushes traced)|record:|nobtf:)' | sed "s/^/  $s | /" || true
 	if [ $rc != 0 ]; then
 		log "$s: qemu exited with status $rc (124: timed out); the serial log ends:"
 		tail -20 "$d/serial.log" >&2

@@ -267,7 +267,7 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if st := replay.Stats(); st.BadState > 0 {
 		notes = append(notes, fmt.Sprintf("%d of the idle periods were in a state beyond the profile's %d (the trace's states and the profile's differ): the recorded policy leaves them out, the others replay them; give the profile of the recording's machine", st.BadState, len(prof.States)))
 	}
-	if st := replay.Stats(); !ioFilter.Empty() {
+	if st := replay.Stats(); !ioFilter.Empty() && st.IOCompletions+st.IOFilteredOut > 0 {
 		if st.IOCompletions == 0 {
 			notes = append(notes, fmt.Sprintf("none of the %d block IO completions in the window matched the IO filter %q: no IO figures", st.IOFilteredOut, ioFilter.Spec))
 		} else {

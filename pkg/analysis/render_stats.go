@@ -335,6 +335,16 @@ func wokeIdleLine(s *Stats) string {
 		io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000)
 }
 
+// devicesRequests is every request the devices completed in the window,
+// whatever the IO filter selected.
+func devicesRequests(io IOStats) uint64 {
+	var n uint64
+	for _, d := range io.Devices {
+		n += d.Requests
+	}
+	return n
+}
+
 // renderStatsIO writes the block IO figures and the devices beside the kernel's counts.
 func renderStatsIO(d *doc, s *Stats) error {
 	d.heading("Block IO")
@@ -347,12 +357,8 @@ func renderStatsIO(d *doc, s *Stats) error {
 	case !s.Inputs.BlockIO:
 		d.lines("Block IO was not recorded (record --no-io, or a capture without the block events).")
 		return nil
-	case io.Requests == 0 && io.Filter != "":
-		var all uint64
-		for _, dev := range io.Devices {
-			all += dev.Requests
-		}
-		ioLines = append(ioLines, fmt.Sprintf("None of the %d block IO requests completed in the window matched the filter.", all))
+	case io.Requests == 0 && io.Filter != "" && devicesRequests(io) > 0:
+		ioLines = append(ioLines, fmt.Sprintf("None of the %d block IO requests completed in the window matched the filter.", devicesRequests(io)))
 	case io.Requests == 0:
 		ioLines = append(ioLines, "No block IO request completed in the window.")
 	default:

@@ -78,7 +78,7 @@ func (b *StatsBuilder) window(s *Stats) {
 	case m.Start != nil && b.end != nil && b.end.Snapshot != nil:
 		s.Window = Window{StartNs: m.Start.MonotonicNs, EndNs: b.end.Snapshot.MonotonicNs, Source: "snapshots"}
 	case m.Start != nil:
-		s.Window = Window{StartNs: m.Start.MonotonicNs, EndNs: max(b.last, m.Start.MonotonicNs), Source: "start snapshot to last record"}
+		s.Window = Window{StartNs: m.Start.MonotonicNs, EndNs: max(b.last, b.lastIONs, m.Start.MonotonicNs), Source: "start snapshot to last record"}
 	case b.haveRecord:
 		s.Window = Window{StartNs: b.first, EndNs: b.last, Source: "records"}
 	default:
@@ -246,10 +246,10 @@ func (b *StatsBuilder) streamsEndApart(s *Stats) string {
 	at := func(ns uint64) float64 { return float64(ns-min(ns, s.Window.StartNs)) / 1e9 }
 	switch {
 	case b.last > b.lastIONs+cutStreamsGapNs:
-		return fmt.Sprintf("cut short: the block IO records end at +%.3f s, the idle periods at +%.3f s; block IO after +%.3f s was lost with the cut or did not happen, so the IO counts cover less than the window",
+		return fmt.Sprintf("cut short: the block IO records end at +%.3f s, the idle periods at +%.3f s; block IO after +%.3f s was lost with the cut or did not happen, so the IO counts may cover less than the window",
 			at(b.lastIONs), at(b.last), at(b.lastIONs))
 	case b.lastIONs > b.last+cutStreamsGapNs:
-		return fmt.Sprintf("cut short: the idle periods end at +%.3f s, the block IO records at +%.3f s; idle periods after +%.3f s were lost with the cut or did not happen, so the idle counts cover less than the window",
+		return fmt.Sprintf("cut short: the idle periods end at +%.3f s, the block IO records at +%.3f s; idle periods after +%.3f s were lost with the cut or did not happen, so the idle counts may cover less than the window",
 			at(b.last), at(b.lastIONs), at(b.last))
 	}
 	return ""

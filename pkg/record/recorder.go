@@ -532,7 +532,7 @@ func (plan *attachPlan) flags() planFlags {
 		haveTickStop:   plan.method["timer:tick_stop"] != "",
 		wakingRequests: plan.method["ipi:ipi_send_cpu"] == "" || plan.method["ipi:ipi_send_cpumask"] == "",
 		ioKeyByRequest: plan.method["block:block_rq_issue"] == AttachTPBTF && plan.method["block:block_rq_complete"] == AttachTPBTF &&
-			plan.method["block:block_rq_requeue"] != AttachTracepoint,
+			(plan.method["block:block_rq_requeue"] == AttachTPBTF || plan.method["block:block_rq_requeue"] == ""),
 	}
 }
 

@@ -26,8 +26,9 @@ import (
 //     flushes against the kernel's count (/sys/block/DEV/stat field 16).
 //
 // Keyed by device and sector alone, the second issue took the first's
-// place: 41 % of the reads were lost (28,492 traced of fio's 48,762),
-// shown as completions without an issue of their own.
+// place: 41 % of the reads were lost on this project's host (16,562
+// traced of 28,244), shown as completions without an issue of their
+// own, and 19 % of the flushes on 6.12's NVMe disk (1,010 of 1,245).
 // The pure-Go load runs in the kernel-matrix VMs too.
 func TestRecordSameSector(t *testing.T) {
 	testenv.OwnMachine(t)
@@ -58,11 +59,14 @@ func TestRecordSameSector(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	// Only what completed between the snapshots, which the kernel's
+	// counts cover (a journal flush in flight at either end is not).
+	from, to := trace.SnapshotWindow(r.Meta, r.End)
 	perSector := map[uint64]uint64{}
 	var blockReads, flushRecs []trace.BlockIO
 	var flushes uint64
 	if err := r.Scan(trace.Visitor{BlockIO: func(b *trace.BlockIO) error {
-		if b.Dev != dev {
+		if b.Dev != dev || b.CompleteNs <= from || b.CompleteNs > to {
 			return nil
 		}
 		switch {
@@ -89,9 +93,19 @@ func TestRecordSameSector(t *testing.T) {
 		overlappingFlushes = inFlightTogether(flushRecs, flushRecs[0].Sector)
 	}
 	// The kernel's own rule (kernel.init_private) may keep a completion
-	// from the programs: it is counted as not delivered, and is the only
-	// slack allowed.
+	// from the programs, and a request issued before the programs were
+	// attached completes without an issue: the only slack allowed (not
+	// the flush sequences' originals, also without an issue: the
+	// fdatasyncs make thousands). The undelivered count must be the
+	// kernel's (its tracepoint counts against the programs' runs), not
+	// the programs' orphans: the old key counted each request it lost as
+	// an orphan.
+	acct := trace.NewLossAccount(r.End.Loss, r.Meta.Start, r.End)
+	if !acct.UndeliveredMeasured {
+		t.Fatal("the snapshots do not count the block tracepoints (perf counting events beside the tp_btf programs)")
+	}
 	_, undelivered, _ := trace.IOUndelivered(r.Meta.Start, r.End)
+	slack := undelivered + acct.IOInFlightAtStart
 	kernelFlushes, ok := blockStatDelta(r, disk, 15)
 	if !ok {
 		t.Fatalf("no /sys/block/%s/stat flush count in the snapshots", disk)
@@ -99,20 +113,38 @@ func TestRecordSameSector(t *testing.T) {
 	t.Logf("block IO paired by %s/%s; %s", r.Meta.Probes["block:block_rq_issue"], r.Meta.Probes["block:block_rq_complete"], sum.Loss)
 	t.Logf("reads of one block: done %d (%d + %d), traced %d of sector %d, %d of them issued while another was in flight",
 		done, reads[0], reads[1], traced, sector, overlapping)
-	t.Logf("fdatasyncs %d + %d; flushes traced %d (%d issued while another was in flight), kernel %d; %d completions not delivered by the kernel",
-		syncs[0], syncs[1], flushes, overlappingFlushes, kernelFlushes, undelivered)
+	queues := hardwareQueues(disk)
+	t.Logf("fdatasyncs %d + %d; flushes traced %d (%d issued while another was in flight), kernel %d (%d hardware queues); %d completions not delivered by the kernel, %d requests in flight at start",
+		syncs[0], syncs[1], flushes, overlappingFlushes, kernelFlushes, queues, undelivered, acct.IOInFlightAtStart)
 	if done < 200 {
 		t.Fatalf("only %d reads of the block in %v: too few to put two in flight together", done, runFor)
 	}
 	if overlapping == 0 {
 		t.Errorf("no two reads of the block were in flight together: the test did not exercise the pairing")
 	}
-	if traced > done || traced+undelivered < done {
-		t.Errorf("traced %d reads of the block (+%d completions the kernel did not deliver), the readers did %d", traced, undelivered, done)
+	if traced > done || traced+slack < done {
+		t.Errorf("traced %d reads of the block (+%d not delivered or in flight at start), the readers did %d", traced, slack, done)
 	}
-	if flushes > kernelFlushes || flushes+undelivered < kernelFlushes {
-		t.Errorf("traced %d flushes on %s (+%d completions the kernel did not deliver), the kernel counted %d", flushes, disk, undelivered, kernelFlushes)
+	if flushes > kernelFlushes || flushes+slack < kernelFlushes {
+		t.Errorf("traced %d flushes on %s (+%d not delivered or in flight at start), the kernel counted %d", flushes, disk, slack, kernelFlushes)
 	}
+	// A flush queue per hardware queue puts flushes in flight together
+	// (the 6.12 VM's NVMe disk: 338 of 1,349); a device with one queue,
+	// or a kernel that flushed little (the 6.1 VM's ext4: 2 for 3,000
+	// fdatasyncs), does not.
+	if queues > 1 && kernelFlushes >= 100 && overlappingFlushes == 0 {
+		t.Errorf("%d flushes on %s's %d hardware queues, none in flight together: the test did not exercise the pairing of flushes", kernelFlushes, disk, queues)
+	}
+}
+
+// hardwareQueues counts disk's blk-mq hardware queues (0 where sysfs does
+// not say).
+func hardwareQueues(disk string) int {
+	entries, err := os.ReadDir(filepath.Join("/sys/block", disk, "mq"))
+	if err != nil {
+		return 0
+	}
+	return len(entries)
 }
 
 // inFlightTogether counts the requests for sector issued before the one
@@ -135,7 +167,8 @@ func onCPUs(fn func(cpu int) error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer runtime.UnlockOSThread()
+			// The thread stays locked and ends with the goroutine: pinned,
+			// it must not go back to run other goroutines.
 			if errs[cpu] = pinThread(cpu); errs[cpu] == nil {
 				errs[cpu] = fn(cpu)
 			}

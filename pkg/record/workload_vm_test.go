@@ -169,7 +169,9 @@ func directRandomReads(path string, size int, d time.Duration, minReads int, lim
 }
 
 // pinThread locks the calling goroutine to its OS thread and pins that
-// thread to cpu; the caller unlocks the thread when done.
+// thread to cpu. The caller leaves it locked: a goroutine that ends
+// locked takes its thread with it, so a pinned thread never goes back to
+// run the test binary's other goroutines.
 func pinThread(cpu int) error {
 	runtime.LockOSThread()
 	var set unix.CPUSet
@@ -206,7 +208,6 @@ func pipePingPong(a, b int, d time.Duration) (uint64, error) {
 	wg.Add(2)
 	go func() { // echo on b until the stop byte
 		defer wg.Done()
-		defer runtime.UnlockOSThread()
 		if errB = pinThread(b); errB != nil {
 			unix.Write(pong[1], []byte{abort}) // unblocks a
 			return
@@ -223,7 +224,6 @@ func pipePingPong(a, b int, d time.Duration) (uint64, error) {
 	}()
 	go func() { // drive from a
 		defer wg.Done()
-		defer runtime.UnlockOSThread()
 		if errA = pinThread(a); errA != nil {
 			unix.Write(ping[1], []byte{0})
 			return

@@ -251,6 +251,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // start with the trace magic, including empty files.
 var ErrNotTrace = errors.New("not an idletrace file (bad magic)")
 
+// errEmptyFile is ErrNotTrace for a file of no bytes, said plainly.
+type errEmptyFile struct{}
+
+func (errEmptyFile) Error() string        { return "the file is empty, not an idletrace trace" }
+func (errEmptyFile) Is(target error) bool { return target == ErrNotTrace }
+
 // VersionError reports a file written by a newer format version.
 type VersionError struct{ Version int }
 

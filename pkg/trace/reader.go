@@ -220,7 +220,7 @@ func (r *Reader) open() error {
 			return r.errorf("%w", err)
 		}
 		if r.size == 0 {
-			return r.errorf("the file is empty: %w", ErrNotTrace)
+			return r.errorf("%w", errEmptyFile{})
 		}
 		return r.errorf("%w", ErrNotTrace)
 	}

@@ -427,7 +427,7 @@ func TestOpenErrors(t *testing.T) {
 		wantErr string
 		is      error
 	}{
-		{"empty", nil, "trace t.trace: the file is empty: not an idletrace file (bad magic)", ErrNotTrace},
+		{"empty", nil, "trace t.trace: the file is empty, not an idletrace trace", ErrNotTrace},
 		{"garbage", []byte("hello, this is not a trace at all"), "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
 		{"perf data", append([]byte("PERFILE2"), make([]byte, 100)...), "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
 		{"newer version", newer, "trace t.trace: format version 7 is newer than this idletrace supports (1); upgrade idletrace", nil},

@@ -360,7 +360,9 @@ type Loss struct {
 	IOCompletions uint64
 	// IOOrphaned counts issues whose completion never reached the BPF
 	// programs (the kernel completed the request, its tracepoint did not
-	// run them): found when the same device and sector is issued again.
+	// run them): found when a request with the same key (device, sector
+	// and, with tp_btf, the request itself) is issued again; one never
+	// reissued is counted at stop (End.IOOrphanedAtStop).
 	IOOrphaned uint64
 	// IdleUnpaired counts cpu_idle events that never reached the programs
 	// (an entry while a period was open, an exit with none open).
