@@ -103,7 +103,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"missing file", []string{"stats", "/nonexistent/x.trace"}, 1, "no such file"},
 		{"garbage file", []string{"stats", garbage}, 1, "not an idletrace file"},
-		{"empty file", []string{"info", empty}, 1, "not an idletrace file"},
+		{"empty file", []string{"info", empty}, 1, "the file is empty, not an idletrace trace"},
 		{"header only", []string{"stats", headerOnly}, 1, headerOnly},
 		{"newer version", []string{"stats", newerPath}, 1, "newer"},
 		{"unknown flag", []string{"stats", "--definitely-not-a-flag", bundledTrace}, 2, "definitely-not-a-flag"},
