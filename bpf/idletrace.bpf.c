@@ -140,7 +140,10 @@ struct {
  * request tracepoint of its own before it). A request that changes nothing
  * never reaches it, so an entry counts only for the action it names and
  * for QOS_MATCH_NS: a frequency update the same task makes later is not
- * taken for it. A device request of another kind, or for a device that is
+ * taken for it. 20 ms, not the microseconds the path takes: a vCPU held
+ * by its host between the two (for milliseconds on this project's
+ * guests) must not lose the change, as the lab's emulated VM once lost a
+ * removal at 200 µs. A device request of another kind, or for a device that is
  * no CPU, leaves a QOS_IGNORE entry, so that its own update is consumed
  * unrecorded. LRU so that none is held for ever. */
 struct qos_pending {
@@ -149,7 +152,7 @@ struct qos_pending {
 	__u32 action;
 };
 
-#define QOS_MATCH_NS 200000ULL
+#define QOS_MATCH_NS 20000000ULL
 #define QOS_GLOBAL (-1)
 #define QOS_IGNORE (-2)
 /* enum dev_pm_qos_req_type's first value since it exists (4.16). */

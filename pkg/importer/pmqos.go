@@ -19,9 +19,9 @@ import (
 // before and after. pm_qos_update_target alone cannot tell a latency
 // limit from a frequency limit, which goes through it too.
 
-// qosMatchNs: a request and its update_target are one call; the
-// recorder's QOS_MATCH_NS.
-const qosMatchNs = 200_000
+// qosMatchNs: a request and its update_target are one call, which a
+// host may hold for milliseconds; the recorder's QOS_MATCH_NS.
+const qosMatchNs = 20_000_000
 
 // qosRequestEvents are the request events by name, with their action.
 var qosRequestEvents = map[string]uint8{

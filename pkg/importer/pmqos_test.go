@@ -18,7 +18,7 @@ import (
 
 // A capture's PM QoS events become the changes the recorder would have
 // written: a request and the pm_qos_update_target its task reaches next
-// (same action, within 200 µs) are one change; an update_target without
+// (same action, within 20 ms) are one change; an update_target without
 // one (a frequency limit), a request of another device or kind, one that
 // changes nothing and a pair too far apart are none. perf script prints
 // the enums as numbers (action=0x1, type=0x1), tracefs by name.
@@ -35,14 +35,14 @@ func TestImportPMQoSEvents(t *testing.T) {
            udevd-702     [001] .....  100.004000100: pm_qos_update_target: action=ADD_REQ prev_value=2147483647 curr_value=100
          cyclic-700     [001] .....  100.005000000: pm_qos_update_request: CPU_DMA_LATENCY value=20
          cyclic-700     [001] .....  100.005000100: pm_qos_update_target: action=UPDATE_REQ prev_value=20 curr_value=20
-         cyclic-700     [001] .....  100.006000000: pm_qos_update_request: CPU_DMA_LATENCY value=7
-         cyclic-700     [001] .....  100.007000000: pm_qos_update_target: action=UPDATE_REQ prev_value=20 curr_value=7
            tuned-701     [000] .....  100.008000000: dev_pm_qos_remove_request: device=cpu2 type=DEV_PM_QOS_RESUME_LATENCY new_value=-1
            tuned-701     [000] .....  100.008000100: pm_qos_update_target: action=REMOVE_REQ prev_value=15 curr_value=2147483647
          cyclic-700     [001] .....  100.009000000: pm_qos_remove_request: CPU_DMA_LATENCY value=-1
          cyclic-700     [001] .....  100.009000200: pm_qos_update_target: action=REMOVE_REQ prev_value=20 curr_value=2000000000
           <idle>-0       [000] d..1.  100.010000000: cpu_idle: state=1 cpu_id=0
           <idle>-0       [000] d..1.  100.010500000: cpu_idle: state=4294967295 cpu_id=0
+         cyclic-700     [001] .....  100.011000000: pm_qos_update_request: CPU_DMA_LATENCY value=7
+         cyclic-700     [001] .....  100.032000000: pm_qos_update_target: action=UPDATE_REQ prev_value=2000000000 curr_value=7
 `
 	r, sum, err := importString(t, capture, Options{})
 	if err != nil {
