@@ -353,12 +353,13 @@ func renderStatsIO(d *doc, s *Stats) error {
 	if io.Filter != "" {
 		ioLines = append(ioLines, fmt.Sprintf("IO figures cover the requests the filter %q selects; the devices' counts cover all.", io.Filter))
 	}
+	all := devicesRequests(io)
 	switch {
 	case !s.Inputs.BlockIO:
 		d.lines("Block IO was not recorded (record --no-io, or a capture without the block events).")
 		return nil
-	case io.Requests == 0 && io.Filter != "" && devicesRequests(io) > 0:
-		ioLines = append(ioLines, fmt.Sprintf("None of the %d block IO requests completed in the window matched the filter.", devicesRequests(io)))
+	case io.Requests == 0 && io.Filter != "" && all > 0:
+		ioLines = append(ioLines, fmt.Sprintf("None of the %d block IO requests completed in the window matched the filter.", all))
 	case io.Requests == 0:
 		ioLines = append(ioLines, "No block IO request completed in the window.")
 	default:

@@ -455,18 +455,9 @@ func TestKernelReferee(t *testing.T) {
 	})
 
 	t.Run("block-stat", func(t *testing.T) {
-		var before, after uint64
-		found := false
-		for _, b := range start.Block {
-			if b.Name == disk {
-				before = b.Completed()
-			}
-		}
-		for _, b := range end.Block {
-			if b.Name == disk {
-				after, found = b.Completed(), true
-			}
-		}
+		startDisk, _ := diskCounter(start, disk)
+		endDisk, found := diskCounter(end, disk)
+		before, after := startDisk.Completed(), endDisk.Completed()
 		if !found {
 			t.Fatalf("no /sys/block/%s/stat in the end snapshot", disk)
 		}
@@ -505,12 +496,9 @@ func TestKernelReferee(t *testing.T) {
 			t.Errorf("%d of %d completions the kernel raised did not reach the programs (more than 2 %%)", orphaned, raised)
 		}
 		t.Logf("%s: traced %d completed requests, kernel %d, fio %d", disk, ioDone, after-before, fioIOs)
-		for _, b := range start.Block {
-			for _, e := range end.Block {
-				if b.Name == disk && e.Name == disk {
-					t.Logf("kernel deltas: read %d write %d discard %d flush %d; traced by op: %v", e.Stat[0]-b.Stat[0], e.Stat[4]-b.Stat[4], e.Stat[11]-b.Stat[11], e.Stat[15]-b.Stat[15], ioByOp)
-				}
-			}
+		if _, inStart := diskCounter(start, disk); inStart {
+			b, e := startDisk.Stat, endDisk.Stat
+			t.Logf("kernel deltas: read %d write %d discard %d flush %d; traced by op: %v", e[0]-b[0], e[4]-b[4], e[11]-b[11], e[15]-b[15], ioByOp)
 		}
 	})
 

@@ -231,19 +231,20 @@ func blockStatDelta(r *trace.Reader, disk string, field int) (uint64, bool) {
 	if r.Meta.Start == nil || r.End == nil || r.End.Snapshot == nil {
 		return 0, false
 	}
-	var before, after []uint64
-	for _, b := range r.Meta.Start.Block {
-		if b.Name == disk {
-			before = b.Stat
-		}
-	}
-	for _, b := range r.End.Snapshot.Block {
-		if b.Name == disk {
-			after = b.Stat
-		}
-	}
-	if len(before) <= field || len(after) <= field || after[field] < before[field] {
+	before, _ := diskCounter(r.Meta.Start, disk)
+	after, _ := diskCounter(r.End.Snapshot, disk)
+	if len(before.Stat) <= field || len(after.Stat) <= field || after.Stat[field] < before.Stat[field] {
 		return 0, false
 	}
-	return after[field] - before[field], true
+	return after.Stat[field] - before.Stat[field], true
+}
+
+// diskCounter is disk's /sys/block/DISK/stat in snapshot s, if it has one.
+func diskCounter(s *trace.Snapshot, disk string) (trace.BlockCounter, bool) {
+	for _, b := range s.Block {
+		if b.Name == disk {
+			return b, true
+		}
+	}
+	return trace.BlockCounter{}, false
 }
