@@ -420,6 +420,13 @@ func (c *colReader) left() int { return len(c.b) - c.off }
 func (c *colReader) uvarint() uint64 {
 	b := c.b[c.off:]
 	// Fast paths for the common 1-3 byte values; the general case below.
+	// Measured against this (2026-12-06, `idletrace stats` of a 750,000
+	// record trace, one CPU): decoding a column at a time, 256 records at
+	// once, took as long (the decoders' reads of a record's columns are
+	// independent, so they overlap as it is); a branch-free read of up to
+	// 8 bytes with one load was 14 % slower here and 40 % slower column at
+	// a time (each value's length then sits on the next one's critical
+	// path, which predicted branches skip).
 	if len(b) >= 3 {
 		if b[0] < 0x80 {
 			c.off++
