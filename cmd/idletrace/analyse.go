@@ -58,7 +58,7 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s, err := analysis.FilteredStatsFromReader(r, f)
+	s, err := analysis.FilteredStatsFromReader(r.Reader, f)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func replayTrace(path string, o replayOptions, pols []model.Policy, stderr io.Wr
 		return nil, err
 	}
 	defer r.Close()
-	return replayReader(r, path, o, pols)
+	return replayReader(r.Reader, path, o, pols)
 }
 
 // replayReader is replayTrace on a trace already open.
@@ -294,6 +294,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if st := replay.Stats(); st.DerivedNextTimer > 0 {
 		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
 	}
+	// What the reader skipped or could not read (truncation, damaged
+	// chunks) belongs in a report pasted without its stderr.
+	notes = append(notes, r.Warnings()...)
 	return &analysis.WhatifReport{Trace: path, Profile: prof, Results: results, Assumptions: model.Assumptions(prof, pols), Notes: notes}, nil
 }
 

@@ -124,7 +124,7 @@ func tickRefusalNote(before, after string, stderr io.Writer) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		counts[i], err = analysis.CountTickRefusals(r)
+		counts[i], err = analysis.CountTickRefusals(r.Reader)
 		r.Close()
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", path, err)

@@ -143,15 +143,15 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if events {
-		return writeEvents(r, *format, opts, *dir, files, *force, *quiet, stdout, stderr)
+		return writeEvents(r.Reader, *format, opts, *dir, files, *force, *quiet, stdout, stderr)
 	}
 	out := map[string]io.Writer{}
 	if files == nil {
 		out[tables[0]] = stdout
-		sum, err := export.Write(r, opts, *format, out)
+		sum, err := export.Write(r.Reader, opts, *format, out)
 		if err == nil {
 			exportWarnings(stderr, sum)
-			emptyWindowWarning(stderr, r, opts, sum)
+			emptyWindowWarning(stderr, r.Reader, opts, sum)
 		}
 		return err
 	}
@@ -174,7 +174,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		created = append(created, f)
 		out[t] = f
 	}
-	sum, err := export.Write(r, opts, *format, out)
+	sum, err := export.Write(r.Reader, opts, *format, out)
 	if err != nil {
 		return fail(err)
 	}
@@ -184,7 +184,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	exportWarnings(stderr, sum)
-	emptyWindowWarning(stderr, r, opts, sum)
+	emptyWindowWarning(stderr, r.Reader, opts, sum)
 	if !*quiet {
 		var parts []string
 		for i, t := range tables {

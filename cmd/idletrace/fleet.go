@@ -132,15 +132,12 @@ func writeFleet[R fleet.Row](paths []string, o fleetOptions, cmd string, stdout,
 // fleetRowsOf opens one trace and makes its rows; an error names the
 // file, and the reader's warnings (which name it) go to stderr.
 func fleetRowsOf[R fleet.Row](path string, stderr io.Writer, rowsOf func(*trace.Reader, string) ([]R, error)) ([]R, error) {
-	r, err := trace.Open(path)
+	r, err := openTrace(path, stderr)
 	if err != nil {
 		return nil, namePath(path, err)
 	}
 	defer r.Close()
-	rows, err := rowsOf(r, path)
-	for _, w := range r.Warnings() {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
+	rows, err := rowsOf(r.Reader, path)
 	if err != nil {
 		return nil, namePath(path, err)
 	}

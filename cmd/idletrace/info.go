@@ -36,6 +36,12 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer r.Close()
+	// info reads few chunks: the others are checked, so that damage is
+	// said here too.
+	if err := r.Verify(); err != nil {
+		return err
+	}
+	r.printWarnings()
 	qos, nQoS, err := r.PMQoSChanges(maxInfoPMQoS)
 	if err != nil {
 		return err
@@ -112,7 +118,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	p("pm qos", "%s", qosLine)
 	if nQoS > 0 {
-		p("pm qos changes", "%s", pmQoSChangesString(qos, nQoS, export.TraceStart(r)))
+		p("pm qos changes", "%s", pmQoSChangesString(qos, nQoS, export.TraceStart(r.Reader)))
 	} else if m.Inputs.PMQoSTrace {
 		p("pm qos changes", "none")
 	}
@@ -142,16 +148,38 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openTrace opens a trace and prints its warnings (damage, truncation) once.
-func openTrace(path string, stderr io.Writer) (*trace.Reader, error) {
+// openTrace opens a trace and prints its warnings (truncation, damage)
+// on stderr, each once: those found opening it at once, those its scans
+// found (damaged chunks skipped) when it is closed.
+func openTrace(path string, stderr io.Writer) (*traceFile, error) {
 	r, err := trace.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range r.Warnings() {
-		fmt.Fprintln(stderr, "warning:", w)
+	t := &traceFile{Reader: r, stderr: stderr}
+	t.printWarnings()
+	return t, nil
+}
+
+// traceFile is a trace opened by a command.
+type traceFile struct {
+	*trace.Reader
+	stderr io.Writer
+	shown  int // warnings printed
+}
+
+func (t *traceFile) printWarnings() {
+	w := t.Warnings()
+	for _, m := range w[t.shown:] {
+		fmt.Fprintln(t.stderr, "warning:", m)
 	}
-	return r, nil
+	t.shown = len(w)
+}
+
+// Close prints the warnings not printed yet and closes the trace.
+func (t *traceFile) Close() error {
+	t.printWarnings()
+	return t.Reader.Close()
 }
 
 // maxInfoPMQoS is how many PM QoS changes info lists.

@@ -237,6 +237,35 @@ func TestTruncatedTrace(t *testing.T) {
 	}
 }
 
+// TestDamagedTrace: chunks that fail their checksum are skipped with a
+// warning on stderr by every command that reads the trace (info checks
+// every chunk), and whatif's report, pasted without its stderr, says so.
+func TestDamagedTrace(t *testing.T) {
+	data, err := os.ReadFile(bundledTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= 8; i++ { // bytes inside several record chunks
+		data[len(data)*i/10] ^= 0x55
+	}
+	damaged := writeFile(t, "damaged.trace", data)
+	const want = "is damaged (checksum mismatch); skipped it ("
+	for _, args := range [][]string{
+		{"info", damaged},
+		{"stats", damaged},
+		{"whatif", damaged},
+		{"export", damaged, "--format", "csv", "-o", t.TempDir(), "-q"},
+	} {
+		r := runBin(t, args...)
+		if r.code != 0 || !strings.Contains(r.stderr, "warning: trace "+damaged+": chunk at offset ") || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: exit %d, stderr %q: want 0 and a warning for each damaged chunk", args[0], r.code, r.stderr)
+		}
+		if args[0] == "whatif" && !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
+			t.Errorf("whatif's report does not say which chunks it lacks:\n%s", r.stdout)
+		}
+	}
+}
+
 // TestRecordNotRoot: without privileges, record says what is missing and how to fix it.
 func TestRecordNotRoot(t *testing.T) {
 	if os.Geteuid() != 0 {

@@ -420,13 +420,10 @@ func (r *Reader) loadChunk(ref *indexEntry, checkRef bool) (chunkHeader, []byte,
 	return r.loadChunkInto(&r.raws[0], ref, checkRef)
 }
 
-// loadChunkInto reads and checks the chunk at ref.off and returns its
-// header and decoded payload (in *raw, valid until its next load). If
-// checkRef, the header must agree with ref (which came from the index or
-// an earlier walk). Unusable chunks give a *damageError. It changes
-// nothing in r but *raw and r.stored, so Scan's prefetcher may run it
-// while the caller decodes another raw buffer.
-func (r *Reader) loadChunkInto(raw *[]byte, ref *indexEntry, checkRef bool) (chunkHeader, []byte, error) {
+// readPayload reads and checks the header and the stored payload of the
+// chunk at ref.off into the buffer into(header) names (grown as needed):
+// loadChunkInto's checks, without decompressing.
+func (r *Reader) readPayload(into func(chunkHeader) *[]byte, ref *indexEntry, checkRef bool) (chunkHeader, []byte, error) {
 	var hb [chunkHeaderSize]byte
 	if err := r.readAt(hb[:], ref.off); err != nil {
 		if err == io.ErrUnexpectedEOF {
@@ -445,11 +442,7 @@ func (r *Reader) loadChunkInto(raw *[]byte, ref *indexEntry, checkRef bool) (chu
 	if end > r.size {
 		return h, nil, damaged("truncated: needs %d bytes, %d present", end-ref.off, r.size-ref.off)
 	}
-	// An uncompressed payload is read straight into the raw buffer.
-	dst := &r.stored
-	if h.codec == codecNone {
-		dst = raw
-	}
+	dst := into(h)
 	if cap(*dst) < int(h.payloadLen) {
 		*dst = make([]byte, 0, h.payloadLen)
 	}
@@ -462,6 +455,26 @@ func (r *Reader) loadChunkInto(raw *[]byte, ref *indexEntry, checkRef bool) (chu
 	}
 	if crc32.Checksum(payload, castagnoli) != h.payloadCRC {
 		return h, nil, damaged("checksum mismatch")
+	}
+	return h, payload, nil
+}
+
+// loadChunkInto reads and checks the chunk at ref.off and returns its
+// header and decoded payload (in *raw, valid until its next load). If
+// checkRef, the header must agree with ref (which came from the index or
+// an earlier walk). Unusable chunks give a *damageError. It changes
+// nothing in r but *raw and r.stored, so Scan's prefetcher may run it
+// while the caller decodes another raw buffer.
+func (r *Reader) loadChunkInto(raw *[]byte, ref *indexEntry, checkRef bool) (chunkHeader, []byte, error) {
+	// An uncompressed payload is read straight into the raw buffer.
+	h, payload, err := r.readPayload(func(h chunkHeader) *[]byte {
+		if h.codec == codecNone {
+			return raw
+		}
+		return &r.stored
+	}, ref, checkRef)
+	if err != nil {
+		return h, nil, err
 	}
 	switch h.codec {
 	case codecNone:
@@ -490,8 +503,40 @@ func (r *Reader) chunkWarning(i int, reason string) {
 			after++
 		}
 	}
-	r.warn("chunk at offset %d is damaged (%s); skipped it and continued with the %d chunks after it",
-		r.chunks[i].off, reason, after)
+	c := &r.chunks[i]
+	r.warn("chunk at offset %d is damaged (%s); skipped it (%s) and continued with the %d chunks after it",
+		c.off, reason, countOf(uint64(c.records), c.typ.String()+" record"), after)
+}
+
+func countOf(n uint64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// Verify reads every chunk and checks its header and checksum, without
+// decoding it, so that a command which reads only some of them (info)
+// finds the damage Scan would; damaged chunks become warnings.
+func (r *Reader) Verify() error {
+	if r.zdec == nil {
+		return r.errorf("reader is closed")
+	}
+	for i := range r.chunks {
+		switch r.chunks[i].typ {
+		case ChunkMetadata, ChunkEnd, ChunkIndex:
+			continue // read, and their damage said, at open
+		}
+		stored := func(chunkHeader) *[]byte { return &r.stored }
+		if _, _, err := r.readPayload(stored, &r.chunks[i], true); err != nil {
+			var de *damageError
+			if !errors.As(err, &de) {
+				return r.errorf("%w", err)
+			}
+			r.chunkWarning(i, de.reason)
+		}
+	}
+	return nil
 }
 
 func (r *Reader) readEnd() {

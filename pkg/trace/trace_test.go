@@ -330,6 +330,13 @@ func TestDamagedChunk(t *testing.T) {
 					if c.typ == ChunkEnd && r.End != nil {
 						t.Error("damaged end chunk still decoded")
 					}
+					// Verify, which decodes nothing, finds what reading did.
+					v, err := NewNamedReader(bytes.NewReader(bad), int64(len(bad)), "t.trace")
+					must(t, err)
+					must(t, v.Verify())
+					if !slices.Equal(v.Warnings(), r.Warnings()) {
+						t.Errorf("Verify warned %q, reading every record %q", v.Warnings(), r.Warnings())
+					}
 				})
 			}
 		}
