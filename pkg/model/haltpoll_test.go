@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -158,4 +159,79 @@ func TestHaltpollGuessedPollTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Agreement of haltpoll with other guest_halt_poll_ns values than the
+// recording's: its window moves by its own choices on the recorded stays,
+// not by the kernel's polls. A recording at 200 µs: in every 50 periods
+// 48 polls woken within 20 µs, one that runs out the window, then a
+// 150 µs halt. With a window of 0 the policy ends up halting on every
+// entry (only the kernel's halts agree); at 100 µs it polls as the kernel
+// did but once after each halt, which shrinks its window to 0.
+func TestHaltpollAgreementOtherValues(t *testing.T) {
+	meta := &trace.Metadata{FormatVersion: 1, KernelRelease: "6.18.0", CPUIdleDriver: "haltpoll", CPUIdleGovernor: "haltpoll", HZ: 250,
+		PMQoS:    trace.PMQoS{CPUDMALatencyUs: 2_000_000_000, ResumeLatencyUs: []int64{-1}},
+		HaltPoll: &trace.HaltPollParams{GuestHaltPollNs: 200000, Grow: 2, Shrink: 2, GrowStart: 50000, AllowShrink: true},
+		States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
+			{Index: 0, Name: "POLL", Polling: true},
+			{Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
+		}}}}
+	prof, err := Recorded(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		spec   string
+		lo, hi float64
+	}{
+		{"haltpoll", 1, 1},
+		{"haltpoll+guest_halt_poll_ns=200us", 1, 1},
+		{"haltpoll+guest_halt_poll_ns=0", 0, 0.05},
+		{"haltpoll+guest_halt_poll_ns=100us", 0.95, 0.99},
+	}
+	var pols []Policy
+	for _, tc := range tests {
+		p, err := ParsePolicy(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pols = append(pols, p)
+	}
+	rp, err := NewReplay(prof, meta, pols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp.SetHaltpollWindow(0, 200_000)
+	const periods, every = 5000, 50
+	t0 := uint64(1_000_000)
+	for i := range periods {
+		p := trace.IdlePeriod{EntryNs: t0, ExitNs: t0 + 20_000, State: 0, WakeCause: trace.WakeIPIResched, PollTimedOut: trace.No, WakeIRQ: -1}
+		switch i % every {
+		case every - 2:
+			p.ExitNs, p.WakeCause, p.PollTimedOut = t0+200_000, trace.WakePollTimeout, trace.Yes
+		case every - 1:
+			p.ExitNs, p.State, p.WakeCause = t0+150_000, 1, trace.WakeIRQ
+		}
+		p.KernelKnown, p.KernelCounted, p.KernelResidencyNs = true, true, p.ExitNs-p.EntryNs
+		if err := rp.Idle(&p); err != nil {
+			t.Fatal(err)
+		}
+		t0 = p.ExitNs + 10_000
+	}
+	res, err := rp.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range tests {
+		if a := res[i].Agreement; a == nil || *a < tc.lo || *a > tc.hi {
+			t.Errorf("%s: agreement %s, want within [%g, %g]", tc.spec, fmtAgreement(a), tc.lo, tc.hi)
+		}
+	}
+}
+
+func fmtAgreement(a *float64) string {
+	if a == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.4f", *a)
 }

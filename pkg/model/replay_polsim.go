@@ -40,6 +40,10 @@ type polSim struct {
 	mflags   menuFlags
 	teoVer   Version // the release whose teo runs (newTEOFor)
 	hp       haltpollParams
+	// hpOwnWindow: agreement's haltpoll model moves its window by its own
+	// choices, not the kernel's (replay_shadow.go): the recording ran
+	// another governor or other guest_halt_poll_* values.
+	hpOwnWindow bool
 
 	periods, selections, above, below uint64
 	timeNs                            []int64
@@ -193,7 +197,9 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 			return nil, policyErrorf("policy %q: haltpoll needs a polling state and a halt state; profile %s has %d state(s)", pol.Spec, prof.Name, n)
 		}
 		ps.dynPoll = true
-		ps.hp = haltpollParamsFrom(r.meta.HaltPoll, v, genericPollLimit(ps.tab, kernelPollRule(v), 0)).with(pol.HaltPoll)
+		recorded := haltpollParamsFrom(r.meta.HaltPoll, v, genericPollLimit(ps.tab, kernelPollRule(v), 0))
+		ps.hp = recorded.with(pol.HaltPoll)
+		ps.hpOwnWindow = r.meta.CPUIdleGovernor != "haltpoll" || ps.hp != recorded
 	}
 	return ps, nil
 }
