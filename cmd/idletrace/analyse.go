@@ -294,6 +294,11 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if st := replay.Stats(); st.DerivedNextTimer > 0 {
 		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
 	}
+	if meta.HaltPoll == nil && slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovHaltpoll }) {
+		// An imported capture, or a recording of a kernel without the
+		// haltpoll module: what haltpoll would use is not known.
+		notes = append(notes, "the trace does not give haltpoll's module parameters (guest_halt_poll_*): haltpoll policies assumed the module's defaults (guest_halt_poll_ns=200000, grow 2, shrink 2, grow_start 50000, allow_shrink on) where their guest_halt_poll_* modifiers set none")
+	}
 	// What the reader skipped or could not read (truncation, damaged
 	// chunks) belongs in a report pasted without its stderr.
 	notes = append(notes, r.Warnings()...)

@@ -74,6 +74,18 @@ func TestImportCommandRoundTrip(t *testing.T) {
 	if res := runBin(t, "whatif", imported, "--profile", "icx", "--format", "json"); res.code != 0 {
 		t.Errorf("whatif on the import: exit %d: %s", res.code, res.stderr)
 	}
+	// The capture gives no haltpoll parameters: haltpoll's report says it
+	// assumed the module's defaults; on the recording, which has them, not.
+	const assumed = "haltpoll policies assumed the module's defaults"
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{{imported, true}, {bundledTrace, false}} {
+		res := runBin(t, "whatif", tc.path, "--profile", "icx", "--policy", "haltpoll", "--format", "json")
+		if res.code != 0 || strings.Contains(res.stdout, assumed) != tc.want {
+			t.Errorf("whatif --policy haltpoll on %s: exit %d, the note on assumed parameters present %v, want %v: %s", tc.path, res.code, !tc.want, tc.want, res.stderr)
+		}
+	}
 	if res := runBin(t, "import", text); res.code != 2 || !strings.Contains(res.stderr, "--force") {
 		t.Errorf("import over an existing trace: exit %d: %s", res.code, res.stderr)
 	}
