@@ -124,13 +124,7 @@ func TestHaltpollGuessedPollTimeout(t *testing.T) {
 		{"the kernel's own flag is taken as it is", true, 20_000, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			meta := &trace.Metadata{FormatVersion: 1, CPUIdleDriver: "haltpoll", CPUIdleGovernor: "haltpoll", HZ: 250,
-				PMQoS:    trace.PMQoS{CPUDMALatencyUs: 2_000_000_000, ResumeLatencyUs: []int64{-1}},
-				HaltPoll: &trace.HaltPollParams{GuestHaltPollNs: 200000, Grow: 2, Shrink: 2, GrowStart: 50000, AllowShrink: true},
-				States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
-					{Index: 0, Name: "POLL", Polling: true},
-					{Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
-				}}}}
+			meta := haltpollMeta("")
 			prof, err := Recorded(meta)
 			if err != nil {
 				t.Fatal(err)
@@ -169,13 +163,7 @@ func TestHaltpollGuessedPollTimeout(t *testing.T) {
 // entry (only the kernel's halts agree); at 100 µs it polls as the kernel
 // did but once after each halt, which shrinks its window to 0.
 func TestHaltpollAgreementOtherValues(t *testing.T) {
-	meta := &trace.Metadata{FormatVersion: 1, KernelRelease: "6.18.0", CPUIdleDriver: "haltpoll", CPUIdleGovernor: "haltpoll", HZ: 250,
-		PMQoS:    trace.PMQoS{CPUDMALatencyUs: 2_000_000_000, ResumeLatencyUs: []int64{-1}},
-		HaltPoll: &trace.HaltPollParams{GuestHaltPollNs: 200000, Grow: 2, Shrink: 2, GrowStart: 50000, AllowShrink: true},
-		States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
-			{Index: 0, Name: "POLL", Polling: true},
-			{Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
-		}}}}
+	meta := haltpollMeta("6.18.0")
 	prof, err := Recorded(meta)
 	if err != nil {
 		t.Fatal(err)
@@ -234,4 +222,16 @@ func fmtAgreement(a *float64) string {
 		return "none"
 	}
 	return fmt.Sprintf("%.4f", *a)
+}
+
+// haltpollMeta is a one-CPU recording of the haltpoll driver and governor
+// with the module's default parameters, of kernel release.
+func haltpollMeta(release string) *trace.Metadata {
+	return &trace.Metadata{FormatVersion: 1, KernelRelease: release, CPUIdleDriver: "haltpoll", CPUIdleGovernor: "haltpoll", HZ: 250,
+		PMQoS:    trace.PMQoS{CPUDMALatencyUs: 2_000_000_000, ResumeLatencyUs: []int64{-1}},
+		HaltPoll: &trace.HaltPollParams{GuestHaltPollNs: 200000, Grow: 2, Shrink: 2, GrowStart: 50000, AllowShrink: true},
+		States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
+			{Index: 0, Name: "POLL", Polling: true},
+			{Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
+		}}}}
 }
