@@ -69,11 +69,11 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 	if own.profile == "measured" {
 		rep.Notes = append(rep.Notes, "before and measured are each trace's recorded choices on its own measured profile (each state's exit latency replaced by the median wake-up latency measured in that trace), as the prediction is on BEFORE's")
 	}
-	if note, err := tickRefusalNote(before, after, stderr); err != nil {
+	moved, err := workloadMovedNotes(before, after, stderr)
+	if err != nil {
 		return nil, err
-	} else if note != "" {
-		rep.Notes = append(rep.Notes, note)
 	}
+	rep.Notes = append(rep.Notes, moved...)
 	for _, n := range prep.Notes {
 		rep.Notes = append(rep.Notes, "before ("+before+"): "+n)
 	}
@@ -116,21 +116,21 @@ func predictionReference(pol model.Policy, meta *trace.Metadata) []model.Policy 
 	return []model.Policy{ref}
 }
 
-// tickRefusalNote is analysis.TickRefusalNote on the two traces.
-func tickRefusalNote(before, after string, stderr io.Writer) (string, error) {
-	var counts [2]analysis.TickRefusals
+// workloadMovedNotes are analysis.WorkloadMovedNotes on the two traces.
+func workloadMovedNotes(before, after string, stderr io.Writer) ([]string, error) {
+	var counts [2]analysis.Workloads
 	for i, path := range []string{before, after} {
 		r, err := openTrace(path, stderr)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		counts[i], err = analysis.CountTickRefusals(r.Reader)
+		counts[i], err = analysis.CountWorkloads(r.Reader)
 		r.Close()
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	return analysis.TickRefusalNote(counts[0], counts[1], before, after), nil
+	return analysis.WorkloadMovedNotes(counts[0], counts[1], before, after), nil
 }
 
 func traceMeta(path string, stderr io.Writer) (*trace.Metadata, error) {

@@ -324,7 +324,7 @@ func readComparison(t *testing.T, path string) map[string]expFigure {
 }
 
 // workloadNotes are the report's notes on the recordings differing in a
-// way no policy explains (analysis.TickRefusalNote).
+// way no policy explains (analysis.WorkloadMovedNotes).
 func workloadNotes(t *testing.T, path string) []string {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -1,0 +1,117 @@
+package analysis
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// TestCountWorkloads writes periods with each TickStoppable value
+// through the trace file and counts them back per CPU (unknown ones are
+// not counted as known), with each CPU's idle time and span.
+func TestCountWorkloads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.trace")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewWriter(f, driverMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stoppable := []trace.Tristate{trace.Yes, trace.No, trace.No, trace.Unknown}
+	for i := range 400 {
+		p := period(uint32(i%2), 1, uint64(2_000_000+i*50_000), 10_000)
+		p.TickStoppable = stoppable[(i/2)%4]
+		if i%2 == 1 {
+			p.TickStoppable = trace.Yes // CPU 1: always stoppable
+		}
+		if err := w.AddIdle(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := CountWorkloads(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// CPU 0's periods start at 2 ms, every 100 µs, and last 10 µs; CPU 1's
+	// 50 µs later.
+	want := Workloads{
+		0: {TickKnown: 150, TickRefused: 100, Periods: 200, IdleNs: 200 * 10_000, FirstNs: 2_000_000, LastNs: 2_000_000 + 398*50_000 + 10_000},
+		1: {TickKnown: 200, TickRefused: 0, Periods: 200, IdleNs: 200 * 10_000, FirstNs: 2_050_000, LastNs: 2_000_000 + 399*50_000 + 10_000},
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestWorkloadMovedNotes(t *testing.T) {
+	tick := func(refused, known uint64) CPUWorkload { return CPUWorkload{TickKnown: known, TickRefused: refused} }
+	idle := func(pct, periods uint64) CPUWorkload {
+		return CPUWorkload{Periods: periods, IdleNs: pct * 10_000_000, FirstNs: 1_000_000, LastNs: 1_001_000_000}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after Workloads
+		want          [][]string // per note, what it says; none: no note
+	}{
+		{"unchanged", Workloads{0: tick(970, 1000), 1: tick(50, 1000)}, Workloads{0: tick(960, 1000), 1: tick(60, 1000)}, nil},
+		// The lab's ladder → menu pair that failed: which CPU kept its
+		// tick swapped between the recordings.
+		{"tick swapped", Workloads{0: tick(970, 1000), 1: tick(50, 1000)}, Workloads{0: tick(40, 1000), 1: tick(980, 1000)},
+			[][]string{{"CPU 0's 97 % before, 4 % after", "CPU 1's 5 % before, 98 % after", "b.trace, a.trace", "stop the tick"}}},
+		{"tick moved by just under 20 points", Workloads{0: tick(100, 1000)}, Workloads{0: tick(299, 1000)}, nil},
+		{"tick moved by 20 points", Workloads{0: tick(100, 1000)}, Workloads{0: tick(300, 1000)}, [][]string{{"CPU 0's 10 % before, 30 % after"}}},
+		{"too few periods to tell", Workloads{0: tick(0, 99)}, Workloads{0: tick(99, 99)}, nil},
+		{"a CPU only in one recording", Workloads{0: tick(0, 500)}, Workloads{1: tick(500, 500)}, nil},
+		// A new user's experiment: fio moved from CPU 1 to CPU 0.
+		{"work moved to another CPU", Workloads{0: idle(53, 5000), 1: idle(95, 5000)}, Workloads{0: idle(97, 5000), 1: idle(50, 5000)},
+			[][]string{{"CPU 0 53 % idle before, 97 % after", "CPU 1 95 % idle before, 50 % after", "b.trace, a.trace", "taskset"}}},
+		{"idle share moved by 19 points", Workloads{0: idle(50, 5000)}, Workloads{0: idle(69, 5000)}, nil},
+		{"idle share of too few periods", Workloads{0: idle(10, 99)}, Workloads{0: idle(90, 99)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			notes := WorkloadMovedNotes(tc.before, tc.after, "b.trace", "a.trace")
+			if len(notes) != len(tc.want) {
+				t.Fatalf("notes %q, want %d", notes, len(tc.want))
+			}
+			for i, want := range tc.want {
+				if !strings.HasPrefix(notes[i], WorkloadMovedNote) {
+					t.Errorf("note %q does not begin %q", notes[i], WorkloadMovedNote)
+				}
+				for _, w := range want {
+					if !strings.Contains(notes[i], w) {
+						t.Errorf("note %q lacks %q", notes[i], w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCombineRunsKeepsWorkloadNotes: an experiment's report is its first
+// pair's, but a later pair whose recordings moved says so too.
+func TestCombineRunsKeepsWorkloadNotes(t *testing.T) {
+	moved3 := WorkloadMovedNote + " (before-3.trace, after-3.trace), …"
+	first := &ComparisonReport{Policy: "menu", Notes: []string{"knobs as recorded: …"}}
+	third := &ComparisonReport{Policy: "menu", Notes: []string{"knobs", moved3}}
+	rep := CombineRuns([]*ComparisonReport{first, {Policy: "menu"}, third})
+	if got := strings.Join(rep.Notes, "|"); got != "knobs as recorded: …|"+moved3 {
+		t.Errorf("notes %q", got)
+	}
+	if len(first.Notes) != 1 {
+		t.Errorf("the first pair's own notes were changed: %q", first.Notes)
+	}
+}
