@@ -74,13 +74,32 @@ func TestImportCommandRoundTrip(t *testing.T) {
 	if res := runBin(t, "whatif", imported, "--profile", "icx", "--format", "json"); res.code != 0 {
 		t.Errorf("whatif on the import: exit %d: %s", res.code, res.stderr)
 	}
-	// The capture gives no haltpoll parameters: haltpoll's report says it
-	// assumed the module's defaults; on the recording, which has them, not.
+	// The export carries haltpoll's parameters and the governor; a capture
+	// without them (the export's line taken out) says its haltpoll policies
+	// assumed the module's defaults.
+	if want := runBin(t, "info", bundledTrace); !strings.Contains(want.stdout, "haltpoll:") ||
+		!strings.Contains(runBin(t, "info", imported).stdout, lineOf(want.stdout, "haltpoll:")) {
+		t.Errorf("the import does not carry the recording's haltpoll parameters (%q)", lineOf(want.stdout, "haltpoll:"))
+	}
+	data, err := os.ReadFile(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		if !strings.HasPrefix(l, "# idletrace haltpoll:") {
+			kept = append(kept, l)
+		}
+	}
+	bare := filepath.Join(dir, "bare.trace")
+	if res := runBin(t, "import", writeFile(t, "bare.txt", []byte(strings.Join(kept, ""))), "-o", bare, "-q"); res.code != 0 {
+		t.Fatalf("import without the haltpoll line: %s", res.stderr)
+	}
 	const assumed = "haltpoll policies assumed the module's defaults"
 	for _, tc := range []struct {
 		path string
 		want bool
-	}{{imported, true}, {bundledTrace, false}} {
+	}{{bare, true}, {imported, false}, {bundledTrace, false}} {
 		res := runBin(t, "whatif", tc.path, "--profile", "icx", "--policy", "haltpoll", "--format", "json")
 		if res.code != 0 || strings.Contains(res.stdout, assumed) != tc.want {
 			t.Errorf("whatif --policy haltpoll on %s: exit %d, the note on assumed parameters present %v, want %v: %s", tc.path, res.code, !tc.want, tc.want, res.stderr)
@@ -141,4 +160,14 @@ func TestImportCommandErrors(t *testing.T) {
 			t.Errorf("%s left behind after a failed import", n)
 		}
 	}
+}
+
+// lineOf is the line of s that starts, after blanks, with prefix; "" if none.
+func lineOf(s, prefix string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), prefix) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }

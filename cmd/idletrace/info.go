@@ -104,8 +104,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		p("states", "unknown: the trace does not give the state table")
 	}
 	if m.HaltPoll != nil {
-		p("haltpoll", "guest_halt_poll_ns=%d grow=%d shrink=%d grow_start=%d allow_shrink=%v",
-			m.HaltPoll.GuestHaltPollNs, m.HaltPoll.Grow, m.HaltPoll.Shrink, m.HaltPoll.GrowStart, m.HaltPoll.AllowShrink)
+		p("haltpoll", "%s", trace.FormatHaltPoll(m.HaltPoll))
 	}
 	qosLine := "cpu_dma_latency=" + trace.PMQoSLimitString(trace.PMQoSGlobal, m.PMQoS.CPUDMALatencyUs)
 	for c, v := range m.PMQoS.ResumeLatencyUs {

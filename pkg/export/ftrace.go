@@ -218,7 +218,7 @@ func (f *ftracer) writeHeader(lines uint64) {
 #                              |||| /     delay
 #           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
 #              | |         |   |||||     |         |
-`, lines, lines, f.ncpus, f.eventsLine()+f.statesLines()+f.driverLine()+f.qos.headerLine(f.ncpus))
+`, lines, lines, f.ncpus, f.eventsLine()+f.statesLines()+f.driverLine()+f.governorLine()+f.haltPollLine()+f.qos.headerLine(f.ncpus))
 	w.WriteString("clusterA:\n")
 	for cpu := range f.ncpus {
 		if f.listed[cpu] {
@@ -283,7 +283,8 @@ func (f *ftracer) eventsLine() string {
 //
 //	# idletrace states cpu0: POLL:0:0:polling C1:1000:1000 C6:170000:600000:disabled
 //
-// (name:exit latency ns:target residency ns, then the flags).
+// (name:exit latency ns:target residency ns, then the flags; a name's
+// blanks, colons and percent signs %-escaped: trace.ExportStateName).
 func (f *ftracer) statesLines() string {
 	if f.meta.ExitLatenciesUnknown {
 		return "" // an import's table: its zeros are not exit latencies
@@ -295,7 +296,7 @@ func (f *ftracer) statesLines() string {
 		}
 		var items []string
 		for _, si := range cs.States {
-			item := fmt.Sprintf("%s:%d:%d", idlestatName(si.Name), si.ExitLatencyNs, si.TargetResidencyNs)
+			item := fmt.Sprintf("%s:%d:%d", trace.ExportStateName(si.Name), si.ExitLatencyNs, si.TargetResidencyNs)
 			if si.Polling {
 				item += ":polling"
 			}
@@ -316,6 +317,24 @@ func (f *ftracer) driverLine() string {
 		return ""
 	}
 	return trace.ExportDriverHeader + " " + f.meta.CPUIdleDriver + "\n"
+}
+
+// governorLine names the recording's cpuidle governor
+// (trace.ExportGovernorHeader); none for an import, which does not know it.
+func (f *ftracer) governorLine() string {
+	if f.meta.CPUIdleGovernor == "" || !isWord(f.meta.CPUIdleGovernor) {
+		return ""
+	}
+	return trace.ExportGovernorHeader + " " + f.meta.CPUIdleGovernor + "\n"
+}
+
+// haltPollLine gives the haltpoll module's parameters the recording read
+// (trace.ExportHaltPollHeader).
+func (f *ftracer) haltPollLine() string {
+	if f.meta.HaltPoll == nil {
+		return ""
+	}
+	return trace.ExportHaltPollHeader + " " + trace.FormatHaltPoll(f.meta.HaltPoll) + "\n"
 }
 
 // isWord: s is one word, as a header comment line carries it.

@@ -279,6 +279,8 @@ type pass struct {
 	// The header's facts, where it has them.
 	headerCPUs int
 	driver     string                    // the recording's cpuidle driver, from idletrace's export (trace.ExportDriverHeader)
+	governor   string                    // and its governor (trace.ExportGovernorHeader)
+	haltPoll   *trace.HaltPollParams     // and haltpoll's parameters (trace.ExportHaltPollHeader)
 	states     map[int][]trace.StateInfo // idletrace's ftrace export's header (idlestat's part: no exit latencies)
 	// fullStates: the whole tables idletrace's export lists in comments
 	// (trace.ExportStatesHeader), which take precedence.
@@ -361,6 +363,14 @@ func (p *pass) line(s string) error {
 			p.headerQoS(t)
 			if d, ok := strings.CutPrefix(t, trace.ExportDriverHeader); ok && strings.TrimSpace(d) != "" {
 				p.driver = strings.TrimSpace(d)
+			}
+			if g, ok := strings.CutPrefix(t, trace.ExportGovernorHeader); ok && strings.TrimSpace(g) != "" {
+				p.governor = strings.TrimSpace(g)
+			}
+			if h, ok := strings.CutPrefix(t, trace.ExportHaltPollHeader); ok {
+				if hp, err := trace.ParseHaltPoll(h); err == nil {
+					p.haltPoll = hp
+				} // else unknown, as in any other capture
 			}
 		}
 		// tracefs' header gives the CPU count: "... #P:N".
@@ -571,7 +581,7 @@ func (p *pass) headerStates(t string) {
 			bad()
 			return
 		}
-		si := trace.StateInfo{Index: i, Name: parts[0], ExitLatencyNs: exit, TargetResidencyNs: res}
+		si := trace.StateInfo{Index: i, Name: trace.ParseExportStateName(parts[0]), ExitLatencyNs: exit, TargetResidencyNs: res}
 		for _, flag := range parts[3:] {
 			switch flag {
 			case "polling":
@@ -786,7 +796,8 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 		// The capture does not say (idletrace's own export does): "" where
 		// the field has no unknown.
 		CPUIdleDriver:   p.driver,
-		CPUIdleGovernor: "",
+		CPUIdleGovernor: p.governor,
+		HaltPoll:        p.haltPoll,
 		PMQoS:           trace.PMQoS{CPUDMALatencyUs: -1},
 		Clock:           "imported from " + tool + ": the capture's trace clock",
 		Command:         nil,

@@ -500,6 +500,37 @@ func TestImportNoDriver(t *testing.T) {
 	}
 }
 
+// TestImportHaltpollRecording: the export of a haltpoll guest's recording
+// carries its governor, haltpoll's parameters and its state names as they
+// were ("haltpoll idle", not idlestat's "haltpoll_idle"), so that a
+// haltpoll what-if on the import replays the recording's window and
+// --measured takes the two for the same machine.
+func TestImportHaltpollRecording(t *testing.T) {
+	hp := &trace.HaltPollParams{GuestHaltPollNs: 0, Grow: 2, Shrink: 2, GrowStart: 50000, AllowShrink: true}
+	states := []trace.StateInfo{
+		{Index: 0, Name: "POLL", Polling: true},
+		{Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
+	}
+	meta := &trace.Metadata{KernelRelease: "6.18.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0},
+		CPUIdleDriver: "haltpoll", CPUIdleGovernor: "haltpoll", HaltPoll: hp, States: []trace.CPUStates{{CPU: 0, States: states}}}
+	r := tracetest.Build(t, meta, tracetest.Periods(20, 1, 1, 1e6, 5e5), nil)
+	var text bytes.Buffer
+	if _, err := export.WriteFtrace(r, export.Options{}, &text); err != nil {
+		t.Fatal(err)
+	}
+	ir, _, err := importString(t, text.String(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ir.Meta
+	if m.CPUIdleGovernor != "haltpoll" || m.HaltPoll == nil || *m.HaltPoll != *hp {
+		t.Errorf("governor %q, haltpoll %+v: want haltpoll and %+v", m.CPUIdleGovernor, m.HaltPoll, hp)
+	}
+	if len(m.States) != 1 || !slices.Equal(m.States[0].States, states) {
+		t.Errorf("states %+v, want %+v", m.States, states)
+	}
+}
+
 func mustParse(t *testing.T, spec string) model.Policy {
 	t.Helper()
 	p, err := model.ParsePolicy(spec)

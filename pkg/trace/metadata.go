@@ -1,6 +1,11 @@
 package trace
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
 
 // Metadata is written as the first chunk of every trace file: what was
 // recorded, on which machine, with which idle configuration.
@@ -130,6 +135,45 @@ type CPUStates struct {
 // writes with a CPU's whole state table, which its import reads back.
 const ExportStatesHeader = "# idletrace states"
 
+// ExportStateName is a state's name as the export's states line holds it
+// (one field of colon-separated parts): blanks, controls, colons and
+// percent signs as %XX, so that "haltpoll idle" comes back as it was
+// (idlestat's own table turns blanks into underscores).
+func ExportStateName(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c == ':' || c == '%' || c == 0x7f {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// ParseExportStateName reverses ExportStateName; a name without a valid
+// escape (an older export's, idlestat's) is taken as it is.
+func ParseExportStateName(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		if s[i] == '%' {
+			return s
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 // ExportDriverHeader opens the comment line idletrace's ftrace export
 // writes with the recording kernel's cpuidle driver ("none" without one),
 // which its import reads back: a table-less trace of a machine without a
@@ -138,6 +182,61 @@ const ExportStatesHeader = "# idletrace states"
 //
 //	# idletrace cpuidle driver: none
 const ExportDriverHeader = "# idletrace cpuidle driver:"
+
+// ExportGovernorHeader opens the comment line idletrace's ftrace export
+// writes with the recording's cpuidle governor, which its import reads
+// back.
+//
+//	# idletrace cpuidle governor: haltpoll
+const ExportGovernorHeader = "# idletrace cpuidle governor:"
+
+// ExportHaltPollHeader opens the comment line idletrace's ftrace export
+// writes with the haltpoll module's parameters the recording read
+// (HaltPollParams, in FormatHaltPoll's words), which its import reads back
+// with ParseHaltPoll: a haltpoll what-if on the import then replays the
+// recording's window, not the module's defaults.
+//
+//	# idletrace haltpoll: guest_halt_poll_ns=0 grow=2 shrink=2 grow_start=50000 allow_shrink=true
+const ExportHaltPollHeader = "# idletrace haltpoll:"
+
+// FormatHaltPoll gives h as `info` shows it and the export writes it.
+func FormatHaltPoll(h *HaltPollParams) string {
+	return fmt.Sprintf("guest_halt_poll_ns=%d grow=%d shrink=%d grow_start=%d allow_shrink=%t",
+		h.GuestHaltPollNs, h.Grow, h.Shrink, h.GrowStart, h.AllowShrink)
+}
+
+// ParseHaltPoll reads what FormatHaltPoll wrote; every field must be there.
+func ParseHaltPoll(s string) (*HaltPollParams, error) {
+	h := &HaltPollParams{}
+	fields := map[string]*uint64{"guest_halt_poll_ns": &h.GuestHaltPollNs, "grow": &h.Grow, "shrink": &h.Shrink, "grow_start": &h.GrowStart}
+	seen := 0
+	for _, f := range strings.Fields(s) {
+		k, v, _ := strings.Cut(f, "=")
+		if k == "allow_shrink" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("haltpoll parameters: allow_shrink %q", v)
+			}
+			h.AllowShrink = b
+			seen++
+			continue
+		}
+		dst, ok := fields[k]
+		if !ok {
+			return nil, fmt.Errorf("haltpoll parameters: unknown %q", f)
+		}
+		n, err := strconv.ParseUint(v, 10, 32) // the module's are unsigned int
+		if err != nil {
+			return nil, fmt.Errorf("haltpoll parameters: %s %q", k, v)
+		}
+		*dst = n
+		seen++
+	}
+	if seen != len(fields)+1 {
+		return nil, fmt.Errorf("haltpoll parameters: %q lacks some of guest_halt_poll_ns, grow, shrink, grow_start, allow_shrink", s)
+	}
+	return h, nil
+}
 
 // ExportQoSHeader opens the comment line idletrace's ftrace export writes
 // with the PM QoS limits in force where it begins, in PMQoS's terms, which

@@ -1,0 +1,54 @@
+package trace
+
+import (
+	"strings"
+	"testing"
+)
+
+// A state's name survives the export's states line whatever it holds;
+// a name an older export or idlestat wrote is read as it is.
+func TestExportStateName(t *testing.T) {
+	for _, tc := range []struct{ name, field string }{
+		{"C1E", "C1E"},
+		{"haltpoll idle", "haltpoll%20idle"},
+		{"a:b%c\td", "a%3Ab%25c%09d"},
+		{"", ""},
+	} {
+		field := ExportStateName(tc.name)
+		if field != tc.field || strings.ContainsAny(field, " :\t") {
+			t.Errorf("ExportStateName(%q) = %q, want %q", tc.name, field, tc.field)
+		}
+		if back := ParseExportStateName(field); back != tc.name {
+			t.Errorf("ParseExportStateName(%q) = %q, want %q", field, back, tc.name)
+		}
+	}
+	for _, old := range []string{"haltpoll_idle", "100%", "x%zz"} {
+		if got := ParseExportStateName(old); got != old {
+			t.Errorf("ParseExportStateName(%q) = %q, want it as it is", old, got)
+		}
+	}
+}
+
+func TestHaltPollLine(t *testing.T) {
+	h := &HaltPollParams{GuestHaltPollNs: 0, Grow: 2, Shrink: 2, GrowStart: 50000, AllowShrink: true}
+	line := FormatHaltPoll(h)
+	if line != "guest_halt_poll_ns=0 grow=2 shrink=2 grow_start=50000 allow_shrink=true" {
+		t.Errorf("FormatHaltPoll = %q", line)
+	}
+	got, err := ParseHaltPoll(line)
+	if err != nil || *got != *h {
+		t.Errorf("ParseHaltPoll(%q) = %+v, %v; want %+v", line, got, err, h)
+	}
+	for _, bad := range []string{
+		"",
+		"guest_halt_poll_ns=0 grow=2 shrink=2 grow_start=50000",                     // a field missing
+		"guest_halt_poll_ns=-1 grow=2 shrink=2 grow_start=50000 allow_shrink=true",  // not unsigned
+		"guest_halt_poll_ns=1 grow=2 shrink=2 grow_start=50000 allow_shrink=maybe",  // not a bool
+		"guest_halt_poll_ns=1 grow=2 shrink=2 grow_start=50000 allow_shrink=1 x=1",  // unknown
+		"guest_halt_poll_ns=4294967296 grow=2 shrink=2 grow_start=1 allow_shrink=1", // beyond unsigned int
+	} {
+		if h, err := ParseHaltPoll(bad); err == nil {
+			t.Errorf("ParseHaltPoll(%q) = %+v, want an error", bad, h)
+		}
+	}
+}
