@@ -244,9 +244,16 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	// compares that window only) are replayed too; the report says how many.
 	window := fidelity.SnapshotWindows(r)
 	var outside uint64
+	var exits *analysis.ExitLatencyCheck // on the recorded table: is it what the machine took?
+	if prof.Name == "recorded" {
+		exits = analysis.NewExitLatencyCheck(r.Meta, r.End)
+	}
 	idle := func(p *trace.IdlePeriod) error {
 		if w, ok := window[p.CPU]; len(window) > 0 && (!ok || p.EntryNs < w[0] || p.ExitNs > w[1]) {
 			outside++
+		}
+		if exits != nil {
+			exits.Add(p)
 		}
 		return replay.Idle(p)
 	}
@@ -293,6 +300,22 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	}
 	if st := replay.Stats(); st.DerivedNextTimer > 0 {
 		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
+	}
+	if exits != nil {
+		if note := exits.Note(prof); note != "" {
+			notes = append(notes, note)
+		}
+	}
+	var hpRuns []string // which haltpoll window each haltpoll policy polled by
+	for i, p := range pols {
+		if h, ok := replay.HaltpollParams(i); ok {
+			hpRuns = append(hpRuns, p.Spec+": "+trace.FormatHaltPoll(&h))
+		} else if p.Governor == model.GovRecorded && meta.CPUIdleGovernor == string(model.GovHaltpoll) && meta.HaltPoll != nil {
+			hpRuns = append(hpRuns, p.Spec+" (the recording's): "+trace.FormatHaltPoll(meta.HaltPoll))
+		}
+	}
+	if len(hpRuns) > 0 {
+		notes = append(notes, "haltpoll's module parameters, which decide its polling window: "+strings.Join(hpRuns, "; "))
 	}
 	if meta.HaltPoll == nil && slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovHaltpoll }) {
 		// An imported capture, or a recording of a kernel without the

@@ -90,6 +90,9 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 	if s.CPUIdleDriver == trace.CPUIdleDriverNone {
 		governor = "no governor runs" // sysfs still names one (info shows it)
 	}
+	if s.HaltPoll != nil { // what decides how long it polls
+		governor += " (" + trace.FormatHaltPoll(s.HaltPoll) + ")"
+	}
 	head := []string{
 		fmt.Sprintf("Kernel %s, cpuidle driver %s, %s, HZ %s.",
 			orDash(s.KernelRelease), orDash(s.CPUIdleDriver), governor, hzString(s.HZ)),

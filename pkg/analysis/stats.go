@@ -15,8 +15,11 @@ type Stats struct {
 	KernelRelease   string `json:"kernel_release"`
 	CPUIdleDriver   string `json:"cpuidle_driver"`
 	CPUIdleGovernor string `json:"cpuidle_governor"`
-	HZ              int    `json:"hz"`
-	StopReason      string `json:"stop_reason,omitempty"`
+	// HaltPoll: the haltpoll module's parameters where the governor ran
+	// (guest_halt_poll_ns decides how long it polls); null elsewhere.
+	HaltPoll   *trace.HaltPollParams `json:"haltpoll"`
+	HZ         int                   `json:"hz"`
+	StopReason string                `json:"stop_reason,omitempty"`
 	// CutShort: the trace has no end record (the recorder was killed).
 	CutShort bool `json:"cut_short"`
 

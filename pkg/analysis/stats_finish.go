@@ -51,6 +51,7 @@ func (b *StatsBuilder) newStats() *Stats {
 		KernelRelease:   m.KernelRelease,
 		CPUIdleDriver:   m.CPUIdleDriver,
 		CPUIdleGovernor: m.CPUIdleGovernor,
+		HaltPoll:        haltPollRun(m),
 		HZ:              m.HZ,
 		CutShort:        b.end == nil,
 		Probes:          m.Probes,
@@ -279,4 +280,12 @@ func (b *StatsBuilder) warn(s *Stats) {
 	if !m.Inputs.WakeRequests {
 		s.Warnings = append(s.Warnings, "this trace does not carry remote wake requests: no wake latency can be measured")
 	}
+}
+
+// haltPollRun is m's haltpoll parameters where the haltpoll governor ran.
+func haltPollRun(m *trace.Metadata) *trace.HaltPollParams {
+	if m.CPUIdleGovernor != "haltpoll" || m.NoCPUIdleDriver() {
+		return nil
+	}
+	return m.HaltPoll
 }

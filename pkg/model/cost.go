@@ -69,7 +69,11 @@ func (ps *polSim) result(r *Replay) Result {
 	if ps.pol.Spec == "" {
 		res.Policy = string(ps.kind)
 	}
-	if ps.kind != GovOracle && !ps.dynPoll && ps.pollNs > 0 && ps.pollNs != noLimit {
+	// The recorded governor's limit is the generic one but under haltpoll,
+	// whose window moves per CPU and in time (the recording's, not one
+	// figure).
+	recordedWindow := ps.kind == GovRecorded && r.meta.CPUIdleGovernor == string(GovHaltpoll)
+	if ps.kind != GovOracle && !ps.dynPoll && !recordedWindow && ps.pollNs > 0 && ps.pollNs != noLimit {
 		v := uint64(ps.pollNs)
 		res.PollLimitNs = &v
 	}

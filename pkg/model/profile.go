@@ -271,10 +271,13 @@ func Measured(meta *trace.Metadata, wakeLatencyP50Ns map[string]uint64) (*Profil
 		return nil, err
 	}
 	p.Name = "measured"
-	var used []string
+	var used, polled []string
 	for i := range p.States {
 		s := &p.States[i]
 		if s.Polling {
+			if _, ok := wakeLatencyP50Ns[s.Name]; ok {
+				polled = append(polled, s.Name)
+			}
 			continue
 		}
 		if v, ok := wakeLatencyP50Ns[s.Name]; ok {
@@ -286,6 +289,12 @@ func Measured(meta *trace.Metadata, wakeLatencyP50Ns map[string]uint64) (*Profil
 		p.Source += "; no wake latency was measured, so exit latencies are the table's"
 	} else {
 		p.Source += "; exit latency of " + strings.Join(used, ", ") + " replaced by the median (p50) wake latency measured in the trace"
+	}
+	if len(polled) > 0 {
+		// A polling CPU has nothing to leave: what a wake-up from it took
+		// is the wake-up's own path (the IPI, on a VM the host), which
+		// every state's measured figure includes too.
+		p.Source += "; " + strings.Join(polled, ", ") + " kept at 0 (a polling CPU has no exit; its measured wake-ups took the wake-up path's own time)"
 	}
 	return p, nil
 }

@@ -1,5 +1,7 @@
 package model
 
+import "github.com/idletrace/idletrace/pkg/trace"
+
 // Agreement's shadow governor: a second instance of a policy's governor
 // kept on the kernel's own history, which chooses at each recorded entry
 // with the inputs the kernel's governor had; and the haltpoll window that
@@ -91,4 +93,15 @@ func (r *Replay) HaltpollWindow(i int, cpu uint32) (ns, changes uint64, ok bool)
 		return 0, 0, false
 	}
 	return g.limit, g.changes, true
+}
+
+// HaltpollParams are the haltpoll module parameters policy i replays with
+// (the recording's, else the module's defaults, then its guest_halt_poll_*
+// modifiers); ok is false when policy i is not haltpoll.
+func (r *Replay) HaltpollParams(i int) (p trace.HaltPollParams, ok bool) {
+	if i < 0 || i >= len(r.pols) || r.pols[i].kind != GovHaltpoll {
+		return p, false
+	}
+	h := r.pols[i].hp
+	return trace.HaltPollParams{GuestHaltPollNs: h.guestNs, Grow: h.grow, Shrink: h.shrink, GrowStart: h.growStart, AllowShrink: h.allowShrink}, true
 }

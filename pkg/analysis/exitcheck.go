@@ -1,0 +1,78 @@
+package analysis
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/idletrace/idletrace/pkg/latency"
+	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// ExitLatencyCheck compares what a trace measured leaving each idle state
+// (the remote wake-up latency stats reports: wake request → idle exit)
+// with the exit latency the replayed table charges for it. On a VM the
+// driver's table is nominal (cpuidle-haltpoll gives its halt state 1 µs;
+// the guest took a median of 17-32 µs to wake from it on this project's
+// machines), and a what-if on that table finds no cost in a state the
+// workload pays tens of µs to leave: whatif says so, and names the
+// profile that replays on the measured figures.
+type ExitLatencyCheck struct {
+	rules  *Rules
+	byName map[string]*latency.Histogram
+}
+
+// Thresholds of the check: a state measured this often whose median is
+// this many times its table's exit latency and this much more.
+const (
+	exitCheckMinWakeUps = 100
+	exitCheckRatio      = 4
+	exitCheckMinGapNs   = 10_000
+)
+
+// NewExitLatencyCheck counts as stats does on the trace whose metadata and
+// end record (nil for a trace cut short) are given.
+func NewExitLatencyCheck(meta *trace.Metadata, end *trace.End) *ExitLatencyCheck {
+	return &ExitLatencyCheck{rules: NewRules(meta, end), byName: map[string]*latency.Histogram{}}
+}
+
+// Add counts p's wake-up latency where stats counts one.
+func (c *ExitLatencyCheck) Add(p *trace.IdlePeriod) {
+	if !c.rules.Valid(p) || !c.rules.IdleInWindow(p) {
+		return
+	}
+	lat, ok := p.WakeLatencyNs()
+	if !ok {
+		return
+	}
+	name := c.rules.StateName(int(p.CPU), int(p.State))
+	h := c.byName[name]
+	if h == nil {
+		h = &latency.Histogram{}
+		c.byName[name] = h
+	}
+	h.Record(lat)
+}
+
+// Note is whatif's note for a replay on prof, the recorded table: the
+// halted states whose measured wake-up median is far above the table's
+// exit latency; "" when there are none.
+func (c *ExitLatencyCheck) Note(prof *model.Profile) string {
+	var far []string
+	for _, s := range prof.States {
+		h := c.byName[s.Name]
+		if s.Polling || h == nil || h.Count() < exitCheckMinWakeUps {
+			continue
+		}
+		p50 := h.Quantile(0.5)
+		if p50 > exitCheckRatio*s.ExitLatencyNs && p50-s.ExitLatencyNs > exitCheckMinGapNs {
+			far = append(far, fmt.Sprintf("%s's exit latency is %s µs, its measured wake-up latency a median of %s µs over %s",
+				s.Name, FormatUs(s.ExitLatencyNs), FormatUs(p50), Count(h.Count(), "wake-up")))
+		}
+	}
+	if len(far) == 0 {
+		return ""
+	}
+	return "the recorded table's exit latencies are far below what this machine took to wake (" + strings.Join(far, "; ") +
+		"): the policies are charged the table's, as the kernel's governors assume them; --profile measured replays on the measured medians (on a VM, the host's wake-up path is in them)"
+}

@@ -1,0 +1,59 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/model"
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// The note appears where a halted state was measured often enough, far
+// above its table's exit latency both as a ratio and in µs.
+func TestExitLatencyCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		exitNs  uint64
+		wakeNs  uint64
+		wakeUps int
+		want    string // in the note; "" for no note
+	}{
+		{"haltpoll's nominal 1 µs, 20 µs measured", 1_000, 20_000, 150, "haltpoll idle's exit latency is 1.00 µs, its measured wake-up latency a median of 20.0 µs over 150 wake-ups"},
+		{"too few wake-ups to say", 1_000, 20_000, exitCheckMinWakeUps - 1, ""},
+		{"within four times the table's", 10_000, 35_000, 150, ""},
+		{"four times, but less than 10 µs more", 1_000, 9_000, 150, ""},
+		{"the table's figure measured", 100_000, 120_000, 500, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := &trace.Metadata{FormatVersion: 1, CPUIdleDriver: "haltpoll", CPUIdleGovernor: "haltpoll", HZ: 250,
+				States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
+					{Index: 0, Name: "POLL", Polling: true},
+					{Index: 1, Name: "haltpoll idle", ExitLatencyNs: tc.exitNs, TargetResidencyNs: tc.exitNs},
+				}}}}
+			prof, err := model.Recorded(meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := NewExitLatencyCheck(meta, nil)
+			t0 := uint64(1_000_000)
+			for range tc.wakeUps {
+				p := trace.IdlePeriod{CPU: 0, State: 1, EntryNs: t0, ExitNs: t0 + 500_000, WakeCause: trace.WakeIPICall, WakeIRQ: -1}
+				p.WakeRequestNs = p.ExitNs - tc.wakeNs
+				c.Add(&p)
+				// A POLL wake-up and a device interrupt: not the halted state's.
+				c.Add(&trace.IdlePeriod{CPU: 0, State: 0, EntryNs: t0 + 600_000, ExitNs: t0 + 700_000, WakeCause: trace.WakeIPICall, WakeRequestNs: t0 + 600_001, WakeIRQ: -1})
+				c.Add(&trace.IdlePeriod{CPU: 0, State: 1, EntryNs: t0 + 800_000, ExitNs: t0 + 900_000, WakeCause: trace.WakeIRQ, WakeIRQ: 11})
+				t0 += 1_000_000
+			}
+			note := c.Note(prof)
+			switch {
+			case tc.want == "" && note != "":
+				t.Errorf("note %q, want none", note)
+			case tc.want != "" && !strings.Contains(note, tc.want):
+				t.Errorf("note %q, want it to say %q", note, tc.want)
+			case tc.want != "" && !strings.Contains(note, "--profile measured"):
+				t.Errorf("note %q does not name the profile that replays on the measured figures", note)
+			}
+		})
+	}
+}
