@@ -269,7 +269,7 @@ func TestExperimentHaltpoll(t *testing.T) {
 }
 
 // TestExperimentSignalRestores: SIGTERM during the after-recording stops it
-// and puts the parameter back at once.
+// and puts the parameter back at once; the experiment exits 128+15.
 func TestExperimentSignalRestores(t *testing.T) {
 	requireHaltpoll(t)
 	dir := t.TempDir()
@@ -290,8 +290,8 @@ func TestExperimentSignalRestores(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // into the after-recording
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Errorf("exit %v, want 1; stderr %s", err, errb.String())
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %v, want 143 (128+SIGTERM, as a shell reports a command it killed); stderr %s", err, errb.String())
 	}
 	if got := readParam(t); got != "0" {
 		t.Errorf("guest_halt_poll_ns is %s after SIGTERM, want 0", got)

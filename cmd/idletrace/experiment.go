@@ -169,7 +169,7 @@ func experimentPaths(dir string, runs int, force bool) ([][2]string, error) {
 type knobGuard struct {
 	mu          sync.Mutex
 	applied     *tune.Applied
-	interrupted error
+	interrupted os.Signal
 	sigs        chan os.Signal
 	say         func(string)
 }
@@ -180,7 +180,7 @@ func newKnobGuard(cancel context.CancelFunc, say func(string)) *knobGuard {
 	go func() {
 		for s := range g.sigs {
 			g.mu.Lock()
-			g.interrupted = fmt.Errorf("stopped by %v", s)
+			g.interrupted = s
 			g.mu.Unlock()
 			cancel()
 			if err := g.restore(); err != nil {
@@ -211,9 +211,24 @@ func (g *knobGuard) stopped() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.interrupted != nil {
-		return fmt.Errorf("%v; the machine's idle knobs are as they were", g.interrupted)
+		return interruptedError{g.interrupted}
 	}
 	return nil
+}
+
+// interruptedError is an experiment stopped by a signal: it exits 128+N,
+// as a shell reports a command the signal killed.
+type interruptedError struct{ sig os.Signal }
+
+func (e interruptedError) Error() string {
+	return fmt.Sprintf("stopped by %v; the machine's idle knobs are as they were", e.sig)
+}
+
+func (e interruptedError) ExitStatus() int {
+	if s, ok := e.sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 1
 }
 
 // close restores, then stops taking signals.
