@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -27,7 +28,9 @@ const experimentPolicyNote = "experiment applies exactly one policy, and only wh
 func runExperiment(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("experiment", stderr)
 	usage := fs.Usage
-	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+experimentPolicyNote+"\n\n"+model.PolicyHelp()) }
+	// One policy here: the shared help's "(repeatable)" is whatif's.
+	policyHelp := strings.Replace(model.PolicyHelp(), " (repeatable)", " (exactly one)", 1)
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+experimentPolicyNote+"\n\n"+policyHelp) }
 	policies := fs.StringArray("policy", nil, "exactly one policy to apply (GOVERNOR[+MODIFIER]...; what the running kernel can change: governor, disable=, qos=, haltpoll's guest_halt_poll_*; needs a cpuidle driver)")
 	profileName := fs.String("profile", "recorded", "state table to predict on: recorded, measured, a built-in name or a JSON file")
 	ioFilter := fs.String("io", "", "IO figures cover only these requests: "+trace.IOFilterHelp)
