@@ -316,7 +316,7 @@ func renderWhatifDoc(d *doc, rep *WhatifReport) error {
 			"or the limit moves per CPU and in time (haltpoll's window: the notes give the module parameters each haltpoll policy polled by). " +
 			"Wake latency: exit latency paid per wake-up. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
 			"with their share of the policy's selections (the core counts them per stay; a policy may select more than once a period). Energy: over the idle episodes (a busy core while a policy woke within one), relative to the first policy. " +
-			"Agreement: share of the recorded selections this policy makes the same way (defined on the recorded profile only: " +
+			"Agreement: share of the recorded selections this policy makes the same way (defined on the recorded and measured profiles only: " +
 			"the kernel chose among the recorded machine's states).")
 		d.heading("Share of idle time per state")
 		if err := d.table(shareHeader, shareRows, 0); err != nil {
