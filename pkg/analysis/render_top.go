@@ -77,6 +77,9 @@ func topHeader(f *TopFrame, v TopView, noDriver bool) []string {
 	if noDriver { // sysfs still names one, but none runs
 		governor = "no governor runs"
 	}
+	if h := total.HaltPoll; h != nil { // its polling window's ceiling
+		governor += fmt.Sprintf(" (guest_halt_poll_ns %d)", h.GuestHaltPollNs)
+	}
 	out = append(out, joinTitle([]string{"idletrace top", clock(f.ElapsedNs), "kernel " + orDash(total.KernelRelease),
 		"driver " + orDash(total.CPUIdleDriver) + ", " + governor, "HZ " + hzString(total.HZ)}, cmp.Or(v.Width, TopPipeWidth))...)
 	out = append(out, fmt.Sprintf("last %.2f s: %s, %s, %d woke an idle CPU",
