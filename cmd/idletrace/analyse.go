@@ -306,26 +306,45 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 			notes = append(notes, note)
 		}
 	}
-	var hpRuns []string // which haltpoll window each haltpoll policy polled by
-	for i, p := range pols {
-		if h, ok := replay.HaltpollParams(i); ok {
-			hpRuns = append(hpRuns, p.Spec+": "+trace.FormatHaltPoll(&h))
-		} else if p.Governor == model.GovRecorded && meta.CPUIdleGovernor == string(model.GovHaltpoll) && meta.HaltPoll != nil {
-			hpRuns = append(hpRuns, p.Spec+" (the recording's): "+trace.FormatHaltPoll(meta.HaltPoll))
-		}
-	}
-	if len(hpRuns) > 0 {
-		notes = append(notes, "haltpoll's module parameters, which decide its polling window: "+strings.Join(hpRuns, "; "))
-	}
-	if meta.HaltPoll == nil && slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovHaltpoll }) {
-		// An imported capture, or a recording of a kernel without the
-		// haltpoll module: what haltpoll would use is not known.
-		notes = append(notes, "the trace does not give haltpoll's module parameters (guest_halt_poll_*): haltpoll policies assumed the module's defaults (guest_halt_poll_ns=200000, grow 2, shrink 2, grow_start 50000, allow_shrink on) where their guest_halt_poll_* modifiers set none")
-	}
+	notes = append(notes, haltpollNotes(replay, pols, meta)...)
 	// What the reader skipped or could not read (truncation, damaged
 	// chunks) belongs in a report pasted without its stderr.
 	notes = append(notes, r.Warnings()...)
 	return &analysis.WhatifReport{Trace: path, Profile: prof, Results: results, Assumptions: model.Assumptions(prof, pols), Notes: notes}, nil
+}
+
+// haltpollNotes say which module parameters each haltpoll policy (and
+// recorded, where haltpoll ran) polled by, whose agreement follows its own
+// window, and that the module's defaults were assumed where the trace
+// does not give the recording's.
+func haltpollNotes(replay *model.Replay, pols []model.Policy, meta *trace.Metadata) []string {
+	var runs, own []string
+	for i, p := range pols {
+		if h, ownWindow, ok := replay.HaltpollParams(i); ok {
+			runs = append(runs, p.Spec+": "+trace.FormatHaltPoll(&h))
+			if ownWindow {
+				own = append(own, p.Spec)
+			}
+		} else if p.Governor == model.GovRecorded && meta.HaltPollRan() && meta.HaltPoll != nil {
+			runs = append(runs, p.Spec+" (the recording's): "+trace.FormatHaltPoll(meta.HaltPoll))
+		}
+	}
+	var notes []string
+	if len(runs) > 0 {
+		notes = append(notes, "haltpoll's module parameters, which decide its polling window: "+strings.Join(runs, "; "))
+	}
+	if len(own) > 0 {
+		notes = append(notes, "the agreement of "+strings.Join(own, ", ")+" follows its own polling window over the recorded stays, "+
+			"not the kernel's (the recording ran another governor or other haltpoll values): an estimate, not refereed by the kernel's choices")
+	}
+	if meta.HaltPoll == nil && slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovHaltpoll }) {
+		// An imported capture, or a recording of a kernel without the
+		// haltpoll module: what haltpoll would use is not known.
+		d := model.HaltpollDefaults()
+		notes = append(notes, "the trace does not give haltpoll's module parameters (guest_halt_poll_*): haltpoll policies assumed the module's defaults ("+
+			trace.FormatHaltPoll(&d)+") where their guest_halt_poll_* modifiers set none")
+	}
+	return notes
 }
 
 // noRecords refuses a trace without records: stats and whatif say the same.

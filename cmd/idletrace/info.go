@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idletrace/idletrace/pkg/analysis"
@@ -170,9 +171,32 @@ type traceFile struct {
 func (t *traceFile) printWarnings() {
 	w := t.Warnings()
 	for _, m := range w[t.shown:] {
-		fmt.Fprintln(t.stderr, "warning:", m)
+		if firstWarning(t.stderr, m) {
+			fmt.Fprintln(t.stderr, "warning:", m)
+		}
 	}
 	t.shown = len(w)
+}
+
+// shownWarnings: a command that opens one trace more than once (whatif
+// --measured, experiment) says each of its warnings once per stderr.
+var shownWarnings struct {
+	sync.Mutex
+	seen map[string]bool
+}
+
+func firstWarning(stderr io.Writer, msg string) bool {
+	key := fmt.Sprintf("%p\x00%s", stderr, msg)
+	shownWarnings.Lock()
+	defer shownWarnings.Unlock()
+	if shownWarnings.seen[key] {
+		return false
+	}
+	if shownWarnings.seen == nil {
+		shownWarnings.seen = map[string]bool{}
+	}
+	shownWarnings.seen[key] = true
+	return true
 }
 
 // Close prints the warnings not printed yet and closes the trace.

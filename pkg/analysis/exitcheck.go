@@ -36,7 +36,9 @@ func NewExitLatencyCheck(meta *trace.Metadata, end *trace.End) *ExitLatencyCheck
 	return &ExitLatencyCheck{rules: NewRules(meta, end), byName: map[string]*latency.Histogram{}}
 }
 
-// Add counts p's wake-up latency where stats counts one.
+// Add counts p's wake-up latency where stats counts one (the rule of
+// StatsBuilder.AddIdle's wake_latency_ns; TestExitLatencyCheckAgreesWithStats
+// holds the two together).
 func (c *ExitLatencyCheck) Add(p *trace.IdlePeriod) {
 	if !c.rules.Valid(p) || !c.rules.IdleInWindow(p) {
 		return
@@ -52,6 +54,16 @@ func (c *ExitLatencyCheck) Add(p *trace.IdlePeriod) {
 		c.byName[name] = h
 	}
 	h.Record(lat)
+}
+
+// P50 is the median wake-up latency per state name, as
+// Stats.WakeLatencyP50 gives it.
+func (c *ExitLatencyCheck) P50() map[string]uint64 {
+	out := make(map[string]uint64, len(c.byName))
+	for name, h := range c.byName {
+		out[name] = h.Quantile(0.5)
+	}
+	return out
 }
 
 // Note is whatif's note for a replay on prof, the recorded table: the

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -55,5 +56,27 @@ func TestExitLatencyCheck(t *testing.T) {
 				t.Errorf("note %q does not name the profile that replays on the measured figures", note)
 			}
 		})
+	}
+}
+
+// The check counts the wake-ups stats counts: on the bundled trace its
+// medians are stats' wake_latency_ns p50s, state by state.
+func TestExitLatencyCheckAgreesWithStats(t *testing.T) {
+	r, err := trace.Open("../../testdata/demo.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := StatsFromReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewExitLatencyCheck(r.Meta, r.End)
+	if err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error { c.Add(p); return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	got, want := c.P50(), s.WakeLatencyP50()
+	if len(want) == 0 || !maps.Equal(got, want) {
+		t.Errorf("medians %v, stats' %v", got, want)
 	}
 }

@@ -284,7 +284,7 @@ func (b *StatsBuilder) warn(s *Stats) {
 
 // haltPollRun is m's haltpoll parameters where the haltpoll governor ran.
 func haltPollRun(m *trace.Metadata) *trace.HaltPollParams {
-	if m.CPUIdleGovernor != "haltpoll" || m.NoCPUIdleDriver() {
+	if !m.HaltPollRan() {
 		return nil
 	}
 	return m.HaltPoll

@@ -33,9 +33,15 @@ type CPUWorkload struct {
 // first recording cannot follow.
 type Workloads map[uint32]CPUWorkload
 
-// CountWorkloads scans r's idle periods.
+// CountWorkloads scans r's idle periods. Every CPU the trace recorded
+// has an entry, one without a period too (busy throughout).
 func CountWorkloads(r *trace.Reader) (Workloads, error) {
 	out := Workloads{}
+	for _, c := range r.Meta.RecordedCPUs {
+		if c >= 0 {
+			out[uint32(c)] = CPUWorkload{}
+		}
+	}
 	err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error {
 		c := out[p.CPU]
 		if c.Periods == 0 || p.EntryNs < c.FirstNs {
@@ -58,13 +64,25 @@ func CountWorkloads(r *trace.Reader) (Workloads, error) {
 	return out, err
 }
 
-// idleShare is the share of the span of c's periods it was idle.
-func (c CPUWorkload) idleShare() float64 {
-	if c.LastNs <= c.FirstNs {
-		return 0
+// span is the time from the first period's entry to the last's exit
+// over all CPUs: what each CPU's idle share is of (a CPU busy at the start
+// or the end is not idle then).
+func (w Workloads) span() uint64 {
+	var first, last uint64
+	for _, c := range w {
+		if c.Periods == 0 {
+			continue
+		}
+		if first == 0 || c.FirstNs < first {
+			first = c.FirstNs
+		}
+		last = max(last, c.LastNs)
 	}
-	return float64(c.IdleNs) / float64(c.LastNs-c.FirstNs)
+	return last - min(first, last)
 }
+
+// workloadMinSpanNs: a shorter recording says nothing of idle shares.
+const workloadMinSpanNs = 100_000_000
 
 // workloadMovedPoints is how far a CPU's refused share, or its idle share,
 // must move between the recordings for a note: in the lab, where one
@@ -74,7 +92,8 @@ func (c CPUWorkload) idleShare() float64 {
 // recordings (CPU 0 53 % idle before, 97 % after; CPU 1 95 %, then 50 %).
 const workloadMovedPoints = 20
 
-// workloadMinPeriods: fewer (known) periods on a CPU say nothing.
+// workloadMinPeriods: fewer periods whose tick state is known say nothing
+// of a CPU's refused share.
 const workloadMinPeriods = 100
 
 // WorkloadMovedNote begins every note WorkloadMovedNotes writes.
@@ -83,21 +102,27 @@ const WorkloadMovedNote = "the workload moved between the recordings"
 // WorkloadMovedNotes say, for a prediction held to a measurement, on
 // which CPUs the kernel refused to stop the tick in a share of the periods
 // that moved by workloadMovedPoints or more between BEFORE and AFTER,
-// and on which the idle share of the CPU's time moved by as much; none
-// where nothing did. Each begins WorkloadMovedNote.
+// and on which the idle share of the CPU's time (over each recording's
+// span) moved by as much; none where nothing did. Each begins
+// WorkloadMovedNote.
 func WorkloadMovedNotes(before, after Workloads, beforeName, afterName string) []string {
 	var tick, idle []string
 	moved := func(b, a float64) bool { return math.Abs(a-b)*100 >= workloadMovedPoints-1e-9 } // (float: 30 % − 10 % is 19.999…)
+	bSpan, aSpan := before.span(), after.span()
 	for _, c := range slices.Sorted(maps.Keys(before)) {
-		b, a := before[c], after[c]
+		b := before[c]
+		a, ok := after[c]
+		if !ok { // not recorded in AFTER
+			continue
+		}
 		if b.TickKnown >= workloadMinPeriods && a.TickKnown >= workloadMinPeriods {
 			bs, as := float64(b.TickRefused)/float64(b.TickKnown), float64(a.TickRefused)/float64(a.TickKnown)
 			if moved(bs, as) {
 				tick = append(tick, fmt.Sprintf("CPU %d's %.0f %% before, %.0f %% after", c, 100*bs, 100*as))
 			}
 		}
-		if b.Periods >= workloadMinPeriods && a.Periods >= workloadMinPeriods {
-			if bs, as := b.idleShare(), a.idleShare(); moved(bs, as) {
+		if bSpan >= workloadMinSpanNs && aSpan >= workloadMinSpanNs {
+			if bs, as := float64(b.IdleNs)/float64(bSpan), float64(a.IdleNs)/float64(aSpan); moved(bs, as) {
 				idle = append(idle, fmt.Sprintf("CPU %d %.0f %% idle before, %.0f %% after", c, 100*bs, 100*as))
 			}
 		}

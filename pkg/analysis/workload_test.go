@@ -80,7 +80,13 @@ func TestWorkloadMovedNotes(t *testing.T) {
 		{"work moved to another CPU", Workloads{0: idle(53, 5000), 1: idle(95, 5000)}, Workloads{0: idle(97, 5000), 1: idle(50, 5000)},
 			[][]string{{"CPU 0 53 % idle before, 97 % after", "CPU 1 95 % idle before, 50 % after", "b.trace, a.trace", "taskset"}}},
 		{"idle share moved by 19 points", Workloads{0: idle(50, 5000)}, Workloads{0: idle(69, 5000)}, nil},
-		{"idle share of too few periods", Workloads{0: idle(10, 99)}, Workloads{0: idle(90, 99)}, nil},
+		{"a recording too short to tell", Workloads{0: {Periods: 5, IdleNs: 5_000_000, FirstNs: 1_000_000, LastNs: 51_000_000}},
+			Workloads{0: {Periods: 5, IdleNs: 45_000_000, FirstNs: 1_000_000, LastNs: 51_000_000}}, nil},
+		// A CPU the work moved onto has few idle periods, and one with
+		// none at all is busy throughout (CountWorkloads lists it).
+		{"work moved onto a CPU", Workloads{0: idle(90, 5000), 1: idle(40, 5000)}, Workloads{0: idle(0, 0), 1: idle(90, 5000)},
+			[][]string{{"CPU 0 90 % idle before, 0 % after", "CPU 1 40 % idle before, 90 % after"}}},
+		{"a CPU not recorded after", Workloads{0: idle(90, 5000), 1: idle(40, 5000)}, Workloads{1: idle(40, 5000)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			notes := WorkloadMovedNotes(tc.before, tc.after, "b.trace", "a.trace")

@@ -72,7 +72,7 @@ func (ps *polSim) result(r *Replay) Result {
 	// The recorded governor's limit is the generic one but under haltpoll,
 	// whose window moves per CPU and in time (the recording's, not one
 	// figure).
-	recordedWindow := ps.kind == GovRecorded && r.meta.CPUIdleGovernor == string(GovHaltpoll)
+	recordedWindow := ps.kind == GovRecorded && r.meta.HaltPollRan()
 	if ps.kind != GovOracle && !ps.dynPoll && !recordedWindow && ps.pollNs > 0 && ps.pollNs != noLimit {
 		v := uint64(ps.pollNs)
 		res.PollLimitNs = &v

@@ -64,6 +64,11 @@ func haltpollParamsFrom(h *trace.HaltPollParams, v Version, generic int64) haltp
 	return p
 }
 
+// params are p in the trace's terms.
+func (p haltpollParams) params() trace.HaltPollParams {
+	return trace.HaltPollParams{GuestHaltPollNs: p.guestNs, Grow: p.grow, Shrink: p.shrink, GrowStart: p.growStart, AllowShrink: p.allowShrink}
+}
+
 // with overrides the parameters the policy's guest_halt_poll_* modifiers
 // set, as writing the module's sysfs files would before the recording.
 func (p haltpollParams) with(o HaltPollOverrides) haltpollParams {

@@ -157,63 +157,103 @@ func TestHaltpollGuessedPollTimeout(t *testing.T) {
 
 // Agreement of haltpoll with other guest_halt_poll_ns values than the
 // recording's: its window moves by its own choices on the recorded stays,
-// not by the kernel's polls. A recording at 200 µs: in every 50 periods
-// 48 polls woken within 20 µs, one that runs out the window, then a
-// 150 µs halt. With a window of 0 the policy ends up halting on every
-// entry (only the kernel's halts agree); at 100 µs it polls as the kernel
-// did but once after each halt, which shrinks its window to 0.
+// not by the kernel's polls, and its polls time out on its own window. A
+// recording at 200 µs, each CPU's window seeded as whatif seeds it (the
+// prepass's first power:guest_halt_poll_ns record):
+//   - "mostly short polls": in every 50 periods 48 polls woken within
+//     20 µs, one that runs out the window, then a 150 µs halt. With a
+//     window of 0 the policy ends up halting on every entry (only the
+//     kernel's halts agree); at 100 µs it polls as the kernel did but once
+//     after each halt, which shrinks its window to 0.
+//   - "polls woken at 150 µs", the window 100 µs as it began: the 48 polls
+//     are woken past it, the halts last 80 µs. At 100 µs the policy's own
+//     polls time out and its halts of 150 µs shrink its window to 0 (the
+//     kernel's 80 µs halts would not), so it halts on every entry.
 func TestHaltpollAgreementOtherValues(t *testing.T) {
-	meta := haltpollMeta("6.18.0")
-	prof, err := Recorded(meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
+	type want struct {
 		spec   string
 		lo, hi float64
+	}
+	for _, sc := range []struct {
+		name   string
+		seedNs uint32                           // the window as the recording began
+		period func(i int, p *trace.IdlePeriod) // sets exit, state, cause of the i-th period
+		want   []want
 	}{
-		{"haltpoll", 1, 1},
-		{"haltpoll+guest_halt_poll_ns=200us", 1, 1},
-		{"haltpoll+guest_halt_poll_ns=0", 0, 0.05},
-		{"haltpoll+guest_halt_poll_ns=100us", 0.95, 0.99},
-	}
-	var pols []Policy
-	for _, tc := range tests {
-		p, err := ParsePolicy(tc.spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pols = append(pols, p)
-	}
-	rp, err := NewReplay(prof, meta, pols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp.SetHaltpollWindow(0, 200_000)
-	const periods, every = 5000, 50
-	t0 := uint64(1_000_000)
-	for i := range periods {
-		p := trace.IdlePeriod{EntryNs: t0, ExitNs: t0 + 20_000, State: 0, WakeCause: trace.WakeIPIResched, PollTimedOut: trace.No, WakeIRQ: -1}
-		switch i % every {
-		case every - 2:
-			p.ExitNs, p.WakeCause, p.PollTimedOut = t0+200_000, trace.WakePollTimeout, trace.Yes
-		case every - 1:
-			p.ExitNs, p.State, p.WakeCause = t0+150_000, 1, trace.WakeIRQ
-		}
-		p.KernelKnown, p.KernelCounted, p.KernelResidencyNs = true, true, p.ExitNs-p.EntryNs
-		if err := rp.Idle(&p); err != nil {
-			t.Fatal(err)
-		}
-		t0 = p.ExitNs + 10_000
-	}
-	res, err := rp.Finish()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, tc := range tests {
-		if a := res[i].Agreement; a == nil || *a < tc.lo || *a > tc.hi {
-			t.Errorf("%s: agreement %s, want within [%g, %g]", tc.spec, fmtAgreement(a), tc.lo, tc.hi)
-		}
+		{"mostly short polls", 200_000, func(i int, p *trace.IdlePeriod) {
+			const every = 50
+			switch i % every {
+			case every - 2:
+				p.ExitNs, p.WakeCause, p.PollTimedOut = p.EntryNs+200_000, trace.WakePollTimeout, trace.Yes
+			case every - 1:
+				p.ExitNs, p.State, p.WakeCause = p.EntryNs+150_000, 1, trace.WakeIRQ
+			}
+		}, []want{
+			{"haltpoll", 1, 1},
+			{"haltpoll+guest_halt_poll_ns=200us", 1, 1},
+			{"haltpoll+guest_halt_poll_ns=0", 0, 0.05},
+			{"haltpoll+guest_halt_poll_ns=100us", 0.95, 0.99},
+		}},
+		{"polls woken at 150 µs", 100_000, func(i int, p *trace.IdlePeriod) {
+			const every = 50
+			p.ExitNs = p.EntryNs + 150_000
+			switch i % every {
+			case every - 2:
+				p.ExitNs, p.WakeCause, p.PollTimedOut = p.EntryNs+200_000, trace.WakePollTimeout, trace.Yes
+			case every - 1:
+				p.ExitNs, p.State, p.WakeCause = p.EntryNs+80_000, 1, trace.WakeIRQ
+			}
+		}, []want{
+			{"haltpoll", 1, 1},
+			{"haltpoll+guest_halt_poll_ns=100us", 0, 0.1},
+		}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			meta := haltpollMeta("6.18.0")
+			meta.Inputs.HaltPollTrace = true
+			prof, err := Recorded(meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pols []Policy
+			for _, w := range sc.want {
+				p, err := ParsePolicy(w.spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pols = append(pols, p)
+			}
+			rp, err := NewReplay(prof, meta, pols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, ok := rp.Prepass(nil)
+			if !ok || v.HaltPoll == nil {
+				t.Fatal("the prepass does not read the haltpoll records")
+			}
+			must := func(err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(v.HaltPoll(&trace.HaltPollChange{TimeNs: 2_000_000, CPU: 0, OldNs: sc.seedNs, NewNs: 1}))
+			must(v.HaltPoll(&trace.HaltPollChange{TimeNs: 3_000_000, CPU: 0, OldNs: 1, NewNs: 2})) // not the start's
+			t0 := uint64(1_000_000)
+			for i := range 5000 {
+				p := trace.IdlePeriod{EntryNs: t0, ExitNs: t0 + 20_000, State: 0, WakeCause: trace.WakeIPIResched, PollTimedOut: trace.No, WakeIRQ: -1}
+				sc.period(i, &p)
+				p.KernelKnown, p.KernelCounted, p.KernelResidencyNs = true, true, p.ExitNs-p.EntryNs
+				must(rp.Idle(&p))
+				t0 = p.ExitNs + 10_000
+			}
+			res, err := rp.Finish()
+			must(err)
+			for i, w := range sc.want {
+				if a := res[i].Agreement; a == nil || *a < w.lo || *a > w.hi {
+					t.Errorf("%s: agreement %s, want within [%g, %g]", w.spec, fmtAgreement(a), w.lo, w.hi)
+				}
+			}
+		})
 	}
 }
 

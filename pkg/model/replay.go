@@ -126,6 +126,8 @@ type cpuShared struct {
 	// gotTickCleared: a later one found it clear, so the kernel clears it
 	// after every stay (Replay.gotTickPerStay).
 	gotTickSet, gotTickCleared bool
+	// haltpollSet: SetHaltpollWindow gave the CPU's window.
+	haltpollSet bool
 }
 
 // NewReplay prepares a replay of policies on prof. meta is the trace's
@@ -184,7 +186,9 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 
 // Prepass gives what the replay must see of the whole trace before its
 // first period, and false when it needs nothing: blkqos needs every CPU's
-// block IO issue times before its idle periods, and a polling state needs
+// block IO issue times before its idle periods, haltpoll each CPU's window
+// at the start (the first power:guest_halt_poll_ns record's old value,
+// SetHaltpollWindow), and a polling state needs
 // the shortest poll time-out (pollFloorNs) where the trace's end record
 // (end may be nil) does not give it. Learnt only as the periods pass, the
 // replay's polls before the trace's first time-out would end at the bare
@@ -198,6 +202,22 @@ func (r *Replay) Prepass(end *trace.End) (trace.Visitor, bool) {
 	if r.meta.Inputs.PMQoSTrace {
 		v.PMQoS = func(q *trace.PMQoSChange) error { r.PreparePMQoS(q); return nil }
 	}
+	if r.meta.Inputs.HaltPollTrace && slices.ContainsFunc(r.pols, func(ps *polSim) bool { return ps.kind == GovHaltpoll }) {
+		// Each CPU's window as the recording began: its first
+		// power:guest_halt_poll_ns record's old value (the kernel's
+		// window is nowhere else); a CPU without one starts at 0.
+		// A caller's own SetHaltpollWindow stands.
+		first := map[uint32]bool{}
+		v.HaltPoll = func(h *trace.HaltPollChange) error {
+			if !first[h.CPU] && h.CPU < maxCPUs {
+				first[h.CPU] = true
+				if !r.cpu(h.CPU).haltpollSet {
+					r.SetHaltpollWindow(h.CPU, uint64(h.OldNs))
+				}
+			}
+			return nil
+		}
+	}
 	switch {
 	case !slices.Contains(r.recTab.polling, true):
 	case end != nil && end.ShortestPollTimeoutNs != nil:
@@ -208,7 +228,7 @@ func (r *Replay) Prepass(end *trace.End) (trace.Visitor, bool) {
 			return nil
 		}
 	}
-	return v, v.BlockIO != nil || v.Idle != nil || v.PMQoS != nil
+	return v, v.BlockIO != nil || v.Idle != nil || v.PMQoS != nil || v.HaltPoll != nil
 }
 
 // notePollTimeout keeps the shortest recorded poll time-out: a period in a

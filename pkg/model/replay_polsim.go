@@ -197,9 +197,12 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 			return nil, policyErrorf("policy %q: haltpoll needs a polling state and a halt state; profile %s has %d state(s)", pol.Spec, prof.Name, n)
 		}
 		ps.dynPoll = true
-		recorded := haltpollParamsFrom(r.meta.HaltPoll, v, genericPollLimit(ps.tab, kernelPollRule(v), 0))
-		ps.hp = recorded.with(pol.HaltPoll)
-		ps.hpOwnWindow = r.meta.CPUIdleGovernor != "haltpoll" || ps.hp != recorded
+		ps.hp = haltpollParamsFrom(r.meta.HaltPoll, v, genericPollLimit(ps.tab, kernelPollRule(v), 0)).with(pol.HaltPoll)
+		// The kernel's window is the policy's only where the recording's
+		// haltpoll ran with what the policy runs: its parameters (known),
+		// kernel release and generic limit.
+		kernel := haltpollParamsFrom(r.meta.HaltPoll, kv, genericPollLimit(r.recTab, kernelPollRule(kv), 0))
+		ps.hpOwnWindow = !r.meta.HaltPollRan() || r.meta.HaltPoll == nil || ps.hp != kernel
 	}
 	return ps, nil
 }

@@ -15,7 +15,8 @@ import "github.com/idletrace/idletrace/pkg/trace"
 // inputs the kernel's governor had at the recorded entry. Measuring each
 // decision on the kernel's own history keeps one early difference from
 // sending the free-running replay down another path and being counted
-// again at every later period.
+// again at every later period. haltpoll with another window than the
+// kernel's is the exception: its history is what it chose (below).
 func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 	if cs.shadow == nil {
 		cs.shadow = ps.newCPU().gov
@@ -33,17 +34,25 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 		rec, pollTO := pi.rec, pi.kind == endPoll
 		if hp, ok := cs.shadow.(*haltpollGov); ok {
 			switch {
-			case ps.hpOwnWindow && idx != rec:
+			case ps.hpOwnWindow:
 				// haltpoll's history is its window, which moves by the
-				// states it entered: only a halt adjusts it, and only a
-				// poll caches the generic limit into a window of 0. The
-				// kernel's window is the policy's only where the recording
-				// ran haltpoll with the policy's values; otherwise the
+				// states it entered: only a halt adjusts it, only a poll
+				// caches the generic limit into a window of 0, and a poll
+				// times out on its own window. The kernel's window is the
+				// policy's only where the recording ran haltpoll with what
+				// the policy runs (polSim.hpOwnWindow); otherwise the
 				// policy is taken to have stayed where it chose, for the
-				// recorded stay's length. Fed the kernel's polls instead,
-				// haltpoll+guest_halt_poll_ns=0 "agreed" on 99 % of a
-				// 200 µs recording's selections, where it halts on all.
-				rec, pollTO = idx, ps.tab.polling[idx] && hp.polledOut(pi.residency)
+				// recorded stay's length, and its poll to have run out
+				// where the stay outlasted its window (or reached it, on a
+				// stay the kernel's own time-out cut). Fed the kernel's
+				// polls instead, haltpoll+guest_halt_poll_ns=0 "agreed" on
+				// 99 % of a 200 µs recording's selections, where it halts
+				// on all. An approximation: a stay the kernel's time-out
+				// cut short is shorter than the policy's halt would have
+				// been, and a recorded period chained to it is a selection
+				// the policy, still halted, would not have made.
+				kernelTO := pollTO && ps.tab.polling[rec]
+				rec, pollTO = idx, ps.tab.polling[idx] && (hp.polledOut(pi.residency) || kernelTO && hp.polledOut(pi.residency+1))
 			case pollTO && !pi.pollTOKernel && ps.tab.polling[rec]:
 				// haltpoll's next choice hangs on the recorder's guess:
 				// check it against the window
@@ -59,13 +68,14 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 // policy, in the free-running model and in the one agreement keeps on the
 // kernel's history. The window a recording starts with is not in its
 // metadata: it is the old value of the CPU's first power:guest_halt_poll_ns
-// record; without this call the models start from 0, as
-// haltpoll_enable_device leaves a CPU.
+// record, which Prepass gives where the caller did not; without either
+// the models start from 0, as haltpoll_enable_device leaves a CPU.
 func (r *Replay) SetHaltpollWindow(cpu uint32, ns uint64) {
 	if cpu >= maxCPUs {
 		return
 	}
 	c := r.cpu(cpu)
+	c.haltpollSet = true
 	for _, ps := range r.pols {
 		if ps.kind != GovHaltpoll {
 			continue
@@ -97,11 +107,19 @@ func (r *Replay) HaltpollWindow(i int, cpu uint32) (ns, changes uint64, ok bool)
 
 // HaltpollParams are the haltpoll module parameters policy i replays with
 // (the recording's, else the module's defaults, then its guest_halt_poll_*
-// modifiers); ok is false when policy i is not haltpoll.
-func (r *Replay) HaltpollParams(i int) (p trace.HaltPollParams, ok bool) {
+// modifiers), and whether its agreement follows its own window rather
+// than the kernel's (shadowSelect); ok is false when policy i is not
+// haltpoll.
+func (r *Replay) HaltpollParams(i int) (p trace.HaltPollParams, ownWindow, ok bool) {
 	if i < 0 || i >= len(r.pols) || r.pols[i].kind != GovHaltpoll {
-		return p, false
+		return p, false, false
 	}
-	h := r.pols[i].hp
-	return trace.HaltPollParams{GuestHaltPollNs: h.guestNs, Grow: h.grow, Shrink: h.shrink, GrowStart: h.growStart, AllowShrink: h.allowShrink}, true
+	ps := r.pols[i]
+	return ps.hp.params(), ps.hpOwnWindow, true
+}
+
+// HaltpollDefaults are the haltpoll module's compiled-in parameters, which
+// a replay assumes where the trace does not give the recording's.
+func HaltpollDefaults() trace.HaltPollParams {
+	return haltpollParamsFrom(nil, NewestVersion, 0).params()
 }

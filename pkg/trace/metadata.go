@@ -136,13 +136,13 @@ type CPUStates struct {
 const ExportStatesHeader = "# idletrace states"
 
 // ExportStateName is a state's name as the export's states line holds it
-// (one field of colon-separated parts): blanks, controls, colons and
-// percent signs as %XX, so that "haltpoll idle" comes back as it was
+// (one field of colon-separated parts): blanks, controls, colons,
+// percent signs and non-ASCII bytes as %XX, so that "haltpoll idle" comes back as it was
 // (idlestat's own table turns blanks into underscores).
 func ExportStateName(name string) string {
 	var b strings.Builder
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; c <= ' ' || c == ':' || c == '%' || c == 0x7f {
+		if c := name[i]; c <= ' ' || c == ':' || c == '%' || c >= 0x7f { // (non-ASCII: Unicode blanks split a line's fields too)
 			fmt.Fprintf(&b, "%%%02X", c)
 		} else {
 			b.WriteByte(c)
@@ -209,16 +209,19 @@ func FormatHaltPoll(h *HaltPollParams) string {
 func ParseHaltPoll(s string) (*HaltPollParams, error) {
 	h := &HaltPollParams{}
 	fields := map[string]*uint64{"guest_halt_poll_ns": &h.GuestHaltPollNs, "grow": &h.Grow, "shrink": &h.Shrink, "grow_start": &h.GrowStart}
-	seen := 0
+	seen := map[string]bool{}
 	for _, f := range strings.Fields(s) {
 		k, v, _ := strings.Cut(f, "=")
+		if seen[k] {
+			return nil, fmt.Errorf("haltpoll parameters: %s given twice", k)
+		}
+		seen[k] = true
 		if k == "allow_shrink" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return nil, fmt.Errorf("haltpoll parameters: allow_shrink %q", v)
 			}
 			h.AllowShrink = b
-			seen++
 			continue
 		}
 		dst, ok := fields[k]
@@ -230,9 +233,8 @@ func ParseHaltPoll(s string) (*HaltPollParams, error) {
 			return nil, fmt.Errorf("haltpoll parameters: %s %q", k, v)
 		}
 		*dst = n
-		seen++
 	}
-	if seen != len(fields)+1 {
+	if len(seen) != len(fields)+1 {
 		return nil, fmt.Errorf("haltpoll parameters: %q lacks some of guest_halt_poll_ns, grow, shrink, grow_start, allow_shrink", s)
 	}
 	return h, nil
@@ -441,3 +443,7 @@ const CPUIdleDriverNone = "none"
 // governor ran, no state table, no per-state counters; it idled in its
 // default routine. False for an import that does not say which driver ran.
 func (m *Metadata) NoCPUIdleDriver() bool { return m.CPUIdleDriver == CPUIdleDriverNone }
+
+// HaltPollRan says the haltpoll governor chose the recording's idle states
+// (sysfs names a governor without a driver too, where none runs).
+func (m *Metadata) HaltPollRan() bool { return m.CPUIdleGovernor == "haltpoll" && !m.NoCPUIdleDriver() }

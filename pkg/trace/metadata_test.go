@@ -13,9 +13,10 @@ func TestExportStateName(t *testing.T) {
 		{"haltpoll idle", "haltpoll%20idle"},
 		{"a:b%c\td", "a%3Ab%25c%09d"},
 		{"", ""},
+		{"C1\u00a0deep", "C1%C2%A0deep"}, // a Unicode blank, which strings.Fields splits at
 	} {
 		field := ExportStateName(tc.name)
-		if field != tc.field || strings.ContainsAny(field, " :\t") {
+		if field != tc.field || len(strings.Fields(field)) > 1 || strings.Contains(field, ":") {
 			t.Errorf("ExportStateName(%q) = %q, want %q", tc.name, field, tc.field)
 		}
 		if back := ParseExportStateName(field); back != tc.name {
@@ -46,6 +47,7 @@ func TestHaltPollLine(t *testing.T) {
 		"guest_halt_poll_ns=1 grow=2 shrink=2 grow_start=50000 allow_shrink=maybe",  // not a bool
 		"guest_halt_poll_ns=1 grow=2 shrink=2 grow_start=50000 allow_shrink=1 x=1",  // unknown
 		"guest_halt_poll_ns=4294967296 grow=2 shrink=2 grow_start=1 allow_shrink=1", // beyond unsigned int
+		"grow=1 grow=2 shrink=2 grow_start=1 allow_shrink=1",                        // a repeat hiding a missing field
 	} {
 		if h, err := ParseHaltPoll(bad); err == nil {
 			t.Errorf("ParseHaltPoll(%q) = %+v, want an error", bad, h)
