@@ -42,7 +42,8 @@ type polSim struct {
 	hp       haltpollParams
 	// hpOwnWindow: agreement's haltpoll model moves its window by its own
 	// choices, not the kernel's (replay_shadow.go): the recording ran
-	// another governor or other guest_halt_poll_* values.
+	// another governor, or haltpoll with other or unknown parameters, or
+	// under another release's rules or generic limit than the policy's.
 	hpOwnWindow bool
 
 	periods, selections, above, below uint64
