@@ -306,7 +306,8 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 			notes = append(notes, note)
 		}
 	}
-	notes = append(notes, haltpollNotes(replay, pols, meta)...)
+	agreement := slices.ContainsFunc(results, func(r model.Result) bool { return r.Agreement != nil })
+	notes = append(notes, haltpollNotes(replay, pols, meta, agreement)...)
 	// What the reader skipped or could not read (truncation, damaged
 	// chunks) belongs in a report pasted without its stderr.
 	notes = append(notes, r.Warnings()...)
@@ -314,10 +315,10 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 }
 
 // haltpollNotes say which module parameters each haltpoll policy (and
-// recorded, where haltpoll ran) polled by, whose agreement follows its own
-// window, and that the module's defaults were assumed where the trace
-// does not give the recording's.
-func haltpollNotes(replay *model.Replay, pols []model.Policy, meta *trace.Metadata) []string {
+// recorded, where haltpoll ran) polled by, whose agreement (where the
+// report has one) follows its own window, and that the module's defaults
+// were assumed where the trace does not give the recording's.
+func haltpollNotes(replay *model.Replay, pols []model.Policy, meta *trace.Metadata, agreement bool) []string {
 	var runs, own []string
 	for i, p := range pols {
 		if h, ownWindow, ok := replay.HaltpollParams(i); ok {
@@ -333,7 +334,7 @@ func haltpollNotes(replay *model.Replay, pols []model.Policy, meta *trace.Metada
 	if len(runs) > 0 {
 		notes = append(notes, "haltpoll's module parameters, which decide its polling window: "+strings.Join(runs, "; "))
 	}
-	if len(own) > 0 {
+	if len(own) > 0 && agreement {
 		notes = append(notes, "the agreement of "+strings.Join(own, ", ")+" follows its own polling window over the recorded stays, "+
 			"not the kernel's (the recording ran another governor or other haltpoll values): an estimate, not refereed by the kernel's choices")
 	}

@@ -486,6 +486,27 @@ func TestReportsOnBundledTrace(t *testing.T) {
 	}
 }
 
+// TestWhatifHaltpollNotes: a haltpoll policy's report names the module
+// parameters it polled by, and where its agreement is reported but is its
+// own window's estimate (the bundled trace ran no haltpoll), says so; on
+// another machine's profile, which has no agreement, it does not.
+func TestWhatifHaltpollNotes(t *testing.T) {
+	const params, own = "haltpoll's module parameters, which decide its polling window: haltpoll: guest_halt_poll_ns=200000", "the agreement of haltpoll follows its own polling window"
+	for _, tc := range []struct {
+		profile string
+		own     bool
+	}{{"recorded", true}, {"measured", true}, {"icx", false}} {
+		r := runBin(t, "whatif", bundledTrace, "--profile", tc.profile, "--policy", "haltpoll", "--format", "json")
+		if r.code != 0 {
+			t.Fatalf("--profile %s: exit %d: %s", tc.profile, r.code, r.stderr)
+		}
+		if !strings.Contains(r.stdout, params) || strings.Contains(r.stdout, own) != tc.own {
+			t.Errorf("--profile %s: parameters named %v, own-window agreement said %v (want %v)", tc.profile,
+				strings.Contains(r.stdout, params), strings.Contains(r.stdout, own), tc.own)
+		}
+	}
+}
+
 // TestRecordDiskFull: a recording that runs out of disk stops with a one-line
 // error and leaves a file readable up to its last complete chunk.
 func TestRecordDiskFull(t *testing.T) {
