@@ -165,17 +165,14 @@ func openTrace(path string, stderr io.Writer) (*traceFile, error) {
 type traceFile struct {
 	*trace.Reader
 	stderr io.Writer
-	shown  int // warnings printed
 }
 
 func (t *traceFile) printWarnings() {
-	w := t.Warnings()
-	for _, m := range w[t.shown:] {
+	for _, m := range t.Warnings() {
 		if firstWarning(t.stderr, m) {
 			fmt.Fprintln(t.stderr, "warning:", m)
 		}
 	}
-	t.shown = len(w)
 }
 
 // shownWarnings: a command that opens one trace more than once (whatif
