@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -16,8 +17,10 @@ import (
 // reports. Rules are not safe for concurrent use.
 type Rules struct {
 	noDriver bool
-	tables   map[int][]model.State // per CPU, indexed by state index
-	names    map[int][]string
+	// Per CPU (a slice, not a map: read for every period), indexed by
+	// state index; CPUs the metadata does not describe have nil.
+	tables [][]model.State
+	names  [][]string
 
 	winStart, winEnd uint64 // global window: (winStart, winEnd]
 
@@ -34,8 +37,6 @@ func NewRules(meta *trace.Metadata, end *trace.End) *Rules {
 	}
 	r := &Rules{
 		noDriver: meta.NoCPUIdleDriver(),
-		tables:   map[int][]model.State{},
-		names:    map[int][]string{},
 		start:    meta.Start,
 		recorded: meta.RecordedCPUs,
 	}
@@ -43,9 +44,14 @@ func NewRules(meta *trace.Metadata, end *trace.End) *Rules {
 		r.endSnap = end.Snapshot
 	}
 	for _, cs := range meta.States {
-		tab, names := stateTable(cs.States)
-		r.tables[cs.CPU] = tab
-		r.names[cs.CPU] = names
+		if cs.CPU < 0 || cs.CPU >= maxCPUs {
+			continue // corrupt: no period of such a CPU is counted
+		}
+		if cs.CPU >= len(r.tables) {
+			r.tables = slices.Grow(r.tables, cs.CPU+1-len(r.tables))[:cs.CPU+1]
+			r.names = slices.Grow(r.names, cs.CPU+1-len(r.names))[:cs.CPU+1]
+		}
+		r.tables[cs.CPU], r.names[cs.CPU] = stateTable(cs.States)
 	}
 	r.winStart, r.winEnd = trace.SnapshotWindow(meta, end)
 	return r
@@ -85,7 +91,7 @@ func stateTable(infos []trace.StateInfo) ([]model.State, []string) {
 // StateName is the name stats gives state idx of cpu: the trace's table's,
 // HLT and POLL without a cpuidle driver, else stateN.
 func (r *Rules) StateName(cpu, idx int) string {
-	if names := r.names[cpu]; idx < len(names) {
+	if names := r.tableNames(cpu); idx < len(names) {
 		return names[idx]
 	}
 	if r.noDriver {
@@ -150,11 +156,26 @@ func (r *Rules) IOInWindow(b *trace.BlockIO) bool {
 // CPU's recorded table: ok is false where stats judges none (no table, or
 // a period the kernel did not count).
 func (r *Rules) Classify(p *trace.IdlePeriod) (above, below, ok bool) {
-	tab := r.tables[int(p.CPU)]
+	tab := r.table(int(p.CPU))
 	res, counted := p.Residency()
 	if tab == nil || !counted {
 		return false, false, false
 	}
 	above, below = model.ClassifyMiss(tab, int(p.State), res)
 	return above, below, true
+}
+
+// table is cpu's state table, nil where the metadata has none.
+func (r *Rules) table(cpu int) []model.State {
+	if cpu < 0 || cpu >= len(r.tables) {
+		return nil
+	}
+	return r.tables[cpu]
+}
+
+func (r *Rules) tableNames(cpu int) []string {
+	if cpu < 0 || cpu >= len(r.names) {
+		return nil
+	}
+	return r.names[cpu]
 }

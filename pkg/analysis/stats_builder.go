@@ -283,8 +283,14 @@ func (b *StatsBuilder) addLoss(l trace.Loss) {
 }
 
 // Visitor returns the trace.Visitor that feeds this builder.
+// It skips the fields the builder never reads, and those of the requests
+// as well where no IO filter needs them.
 func (b *StatsBuilder) Visitor() trace.Visitor {
-	return trace.Visitor{Idle: b.AddIdle, BlockIO: b.AddBlockIO, Loss: b.AddLoss}
+	skip := trace.IdleGovernorInputs
+	if b.ioFilter.Spec == "" {
+		skip |= trace.BlockIOShape | trace.BlockIOTask
+	}
+	return trace.Visitor{Idle: b.AddIdle, BlockIO: b.AddBlockIO, Loss: b.AddLoss, Skip: skip}
 }
 
 // Finish computes the statistics; losses are merged with those fed so far

@@ -123,8 +123,8 @@ func (b *StatsBuilder) cpuList() []int {
 			cpuSet[c] = true
 		}
 	}
-	for c := range b.tables {
-		if c >= 0 && c < maxCPUs && (len(m.RecordedCPUs) == 0 || cpuSet[c]) {
+	for c, tab := range b.tables {
+		if tab != nil && (len(m.RecordedCPUs) == 0 || cpuSet[c]) {
 			cpuSet[c] = true
 		}
 	}
@@ -160,7 +160,7 @@ func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
 	if cs.WindowNs > 0 {
 		cs.IdleFraction = float64(a.idleNs) / float64(cs.WindowNs)
 	}
-	tab := b.tables[c]
+	tab := b.table(c)
 	n := max(len(a.states), len(tab))
 	if b.noDriver && tab == nil && n < 2 {
 		n = 2 // show the default idle routine (state 1) even if unused

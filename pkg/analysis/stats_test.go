@@ -739,3 +739,44 @@ func TestStreamsEndApart(t *testing.T) {
 		})
 	}
 }
+
+// The fields stats' Visitor lets Scan skip are fields stats never reads:
+// the bundled trace gives the same Stats whether they are decoded or not,
+// with and without an IO filter (which reads some of them).
+func TestStatsSkipsOnlyUnreadFields(t *testing.T) {
+	for _, spec := range []string{"", "op=read,size=4k-1m"} {
+		r, err := trace.Open("../../testdata/demo.trace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		f, err := trace.ParseIOFilter(spec, r.Meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lean, err := FilteredStatsFromReader(r, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := NewStatsBuilder(r.Meta, r.End)
+		b.SetIOFilter(f)
+		v := b.Visitor()
+		if spec == "" && v.Skip != trace.IdleGovernorInputs|trace.BlockIOShape|trace.BlockIOTask {
+			t.Fatalf("stats skips %03b: the fields it skips changed, check this test still holds them", v.Skip)
+		}
+		v.Skip = 0
+		if err := r.Scan(v); err != nil {
+			t.Fatal(err)
+		}
+		full := b.Finish(nil)
+		full.Warnings = append(append([]string{}, r.Warnings()...), full.Warnings...)
+		lj, _ := json.Marshal(lean)
+		fj, _ := json.Marshal(full)
+		if !bytes.Equal(lj, fj) {
+			t.Errorf("filter %q: stats differ when every field is decoded:\nlean %s\nfull %s", spec, lj, fj)
+		}
+		if full.IO.Requests == 0 || len(full.WakeLatencyNs) == 0 {
+			t.Fatalf("filter %q: %d requests, %d wake latencies: the trace exercises nothing", spec, full.IO.Requests, len(full.WakeLatencyNs))
+		}
+	}
+}

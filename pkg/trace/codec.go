@@ -240,12 +240,17 @@ type decoder struct {
 	loss  Loss
 }
 
-func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) error {
+func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePeriod) error) error {
 	var bad bool
 	cols := d.cols[:idleColumns]
 	present, err := splitColumns(raw, cols, idleMinColumns, &bad)
 	if err != nil {
 		return err
+	}
+	// Skipped columns are never read: a lean pass (stats) reads 9 of 15.
+	govInputs := skip&IdleGovernorInputs == 0
+	if !govInputs {
+		skipColumns(cols, 8, 9, 11, 12, 13, 14)
 	}
 	d.cpus.reset()
 	var prevExit uint64
@@ -263,7 +268,7 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 		cause := cols[4].byte()
 		flags := cols[5].byte()
 		var flags2 byte
-		if present > 9 {
+		if present > 9 && govInputs {
 			flags2 = cols[9].byte()
 		}
 		var kernel uint64
@@ -279,6 +284,9 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 			request = exit - uint64(cols[7].varint())
 		}
 		var nextTimer int64
+		if !govInputs {
+			flags &^= idleFlagTimerKnown | idleFlagTimerValue
+		}
 		if flags&idleFlagTimerValue != 0 {
 			tbase := entry
 			if slot != nil && slot.hasTimer {
@@ -291,15 +299,15 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 			}
 		}
 		abortsBefore := int8(-1)
-		if present > 13 {
+		if present > 13 && govInputs {
 			abortsBefore = int8(max(min(cols[13].varint(), math.MaxInt8), math.MinInt8))
 		}
 		nrIOWait := int32(-1)
-		if present > 12 {
+		if present > 12 && govInputs {
 			nrIOWait = cols[12].i32()
 		}
 		var loop byte
-		if present > 14 {
+		if present > 14 && govInputs {
 			loop = cols[14].byte()
 		}
 		var nextEvent int64
@@ -348,35 +356,49 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, fn func(*IdlePeriod) error) e
 	return columnsDone(cols, bad)
 }
 
-func (d *decoder) decodeBlockIO(raw []byte, n uint32, fn func(*BlockIO) error) error {
+func (d *decoder) decodeBlockIO(raw []byte, n uint32, skip Fields, fn func(*BlockIO) error) error {
 	var bad bool
 	cols := d.cols[:blockIOColumns]
 	present, err := splitColumns(raw, cols, blockIOMinColumns, &bad)
 	if err != nil {
 		return err
 	}
+	shape, task := skip&BlockIOShape == 0, skip&BlockIOTask == 0
+	if !shape {
+		skipColumns(cols, 1, 2, 3, 4, 7)
+	}
+	if !task {
+		skipColumns(cols, 10, 11, 12, 15)
+	}
 	var nextSector, prevIssue uint64
 	b := &d.bio
 	for range n {
 		dev := cols[0].u32()
-		sector := nextSector + uint64(cols[1].varint())
-		size := cols[2].u32()
-		op := cols[3].byte()
-		cmdFlags := cols[4].u32()
+		var sector uint64
+		var size, cmdFlags, issueCPU uint32
+		var op byte
+		if shape {
+			sector = nextSector + uint64(cols[1].varint())
+			size = cols[2].u32()
+			op = cols[3].byte()
+			cmdFlags = cols[4].u32()
+			issueCPU = cols[7].u32()
+		}
 		issue := prevIssue + uint64(cols[5].varint())
 		complete := issue + uint64(cols[6].varint())
-		issueCPU := cols[7].u32()
 		completeCPU := cols[8].u32()
 		errno := cols[9].i32()
 		var tid, tgid, taskCPU uint32
 		var comm string
 		var woken, run uint64
 		if present > 10 {
-			tid, tgid = cols[10].u32(), cols[11].u32()
-			comm = d.comms.Name(cols[12].bytes(int(cols[12].u32())))
+			if task {
+				tid, tgid = cols[10].u32(), cols[11].u32()
+				comm = d.comms.Name(cols[12].bytes(int(cols[12].u32())))
+				taskCPU = cols[15].u32()
+			}
 			woken = cols[13].optionalDelta(complete)
 			run = cols[14].optionalDelta(complete)
-			taskCPU = cols[15].u32()
 		}
 		if bad {
 			return fmt.Errorf("%w: column overrun", errMalformed)

@@ -550,6 +550,15 @@ func columnsDone(cols []colReader, bad bool) error {
 	return nil
 }
 
+// skipColumns marks columns a decoder will not read as read, so that
+// columnsDone does not take them for left over. Their bytes go unchecked
+// (the chunk's CRC still covers them).
+func skipColumns(cols []colReader, idx ...int) {
+	for _, i := range idx {
+		cols[i].off = len(cols[i].b)
+	}
+}
+
 // appendColumns builds a record chunk's raw payload from its columns.
 func appendColumns(dst []byte, cols [][]byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(cols)))

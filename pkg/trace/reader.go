@@ -65,7 +65,28 @@ type Visitor struct {
 	// that merges the record types by time learns from the chunks still
 	// to come which timestamps can no longer appear.
 	Chunk func(i int) error
+	// Skip names fields the funcs do not read, which Scan then leaves
+	// undecoded (a lean pass is faster). Zero decodes every field.
+	Skip Fields
 }
+
+// Fields names groups of record fields a Visitor may leave undecoded. A
+// skipped field reads as unknown where it has an unknown value (-1,
+// Unknown, a false Known flag) and as zero elsewhere.
+type Fields uint8
+
+const (
+	// IdleGovernorInputs is what an idle period tells a governor model
+	// beyond its state, times and wake: NextTimerNs and NextTimerKnown,
+	// NextEventNs and NextEventKnown, TickStoppedBefore, GotTick,
+	// AbortedBefore, NrIOWait, AbortsBefore, IdleLoopEntry, TickStoppable.
+	IdleGovernorInputs Fields = 1 << iota
+	// BlockIOShape is a request's Sector, Bytes, Op, CmdFlags and IssueCPU.
+	BlockIOShape
+	// BlockIOTask is the issuing task's Tid, Tgid, Comm and TaskCPU
+	// (TaskWokenNs and TaskRunNs stay).
+	BlockIOTask
+)
 
 // ChunkInfo is what a chunk's header says of its records.
 type ChunkInfo struct {
@@ -676,9 +697,9 @@ func (r *Reader) deliver(i int, h chunkHeader, raw []byte, loadErr error, v Visi
 	var err error
 	switch r.chunks[i].typ {
 	case ChunkIdle:
-		err = r.dec.decodeIdle(raw, h.records, v.Idle)
+		err = r.dec.decodeIdle(raw, h.records, v.Skip, v.Idle)
 	case ChunkBlockIO:
-		err = r.dec.decodeBlockIO(raw, h.records, v.BlockIO)
+		err = r.dec.decodeBlockIO(raw, h.records, v.Skip, v.BlockIO)
 	case ChunkHaltPoll:
 		err = r.dec.decodeHaltPoll(raw, h.records, v.HaltPoll)
 	case ChunkPMQoS:

@@ -96,9 +96,11 @@ func FuzzDecodeChunk(f *testing.F) {
 		var d decoder
 		switch ChunkType(typ % 9) {
 		case ChunkIdle:
-			_ = d.decodeIdle(raw, records, func(*IdlePeriod) error { return nil })
+			_ = d.decodeIdle(raw, records, 0, func(*IdlePeriod) error { return nil })
+			_ = d.decodeIdle(raw, records, IdleGovernorInputs, func(*IdlePeriod) error { return nil })
 		case ChunkBlockIO:
-			_ = d.decodeBlockIO(raw, records, func(*BlockIO) error { return nil })
+			_ = d.decodeBlockIO(raw, records, 0, func(*BlockIO) error { return nil })
+			_ = d.decodeBlockIO(raw, records, BlockIOShape|BlockIOTask, func(*BlockIO) error { return nil })
 		case ChunkHaltPoll:
 			_ = d.decodeHaltPoll(raw, records, func(*HaltPollChange) error { return nil })
 		case ChunkLoss:

@@ -821,14 +821,14 @@ func TestBlockIOChunkWithFewerColumns(t *testing.T) {
 	e.add(&in)
 	var d decoder
 	var got []BlockIO
-	must(t, d.decodeBlockIO(appendColumns(nil, e.cols[:blockIOMinColumns]), 1, func(b *BlockIO) error { got = append(got, *b); return nil }))
+	must(t, d.decodeBlockIO(appendColumns(nil, e.cols[:blockIOMinColumns]), 1, 0, func(b *BlockIO) error { got = append(got, *b); return nil }))
 	want := in
 	want.Tid, want.Tgid, want.Comm, want.TaskWokenNs, want.TaskRunNs = 0, 0, "", 0, 0
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	got = got[:0]
-	must(t, d.decodeBlockIO(appendColumns(nil, e.cols[:]), 1, func(b *BlockIO) error { got = append(got, *b); return nil }))
+	must(t, d.decodeBlockIO(appendColumns(nil, e.cols[:]), 1, 0, func(b *BlockIO) error { got = append(got, *b); return nil }))
 	if len(got) != 1 || got[0] != in {
 		t.Fatalf("got %+v, want %+v", got, in)
 	}
