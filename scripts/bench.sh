@@ -8,6 +8,7 @@
 # the trace format and the replay.
 # Usage: scripts/bench.sh [BIN] (as root). REPS=3 SECS=5 by default.
 set -euo pipefail
+export LC_ALL=C # the decimal point of $EPOCHREALTIME and awk
 bin=${1:-bin/idletrace}
 reps=${REPS:-3}
 secs=${SECS:-5}
@@ -127,17 +128,25 @@ PY
 # Reading the trace: idletrace stats on its trace against idlestat --import
 # (Debian's idlestat 0.8) on the same periods exported as ftrace text
 # (--stats-window: the periods stats counts), wall time and peak RSS, the
-# median of $reps runs each; then export's throughput per format.
+# median of at least 10 runs each; then export's throughput per format.
 if command -v idlestat >/dev/null; then
   trace="$work/idletrace.trace"
   "$bin" export "$trace" --format ftrace --stats-window -q -o "$work/t.txt"
   periods=$("$bin" stats "$trace" --format json | python3 -c 'import json,sys; print(sum(c["periods"] for c in json.load(sys.stdin)["cpus"]))')
-  timed() { # reps of "$@": median wall s and peak RSS KiB
-    local w=() m=()
-    for i in $(seq "$reps"); do
-      /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null 2>&1
-      read -r a b <"$work/time.txt"
-      w+=("$a"); m+=("$b")
+  # Wall time from bash's microsecond clock around the command itself
+  # (/usr/bin/time's %e has 10 ms steps: half of a stats run), peak RSS
+  # from /usr/bin/time on the same runs; the median of max($reps, 10)
+  # runs, as a 20 ms run is easily disturbed.
+  runs=$((reps > 10 ? reps : 10))
+  timed() { # median wall s and peak RSS KiB of "$@"
+    local w=() m=() t0 t1
+    for _ in $(seq "$runs"); do
+      t0=$EPOCHREALTIME
+      "$@" >/dev/null 2>&1
+      t1=$EPOCHREALTIME
+      w+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')")
+      /usr/bin/time -f "%M" -o "$work/time.txt" "$@" >/dev/null 2>&1
+      m+=("$(cat "$work/time.txt")")
     done
     echo "$(echo "${w[*]}" | median) $(echo "${m[*]}" | median)"
   }
@@ -156,8 +165,8 @@ periods, it_s, it_kb, is_s, is_kb = $periods, $it_s, $it_kb, $is_s, $is_kb
 print()
 print("| reading %d idle periods | idletrace stats | idlestat --import | idlestat/idletrace |" % periods)
 print("|---|---|---|---|")
-print("| wall time (s, median of $reps) | %.3f | %.3f | %.1f× |" % (it_s, is_s, is_s / max(it_s, 1e-3)))
-print("| idle periods per second | %.0f | %.0f | |" % (periods / max(it_s, 1e-3), periods / max(is_s, 1e-3)))
+print("| wall time (s, median of $runs) | %.4f | %.4f | %.1f× |" % (it_s, is_s, is_s / max(it_s, 1e-6)))
+print("| idle periods per second | %.0f | %.0f | |" % (periods / max(it_s, 1e-6), periods / max(is_s, 1e-6)))
 print("| peak RSS (MiB) | %.1f | %.1f | %.2f |" % (it_kb / 1024, is_kb / 1024, is_kb / max(it_kb, 1)))
 ex = "${ex[*]}".split()
 print()
