@@ -91,7 +91,7 @@ func stateTable(infos []trace.StateInfo) ([]model.State, []string) {
 // StateName is the name stats gives state idx of cpu: the trace's table's,
 // HLT and POLL without a cpuidle driver, else stateN.
 func (r *Rules) StateName(cpu, idx int) string {
-	if names := r.tableNames(cpu); idx < len(names) {
+	if names := r.tableNames(cpu); idx >= 0 && idx < len(names) { // a corrupt snapshot may give -1
 		return names[idx]
 	}
 	if r.noDriver {

@@ -225,7 +225,8 @@ func (b *StatsBuilder) OnWakeLatency(f func(cpu uint32, state int, ns uint64)) {
 // SetIOFilter makes the IO figures (latency, task latency, errors, woke
 // an idle CPU) cover the requests f selects; the per-device counts, which
 // are checked against the kernel's, still count every request. Call it
-// before the first record.
+// before Visitor (which decides the fields a scan decodes by the filter)
+// and before the first record.
 func (b *StatsBuilder) SetIOFilter(f trace.IOFilter) { b.ioFilter = f }
 
 // AddBlockIO feeds one block IO request. It keeps no reference to io.

@@ -3,6 +3,7 @@ package analysis
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -740,43 +741,131 @@ func TestStreamsEndApart(t *testing.T) {
 	}
 }
 
+// fullLayoutTrace writes a trace with every column of the current layout
+// in use: a driver's state tables and counters' window, periods with the
+// governor inputs and remote wake requests, IO with the issuing task,
+// reads and writes of two sizes, some completing in the IRQ-woken periods.
+func fullLayoutTrace(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, driverMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := [2]uint64{2_000_000, 2_000_000}
+	residencies := []uint64{1 * us, 5 * us, 80 * us, 300 * us, 700 * us, 2_000 * us}
+	for i := range 3000 {
+		cpu := uint32(i % 2)
+		p := period(cpu, uint32(i/2%3), now[cpu]+uint64(3+i%7)*us, residencies[i/2%len(residencies)])
+		p.NextTimerNs, p.NextTimerKnown = int64(p.ResidencyNs()+uint64(i%5)*us), true
+		p.NextEventNs, p.NextEventKnown = p.NextTimerNs-int64(us), i%2 == 0
+		p.TickStopped, p.TickStoppedBefore, p.GotTick = trace.Yes, trace.No, trace.Yes
+		p.NrIOWait, p.AbortsBefore, p.IdleLoopEntry = int32(i%3), int8(i%2), trace.Yes
+		switch i / 2 % 4 {
+		case 0:
+			p.WakeCause, p.WakeRequestNs = trace.WakeIPIResched, p.ExitNs-p.ResidencyNs()/3
+		case 1:
+			p.WakeCause, p.WakeIRQ = trace.WakeIRQ, 24
+			op, size := uint8(trace.OpRead), uint32(4096)
+			if i%3 == 0 {
+				op, size = trace.OpWrite, 65536
+			}
+			issue := p.EntryNs - 40*us
+			io := trace.BlockIO{Dev: 253 << 20, Sector: uint64(8 * i), Bytes: size, Op: op, CmdFlags: uint32(op),
+				IssueNs: issue, CompleteNs: p.ExitNs - p.ResidencyNs()/2, IssueCPU: cpu, CompleteCPU: cpu,
+				Tid: uint32(500 + i%4), Tgid: 500, Comm: "fio", TaskCPU: 1 - cpu}
+			io.TaskWokenNs, io.TaskRunNs = io.CompleteNs+2*us, io.CompleteNs+9*us
+			if err := w.AddBlockIO(&io); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now[cpu] = p.ExitNs
+		if err := w.AddIdle(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(&trace.End{StopReason: "duration", Snapshot: &trace.Snapshot{MonotonicNs: max(now[0], now[1]) + 1}}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 // The fields stats' Visitor lets Scan skip are fields stats never reads:
-// the bundled trace gives the same Stats whether they are decoded or not,
-// with and without an IO filter (which reads some of them).
+// a trace gives the same Stats whether they are decoded or not, with and
+// without an IO filter (which reads some of them): the bundled trace
+// (an older layout: no governor inputs but the timer, no task) and one
+// with every column in use.
 func TestStatsSkipsOnlyUnreadFields(t *testing.T) {
-	for _, spec := range []string{"", "op=read,size=4k-1m"} {
-		r, err := trace.Open("../../testdata/demo.trace")
-		if err != nil {
-			t.Fatal(err)
+	demo, err := os.ReadFile("../../testdata/demo.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces := map[string][]byte{"bundled": demo, "full layout": fullLayoutTrace(t)}
+	for name, data := range traces {
+		for _, spec := range []string{"", "op=read,size=4k-16k"} {
+			open := func() *trace.Reader {
+				r, err := trace.NewReader(bytes.NewReader(data), int64(len(data)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			r := open()
+			defer r.Close()
+			f, err := trace.ParseIOFilter(spec, r.Meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lean, err := FilteredStatsFromReader(r, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := NewStatsBuilder(r.Meta, r.End)
+			b.SetIOFilter(f)
+			v := b.Visitor()
+			if spec == "" && v.Skip != trace.IdleGovernorInputs|trace.BlockIOShape|trace.BlockIOTask {
+				t.Fatalf("stats skips %03b: the fields it skips changed, check this test still holds them", v.Skip)
+			}
+			v.Skip = 0
+			if err := r.Scan(v); err != nil {
+				t.Fatal(err)
+			}
+			full := b.Finish(nil)
+			full.Warnings = append(append([]string{}, r.Warnings()...), full.Warnings...)
+			lj, _ := json.Marshal(lean)
+			fj, _ := json.Marshal(full)
+			if !bytes.Equal(lj, fj) {
+				t.Errorf("%s, filter %q: stats differ when every field is decoded:\nlean %s\nfull %s", name, spec, lj, fj)
+			}
+			if full.IO.Requests == 0 || len(full.WakeLatencyNs) == 0 {
+				t.Fatalf("%s, filter %q: %d requests, %d wake latencies: the trace exercises nothing", name, spec, full.IO.Requests, len(full.WakeLatencyNs))
+			}
+			var above, below, ioWoke uint64
+			for _, c := range full.CPUs {
+				ioWoke += c.IOWokeIdle
+				for _, st := range c.States {
+					above, below = above+st.Above, below+st.Below
+				}
+			}
+			if name == "full layout" && (full.IO.TaskLatencyNs == nil || full.IO.TaskLatencyNs.Count == 0 || above == 0 || below == 0 || ioWoke == 0) {
+				t.Fatalf("%s, filter %q: no task latency, above or IO wake-up: the trace exercises too little: %s", name, spec, fj)
+			}
 		}
-		defer r.Close()
-		f, err := trace.ParseIOFilter(spec, r.Meta)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lean, err := FilteredStatsFromReader(r, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := NewStatsBuilder(r.Meta, r.End)
-		b.SetIOFilter(f)
-		v := b.Visitor()
-		if spec == "" && v.Skip != trace.IdleGovernorInputs|trace.BlockIOShape|trace.BlockIOTask {
-			t.Fatalf("stats skips %03b: the fields it skips changed, check this test still holds them", v.Skip)
-		}
-		v.Skip = 0
-		if err := r.Scan(v); err != nil {
-			t.Fatal(err)
-		}
-		full := b.Finish(nil)
-		full.Warnings = append(append([]string{}, r.Warnings()...), full.Warnings...)
-		lj, _ := json.Marshal(lean)
-		fj, _ := json.Marshal(full)
-		if !bytes.Equal(lj, fj) {
-			t.Errorf("filter %q: stats differ when every field is decoded:\nlean %s\nfull %s", spec, lj, fj)
-		}
-		if full.IO.Requests == 0 || len(full.WakeLatencyNs) == 0 {
-			t.Fatalf("filter %q: %d requests, %d wake latencies: the trace exercises nothing", spec, full.IO.Requests, len(full.WakeLatencyNs))
-		}
+	}
+}
+
+// A snapshot whose counters name state -1 (a corrupt trace) gives a row
+// named state-1, not a panic.
+func TestStatsCorruptCounterIndex(t *testing.T) {
+	meta := driverMeta()
+	meta.Start.CPUIdle = []trace.CPUCounters{counters(0, trace.StateCounters{Index: -1})}
+	end := endWith([]trace.CPUCounters{counters(0, trace.StateCounters{Index: -1, Usage: 3})})
+	s, err := ComputeStats(meta, end, nil, scanOf(syntheticPeriods(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(s)
+	if !bytes.Contains(js, []byte(`"state-1"`)) {
+		t.Errorf("no state-1 row: %s", js)
 	}
 }

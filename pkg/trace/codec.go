@@ -247,15 +247,17 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePer
 	if err != nil {
 		return err
 	}
-	// Skipped columns are never read: a lean pass (stats) reads 9 of 15.
+	// Skipped columns are walked, not decoded: a lean pass (stats) decodes
+	// 9 of 15. limit is where one of them runs out.
 	govInputs := skip&IdleGovernorInputs == 0
+	limit := int(n)
 	if !govInputs {
-		skipColumns(cols, 8, 9, 11, 12, 13, 14)
+		limit = skipIdleGovernorInputs(cols, present, limit)
 	}
 	d.cpus.reset()
 	var prevExit uint64
 	p := &d.idle
-	for range n {
+	for range limit {
 		cpu := cols[0].u32()
 		state := cols[1].u32()
 		slot := d.cpus.get(cpu)
@@ -353,6 +355,9 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePer
 			return err
 		}
 	}
+	if limit < int(n) {
+		return fmt.Errorf("%w: column overrun", errMalformed)
+	}
 	return columnsDone(cols, bad)
 }
 
@@ -364,15 +369,10 @@ func (d *decoder) decodeBlockIO(raw []byte, n uint32, skip Fields, fn func(*Bloc
 		return err
 	}
 	shape, task := skip&BlockIOShape == 0, skip&BlockIOTask == 0
-	if !shape {
-		skipColumns(cols, 1, 2, 3, 4, 7)
-	}
-	if !task {
-		skipColumns(cols, 10, 11, 12, 15)
-	}
+	limit := skipBlockIOColumns(cols, present, int(n), skip)
 	var nextSector, prevIssue uint64
 	b := &d.bio
-	for range n {
+	for range limit {
 		dev := cols[0].u32()
 		var sector uint64
 		var size, cmdFlags, issueCPU uint32
@@ -414,7 +414,68 @@ func (d *decoder) decodeBlockIO(raw []byte, n uint32, skip Fields, fn func(*Bloc
 			return err
 		}
 	}
+	if limit < int(n) {
+		return fmt.Errorf("%w: column overrun", errMalformed)
+	}
 	return columnsDone(cols, bad)
+}
+
+// skipIdleGovernorInputs skips an idle chunk's governor-input columns
+// (8, 9, 11-14) as decodeIdle would read them for n records, and returns
+// how many records come before one of them runs out.
+func skipIdleGovernorInputs(cols []colReader, present, n int) int {
+	limit := n
+	if present > 9 {
+		limit = min(limit, cols[9].skipBytes(n))
+	}
+	if present > 12 {
+		limit = min(limit, cols[12].skipVarints(n))
+	}
+	if present > 13 {
+		limit = min(limit, cols[13].skipVarints(n))
+	}
+	if present > 14 {
+		limit = min(limit, cols[14].skipBytes(n))
+	}
+	// The timer and event columns hold a value only for records whose
+	// flags (column 5) and flags2 (column 9) say so.
+	limit = min(limit, skipFlagged(&cols[8], cols[5].b, n, idleFlagTimerValue))
+	if present > 11 {
+		limit = min(limit, skipFlagged(&cols[11], cols[9].b, n, idleFlag2EventKnown))
+	}
+	return limit
+}
+
+// skipBlockIOColumns skips the columns of a block IO chunk's skipped
+// fields as decodeBlockIO would read them for n records, and returns how
+// many records come before one of them runs out.
+func skipBlockIOColumns(cols []colReader, present, n int, skip Fields) int {
+	limit := n
+	if skip&BlockIOShape != 0 {
+		for _, i := range [...]int{1, 2, 4, 7} {
+			limit = min(limit, cols[i].skipVarints(n))
+		}
+		limit = min(limit, cols[3].skipBytes(n))
+	}
+	if skip&BlockIOTask != 0 && present > 10 {
+		for _, i := range [...]int{10, 11, 15} {
+			limit = min(limit, cols[i].skipVarints(n))
+		}
+		limit = min(limit, cols[12].skipStrings(n))
+	}
+	return limit
+}
+
+// skipFlagged skips a column holding a varint for each of the first n
+// records whose flag byte has bit set, and returns the index of the record
+// at which it runs out (n if it does not).
+func skipFlagged(c *colReader, flags []byte, n int, bit byte) int {
+	need, _ := flaggedRecords(flags, n, bit, -1)
+	if got := c.skipVarints(need); got < need {
+		_, at := flaggedRecords(flags, n, bit, got)
+		return at
+	}
+	return n
 }
 
 func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) error) error {

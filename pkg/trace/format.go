@@ -108,6 +108,16 @@ package trace
 //	7 issuecpu  uvarint
 //	8 donecpu   uvarint (CompleteCPU)
 //	9 error     varint
+//	10 tid      uvarint (Tid of the task that issued it; 0 not recorded)
+//	11 tgid     uvarint
+//	12 comm     uvarint length, then that many bytes (Comm)
+//	13 woken    uvarint: 0 if TaskWokenNs is 0, else
+//	            zigzag(TaskWokenNs - CompleteNs) + 1
+//	14 run      the same for TaskRunNs
+//	15 taskcpu  uvarint (TaskCPU)
+//
+// Block chunks from before the issuing task was recorded have columns 0-9
+// only; the task's fields read as 0.
 //
 // Haltpoll changes (type 4). Chunk state: prevTime (0 at start).
 //
@@ -145,6 +155,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 )
 
 // FormatVersion is the trace format this package writes and the newest it reads.
@@ -550,13 +561,75 @@ func columnsDone(cols []colReader, bad bool) error {
 	return nil
 }
 
-// skipColumns marks columns a decoder will not read as read, so that
-// columnsDone does not take them for left over. Their bytes go unchecked
-// (the chunk's CRC still covers them).
-func skipColumns(cols []colReader, idx ...int) {
-	for _, i := range idx {
-		cols[i].off = len(cols[i].b)
+// Skipped columns (a Visitor's Skip) are not decoded, but checked as a
+// decode would check them: each is walked past the values its records
+// consume (varints counted by their last bytes, eight at a time), so that
+// bytes left over reach columnsDone, and a column that runs out stops the
+// records where the decode would stop them. Only a value out of its
+// field's range (wider than 32 bits, or a varint over 10 bytes) goes
+// unseen.
+
+// skipVarints moves past the column's next need varints without decoding
+// them and returns how many it held, up to need (fewer: it ran out).
+func (c *colReader) skipVarints(need int) int {
+	b := c.b[c.off:]
+	got, i := 0, 0
+	for ; i+8 <= len(b); i += 8 {
+		ends := bits.OnesCount64(^binary.LittleEndian.Uint64(b[i:]) & 0x8080808080808080)
+		if got+ends >= need {
+			break
+		}
+		got += ends
 	}
+	for ; i < len(b) && got < need; i++ {
+		if b[i] < 0x80 {
+			got++
+		}
+	}
+	if got < need {
+		i = len(b) // a trailing partial varint is an overrun, not left over
+	}
+	c.off += i
+	return got
+}
+
+// skipBytes is skipVarints for a column of one byte per value.
+func (c *colReader) skipBytes(need int) int {
+	got := min(need, c.left())
+	c.off += got
+	return got
+}
+
+// skipStrings is skipVarints for a column of length-prefixed strings.
+func (c *colReader) skipStrings(need int) int {
+	got := 0
+	for got < need {
+		l, k := binary.Uvarint(c.b[c.off:])
+		if k <= 0 || l > uint64(c.left()-k) {
+			c.off = len(c.b)
+			break
+		}
+		c.off += k + int(l)
+		got++
+	}
+	return got
+}
+
+// flaggedRecords is how many of the first n records have bit set in a
+// column of one flag byte per record, and the index of the record that
+// holds the (k+1)-th (n if none does): the values of a column that only
+// flagged records have, and where it would run out holding k.
+func flaggedRecords(flags []byte, n int, bit byte, k int) (count, kth int) {
+	kth = n
+	for i, f := range flags[:min(n, len(flags))] {
+		if f&bit != 0 {
+			if count == k {
+				kth = i
+			}
+			count++
+		}
+	}
+	return count, kth
 }
 
 // appendColumns builds a record chunk's raw payload from its columns.
