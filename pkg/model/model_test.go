@@ -188,9 +188,13 @@ func TestProfileFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != "example" || p.HZ != 1000 || len(p.States) != 3 || p.States[2].ExitLatencyNs != 133000 ||
+	// The trace's HZ, not the file's: its ticks were recorded at it.
+	if p.Name != "example" || p.HZ != 250 || !strings.Contains(p.Source, "the file's hz 1000 not used") || len(p.States) != 3 || p.States[2].ExitLatencyNs != 133000 ||
 		p.States[1].Power != 0.35 || p.States[1].PowerEstimated || !p.States[0].PowerEstimated {
 		t.Fatalf("parsed profile = %+v", p)
+	}
+	if p, err := LoadProfile(okPath, &trace.Metadata{}); err != nil || p.HZ != 1000 || strings.Contains(p.Source, "not used") {
+		t.Fatalf("hz from the file where the trace has none: %+v %v", p, err)
 	}
 	noHZ := write("nohz.json", `{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`)
 	if p, err := LoadProfile(noHZ, &trace.Metadata{HZ: 300}); err != nil || p.HZ != 300 || p.Name != "nohz" {

@@ -301,7 +301,7 @@ func Measured(meta *trace.Metadata, wakeLatencyP50Ns map[string]uint64) (*Profil
 
 // LoadProfile resolves --profile: "recorded" (the trace's table), a
 // built-in name, or a path to a JSON profile file. HZ comes from the trace
-// unless the file sets it. "measured" yields ErrNeedsMeasurement.
+// (a file's hz only where the trace has none). "measured" yields ErrNeedsMeasurement.
 func LoadProfile(nameOrPath string, meta *trace.Metadata) (*Profile, error) {
 	hz := 0
 	if meta != nil {
@@ -404,7 +404,8 @@ type fileProfile struct {
 }
 
 // ParseProfile decodes and validates a JSON profile (docs/DESIGN.md format).
-// label names the file in errors; traceHZ is used when the file has no hz.
+// label names the file in errors; traceHZ, where known (> 0), is the
+// profile's HZ whatever the file says.
 // Every error names the field: `profile x.json: states[2].exit_latency_us: must be >= 0`.
 func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 	bad := func(field, format string, a ...any) error {
@@ -423,14 +424,23 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 	if p.Name == "" {
 		p.Name = strings.TrimSuffix(filepath.Base(label), filepath.Ext(label))
 	}
+	// The replay keeps the trace's HZ, as a built-in does: the workload's
+	// ticks and timers were recorded at it, and a table copied from
+	// `profiles NAME --format json` must replay as NAME does. The file's
+	// hz counts only where the trace does not know its own (--hz
+	// overrides both).
+	hzNote := ""
+	if fp.HZ != nil && (*fp.HZ <= 0 || *fp.HZ > 10000) {
+		return nil, bad("hz", "must be between 1 and 10000, got %d", *fp.HZ)
+	}
 	switch {
-	case fp.HZ != nil:
-		if *fp.HZ <= 0 || *fp.HZ > 10000 {
-			return nil, bad("hz", "must be between 1 and 10000, got %d", *fp.HZ)
-		}
-		p.HZ = *fp.HZ
 	case traceHZ > 0:
 		p.HZ = traceHZ
+		if fp.HZ != nil && *fp.HZ != traceHZ {
+			hzNote = fmt.Sprintf("; the file's hz %d not used: the trace's ticks and timers were recorded at HZ=%d (--hz sets another)", *fp.HZ, traceHZ)
+		}
+	case fp.HZ != nil:
+		p.HZ = *fp.HZ
 	default:
 		p.HZ = DefaultHZ
 	}
@@ -516,6 +526,7 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 	if estimated {
 		p.Source += "; power estimated where not given"
 	}
+	p.Source += hzNote
 	return p, nil
 }
 
