@@ -62,6 +62,10 @@ func TestChangeReason(t *testing.T) {
 			in.ioLimited = 80
 			in.issuePerCPU, in.wokePerCPU = []uint64{500}, []uint64{100}
 		}), "limited 80 of 100 IO wake-ups, where menu's states already met its 10 µs limit"},
+		{"blkqos: limited, states within but at a few", with(base("menu+blkqos=10us/3ms", "menu"), func(in *whyInput) {
+			in.ioLimited, in.ioChanged = 80, 1
+			in.issuePerCPU, in.wokePerCPU = []uint64{500}, []uint64{100}
+		}), "limited 80 of 100 IO wake-ups, where menu's states already met its 10 µs limit at all but the 1 it changed"},
 		{"blkqos without IO", with(base("menu+blkqos=10us/3ms", "menu"), func(in *whyInput) { in.io, in.ioWoke = false, 0 }),
 			"no block IO in the trace for blkqos to act on"},
 	}
