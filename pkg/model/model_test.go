@@ -1055,3 +1055,34 @@ func TestIOWokeIdleUnknownWithoutWakeCauses(t *testing.T) {
 		}
 	}
 }
+
+// A completion that woke a CPU from a recorded state the profile lacks
+// still loses that state's exit latency under a policy: the IO latency on
+// a POLL-only table is the same as on one whose other states are
+// disabled, the recorded latency less the recorded C6's 100 µs.
+func TestIOLatencyWithoutTheRecordedState(t *testing.T) {
+	tab := []trace.StateInfo{
+		{Index: 0, Name: "POLL", Polling: true},
+		{Index: 1, Name: "C1", ExitLatencyNs: 1_000, TargetResidencyNs: 1_000},
+		{Index: 2, Name: "C6", ExitLatencyNs: 100_000, TargetResidencyNs: 400_000},
+	}
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250, CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu",
+		States: []trace.CPUStates{{CPU: 0, States: tab}}, Inputs: trace.Inputs{WakeCauses: true, BlockIO: true}}
+	var s synth
+	for i := range 50 {
+		e := int64(1_000_000 + i*2_000_000)
+		s.periods = append(s.periods, trace.IdlePeriod{CPU: 0, State: 2, EntryNs: uint64(e), ExitNs: uint64(e + 1_000_000),
+			WakeCause: trace.WakeIRQ, WakeIRQ: 24, NextTimerKnown: true, NextTimerNs: 3_000_000, TickStopped: trace.Yes})
+		s.ios = append(s.ios, trace.BlockIO{IssueCPU: 0, CompleteCPU: 0, IssueNs: uint64(e - 500_000), CompleteNs: uint64(e + 1_000_000 - 50_000)})
+	}
+	pollOnly := mkProfile("poll-only", 250, []State{{Name: "POLL", Polling: true}})
+	disabled := mkProfile("disabled", 250, []State{{Name: "POLL", Polling: true},
+		{Name: "C1", ExitLatencyNs: 1_000, TargetResidencyNs: 1_000, Disabled: true}, {Name: "C6", ExitLatencyNs: 100_000, TargetResidencyNs: 400_000, Disabled: true}})
+	const want = 1_450_000 - 100_000 // issue to completion, less the recorded C6's exit
+	for _, prof := range []*Profile{pollOnly, disabled} {
+		res, _ := runReplay(t, prof, meta, []string{"menu"}, &s)
+		if got := res[0].IOLatencyNs; got == nil || got.Count != 50 || math.Abs(got.Mean-want) > 1 {
+			t.Errorf("%s: IO latency %+v, want a mean of %d ns over 50", prof.Name, got, want)
+		}
+	}
+}

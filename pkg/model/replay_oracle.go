@@ -18,7 +18,7 @@ func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
 	if pi.chain { // the kernel woke and went back: awake in between
 		ps.awakeNs += max(pi.e-pi.prevExit, 0)
 	}
-	if pi.rec < 0 {
+	if pi.rec < 0 || pi.rec >= t.n { // a state beyond the profile's (Stats.BadState)
 		cs.open = false
 		return 0
 	}

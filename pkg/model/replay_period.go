@@ -109,8 +109,13 @@ func (r *Replay) readPeriod(c *cpuShared, p *trace.IdlePeriod) (pi periodInfo) {
 		pi.x = pi.e
 	}
 	if pi.rec >= len(r.prof.States) {
-		pi.rec = -1
 		r.stats.BadState++
+	}
+	// rec indexes the recorded table (the exit latency the IO wake-ups
+	// paid, the tick state) as much as the profile's (the recorded
+	// policy): a state the profile lacks is still the recorded one.
+	if pi.rec >= max(len(r.prof.States), r.recTab.n) {
+		pi.rec = -1
 	}
 	switch {
 	case p.PollTimedOut == trace.Yes || p.WakeCause == trace.WakePollTimeout:
