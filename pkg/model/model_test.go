@@ -119,6 +119,10 @@ func TestParsePolicy(t *testing.T) {
 		{"ladder+poll=50us", func(p Policy) bool { return p.Poll == PollFixed && p.PollNs == 50_000 }},
 		{"menu+disable=C6,C1E", func(p Policy) bool { return len(p.Disable) == 2 && p.Disable[1] == "C1E" }},
 		{"menu+kernel=6.12", func(p Policy) bool { return p.Kernel != nil && *p.Kernel == Version{6, 12, -1} }},
+		{"teo+kernel=5.1", func(p Policy) bool { return p.Kernel != nil && *p.Kernel == Version{5, 1, -1} }},
+		{"haltpoll+kernel=5.4.0", func(p Policy) bool { return p.Kernel != nil && *p.Kernel == Version{5, 4, 0} }},
+		{"ladder+kernel=4.17", func(p Policy) bool { return p.Kernel != nil && *p.Kernel == Version{4, 17, -1} }},
+		{"oracle+kernel=4.17", func(p Policy) bool { return p.Kernel != nil }},
 		{"oracle+qos=0", func(p Policy) bool { return p.Governor == GovOracle && p.QoSNs == 0 }},
 		{"haltpoll", func(p Policy) bool { return p.Governor == GovHaltpoll }},
 		{"recorded", func(p Policy) bool { return p.Governor == GovRecorded }},
@@ -151,6 +155,12 @@ func TestParsePolicy(t *testing.T) {
 		{"menu+kernel=4.16.9", `policy "menu+kernel=4.16.9": kernel: "4.16.9" is outside the releases modelled`},
 		{"menu+kernel=7.2", `policy "menu+kernel=7.2": kernel: "7.2" is outside the releases modelled`},
 		{"menu+kernel=99.1", `policy "menu+kernel=99.1": kernel: "99.1" is outside the releases modelled`},
+		// Nor releases before the governor existed: teo came in 5.1,
+		// haltpoll in 5.4.
+		{"teo+kernel=4.17", `policy "teo+kernel=4.17": kernel: teo first appeared in Linux 5.1`},
+		{"teo+kernel=5.0.21", `policy "teo+kernel=5.0.21": kernel: teo first appeared in Linux 5.1`},
+		{"haltpoll+kernel=5.3", `policy "haltpoll+kernel=5.3": kernel: haltpoll first appeared in Linux 5.4`},
+		{"haltpoll+qos=10us+kernel=4.19", `policy "haltpoll+qos=10us+kernel=4.19": kernel: haltpoll first appeared in Linux 5.4`},
 		{"menu+frob=1", `policy "menu+frob=1": unknown modifier "frob"`},
 		{"menu++qos=1us", `policy "menu++qos=1us": empty modifier`},
 		{"menu+qos=1us+qos=2us", `policy "menu+qos=1us+qos=2us": qos: given twice`},
@@ -167,6 +177,22 @@ func TestParsePolicy(t *testing.T) {
 		}
 		if !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("ParsePolicy(%q) error = %q, want prefix %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+// TestOldRecordedRelease: the governors' first releases hold kernel= only;
+// a trace recorded before teo or haltpoll existed still replays them (and
+// releases before OldestModelled too) by default.
+func TestOldRecordedRelease(t *testing.T) {
+	prof, err := Builtin("icx", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, release := range []string{"4.14.0", "4.19.0-27-amd64", "5.0.21", "5.3.18"} {
+		pols := []Policy{mustPolicy(t, "menu"), mustPolicy(t, "teo"), mustPolicy(t, "ladder"), mustPolicy(t, "haltpoll"), mustPolicy(t, "oracle")}
+		if _, err := NewReplay(prof, &trace.Metadata{HZ: 250, KernelRelease: release}, pols); err != nil {
+			t.Errorf("recorded on %s: %v", release, err)
 		}
 	}
 }

@@ -124,6 +124,15 @@ var (
 	LatestModelled = Version{7, 1, -1}
 )
 
+// firstRelease is the first mainline release of the governors younger than
+// OldestModelled: teo came with b26bf6ab716f (5.1), haltpoll with
+// 2cffe9f6b96f (5.4). menu and ladder are older than OldestModelled, oracle
+// and recorded are no kernel's.
+var firstRelease = map[Governor]Version{
+	GovTEO:      {5, 1, -1},
+	GovHaltpoll: {5, 4, -1},
+}
+
 // ParseVersion accepts "6.18", "6.18.44", "v6.18", "6.18.44-fc-v657",
 // "6.19-rc3" (taken as 6.19).
 func ParseVersion(s string) (Version, error) {
@@ -374,7 +383,7 @@ var modifierTable = []Modifier{
 	},
 	{
 		Name: "kernel", Value: "VERSION",
-		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (default: the recorded kernel's, else " + NewestVersion.String() + ", the newest release modelled whole; " + LatestModelled.String() + " only where named, for the one change of it modelled)",
+		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (teo from 5.1, haltpoll from 5.4; default: the recorded kernel's, else " + NewestVersion.String() + ", the newest release modelled whole; " + LatestModelled.String() + " only where named, for the one change of it modelled)",
 		Example: "menu+kernel=6.12",
 		set: func(p *Policy, val string) error {
 			v, err := ParseVersion(val)
@@ -383,6 +392,13 @@ var modifierTable = []Modifier{
 			}
 			if !v.AtLeast(OldestModelled.Major, OldestModelled.Minor) || v.AtLeast(LatestModelled.Major, LatestModelled.Minor+1) {
 				return fmt.Errorf("%q is outside the releases modelled, %s to %s (the oldest and newest with a modelled rule)", val, OldestModelled, LatestModelled)
+			}
+			// A release without the governor has no form of it to model.
+			// Only kernel= is held to this: a trace's own older release
+			// (the default) still replays the oldest form modelled, since
+			// asking what teo would have done there is a fair what-if.
+			if first, ok := firstRelease[p.Governor]; ok && !v.AtLeast(first.Major, first.Minor) {
+				return fmt.Errorf("%s first appeared in Linux %s", p.Governor, first)
 			}
 			p.Kernel = &v
 			return nil

@@ -46,11 +46,19 @@ func ParseIOFilter(spec string, meta *Metadata) (IOFilter, error) {
 	fail := func(part, format string, a ...any) (IOFilter, error) {
 		return IOFilter{}, fmt.Errorf("IO filter %q: %s: %s", spec, part, fmt.Sprintf(format, a...))
 	}
+	// Every key takes one value (dev= names one device) and the parts are
+	// ANDed, so a repeat would either select nothing or, as each part
+	// overwrote the last, silently drop all but the last value.
+	seen := map[string]bool{}
 	for _, part := range strings.Split(spec, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok || v == "" {
 			return fail(part, "want KEY=VALUE (%s)", IOFilterHelp)
 		}
+		if seen[k] {
+			return fail(part, "%s given twice (all parts must hold: give one)", k)
+		}
+		seen[k] = true
 		switch k {
 		case "comm":
 			if len(v) > 15 {

@@ -44,6 +44,13 @@ func TestIOFilter(t *testing.T) {
 		{"size=64k-4k", "ends before it starts"},
 		{"size=lots", "not a size"},
 		{"comm=averyveryverylongname", "at most 15"},
+		// Parts are ANDed: a key given twice was the last value alone.
+		{"op=read,op=write", `IO filter "op=read,op=write": op=write: op given twice (all parts must hold: give one)`},
+		{"comm=fio,comm=python3", `comm=python3: comm given twice`},
+		{"pid=100,op=read,pid=54", `pid=54: pid given twice`},
+		{"dev=vda,dev=nvme0n1", `dev=nvme0n1: dev given twice`},
+		{"size=4k,size=8k-64k", `size=8k-64k: size given twice`},
+		{"op=read,op=read", `op=read: op given twice`},
 	} {
 		_, err := ParseIOFilter(tc.spec, meta)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "IO filter ") {
