@@ -73,7 +73,7 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	usage := fs.Usage
 	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+model.PolicyHelp()+"\n"+fleetHelp) }
 	profileName := fs.String("profile", "recorded", "state table to replay on: recorded, measured, a built-in name (idletrace profiles) or a JSON file")
-	policies := fs.StringArray("policy", nil, "GOVERNOR[+MODIFIER]... (repeatable; see Policies below; default: recorded and oracle, or on another machine's profile the recorded governor and oracle)")
+	policies := fs.StringArray("policy", nil, "GOVERNOR[+MODIFIER]... (repeatable; see Policies below; default: recorded and oracle, or on another machine's profile the governor it would run (the recorded one; haltpoll only on a guest's table, else menu) and oracle)")
 	format := fs.String("format", "text", "output format: text, markdown, json or html; jsonl or parquet: fleet summary rows keyed by host and trace (several FILEs)")
 	host := fs.String("host", "", "jsonl and parquet: the host the rows are keyed by (default: the hostname the trace recorded)")
 	out := fs.StringP("output", "o", "", "write the report to this file instead of stdout")
@@ -190,11 +190,6 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if err != nil {
 		return nil, err
 	}
-	if len(pols) == 0 {
-		if pols, err = parsePolicies(model.DefaultPolicySpecs(profileName, r.Meta.CPUIdleGovernor)); err != nil {
-			return nil, err
-		}
-	}
 	meta := r.Meta
 	if hz > 0 {
 		m := *meta
@@ -221,6 +216,11 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	}
 	if hz > 0 {
 		prof.HZ = hz
+	}
+	if len(pols) == 0 {
+		if pols, err = parsePolicies(model.DefaultPolicySpecs(prof, r.Meta.CPUIdleGovernor)); err != nil {
+			return nil, err
+		}
 	}
 
 	replay, err := model.NewReplay(prof, meta, pols)

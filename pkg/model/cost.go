@@ -172,16 +172,20 @@ func dedupeSentences(s string) string {
 
 // DefaultPolicySpecs is the policy list when none is given: the kernel's
 // actual choices (recorded) and the oracle bound; on another machine's
-// profile, where the recorded choices mean nothing, the recorded governor
-// (menu if the trace's is not one the replay models) and the oracle.
-func DefaultPolicySpecs(profile, recordedGovernor string) []string {
-	switch profile {
+// profile, where the recorded choices mean nothing, the governor that
+// machine would run and the oracle. That is the recorded governor, but
+// haltpoll only on a cpuidle-haltpoll guest's table (the governor
+// registers only in a KVM guest) and menu where the trace's is not one
+// the replay models: menu is what a tickless kernel on bare metal picks
+// (the highest rating, 20, of those it registers there).
+func DefaultPolicySpecs(prof *Profile, recordedGovernor string) []string {
+	switch prof.Name {
 	case "", "recorded", "measured":
 		return []string{"recorded", "oracle"}
 	}
 	gov := string(GovMenu)
 	for _, g := range []Governor{GovMenu, GovTEO, GovLadder, GovHaltpoll} {
-		if string(g) == recordedGovernor {
+		if string(g) == recordedGovernor && (g != GovHaltpoll || prof.StateIndex(haltpollStateName) >= 0) {
 			gov = recordedGovernor
 		}
 	}

@@ -240,3 +240,36 @@ func TestEnableUndoesARecordedDisable(t *testing.T) {
 		}
 	}
 }
+
+// With no --policy, another machine's profile replays the governor that
+// machine would run: the recorded one, but haltpoll only on a guest's
+// table, and menu for a governor not modelled.
+func TestDefaultPolicySpecs(t *testing.T) {
+	guest, err := Builtin("haltpoll", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spr, err := Builtin("spr", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := &Profile{Name: "recorded"}
+	for _, tc := range []struct {
+		prof     *Profile
+		governor string
+		want     string
+	}{
+		{recorded, "haltpoll", "recorded oracle"},
+		{&Profile{Name: "measured"}, "menu", "recorded oracle"},
+		{spr, "haltpoll", "menu oracle"},
+		{guest, "haltpoll", "haltpoll oracle"},
+		{spr, "teo", "teo oracle"},
+		{spr, "ladder", "ladder oracle"},
+		{spr, "", "menu oracle"},
+		{spr, "cpuidle_foo", "menu oracle"},
+	} {
+		if got := strings.Join(DefaultPolicySpecs(tc.prof, tc.governor), " "); got != tc.want {
+			t.Errorf("profile %s, recorded governor %q: %s, want %s", tc.prof.Name, tc.governor, got, tc.want)
+		}
+	}
+}

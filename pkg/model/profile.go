@@ -34,6 +34,10 @@ import (
 // MaxStates is the cpuidle core's CPUIDLE_STATE_MAX (trace.MaxStates).
 const MaxStates = trace.MaxStates
 
+// haltpollStateName is the halt state cpuidle-haltpoll registers: a
+// table with it is a KVM guest's.
+const haltpollStateName = "haltpoll idle"
+
 // DefaultHZ is used when neither the trace nor the profile says HZ.
 const DefaultHZ = 250
 
@@ -94,7 +98,7 @@ var builtins = []builtin{
 		[]builtinState{pollState, {name: "C1", exitUs: 1, residUs: 2}, {name: "C2", exitUs: 400, residUs: 800}}},
 	{"haltpoll", "KVM guest with cpuidle-haltpoll (POLL + guest HLT)",
 		"drivers/cpuidle/cpuidle-haltpoll.c, Linux 6.12.117 (HLT exit latency as the table states it; the host decides the real one)",
-		[]builtinState{pollState, {name: "haltpoll idle", exitUs: 1, residUs: 1, desc: "default architecture idle"}}},
+		[]builtinState{pollState, {name: haltpollStateName, exitUs: 1, residUs: 1, desc: "default architecture idle"}}},
 }
 
 // BuiltinNames lists the built-in profiles in a stable order.
