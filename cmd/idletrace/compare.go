@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/idletrace/idletrace/pkg/analysis"
@@ -66,6 +67,9 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 		Recorded:    recordedOn(bmeta, ameta),
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("knobs as recorded: before %s; after %s", knobs(bmeta), knobs(ameta)))
+	if n := analysis.PolicyNotRunNote(pol, ameta, sameFile(before, after) || analysis.SameRecording(bmeta, ameta)); n != "" {
+		rep.Notes = append(rep.Notes, n)
+	}
 	if own.profile == "measured" {
 		rep.Notes = append(rep.Notes, "before and measured are each trace's recorded choices on its own measured profile (each state's exit latency replaced by the median wake-up latency measured in that trace), as the prediction is on BEFORE's")
 	}
@@ -196,4 +200,11 @@ func knobs(meta *trace.Metadata) string {
 		parts = append(parts, fmt.Sprintf("cpu_dma_latency %d µs", q))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sameFile says whether two paths name one file.
+func sameFile(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
 }
