@@ -85,11 +85,13 @@ func TestBadInput(t *testing.T) {
 	garbage := writeFile(t, "garbage.trace", []byte("this is not a trace file at all, just text\n"))
 	empty := writeFile(t, "empty.trace", nil)
 	headerOnly := writeFile(t, "header.trace", good[:20])
+	cutMagic := writeFile(t, "cut.trace", good[:4])
 	newer := append([]byte(nil), good...)
 	newer[8] = 99 // format version (u16 after the 8-byte magic)
 	newerPath := writeFile(t, "newer.trace", newer)
 	badProfile := writeFile(t, "bad.json", []byte(`{"name":"x","states":[{"name":"C1","exit_latency_us":-1,"target_residency_us":2}]}`))
 	badNsProfile := writeFile(t, "badns.json", []byte(`{"name":"x","states":[{"name":"C6","exit_latency_ns":170000,"target_residency_ns":600000},{"name":"C1E","exit_latency_ns":4000,"target_residency_ns":700000}]}`))
+	typeProfile := writeFile(t, "type.json", []byte(`{"hz":"250","states":[{"name":"C1","exit_latency_us":1,"target_residency_us":1}]}`))
 	traceCopy := writeFile(t, "copy.trace", good)
 	existing := writeFile(t, "report.txt", []byte("an earlier report\n"))
 	exportDir := filepath.Join(t.TempDir(), "tables") // no case may create it
@@ -105,6 +107,7 @@ func TestBadInput(t *testing.T) {
 		{"garbage file", []string{"stats", garbage}, 1, "not an idletrace file"},
 		{"empty file", []string{"info", empty}, 1, "the file is empty, not an idletrace trace"},
 		{"header only", []string{"stats", headerOnly}, 1, headerOnly},
+		{"cut inside the magic", []string{"info", cutMagic}, 1, "trace " + cutMagic + ": file is truncated inside the file header: 4 bytes, the header needs 16"},
 		{"newer version", []string{"stats", newerPath}, 1, "newer"},
 		{"unknown flag", []string{"stats", "--definitely-not-a-flag", bundledTrace}, 2, "definitely-not-a-flag"},
 		{"unknown command", []string{"frobnicate"}, 2, "unknown command"},
@@ -121,6 +124,7 @@ func TestBadInput(t *testing.T) {
 		// an unknown name is (trial 11 item 8): exit 2, naming the field as
 		// the file spells it.
 		{"bad profile file", []string{"whatif", bundledTrace, "--profile", badProfile}, 2, "exit_latency_us"},
+		{"profile file of a wrong JSON type", []string{"whatif", bundledTrace, "--profile", typeProfile}, 2, "hz: must be an integer, not a string"},
 		{"bad profile file in ns", []string{"whatif", bundledTrace, "--profile", badNsProfile}, 2, "states[1].exit_latency_ns: 4000 ns is below states[0] (C6)'s 170000 ns"},
 		{"profiles on a bad file", []string{"profiles", badProfile}, 2, "exit_latency_us"},
 		{"whatif on a trace with no records", []string{"whatif", emptyTrace(t)}, 1, "holds no idle period and no block IO request: nothing to replay"},

@@ -226,6 +226,11 @@ func TestProfileFiles(t *testing.T) {
 	if p, err := LoadProfile(noHZ, &trace.Metadata{HZ: 300}); err != nil || p.HZ != 300 || p.Name != "nohz" {
 		t.Fatalf("hz from trace: %+v %v", p, err)
 	}
+	// Windows editors may start a file with a UTF-8 byte-order mark.
+	bom := write("bom.json", "\xef\xbb\xbf"+`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`)
+	if p, err := LoadProfile(bom, nil); err != nil || len(p.States) != 1 {
+		t.Fatalf("profile with a byte-order mark: %+v %v", p, err)
+	}
 	bad := []struct{ body, want string }{
 		{`{"states": [{"name": "POLL", "exit_latency_us": 0, "target_residency_us": 0, "polling": true}, {"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}, {"name": "C6", "exit_latency_us": -1, "target_residency_us": 4}]}`,
 			"states[2].exit_latency_us: must be >= 0"},
@@ -235,7 +240,19 @@ func TestProfileFiles(t *testing.T) {
 		{`{"states": [{"name": "C1", "exit_latency_us": 2, "target_residency_us": 20}, {"name": "C1E", "exit_latency_us": 10, "target_residency_us": 10}]}`,
 			"states[1].target_residency_us: 10 µs is below states[0] (C1)'s 20 µs"},
 		{`{"states": [{"name": "C1", "exit_latency": 1, "target_residency_us": 1}]}`, `states[0]: unknown field "exit_latency"`},
-		{`{"states": [{"name": "C1", "exit_latency_us": "1", "target_residency_us": 1}]}`, "states[0].exit_latency_us: must be a float64"},
+		// Type errors in JSON's words, not Go's.
+		{`{"states": [{"name": "C1", "exit_latency_us": "1", "target_residency_us": 1}]}`, "states[0].exit_latency_us: must be a number, not a string"},
+		{`{"states": [{"name": "C1", "exit_latency_ns": "1", "target_residency_ns": 1}]}`, "states[0].exit_latency_ns: must be a number, not a string"},
+		{`[]`, ": must be an object, not an array"},
+		{`{"hz": "250", "states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`, "hz: must be an integer, not a string"},
+		{`{"hz": 2.5, "states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`, "hz: must be an integer, not 2.5"},
+		{`{"hz": 99999999999999999999, "states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`, "hz: 99999999999999999999 is out of range"},
+		{`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1, "polling": "yes"}]}`, "states[0].polling: must be a boolean, not a string"},
+		{`{"states": [{"name": ["C1"], "exit_latency_us": 1, "target_residency_us": 1}]}`, "states[0].name: must be a string, not an array"},
+		{`{"states": {}}`, "states: must be an array, not an object"},
+		{`{"states": [5]}`, "states[0]: must be an object, not a number"},
+		// A leading UTF-8 byte-order mark is skipped; a syntax error's byte still counts it.
+		{"\xef\xbb\xbf{x}", "invalid JSON at byte 5: invalid character 'x'"},
 		{`{"states": []}`, "states: must list at least one state"},
 		{`{"hz": 0, "states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`, "hz: must be between"},
 		{`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}, {"name": "c1", "exit_latency_us": 1, "target_residency_us": 1}]}`, `states[1].name: "c1" repeats states[0]`},

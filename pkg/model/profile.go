@@ -10,7 +10,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -392,6 +394,19 @@ func spelled(name string, ns *float64) timeKey {
 	return timeKey{name + "_us", false}
 }
 
+// missingKey names a state's missing time as the file spells the state's
+// other time (us, ns: that time, either pointer nil if not so spelled);
+// with neither given, it names both spellings.
+func missingKey(name string, us, ns *float64) string {
+	switch {
+	case ns != nil:
+		return name + "_ns"
+	case us != nil:
+		return name + "_us"
+	}
+	return name + "_us (or " + name + "_ns)"
+}
+
 // show gives a time of us µs in the key's unit.
 func (k timeKey) show(us float64) string {
 	if k.ns {
@@ -415,10 +430,16 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 	bad := func(field, format string, a ...any) error {
 		return fmt.Errorf("profile %s: %s: %s", label, field, fmt.Sprintf(format, a...))
 	}
+	// Windows editors may save a UTF-8 byte-order mark, which is no JSON.
+	body := bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	var fp fileProfile
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fp); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			se.Offset += int64(len(data) - len(body)) // the file's byte, BOM counted
+		}
 		return nil, jsonErr(label, "", err)
 	}
 	if dec.More() {
@@ -476,11 +497,12 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 		if fs.TargetResidencyUs, err = microseconds(fs.TargetResidencyUs, fs.TargetResidencyNs, field, "target_residency", bad); err != nil {
 			return nil, err
 		}
+		// A missing time is named in the unit of the state's other time.
 		if fs.ExitLatencyUs == nil {
-			return nil, bad(field+".exit_latency_us", "missing")
+			return nil, bad(field+"."+missingKey("exit_latency", fs.TargetResidencyUs, fs.TargetResidencyNs), "missing")
 		}
 		if fs.TargetResidencyUs == nil {
-			return nil, bad(field+".target_residency_us", "missing")
+			return nil, bad(field+"."+missingKey("target_residency", fs.ExitLatencyUs, fs.ExitLatencyNs), "missing")
 		}
 		// Errors name a time as the file spells it, in its unit.
 		exitKey, resKey := spelled("exit_latency", fs.ExitLatencyNs), spelled("target_residency", fs.TargetResidencyNs)
@@ -547,12 +569,12 @@ func jsonErr(label, field string, err error) error {
 	case errors.As(err, &te):
 		f := te.Field
 		if field != "" && f != "" {
-			return fmt.Errorf("profile %s: %s.%s: must be a %s, not %s", label, field, f, te.Type, te.Value)
+			return fmt.Errorf("profile %s: %s.%s: %s", label, field, f, typeMismatch(te))
 		}
 		if f != "" {
-			return fmt.Errorf("profile %s: %s: must be a %s, not %s", label, f, te.Type, te.Value)
+			return fmt.Errorf("profile %s: %s: %s", label, f, typeMismatch(te))
 		}
-		return fmt.Errorf("%smust be a %s, not %s", prefix, te.Type, te.Value)
+		return fmt.Errorf("%s%s", prefix, typeMismatch(te))
 	case errors.Is(err, io.EOF):
 		return fmt.Errorf("%sempty file", prefix)
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -560,4 +582,51 @@ func jsonErr(label, field string, err error) error {
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	return fmt.Errorf("%s%s", prefix, msg)
+}
+
+// typeMismatch says a type error in JSON's words: the file's author wrote
+// JSON, not the Go types it is decoded into.
+func typeMismatch(te *json.UnmarshalTypeError) string {
+	want := jsonType(te.Type)
+	num, isNum := strings.CutPrefix(te.Value, "number ")
+	if !isNum {
+		got := map[string]string{"string": "a string", "number": "a number", "bool": "a boolean",
+			"array": "an array", "object": "an object", "null": "null"}[te.Value]
+		return fmt.Sprintf("must be %s, not %s", want, cmp.Or(got, te.Value))
+	}
+	// A number the type cannot hold: a fraction for an integer, a negative
+	// for an unsigned one, else too large (or a map key that is no number).
+	_, err := strconv.ParseFloat(num, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return fmt.Sprintf("must be %s, not %q", want, num)
+	case strings.ContainsAny(num, ".eE") && want != "a number",
+		strings.HasPrefix(num, "-") && want == "a non-negative integer":
+		return fmt.Sprintf("must be %s, not %s", want, num)
+	}
+	return fmt.Sprintf("%s is out of range", num)
+}
+
+// jsonType names the JSON type that decodes into t.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another type"
 }

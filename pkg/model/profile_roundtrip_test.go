@@ -40,7 +40,12 @@ func TestProfileTimeUnits(t *testing.T) {
 		{"us", `{"name":"C1","exit_latency_us":2,"target_residency_us":2}`, "", 2000},
 		{"ns", `{"name":"C1","exit_latency_ns":2500,"target_residency_ns":3000}`, "", 2500},
 		{"both", `{"name":"C1","exit_latency_us":2,"exit_latency_ns":2000,"target_residency_us":2}`, "states[0].exit_latency_us: give exit_latency_us or exit_latency_ns, not both", 0},
-		{"neither", `{"name":"C1","target_residency_ns":3000}`, "states[0].exit_latency_us: missing", 0},
+		// A missing time is named as the state spells its other time.
+		{"ns, exit missing", `{"name":"C1","target_residency_ns":3000}`, "states[0].exit_latency_ns: missing", 0},
+		{"us, exit missing", `{"name":"C1","target_residency_us":3}`, "states[0].exit_latency_us: missing", 0},
+		{"ns, residency missing", `{"name":"C1","exit_latency_ns":3000}`, "states[0].target_residency_ns: missing", 0},
+		{"us, residency missing", `{"name":"C1","exit_latency_us":3}`, "states[0].target_residency_us: missing", 0},
+		{"neither", `{"name":"C1"}`, "states[0].exit_latency_us (or exit_latency_ns): missing", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := ParseProfile("p.json", []byte(`{"name":"p","states":[`+tc.state+`]}`), 250)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -236,17 +237,17 @@ func (r *Reader) readAt(b []byte, off int64) error {
 func (r *Reader) open() error {
 	var hdr [fileHeaderSize]byte
 	n, err := r.ra.ReadAt(hdr[:min(int64(len(hdr)), max(r.size, 0))], 0)
-	if n < len(fileMagic) || string(hdr[:len(fileMagic)]) != fileMagic {
-		if err != nil && err != io.EOF {
-			return r.errorf("%w", err)
-		}
-		if r.size == 0 {
-			return r.errorf("%w", errEmptyFile{})
-		}
-		return r.errorf("%w", ErrNotTrace)
+	if n < fileHeaderSize && err != nil && err != io.EOF {
+		return r.errorf("%w", err)
 	}
-	if n < fileHeaderSize {
-		return r.errorf("file is truncated inside the file header")
+	switch {
+	case r.size == 0:
+		return r.errorf("%w", errEmptyFile{})
+	case n < fileHeaderSize && strings.HasPrefix(fileMagic, string(hdr[:min(n, len(fileMagic))])):
+		// The start of a trace, cut short: not some other file.
+		return r.errorf("file is truncated inside the file header: %s, the header needs %d", countOf(uint64(n), "byte"), fileHeaderSize)
+	case n < len(fileMagic) || string(hdr[:len(fileMagic)]) != fileMagic:
+		return r.errorf("%w", ErrNotTrace)
 	}
 	version := int(binary.LittleEndian.Uint16(hdr[8:]))
 	if version > FormatVersion {

@@ -214,8 +214,12 @@ func TestTruncateEverywhere(t *testing.T) {
 			if err == nil {
 				t.Fatalf("cut at %d (metadata ends at %d): no error", cut, metaEnd)
 			}
-			if cut < len(fileMagic) && !errors.Is(err, ErrNotTrace) {
-				t.Fatalf("cut at %d: %v, want bad magic", cut, err)
+			if cut == 0 && !errors.Is(err, ErrNotTrace) {
+				t.Fatalf("cut at %d: %v, want an empty file", cut, err)
+			}
+			// A cut header is a truncated trace, not some other file.
+			if cut > 0 && cut < fileHeaderSize && (errors.Is(err, ErrNotTrace) || !strings.Contains(err.Error(), "truncated inside the file header")) {
+				t.Fatalf("cut at %d: %v, want truncated", cut, err)
 			}
 			continue
 		}
@@ -440,7 +444,12 @@ func TestOpenErrors(t *testing.T) {
 		{"newer version", newer, "trace t.trace: format version 7 is newer than this idletrace supports (1); upgrade idletrace", nil},
 		{"version 0", zeroVersion, "trace t.trace: invalid format version 0", nil},
 		{"header only", good[:fileHeaderSize], "metadata chunk is damaged (truncated)", nil},
-		{"short header", good[:12], "truncated inside the file header", nil},
+		{"short header", good[:12], "trace t.trace: file is truncated inside the file header: 12 bytes, the header needs 16", nil},
+		// Bytes that begin the magic are a trace cut short; others are not a trace.
+		{"cut in the magic", good[:4], "trace t.trace: file is truncated inside the file header: 4 bytes, the header needs 16", nil},
+		{"one byte of magic", good[:1], "trace t.trace: file is truncated inside the file header: 1 byte, the header needs 16", nil},
+		{"short, not magic", []byte("IDLX"), "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
+		{"short, magic then not", []byte("IDLETRC\x01\x01\x00"), "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
 		{"bad metadata payload", badMeta, "trace t.trace: metadata chunk is damaged (checksum mismatch)", nil},
 		{"bad metadata header", badMetaHeader, "trace t.trace: metadata chunk is damaged (bad header", nil},
 	}
