@@ -64,6 +64,9 @@ func FormatPct(f float64) string {
 		return "0 %"
 	case f*100 < 0.1:
 		return fmt.Sprintf("%.3f %%", f*100)
+	case f < 1 && f*100 >= 99.95:
+		// Short of all, so never shown as 100: 99.970 %, cut, not rounded.
+		return fmt.Sprintf("%.3f %%", math.Floor(f*100_000)/1000)
 	}
 	return fmt.Sprintf("%.1f %%", f*100)
 }
