@@ -206,7 +206,7 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 		if prof, err = model.Measured(meta, s.WakeLatencyP50()); err != nil {
 			return nil, err
 		}
-	} else if prof, err = model.LoadProfile(profileName, meta); err != nil {
+	} else if prof, err = model.LoadProfile(profileName, profileMeta(r.Meta, meta)); err != nil {
 		if profileName != "" && profileName != "recorded" {
 			// Neither a profile's name nor a valid profile file: a mistake in
 			// --profile, whichever it is.
@@ -218,7 +218,7 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 		prof.HZ = hz
 	}
 	if len(pols) == 0 {
-		if pols, err = parsePolicies(model.DefaultPolicySpecs(prof, r.Meta.CPUIdleGovernor)); err != nil {
+		if pols, err = parsePolicies(model.DefaultPolicySpecs(profileName, prof, r.Meta.CPUIdleGovernor)); err != nil {
 			return nil, err
 		}
 	}
@@ -399,7 +399,10 @@ func runProfiles(args []string, stdout, stderr io.Writer) error {
 		var p *model.Profile
 		var err error
 		if strings.HasSuffix(n, ".json") || strings.ContainsRune(n, '/') {
-			p, err = model.LoadProfile(n, &trace.Metadata{HZ: *hz})
+			// No trace: the file's hz stands unless --hz says otherwise.
+			if p, err = model.LoadProfile(n, &trace.Metadata{}); err == nil && *hz > 0 {
+				p.HZ = *hz
+			}
 		} else {
 			p, err = model.Builtin(n, *hz)
 		}
@@ -434,4 +437,15 @@ func checkOutput(out, input string, force bool) error {
 		return usagef("%s already exists; use --force to overwrite it", out)
 	}
 	return nil
+}
+
+// profileMeta is the metadata a profile is loaded against: the trace's
+// own, so that a file's hz set aside is said against the HZ the trace was
+// recorded at (--hz then overrides the profile's), or where the trace does
+// not know its HZ, the one --hz gives it.
+func profileMeta(recorded, withHZ *trace.Metadata) *trace.Metadata {
+	if recorded.HZ > 0 {
+		return recorded
+	}
+	return withHZ
 }

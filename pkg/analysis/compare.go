@@ -462,6 +462,11 @@ func comparisonHead(rep *ComparisonReport) []string {
 		fmt.Sprintf("Policy %s, predicted from %s (%d idle periods) on %s.", rep.Policy, rep.BeforeTrace, rep.Predicted.IdlePeriods, prof),
 		fmt.Sprintf("Before: %s as recorded. Measured: %s as recorded, on its own table (%d idle periods).", rep.BeforeTrace, rep.AfterTrace, rep.Measured.IdlePeriods),
 	}
+	if p := rep.Profile; p != nil && p.Source != "" && p.Name != "recorded" && p.Name != "measured" {
+		// Another machine's table: where it came from, and what of it the
+		// prediction set aside (a file's hz).
+		head = append(head, fmt.Sprintf("Profile %s (HZ %d): %s.", p.Name, p.HZ, p.Source))
+	}
 	if rep.Recorded != "" {
 		head = append(head, rep.Recorded)
 	}

@@ -312,3 +312,20 @@ func deref(p *float64) any {
 	}
 	return *p
 }
+
+// A comparison on another machine's table says where the table came from
+// and what of it was set aside; on the trace's own, nothing more.
+func TestComparisonHeadNamesTheProfile(t *testing.T) {
+	for _, tc := range []struct {
+		prof *model.Profile
+		want string // "" none
+	}{
+		{&model.Profile{Name: "f", HZ: 250, Source: "file f.json; the file's hz 1000 not used"}, "Profile f (HZ 250): file f.json; the file's hz 1000 not used."},
+		{&model.Profile{Name: "recorded", HZ: 250, Source: "trace (6.18)"}, ""},
+	} {
+		head := strings.Join(comparisonHead(&ComparisonReport{Policy: "menu", Profile: tc.prof}), "\n")
+		if has := strings.Contains(head, "Profile "); tc.want == "" && has || tc.want != "" && !strings.Contains(head, tc.want) {
+			t.Errorf("profile %s: head %q, want %q", tc.prof.Name, head, tc.want)
+		}
+	}
+}

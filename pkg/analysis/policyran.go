@@ -13,6 +13,8 @@ import (
 // at its start (the governor, /dev/cpu_dma_latency, disabled states,
 // haltpoll's parameters), or is BEFORE itself: its figures then measure
 // something else than the prediction's policy. "" when nothing is amiss.
+// Of an imported capture only the governor and haltpoll's parameters are
+// judged (where its export header gave them).
 // Knobs the kernel does not have (poll=, margin=, blkqos=, kernel=) are
 // not checked.
 func PolicyNotRunNote(pol model.Policy, after *trace.Metadata, sameRecording bool) string {
@@ -34,7 +36,9 @@ func PolicyNotRunNote(pol model.Policy, after *trace.Metadata, sameRecording boo
 		off = append(off, fmt.Sprintf("cpu_dma_latency %s (%s µs wanted)", have, FormatUs(uint64(pol.QoSNs))))
 	}
 	for _, cs := range after.States {
-		if !recordedCPU(after, cs.CPU) {
+		// An import's disabled flags may be import --profile's, not the
+		// machine's: not judged.
+		if !recordedCPU(after, cs.CPU) || after.Imported() {
 			continue
 		}
 		for _, s := range cs.States {

@@ -54,6 +54,8 @@ func TestPolicyNotRunNote(t *testing.T) {
 			m.HaltPoll = &trace.HaltPollParams{GuestHaltPollNs: ns}
 		}), false, nil},
 		{"menu+margin=25+blkqos=10us/3ms", after(nil), false, nil}, // no kernel knob
+		{"menu+disable=C6", after(func(m *trace.Metadata) { m.Clock = trace.ImportedClockPrefix + "perf script" }), false, nil},
+		{"teo+disable=C6", after(func(m *trace.Metadata) { m.Clock = trace.ImportedClockPrefix + "perf script" }), false, []string{"governor menu (teo wanted)"}},
 	} {
 		pol, err := model.ParsePolicy(tc.spec)
 		if err != nil {

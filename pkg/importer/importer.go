@@ -799,7 +799,7 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 		CPUIdleGovernor: p.governor,
 		HaltPoll:        p.haltPoll,
 		PMQoS:           trace.PMQoS{CPUDMALatencyUs: -1},
-		Clock:           "imported from " + tool + ": the capture's trace clock",
+		Clock:           trace.ImportedClockPrefix + tool + ": the capture's trace clock",
 		Command:         nil,
 		Probes:          map[string]string{},
 	}

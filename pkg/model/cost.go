@@ -178,8 +178,10 @@ func dedupeSentences(s string) string {
 // registers only in a KVM guest) and menu where the trace's is not one
 // the replay models: menu is what a tickless kernel on bare metal picks
 // (the highest rating, 20, of those it registers there).
-func DefaultPolicySpecs(prof *Profile, recordedGovernor string) []string {
-	switch prof.Name {
+// profileArg is --profile as given: the trace's own table is chosen
+// there, whatever a file's profile calls itself.
+func DefaultPolicySpecs(profileArg string, prof *Profile, recordedGovernor string) []string {
+	switch profileArg {
 	case "", "recorded", "measured":
 		return []string{"recorded", "oracle"}
 	}

@@ -246,6 +246,7 @@ func TestProfileFiles(t *testing.T) {
 		{`[]`, ": must be an object, not an array"},
 		{`{"hz": "250", "states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`, "hz: must be an integer, not a string"},
 		{`{"hz": 2.5, "states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`, "hz: must be an integer, not 2.5"},
+		{`{"hz": 1e3, "states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`, "hz: must be an integer written without an exponent, not 1e3"},
 		{`{"hz": 99999999999999999999, "states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}]}`, "hz: 99999999999999999999 is out of range"},
 		{`{"states": [{"name": "C1", "exit_latency_us": 1, "target_residency_us": 1, "polling": "yes"}]}`, "states[0].polling: must be a boolean, not a string"},
 		{`{"states": [{"name": ["C1"], "exit_latency_us": 1, "target_residency_us": 1}]}`, "states[0].name: must be a string, not an array"},

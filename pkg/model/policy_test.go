@@ -254,22 +254,34 @@ func TestDefaultPolicySpecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	recorded := &Profile{Name: "recorded"}
+	// A file that calls itself recorded (cut from a report) is another
+	// machine's table all the same.
+	file, err := ParseProfile("a.json", []byte(`{"name": "recorded", "states": [{"name": "POLL", "polling": true, "exit_latency_us": 0, "target_residency_us": 0}]}`), 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file.Name != "recorded (file)" {
+		t.Errorf("a file's profile named recorded is called %q", file.Name)
+	}
 	for _, tc := range []struct {
+		arg      string
 		prof     *Profile
 		governor string
 		want     string
 	}{
-		{recorded, "haltpoll", "recorded oracle"},
-		{&Profile{Name: "measured"}, "menu", "recorded oracle"},
-		{spr, "haltpoll", "menu oracle"},
-		{guest, "haltpoll", "haltpoll oracle"},
-		{spr, "teo", "teo oracle"},
-		{spr, "ladder", "ladder oracle"},
-		{spr, "", "menu oracle"},
-		{spr, "cpuidle_foo", "menu oracle"},
+		{"recorded", recorded, "haltpoll", "recorded oracle"},
+		{"", recorded, "menu", "recorded oracle"},
+		{"measured", &Profile{Name: "measured"}, "menu", "recorded oracle"},
+		{"a.json", file, "teo", "teo oracle"},
+		{"spr", spr, "haltpoll", "menu oracle"},
+		{"haltpoll", guest, "haltpoll", "haltpoll oracle"},
+		{"spr", spr, "teo", "teo oracle"},
+		{"spr", spr, "ladder", "ladder oracle"},
+		{"spr", spr, "", "menu oracle"},
+		{"spr", spr, "cpuidle_foo", "menu oracle"},
 	} {
-		if got := strings.Join(DefaultPolicySpecs(tc.prof, tc.governor), " "); got != tc.want {
-			t.Errorf("profile %s, recorded governor %q: %s, want %s", tc.prof.Name, tc.governor, got, tc.want)
+		if got := strings.Join(DefaultPolicySpecs(tc.arg, tc.prof, tc.governor), " "); got != tc.want {
+			t.Errorf("--profile %s, recorded governor %q: %s, want %s", tc.arg, tc.governor, got, tc.want)
 		}
 	}
 }

@@ -449,6 +449,13 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 	if p.Name == "" {
 		p.Name = strings.TrimSuffix(filepath.Base(label), filepath.Ext(label))
 	}
+	// "recorded" and "measured" name the trace's own table (the replay
+	// then judges agreement and defaults to the recorded choices): a file,
+	// even one cut from a report of that table, is another machine's.
+	switch p.Name {
+	case "", "recorded", "measured":
+		p.Name = strings.TrimSpace(p.Name + " (file)")
+	}
 	// The replay keeps the trace's HZ, as a built-in does: the workload's
 	// ticks and timers were recorded at it, and a table copied from
 	// `profiles NAME --format json` must replay as NAME does. The file's
@@ -596,10 +603,13 @@ func typeMismatch(te *json.UnmarshalTypeError) string {
 	}
 	// A number the type cannot hold: a fraction for an integer, a negative
 	// for an unsigned one, else too large (or a map key that is no number).
-	_, err := strconv.ParseFloat(num, 64)
+	f, err := strconv.ParseFloat(num, 64)
 	switch {
 	case err != nil && !errors.Is(err, strconv.ErrRange):
 		return fmt.Sprintf("must be %s, not %q", want, num)
+	case strings.ContainsAny(num, "eE") && want != "a number" && f == math.Trunc(f):
+		// 1e3 is a whole number all the same: only its spelling is refused.
+		return fmt.Sprintf("must be %s written without an exponent, not %s", want, num)
 	case strings.ContainsAny(num, ".eE") && want != "a number",
 		strings.HasPrefix(num, "-") && want == "a non-negative integer":
 		return fmt.Sprintf("must be %s, not %s", want, num)

@@ -288,6 +288,14 @@ type BlockDevice struct {
 // Dev is the kernel dev_t (major<<20 | minor), as BlockIO.Dev holds it.
 func (d BlockDevice) Dev() uint32 { return d.Major<<20 | d.Minor }
 
+// ImportedClockPrefix opens an imported capture's Clock.
+const ImportedClockPrefix = "imported from "
+
+// Imported says whether the trace is an imported capture (idletrace
+// import), whose knobs (disabled states, a table's figures) may come from
+// import --profile rather than from the machine.
+func (m *Metadata) Imported() bool { return strings.HasPrefix(m.Clock, ImportedClockPrefix) }
+
 // WallClock pairs one monotonic instant with the wall-clock time at that instant.
 type WallClock struct {
 	MonotonicNs uint64 `json:"monotonic_ns"`
