@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/idletrace/idletrace/internal/outfile"
@@ -76,6 +77,19 @@ func writeFleet[R fleet.Row](paths []string, o fleetOptions, cmd string, stdout,
 	}
 	if o.format == fleet.Parquet && o.out == "" {
 		return usagef("Parquet is a binary file: give -o FILE")
+	}
+	// A trace named twice (overlapping globs) would count its recording
+	// twice in every sum a fleet query takes.
+	seen := map[string]string{}
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			abs = filepath.Clean(p)
+		}
+		if first, ok := seen[abs]; ok {
+			return usagef("%s and %s are the same trace: its rows would be written twice", first, p)
+		}
+		seen[abs] = p
 	}
 	if o.out != "" {
 		for _, p := range paths {

@@ -149,6 +149,11 @@ func jsonValue(v any) string {
 // TestFleetParquet: -o writes one Parquet file for several traces, with
 // a summary line; the rows are the JSON lines' rows.
 func TestFleetParquet(t *testing.T) {
+	data, err := os.ReadFile(bundledTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := writeFile(t, "second.trace", data) // the same trace twice is refused
 	for _, tc := range []struct {
 		cmd   string
 		args  []string
@@ -160,7 +165,7 @@ func TestFleetParquet(t *testing.T) {
 	} {
 		t.Run(tc.cmd, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "fleet.parquet")
-			args := append([]string{tc.cmd, "--format", "parquet", "-o", out, bundledTrace, bundledTrace}, tc.args...)
+			args := append([]string{tc.cmd, "--format", "parquet", "-o", out, bundledTrace, second}, tc.args...)
 			r := runBin(t, args...)
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -179,7 +184,7 @@ func TestFleetParquet(t *testing.T) {
 			if v, _ := f.Lookup("idletrace.table"); f.NumRows() != tc.rows || v != tc.table {
 				t.Errorf("%d rows, table %q; want %d, %s", f.NumRows(), v, tc.rows, tc.table)
 			}
-			jl := runBin(t, append([]string{tc.cmd, "--format", "jsonl", bundledTrace, bundledTrace}, tc.args...)...)
+			jl := runBin(t, append([]string{tc.cmd, "--format", "jsonl", bundledTrace, second}, tc.args...)...)
 			if n := int64(len(jsonRows(t, jl.stdout))); n != f.NumRows() {
 				t.Errorf("Parquet %d rows, JSON lines %d", f.NumRows(), n)
 			}
@@ -209,6 +214,7 @@ func TestFleetFlagErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	traceCopy := writeFile(t, "copy.trace", data)
+	otherCopy := writeFile(t, "other.trace", data)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -229,7 +235,9 @@ func TestFleetFlagErrors(t *testing.T) {
 		{"bad policy", []string{"whatif", "--format", "jsonl", "--policy", "schedutil", bundledTrace}, 2, "schedutil"},
 		{"bad IO filter", []string{"stats", "--format", "jsonl", "--io", "colour=red", bundledTrace}, 2, `unknown key "colour"`},
 		{"output is an input", []string{"stats", "--format", "parquet", "-o", traceCopy, "--force", bundledTrace, traceCopy}, 2, "is the trace being read"},
-		{"a bad trace among several", []string{"stats", "--format", "parquet", "-o", out, bundledTrace, garbage, bundledTrace}, 1, garbage + ": "},
+		{"a bad trace among several", []string{"stats", "--format", "parquet", "-o", out, bundledTrace, garbage, otherCopy}, 1, garbage + ": "},
+		{"a trace named twice", []string{"stats", "--format", "jsonl", bundledTrace, otherCopy, "./" + filepath.Clean(bundledTrace)}, 2,
+			"are the same trace: its rows would be written twice"},
 		{"whatif: a bad trace among several", []string{"whatif", "--format", "parquet", "-o", out, bundledTrace, garbage}, 1, garbage},
 		{"a missing trace", []string{"stats", "--format", "jsonl", "/nonexistent/x.trace"}, 1, "/nonexistent/x.trace"},
 		{"a trace naming no host", []string{"stats", "--format", "parquet", "-o", out, bundledTrace, hostlessTrace(t)}, 1, "names no host (an imported capture?): give --host NAME"},
