@@ -62,6 +62,8 @@ func FormatPct(f float64) string {
 	switch {
 	case f == 0:
 		return "0 %"
+	case f > 0 && f*100 < 0.0005:
+		return "<0.001 %" // above none, so never shown as 0.000
 	case f*100 < 0.1:
 		return fmt.Sprintf("%.3f %%", f*100)
 	case f < 1 && f*100 >= 99.95:

@@ -72,7 +72,7 @@ func TestFormatUsF(t *testing.T) {
 // A share short of all is never shown as 100 %, nor one above none as 0.
 func TestFormatPct(t *testing.T) {
 	for f, want := range map[float64]string{
-		0: "0 %", 0.0001: "0.010 %", 0.25: "25.0 %", 0.9994: "99.9 %",
+		0: "0 %", 0.0000001: "<0.001 %", 0.0001: "0.010 %", 0.25: "25.0 %", 0.9994: "99.9 %",
 		0.99970: "99.970 %", 0.999999: "99.999 %", 1: "100.0 %",
 	} {
 		if got := FormatPct(f); got != want {
