@@ -38,12 +38,11 @@ func PolicyNotRunNote(pol model.Policy, after *trace.Metadata, sameRecording boo
 	for _, cs := range after.States {
 		// An import's disabled flags may be import --profile's, not the
 		// machine's: not judged.
-		if !recordedCPU(after, cs.CPU) || after.Imported() {
+		if !after.RecordsCPU(cs.CPU) || after.Imported() {
 			continue
 		}
 		for _, s := range cs.States {
-			wantOff := containsState(pol.Disable, s.Name) || pol.MaxCState >= 0 && s.Index > pol.MaxCState
-			wantOn := containsState(pol.Enable, s.Name)
+			wantOff, wantOn := pol.StateWanted(s.Name, s.Index)
 			switch {
 			case wantOff && !s.Disabled:
 				off = append(off, fmt.Sprintf("cpu%d %s enabled (disabled wanted)", cs.CPU, s.Name))
@@ -84,26 +83,4 @@ func PolicyNotRunNote(pol model.Policy, after *trace.Metadata, sameRecording boo
 func SameRecording(a, b *trace.Metadata) bool {
 	return a.BootID != "" && a.BootID == b.BootID && a.Start != nil && b.Start != nil &&
 		a.Start.MonotonicNs != 0 && a.Start.MonotonicNs == b.Start.MonotonicNs
-}
-
-// recordedCPU says whether meta recorded cpu (all CPUs where it lists none).
-func recordedCPU(meta *trace.Metadata, cpu int) bool {
-	if len(meta.RecordedCPUs) == 0 {
-		return true
-	}
-	for _, c := range meta.RecordedCPUs {
-		if c == cpu {
-			return true
-		}
-	}
-	return false
-}
-
-func containsState(names []string, name string) bool {
-	for _, n := range names {
-		if strings.EqualFold(n, name) {
-			return true
-		}
-	}
-	return false
 }

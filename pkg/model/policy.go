@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -222,6 +223,16 @@ type HaltPollOverrides struct {
 
 // String is the spec as given.
 func (p Policy) String() string { return p.Spec }
+
+// StateWanted says how the policy wants the state named name, index idx,
+// of a running table: off (disable=, or past maxcstate=), on (enable=), or
+// neither (as the machine has it). Names match case-insensitively, as
+// the policy's parser takes them.
+func (p Policy) StateWanted(name string, idx int) (off, on bool) {
+	fold := func(n string) bool { return strings.EqualFold(n, name) }
+	off = slices.ContainsFunc(p.Disable, fold) || p.MaxCState >= 0 && idx > p.MaxCState
+	return off, slices.ContainsFunc(p.Enable, fold)
+}
 
 // Modifier is one policy modifier. ParsePolicy takes only the modifiers of
 // modifierTable and whatif --help lists them from it, so the two cannot

@@ -285,3 +285,28 @@ func TestDefaultPolicySpecs(t *testing.T) {
 		}
 	}
 }
+
+func TestStateWanted(t *testing.T) {
+	for _, tc := range []struct {
+		spec    string
+		name    string
+		idx     int
+		off, on bool
+	}{
+		{"menu", "C6", 3, false, false},
+		{"menu+disable=c6", "C6", 3, true, false},
+		{"menu+disable=C6", "c6", 3, true, false},
+		{"menu+disable=C6", "C1E", 2, false, false},
+		{"menu+maxcstate=2", "C6", 3, true, false},
+		{"menu+maxcstate=2", "C1E", 2, false, false},
+		{"menu+enable=c1e", "C1E", 2, false, true},
+	} {
+		pol, err := ParsePolicy(tc.spec)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		if off, on := pol.StateWanted(tc.name, tc.idx); off != tc.off || on != tc.on {
+			t.Errorf("%s: StateWanted(%s, %d) = %v, %v; want %v, %v", tc.spec, tc.name, tc.idx, off, on, tc.off, tc.on)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package trace
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -295,6 +296,12 @@ const ImportedClockPrefix = "imported from "
 // import), whose knobs (disabled states, a table's figures) may come from
 // import --profile rather than from the machine.
 func (m *Metadata) Imported() bool { return strings.HasPrefix(m.Clock, ImportedClockPrefix) }
+
+// RecordsCPU says whether the recording kept cpu's idle periods: every
+// CPU where RecordedCPUs lists none.
+func (m *Metadata) RecordsCPU(cpu int) bool {
+	return len(m.RecordedCPUs) == 0 || slices.Contains(m.RecordedCPUs, cpu)
+}
 
 // WallClock pairs one monotonic instant with the wall-clock time at that instant.
 type WallClock struct {

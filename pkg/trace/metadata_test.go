@@ -54,3 +54,20 @@ func TestHaltPollLine(t *testing.T) {
 		}
 	}
 }
+
+func TestRecordsCPU(t *testing.T) {
+	for _, tc := range []struct {
+		recorded []int
+		cpu      int
+		want     bool
+	}{
+		{nil, 5, true}, // no --cpus: every CPU
+		{[]int{0, 2}, 2, true},
+		{[]int{0, 2}, 1, false},
+	} {
+		m := &Metadata{RecordedCPUs: tc.recorded}
+		if got := m.RecordsCPU(tc.cpu); got != tc.want {
+			t.Errorf("RecordedCPUs %v: RecordsCPU(%d) = %v, want %v", tc.recorded, tc.cpu, got, tc.want)
+		}
+	}
+}
