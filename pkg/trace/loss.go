@@ -107,6 +107,9 @@ func (a LossAccount) Lost() uint64 { return a.RingBufferFull + a.Undelivered + a
 
 // String is the account as every command prints it.
 func (a LossAccount) String() string {
+	if a.Known && a.Total() == 0 && a.IOUnissued == 0 {
+		return "not recorded 0: nothing lost, no IO in flight at start or stop"
+	}
 	estimated := ""
 	switch {
 	case !a.Known || a.UndeliveredMeasured || a.Undelivered == 0:

@@ -69,3 +69,21 @@ func TestLossAccount(t *testing.T) {
 		})
 	}
 }
+
+func TestLossAccountString(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    LossAccount
+		want string
+	}{
+		{"nothing lost", LossAccount{Known: true}, "not recorded 0: nothing lost, no IO in flight at start or stop"},
+		// Without an end record the stop is unknown: the zeros are spelled out.
+		{"no end record", LossAccount{}, "not recorded 0: ring buffer full 0, not delivered by the kernel 0, IO in flight at start 0, IO in flight at stop unknown (no end record), IO pairing table full 0"},
+		{"unissued only", LossAccount{Known: true, IOUnissued: 2}, "not recorded 0: ring buffer full 0, not delivered by the kernel 0, IO in flight at start 0, IO in flight at stop 0, IO pairing table full 0; besides, IO completed without an issue of its own 2 (flush sequences: their flush requests are recorded)"},
+		{"in flight", LossAccount{Known: true, IOInFlightAtStop: 3}, "not recorded 3: ring buffer full 0, not delivered by the kernel 0, IO in flight at start 0, IO in flight at stop 3, IO pairing table full 0"},
+	} {
+		if got := tc.a.String(); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
