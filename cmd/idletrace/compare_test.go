@@ -269,7 +269,7 @@ func TestExperimentHaltpoll(t *testing.T) {
 }
 
 // TestExperimentSignalRestores: SIGTERM during the after-recording stops it
-// and puts the parameter back at once; the experiment exits 128+15.
+// and puts the parameter back as it stops; the experiment exits 128+15.
 func TestExperimentSignalRestores(t *testing.T) {
 	requireHaltpoll(t)
 	dir := t.TempDir()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/model"
@@ -167,46 +168,77 @@ func experimentPaths(dir string, runs int, force bool) ([][2]string, error) {
 }
 
 // knobGuard puts the idle knobs an experiment changed back on every way
-// out: SIGINT and SIGTERM cancel the recording under way and restore at
-// once, close restores on any other.
+// out. SIGINT and SIGTERM cancel the recording under way, which the
+// experiment then restores after, as it does after every recording: the
+// recording's last records and its end snapshot are still of the policy.
+// Should the experiment not have restored within grace (stuck), or at a
+// second signal, the guard restores itself. close restores on any other
+// way out.
 type knobGuard struct {
 	mu          sync.Mutex
 	applied     *tune.Applied
+	restored    chan struct{} // closed once applied is put back; nil when nothing is applied
 	interrupted os.Signal
 	sigs        chan os.Signal
+	grace       time.Duration
 	say         func(string)
 }
 
+// restoreGrace bounds the wait of a signal's restore for the experiment's
+// own; a recording stops within a second of its cancel.
+const restoreGrace = 3 * time.Second
+
 func newKnobGuard(cancel context.CancelFunc, say func(string)) *knobGuard {
-	g := &knobGuard{sigs: make(chan os.Signal, 2), say: say}
+	g := &knobGuard{sigs: make(chan os.Signal, 2), grace: restoreGrace, say: say}
 	signal.Notify(g.sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		for s := range g.sigs {
-			g.mu.Lock()
-			g.interrupted = s
-			g.mu.Unlock()
-			cancel()
-			if err := g.restore(); err != nil {
-				say(err.Error())
+	go g.onSignals(cancel)
+	return g
+}
+
+func (g *knobGuard) onSignals(cancel context.CancelFunc) {
+	for s := range g.sigs {
+		g.mu.Lock()
+		again := g.interrupted != nil
+		g.interrupted = s
+		wait := g.restored
+		g.mu.Unlock()
+		cancel()
+		if !again && wait != nil {
+			select {
+			case <-wait:
+				continue
+			case <-time.After(g.grace):
+			case s := <-g.sigs:
+				g.mu.Lock()
+				g.interrupted = s
+				g.mu.Unlock()
 			}
 		}
-	}()
-	return g
+		if err := g.restore(); err != nil {
+			g.say(err.Error())
+		}
+	}
 }
 
 // set records what was applied, for restore to put back.
 func (g *knobGuard) set(a *tune.Applied) {
 	g.mu.Lock()
 	g.applied = a
+	g.restored = make(chan struct{})
 	g.mu.Unlock()
 }
 
 // restore puts back what was applied (nothing when nothing is).
 func (g *knobGuard) restore() error {
 	g.mu.Lock()
-	a := g.applied
+	a, done := g.applied, g.restored
+	g.restored = nil // one caller closes it
 	g.mu.Unlock()
-	return a.Restore()
+	err := a.Restore()
+	if done != nil {
+		close(done)
+	}
+	return err
 }
 
 // stopped is the signal that stopped the experiment, if one did.
