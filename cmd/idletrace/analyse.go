@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idletrace/idletrace/internal/fidelity"
 	"github.com/idletrace/idletrace/internal/outfile"
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/fleet"
@@ -242,14 +241,14 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	}
 	// Periods outside the window the kernel's counters cover (stats
 	// compares that window only) are replayed too; the report says how many.
-	window := fidelity.SnapshotWindows(r)
+	window := analysis.NewRules(r.Meta, r.End)
 	var outside uint64
 	var exits *analysis.ExitLatencyCheck // on the recorded table: is it what the machine took?
 	if prof.Name == "recorded" {
 		exits = analysis.NewExitLatencyCheck(r.Meta, r.End)
 	}
 	idle := func(p *trace.IdlePeriod) error {
-		if w, ok := window[p.CPU]; len(window) > 0 && (!ok || p.EntryNs < w[0] || p.ExitNs > w[1]) {
+		if window.Valid(p) && !window.IdleInWindow(p) { // as stats' outside_window counts
 			outside++
 		}
 		if exits != nil {

@@ -819,3 +819,46 @@ func emptyTrace(t *testing.T) string {
 	}
 	return path
 }
+
+// TestWhatifOutsideWindowIsStats: the number of periods whatif's note says
+// lie outside the kernel's counters' window is stats' outside_window (the
+// note had counted periods that straddle a snapshot, which stats counts in).
+func TestWhatifOutsideWindowIsStats(t *testing.T) {
+	testenv.RequireRecorder(t)
+	if drv, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/current_driver"); strings.TrimSpace(string(drv)) == "" || strings.TrimSpace(string(drv)) == "none" {
+		t.Skip("the kernel has no cpuidle driver: the trace has no state table, whose above/below the note is about")
+	}
+	path := filepath.Join(t.TempDir(), "w.trace")
+	if r := runBin(t, "record", "-o", path, "-d", "2s", "-q"); r.code != 0 {
+		t.Fatalf("record: exit %d: %s", r.code, r.stderr)
+	}
+	st := runBin(t, "stats", path, "--format", "json")
+	wi := runBin(t, "whatif", path, "--policy", "recorded", "--format", "json")
+	if st.code != 0 || wi.code != 0 {
+		t.Fatalf("stats exit %d, whatif exit %d: %s%s", st.code, wi.code, st.stderr, wi.stderr)
+	}
+	var s struct {
+		Outside struct {
+			IdlePeriods uint64 `json:"idle_periods"`
+		} `json:"outside_window"`
+	}
+	var w struct {
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(st.stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(wi.stdout), &w); err != nil {
+		t.Fatal(err)
+	}
+	var noted uint64
+	for _, n := range w.Notes {
+		if m := regexp.MustCompile(`^(\d+) of the idle periods replayed lie outside the window`).FindStringSubmatch(n); m != nil {
+			noted, _ = strconv.ParseUint(m[1], 10, 64)
+		}
+	}
+	t.Logf("stats: %d idle periods outside the window; whatif's note: %d", s.Outside.IdlePeriods, noted)
+	if noted != s.Outside.IdlePeriods {
+		t.Errorf("whatif's note counts %d periods outside the window, stats' outside_window %d", noted, s.Outside.IdlePeriods)
+	}
+}
