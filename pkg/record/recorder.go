@@ -861,25 +861,19 @@ func (r StopReason) Error() string { return string(r) }
 func (r *recording) loop(ctx context.Context, deadline <-chan time.Time, cmdDone <-chan struct{}) (string, error) {
 	lastFlush, lastProgress := time.Now(), time.Now()
 	var lastIdle uint64
+	stop := r.watchStop(ctx, deadline, cmdDone)
+	defer stop.close()
 	for {
 		select {
-		case <-ctx.Done():
-			var why StopReason
-			if errors.As(context.Cause(ctx), &why) {
-				return string(why), nil
-			}
-			return "signal", nil
-		case <-deadline:
-			return "duration", nil
-		case <-cmdDone:
-			return "command exited", nil
+		case why := <-stop.reason:
+			return why, nil
 		default:
 		}
 		r.rd.SetDeadline(time.Now().Add(readTick))
 		for {
 			err := r.rd.ReadInto(&r.sample)
 			if err != nil {
-				if !errors.Is(err, os.ErrDeadlineExceeded) {
+				if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, ringbuf.ErrFlushed) {
 					return "error: " + err.Error(), err
 				}
 				break
@@ -951,11 +945,49 @@ func (r *recording) stopCommand(c *command, reason string, loopErr error, end *t
 	return err
 }
 
+// stopWatch turns the loop's stop conditions into one reason, and wakes
+// the ring buffer's reader as one arrives: the reader waits up to readTick
+// for records, and a quiet ring held a stop that long (`-d 1s` recorded a
+// window of 1.09 s).
+type stopWatch struct {
+	reason chan string
+	quit   chan struct{}
+}
+
+func (r *recording) watchStop(ctx context.Context, deadline <-chan time.Time, cmdDone <-chan struct{}) *stopWatch {
+	w := &stopWatch{reason: make(chan string, 1), quit: make(chan struct{})}
+	go func() {
+		var why string
+		select {
+		case <-ctx.Done():
+			why = "signal"
+			var sr StopReason
+			if errors.As(context.Cause(ctx), &sr) {
+				why = string(sr)
+			}
+		case <-deadline:
+			why = "duration"
+		case <-cmdDone:
+			why = "command exited"
+		case <-w.quit:
+			return
+		}
+		w.reason <- why
+		_ = r.rd.Flush() // fails only on a closed reader, which the loop sees itself
+	}()
+	return w
+}
+
+func (w *stopWatch) close() { close(w.quit) }
+
 // drain reads what the ring still holds after the programs are detached.
 func (r *recording) drain() error {
 	r.rd.SetDeadline(time.Now())
 	for {
 		err := r.rd.ReadInto(&r.sample)
+		if errors.Is(err, ringbuf.ErrFlushed) {
+			continue // a stop's wake-up the loop did not wait for; the records after it remain
+		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil
 		}
