@@ -296,7 +296,44 @@ func TestExperimentSignalRestores(t *testing.T) {
 	if got := readParam(t); got != "0" {
 		t.Errorf("guest_halt_poll_ns is %s after SIGTERM, want 0", got)
 	}
-	if !strings.Contains(errb.String(), "restored guest_halt_poll_ns to 0") || !strings.Contains(errb.String(), "stopped by terminated") {
+	if !strings.Contains(errb.String(), "restored guest_halt_poll_ns to 0") || !strings.Contains(errb.String(), "stopped by SIGTERM") {
 		t.Errorf("stderr %s", errb.String())
+	}
+}
+
+// TestExperimentForceRemovesOldPair: with --force, the traces of an
+// earlier run go before anything is recorded, so that a run stopped during
+// its before-recording leaves no older after.trace to be read as its pair.
+func TestExperimentForceRemovesOldPair(t *testing.T) {
+	requireHaltpoll(t)
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "after.trace")
+	if err := os.WriteFile(stale, []byte("an earlier run's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binPath, "experiment", "--policy", "haltpoll+guest_halt_poll_ns=200us", "-o", dir, "--force", "-q", "--", "sleep", "30")
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the recorder creates its file as it starts
+		if _, err := os.Stat(filepath.Join(dir, "before.trace")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the before-recording never started: %s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	cmd.Wait()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("after.trace of the earlier run is still there (%v); stderr %s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "stopped by SIGINT") {
+		t.Errorf("stderr %s, want it to name SIGINT", errb.String())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/idletrace/idletrace/pkg/record"
 	"github.com/idletrace/idletrace/pkg/trace"
 	"github.com/idletrace/idletrace/pkg/tune"
+	"golang.org/x/sys/unix"
 )
 
 // experimentPolicyNote says which of the policies below experiment can
@@ -91,6 +92,17 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
+	}
+	if *force {
+		// Gone before anything is recorded: a run stopped part way must not
+		// leave its new before.trace beside an older run's after.trace.
+		for _, pair := range pairs {
+			for _, p := range pair {
+				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
+			}
+		}
 	}
 	say := func(s string) { fmt.Fprintln(stderr, "idletrace experiment:", s) }
 	if plan.Empty() {
@@ -256,7 +268,11 @@ func (g *knobGuard) stopped() error {
 type interruptedError struct{ sig os.Signal }
 
 func (e interruptedError) Error() string {
-	return fmt.Sprintf("stopped by %v; the machine's idle knobs are as they were", e.sig)
+	name := e.sig.String()
+	if s, ok := e.sig.(syscall.Signal); ok && unix.SignalName(s) != "" {
+		name = unix.SignalName(s) // SIGINT, not Go's "interrupt"
+	}
+	return fmt.Sprintf("stopped by %s; the machine's idle knobs are as they were", name)
 }
 
 func (e interruptedError) ExitStatus() int {

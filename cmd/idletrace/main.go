@@ -156,6 +156,11 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		return nil, usagef("%v", err)
 	}
+	// An empty list reads as "every CPU" below; given on purpose it is
+	// more likely a shell variable left unset than that.
+	if f := fs.Lookup("cpus"); f != nil && f.Changed && strings.TrimSpace(f.Value.String()) == "" {
+		return nil, usagef("--cpus: an empty CPU list (leave --cpus out for every CPU)")
+	}
 	return fs.Args(), nil
 }
 

@@ -134,6 +134,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown profile", []string{"whatif", bundledTrace, "--profile", "nosuchcpu"}, 2, "nosuchcpu"},
 		{"bad duration", []string{"record", "-d", "soon"}, 2, "duration"},
 		{"bad cpus", []string{"record", "--cpus", "3-1"}, 2, "--cpus"},
+		{"empty cpus", []string{"record", "--cpus", "", "-d", "1s"}, 2, "--cpus: an empty CPU list"},
+		{"export empty cpus", []string{"export", bundledTrace, "--format", "csv", "--cpus", " "}, 2, "--cpus: an empty CPU list"},
 		{"record stray arg", []string{"record", "foo"}, 2, "foo"},
 		{"record for 0 s", []string{"record", "-d", "0s"}, 2, "--duration 0s"},
 		{"bad IO filter", []string{"stats", bundledTrace, "--io", "colour=red"}, 2, `unknown key "colour"`},
