@@ -19,7 +19,8 @@ import (
 // importHelp is import --help's account of what a capture lacks (README:
 // "Importing perf and trace-cmd captures").
 const importHelp = `Reads perf script output of a perf record capture (-e power:cpu_idle
--e block:block_rq_issue -e block:block_rq_complete; perf record -k mono
+-e block:block_rq_issue -e block:block_rq_complete -e block:block_rq_requeue,
+without which a requeued request counts as not delivered; perf record -k mono
 puts its times on the clock idletrace records with), trace-cmd report
 output, or tracefs/ftrace text (idletrace export --format ftrace
 included), by event name and key=value fields. The trace marks what a

@@ -775,8 +775,18 @@ func (p *pass) finish() error {
 }
 
 func (p *pass) end() *trace.End {
-	return &trace.End{StopReason: "imported", OpenPeriods: p.sum.OpenPeriods, IOInFlight: p.sum.IOInFlight}
+	e := &trace.End{StopReason: "imported", OpenPeriods: p.sum.OpenPeriods, IOInFlight: p.sum.IOInFlight}
+	if p.sum.IOOrphaned > 0 && !p.recorded("block_rq_requeue") {
+		// A busy virtio queue requeues requests: without the event, each
+		// reads as an issue whose completion was lost.
+		e.UndeliveredReason = requeueLacking
+	}
+	return e
 }
+
+// requeueLacking is the loss account's reason where a capture without
+// block_rq_requeue shows issues whose completion seems lost.
+const requeueLacking = "the capture lacks block:block_rq_requeue, so a request the driver requeued and issued again counts here as well as a lost completion (record -e block:block_rq_requeue)"
 
 // metadata is what the first pass learnt, with every input the capture
 // does not carry marked as missing.

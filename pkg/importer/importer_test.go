@@ -630,8 +630,17 @@ func TestImportLostCompletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Loss.Undelivered != 1 {
-		t.Errorf("loss %+v: want the lost completion as not delivered", st.Loss)
+	if st.Loss.Undelivered != 1 || st.Loss.UndeliveredReason != requeueLacking {
+		t.Errorf("loss %+v: want the lost completion as not delivered, and that the capture lacks block_rq_requeue", st.Loss)
+	}
+	// A capture recorded with block_rq_requeue (perf script --header
+	// lists it) lost the completion: no requeue to blame.
+	r, _, err = importString(t, "# event : name = block:block_rq_requeue, , id = { 3 }, type = 2\n"+capture, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = analysis.StatsFromReader(r); err != nil || st.Loss.Undelivered != 1 || st.Loss.UndeliveredReason != "" {
+		t.Errorf("with block_rq_requeue recorded: loss %+v (%v), want 1 not delivered and no reason", st.Loss, err)
 	}
 
 	// A request put back (block_rq_requeue) and issued again lost nothing.

@@ -52,7 +52,7 @@ func TestImportPerfRecord(t *testing.T) {
 	defer stop()
 	stopRecording := startRecording(t, native)
 
-	events := []string{"power:cpu_idle", "block:block_rq_issue", "block:block_rq_complete"}
+	events := []string{"power:cpu_idle", "block:block_rq_issue", "block:block_rq_complete", "block:block_rq_requeue"}
 	// perf has its events open within the first second; both traces are
 	// clipped to what it covered.
 	script := perfCapture(t, perf, dir, append(events, perfWakeEvents...), func() { time.Sleep(4 * time.Second) })
