@@ -690,8 +690,9 @@ func TestWakeLatencyP50ForMeasured(t *testing.T) {
 
 // TestStreamsEndApart: in a trace cut short, IO records that end well
 // before the idle periods (the cut fell between the two streams' chunks of
-// one write) are named in a warning, as are idle periods ending early; two
-// streams that end together, or a finished trace, give none.
+// one write) are named in a warning, as are idle periods ending early and
+// IO records all lost; two streams that end together, or a finished
+// trace, give none.
 func TestStreamsEndApart(t *testing.T) {
 	const s = 1_000_000_000
 	for _, tc := range []struct {
@@ -704,6 +705,9 @@ func TestStreamsEndApart(t *testing.T) {
 		{"idle ends a second early", 2 * s, 3 * s, false, "the idle periods end at +2.000 s, the block IO records at +3.000 s"},
 		{"together", 3 * s, 3*s - 100_000_000, false, ""},
 		{"finished", 3 * s, 1 * s, true, ""},
+		// ioTo 0: no IO record at all (a full disk lost the IO chunk).
+		{"no IO record left", 3 * s, 0, false, "no block IO record is left, the idle periods end at +3.000 s"},
+		{"no IO record, short", 400_000_000, 0, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			meta := driverMeta()
@@ -715,10 +719,12 @@ func TestStreamsEndApart(t *testing.T) {
 			}
 			ps = append(ps, irqPeriod(0, start+tc.idleTo-200*us, 200*us)) // the last exit at idleTo
 			var ios []trace.BlockIO
-			for c := uint64(start + 5_000_000); c < start+tc.ioTo; c += 10_000_000 {
+			for c := uint64(start + 5_000_000); tc.ioTo > 0 && c < start+tc.ioTo; c += 10_000_000 {
 				ios = append(ios, completion(1, c))
 			}
-			ios = append(ios, completion(1, start+tc.ioTo))
+			if tc.ioTo > 0 {
+				ios = append(ios, completion(1, start+tc.ioTo))
+			}
 			var end *trace.End
 			if tc.finished {
 				end = &trace.End{Snapshot: &trace.Snapshot{MonotonicNs: start + 4*s}}
