@@ -381,8 +381,15 @@ func renderStatsIO(d *doc, s *Stats) error {
 		if n == 1 {
 			noun = "request"
 		}
-		ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d %s the trace lacks: %d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs).",
-			n, noun, *io.WithoutIssueInWindow, *io.UndeliveredInWindow))
+		parts := fmt.Sprintf("%d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs)",
+			*io.WithoutIssueInWindow, *io.UndeliveredInWindow)
+		if io.KernelDiffExplained {
+			ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d %s the trace lacks: %s.", n, noun, parts))
+		} else {
+			// The table's MISMATCH stands: the account must not read as
+			// the difference's explanation.
+			ioLines = append(ioLines, fmt.Sprintf("The recording's account of requests the trace lacks inside the window (%d: %s) does not add up to the difference between the kernel's counters and the trace (the table's MISMATCH).", n, parts))
+		}
 	}
 	if io.Errors > 0 {
 		ioLines = append(ioLines, fmt.Sprintf("Errors: %d.", io.Errors))

@@ -104,3 +104,47 @@ func TestWokeIdleCPUJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderStatsIOAccount: the recording's account of requests the trace
+// lacks reads as the explanation of the kernel's difference only where it
+// is one; where the table shows a MISMATCH, the prose says the account
+// does not add up to it (it had said "the kernel completed 12019 requests
+// the trace lacks" above a table whose difference was 12002).
+func TestRenderStatsIOAccount(t *testing.T) {
+	r, err := trace.Open("../../testdata/demo.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	base, err := StatsFromReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name             string
+		kernel           uint64
+		without, undeliv uint64
+		explained        bool
+		want, avoid      string
+	}{
+		{"explained", 110, 9, 1, true, "Inside the window the kernel completed 10 requests the trace lacks: 9 whose issue", "MISMATCH"},
+		{"not explained", 127, 15, 4, false, "does not add up to the difference", "the kernel completed 19"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := *base
+			s.IO.Devices = []DeviceStats{{Name: "vda", Major: 254, Requests: 100, KernelCompleted: &tc.kernel}}
+			s.IO.WithoutIssueInWindow, s.IO.UndeliveredInWindow = &tc.without, &tc.undeliv
+			s.IO.KernelDiffExplained = tc.explained
+			var out bytes.Buffer
+			if err := RenderStats(&out, &s, "text"); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), tc.want) || strings.Contains(out.String(), tc.avoid) {
+				t.Errorf("want %q and not %q in:\n%s", tc.want, tc.avoid, out.String())
+			}
+			if !tc.explained && !strings.Contains(out.String(), "MISMATCH -27") {
+				t.Errorf("the table lacks the MISMATCH:\n%s", out.String())
+			}
+		})
+	}
+}
