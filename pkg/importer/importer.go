@@ -100,6 +100,9 @@ type Summary struct {
 	IOInFlight   uint64 // issues without a completion
 	PMQoSChanges uint64 // changes of a CPU latency limit (pmqos.go)
 	Lost         uint64 // events the tracer said it lost ("LOST N EVENTS")
+	// CutLastLine is the capture's last line, left out as it lacks its
+	// newline (the capture was cut short); "" when it ends whole.
+	CutLastLine string
 	// WakeCauses is the trace's "wake causes" probe: "imported: ..." or
 	// "missing: the capture lacks ...".
 	WakeCauses string
@@ -338,7 +341,25 @@ func newPass(format string, w *trace.Writer) *pass {
 func (p *pass) run(in io.Reader) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
+	// A last line without its newline is what a capture cut short (a full
+	// disk, an interrupted perf script) ends with: left out, with a
+	// warning, rather than the whole capture refused for it or a field it
+	// cut (cpu_id=1 of cpu_id=12) read as whole.
+	unterminated := false
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		adv, tok, err := bufio.ScanLines(data, atEOF)
+		if atEOF && tok != nil && bytes.IndexByte(data[:adv], '\n') < 0 {
+			unterminated = true
+		}
+		return adv, tok, err
+	})
 	for sc.Scan() {
+		if unterminated {
+			if strings.TrimSpace(sc.Text()) != "" {
+				p.sum.CutLastLine = clip(sc.Text())
+			}
+			break
+		}
 		p.sum.Lines++
 		if err := p.line(sc.Text()); err != nil {
 			return &lineError{p.sum.Lines, err.Error()}

@@ -135,8 +135,10 @@ func TestImportErrors(t *testing.T) {
 		{"no cpu_idle", "  fio 1 [000] 1.0: block:block_rq_issue: 8,0 R 4096 () 8 + 8 [fio]\n", "no power:cpu_idle events", 0, nil},
 		{"garbage first", "hello world\n" + good, "line 1: not an event line", 1, nil},
 		{"garbage after events", good + "hello\n", "line 2: not an event line", 2, nil},
-		{"truncated fields", good + "          <idle>-0       [000] d..1.     1.000001000: cpu_idle: state=4294967295 cpu_", "line 2: cpu_idle: no cpu_id= field", 2, nil},
-		{"truncated prefix", good + "          <idle>-0       [000] d..1.     1.00", "line 2: not an event line", 2, nil},
+		// Cut lines inside the capture (a last one without its newline is
+		// left out: TestImportCutLastLine).
+		{"truncated fields", good + "          <idle>-0       [000] d..1.     1.000001000: cpu_idle: state=4294967295 cpu_\n" + good, "line 2: cpu_idle: no cpu_id= field", 2, nil},
+		{"truncated prefix", good + "          <idle>-0       [000] d..1.     1.00\n" + good, "line 2: not an event line", 2, nil},
 		{"bad state", "  swapper 0 [000] 1.0: power:cpu_idle: state=x cpu_id=0\n", "line 1: cpu_idle: state=\"x\" is not a number", 1, nil},
 		{"bad block", good + "  fio 1 [000] 1.1: block:block_rq_issue: 8,0 R () 8 + 8 [fio]\n", "line 2: block_rq_issue: bytes", 2, nil},
 		{"out of order", good + "          <idle>-0       [000] d..1.     0.500000000: cpu_idle: state=4294967295 cpu_id=0\n", "line 2: cpu_idle exit on CPU 0", 2, nil},
@@ -162,6 +164,38 @@ func TestImportErrors(t *testing.T) {
 			}
 			if LineOf(err) != tc.line {
 				t.Errorf("LineOf = %d, want %d", LineOf(err), tc.line)
+			}
+		})
+	}
+}
+
+// TestImportCutLastLine: a capture whose last line lacks its newline (cut
+// short) imports without that line, which the summary names; one that
+// ends whole names none.
+func TestImportCutLastLine(t *testing.T) {
+	lines := []string{
+		"         swapper     0 [001]    10.000010: power:cpu_idle: state=1 cpu_id=1\n",
+		"         swapper     0 [001]    10.000050: power:cpu_idle: state=4294967295 cpu_id=1\n",
+		"         swapper     0 [001]    10.000060: power:cpu_idle: state=1 cpu_id=1\n",
+		"         swapper     0 [001]    10.000090: power:cpu_idle: state=4294967295 cpu_id=1\n",
+	}
+	whole := strings.Join(lines, "")
+	for _, tc := range []struct {
+		name, capture, cut string
+		periods            uint64
+	}{
+		{"whole", whole, "", 2},
+		// cpu_id=1 of cpu_id=12 would parse: the line is left out all the same.
+		{"cut after a digit", whole + "         swapper     0 [012]    10.000100: power:cpu_idle: state=1 cpu_id=1", "cpu_id=1", 2},
+		{"cut inside the fields", whole[:len(whole)-len(lines[3])] + lines[3][:60], "10.000090: power:cpu_", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, sum, err := importString(t, tc.capture, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.IdlePeriods != tc.periods || (tc.cut == "") != (sum.CutLastLine == "") || !strings.Contains(sum.CutLastLine, tc.cut) {
+				t.Errorf("%d periods, cut line %q; want %d, one with %q", sum.IdlePeriods, sum.CutLastLine, tc.periods, tc.cut)
 			}
 		})
 	}
