@@ -117,6 +117,23 @@ func TestImportCommandRoundTrip(t *testing.T) {
 	}
 }
 
+// TestImportCutLastLineWarns: a capture cut short in its last line
+// imports, and stderr names the line left out.
+func TestImportCutLastLineWarns(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "cut.txt")
+	capture := "  swapper 0 [000] 1.000000: power:cpu_idle: state=1 cpu_id=0\n" +
+		"  swapper 0 [000] 1.000100: power:cpu_idle: state=4294967295 cpu_id=0\n" +
+		"  swapper 0 [000] 1.000"
+	if err := os.WriteFile(in, []byte(capture), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runBin(t, "import", in, "-o", filepath.Join(dir, "cut.trace"))
+	if r.code != 0 || !strings.Contains(r.stderr, `warning: the last line has no newline (the capture was cut short): left out: "  swapper 0 [000] 1.000"`) {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 // Bad input: one line naming the file and line, exit 1, no trace left.
 func TestImportCommandErrors(t *testing.T) {
 	dir := t.TempDir()
@@ -129,7 +146,7 @@ func TestImportCommandErrors(t *testing.T) {
 	}
 	good := "  swapper 0 [000] 1.000000: power:cpu_idle: state=1 cpu_id=0\n"
 	garbage := write("garbage.txt", good+"\x00\x01 binary junk\n")
-	truncated := write("trunc.txt", good+"  swapper 0 [000] 1.000")
+	truncated := write("trunc.txt", good+"  swapper 0 [000] 1.000\n"+good) // a line cut inside the capture
 	empty := write("empty.txt", "")
 	cases := []struct {
 		name string
