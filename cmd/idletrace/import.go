@@ -116,6 +116,9 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 		if sum.PMQoSChanges > 0 {
 			fmt.Fprintf(stderr, "idletrace import: %s of a CPU latency limit (PM QoS)\n", analysis.Count(sum.PMQoSChanges, "change"))
 		}
+		if sum.IdleOtherCPU > 0 {
+			fmt.Fprintf(stderr, "warning: %d cpu_idle events name another CPU (cpu_id=) than the one that raised them ([CPU]), which the kernel never does: damaged lines, imported by cpu_id\n", sum.IdleOtherCPU)
+		}
 		if sum.CutLastLine != "" {
 			fmt.Fprintf(stderr, "warning: the last line has no newline (the capture was cut short): left out: %q\n", sum.CutLastLine)
 		}

@@ -100,6 +100,10 @@ type Summary struct {
 	IOInFlight   uint64 // issues without a completion
 	PMQoSChanges uint64 // changes of a CPU latency limit (pmqos.go)
 	Lost         uint64 // events the tracer said it lost ("LOST N EVENTS")
+	// IdleOtherCPU counts cpu_idle events whose cpu_id is not the CPU
+	// that raised them (the line's [CPU]): the kernel raises the event on
+	// the CPU it names, so these are damaged lines; imported by cpu_id.
+	IdleOtherCPU uint64
 	// CutLastLine is the capture's last line, left out as it lacks its
 	// newline (the capture was cut short); "" when it ends whole.
 	CutLastLine string
@@ -441,6 +445,9 @@ func (p *pass) line(s string) error {
 		}
 		if state != cpuIdleExit && state >= 1<<16 {
 			return fmt.Errorf("cpu_idle: state=%d is no idle state", state)
+		}
+		if uint32(cpu) != ev.cpu {
+			p.sum.IdleOtherCPU++
 		}
 		p.maxCPU = max(p.maxCPU, int(cpu))
 		return p.cpuIdle(uint32(cpu), state, ev.ns)

@@ -185,7 +185,8 @@ func TestImportCutLastLine(t *testing.T) {
 		periods            uint64
 	}{
 		{"whole", whole, "", 2},
-		// cpu_id=1 of cpu_id=12 would parse: the line is left out all the same.
+		// cpu_id=1 of cpu_id=12 would parse (and then name another CPU than
+		// its [012]): the line is left out all the same.
 		{"cut after a digit", whole + "         swapper     0 [012]    10.000100: power:cpu_idle: state=1 cpu_id=1", "cpu_id=1", 2},
 		{"cut inside the fields", whole[:len(whole)-len(lines[3])] + lines[3][:60], "10.000090: power:cpu_", 1},
 	} {
@@ -194,10 +195,25 @@ func TestImportCutLastLine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sum.IdlePeriods != tc.periods || (tc.cut == "") != (sum.CutLastLine == "") || !strings.Contains(sum.CutLastLine, tc.cut) {
-				t.Errorf("%d periods, cut line %q; want %d, one with %q", sum.IdlePeriods, sum.CutLastLine, tc.periods, tc.cut)
+			if sum.IdlePeriods != tc.periods || (tc.cut == "") != (sum.CutLastLine == "") || !strings.Contains(sum.CutLastLine, tc.cut) || sum.IdleOtherCPU != 0 {
+				t.Errorf("%d periods, cut line %q, %d on another CPU; want %d, one with %q, 0", sum.IdlePeriods, sum.CutLastLine, sum.IdleOtherCPU, tc.periods, tc.cut)
 			}
 		})
+	}
+}
+
+// TestImportIdleOtherCPU: a cpu_idle line whose cpu_id is not its [CPU]
+// is counted (the kernel raises the event on the CPU it names).
+func TestImportIdleOtherCPU(t *testing.T) {
+	capture := "         swapper     0 [000]    10.000010: power:cpu_idle: state=1 cpu_id=0\n" +
+		"         swapper     0 [000]    10.000050: power:cpu_idle: state=4294967295 cpu_id=7\n" +
+		"         swapper     0 [000]    10.000060: power:cpu_idle: state=4294967295 cpu_id=0\n"
+	_, sum, err := importString(t, capture, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.IdleOtherCPU != 1 {
+		t.Errorf("IdleOtherCPU %d, want 1", sum.IdleOtherCPU)
 	}
 }
 
