@@ -436,7 +436,11 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 			ce += " (within noise)"
 		}
 		re := dash
-		if f.RelativeError != nil {
+		switch {
+		case f.Unit == "share" && f.Predicted != nil && f.Measured != nil && math.Abs(*f.Predicted-*f.Measured) <= noChangeSharePts:
+			// 0.012 % against 0.006 % is "85 %" off: noise, not an error.
+			re = "≤ 0.05 pts"
+		case f.RelativeError != nil:
 			re = FormatPct(*f.RelativeError)
 		}
 		row := []string{label, val(f.Unit, f.Before), val(f.Unit, f.Predicted), val(f.Unit, f.Measured),
@@ -482,7 +486,7 @@ func comparisonHead(rep *ComparisonReport) []string {
 }
 
 const comparisonCaption = "Error on change: |(predicted − before) − (measured − before)| / |measured − before|, how far the predicted change is from the measured one (\"no change measured\" where the measured change is within 0.1 % of a latency or 0.05 points of a share). " +
-	"Error: |predicted − measured| / measured. Wake latency: the exit latency a wake-up pays; task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections."
+	"Error: |predicted − measured| / measured (\"≤ 0.05 pts\" for shares that close, whose ratio near zero divides by noise). Wake latency: the exit latency a wake-up pays; task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections."
 
 func renderComparisonDoc(d *doc, rep *ComparisonReport) error {
 	d.command(rep.Command)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,15 +136,24 @@ func TestComparisonFigures(t *testing.T) {
 			t.Errorf("figure lacks %q", k)
 		}
 	}
+	// Shares near zero: 0.012 % predicted against 0.006 % measured is not
+	// "100 %" off but within 0.05 points; 30 % against 20 % is 50 %.
+	share := func(v float64) *float64 { return &v }
+	rep.Figures = append(slices.Clone(rows),
+		figureRow("state_share.POLL", "Time in POLL", "share", [3]*float64{share(0), share(0.00012), share(0.00006)}),
+		figureRow("state_share.C1", "Time in C1", "share", [3]*float64{share(0.2), share(0.3), share(0.2)}))
 	for _, format := range []string{"text", "markdown", "html"} {
 		buf.Reset()
 		if err := RenderComparison(&buf, rep, format); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(buf.String(), "no change measured") || !strings.Contains(buf.String(), "20.0 %") {
-			t.Errorf("%s:\n%s", format, buf.String())
+		for _, want := range []string{"no change measured", "20.0 %", "≤ 0.05 pts", "50.0 %"} {
+			if !strings.Contains(buf.String(), want) {
+				t.Errorf("%s: no %q in\n%s", format, want, buf.String())
+			}
 		}
 	}
+	rep.Figures = rows
 	// Outside its tables a Markdown report keeps within reportWidth
 	// columns, with traces named by long paths too (README: for a GitHub
 	// comment or a mailing list).
