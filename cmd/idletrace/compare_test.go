@@ -303,13 +303,20 @@ func TestExperimentSignalRestores(t *testing.T) {
 
 // TestExperimentForceRemovesOldPair: with --force, the traces of an
 // earlier run go before anything is recorded, so that a run stopped during
-// its before-recording leaves no older after.trace to be read as its pair.
+// its before-recording leaves no older after.trace to be read as its pair;
+// but not when the recording cannot start (a command not found).
 func TestExperimentForceRemovesOldPair(t *testing.T) {
 	requireHaltpoll(t)
 	dir := t.TempDir()
 	stale := filepath.Join(dir, "after.trace")
 	if err := os.WriteFile(stale, []byte("an earlier run's"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if r := runBin(t, "experiment", "--policy", "haltpoll+guest_halt_poll_ns=200us", "-o", dir, "--force", "-q", "--", "/nonexistent/workload"); r.code != 127 {
+		t.Errorf("a command not found: exit %d, want 127; stderr %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(stale); err != nil {
+		t.Fatalf("a run that could not start removed the earlier run's after.trace: %v", err)
 	}
 	cmd := exec.Command(binPath, "experiment", "--policy", "haltpoll+guest_halt_poll_ns=200us", "-o", dir, "--force", "-q", "--", "sleep", "30")
 	var errb strings.Builder

@@ -93,17 +93,6 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
-	if *force {
-		// Gone before anything is recorded: a run stopped part way must not
-		// leave its new before.trace beside an older run's after.trace.
-		for _, pair := range pairs {
-			for _, p := range pair {
-				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return err
-				}
-			}
-		}
-	}
 	say := func(s string) { fmt.Fprintln(stderr, "idletrace experiment:", s) }
 	if plan.Empty() {
 		say("the machine is already as " + pol.Spec + " asks: nothing to change between the two recordings")
@@ -119,6 +108,18 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	}
 	// The pairs alternate (before, after, before, after, ...) so that a
 	// drift of the machine over the runs falls on both sides alike.
+	if *force {
+		// An earlier run's traces go before the first recording, once the
+		// recorder's own checks pass (a mistyped command or no root leaves
+		// them be): a run stopped part way must not leave its new
+		// before.trace beside an older after.trace.
+		if err := record.CheckCanRecord(command); err != nil {
+			return err
+		}
+		if err := removeTraces(pairs); err != nil {
+			return err
+		}
+	}
 	var reps []*analysis.ComparisonReport
 	for _, pair := range pairs {
 		before, after := pair[0], pair[1]
@@ -159,6 +160,19 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	return analysis.RenderComparison(stdout, rep, *format)
 }
 
+// removeTraces removes the pairs' traces that exist.
+func removeTraces(pairs [][2]string) error {
+	var errs []error
+	for _, pair := range pairs {
+		for _, p := range pair {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // experimentPaths names each run's pair of traces in dir: one pair is
 // before.trace and after.trace, more are before-1.trace, after-1.trace, ...;
 // without force, a name already taken is a usage error.
@@ -197,8 +211,9 @@ type knobGuard struct {
 }
 
 // restoreGrace bounds the wait of a signal's restore for the experiment's
-// own; a recording stops within a second of its cancel.
-const restoreGrace = 3 * time.Second
+// own: a recording stops within a second of its cancel, but first stops
+// its command, SIGTERM then SIGKILL, each given record.CommandGrace.
+const restoreGrace = 2*record.CommandGrace + time.Second
 
 func newKnobGuard(cancel context.CancelFunc, say func(string)) *knobGuard {
 	g := &knobGuard{sigs: make(chan os.Signal, 2), grace: restoreGrace, say: say}

@@ -70,6 +70,9 @@ func TestKnobGuardSignal(t *testing.T) {
 			if held := time.Since(start); held < tc.wantHeldUntil {
 				t.Errorf("restored after %v, before the experiment's recording could stop (want at least %v)", held, tc.wantHeldUntil)
 			}
+			if tc.experimentAfter > 0 && time.Since(start) >= g.grace {
+				t.Errorf("restored after %v: the guard waited out its grace, not for the experiment", time.Since(start))
+			}
 			if tc.secondSignal && time.Since(start) > g.grace/2 {
 				t.Errorf("a second signal restored only after %v", time.Since(start))
 			}

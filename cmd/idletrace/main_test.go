@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idletrace/idletrace/internal/testenv"
+	"github.com/idletrace/idletrace/internal/tracetest"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -823,20 +824,45 @@ func emptyTrace(t *testing.T) string {
 }
 
 // TestWhatifOutsideWindowIsStats: the number of periods whatif's note says
-// lie outside the kernel's counters' window is stats' outside_window, on a
-// recording of this machine. (Both use Rules.IdleInWindow now; the note's
-// own rule, entry and exit inside, had given the same count here, as the
-// snapshot thread runs on each CPU at its instant and no period straddles
-// it.)
+// lie outside the kernel's counters' window is stats' outside_window: on a
+// recording of this machine, and on a synthetic trace cut short (no end
+// snapshot) whose first periods end before the start snapshot and one
+// straddles it. (The note had its own rule, entry and exit inside both
+// snapshots, and counted none without an end snapshot; on a recording the
+// two rules agree, as the snapshot thread runs on each CPU at its instant
+// and no period straddles it.)
 func TestWhatifOutsideWindowIsStats(t *testing.T) {
-	testenv.RequireRecorder(t)
-	if drv, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/current_driver"); strings.TrimSpace(string(drv)) == "" || strings.TrimSpace(string(drv)) == "none" {
-		t.Skip("the kernel has no cpuidle driver: the trace has no state table, whose above/below the note is about")
-	}
-	path := filepath.Join(t.TempDir(), "w.trace")
-	if r := runBin(t, "record", "-o", path, "-d", "2s", "-q"); r.code != 0 {
-		t.Fatalf("record: exit %d: %s", r.code, r.stderr)
-	}
+	t.Run("synthetic", func(t *testing.T) {
+		const start = 1_005_200_000 // periods enter each ms from 1 s and last 0.5 ms: 5 end before, 1 straddles
+		meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "intel_idle",
+			States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
+				{Index: 1, Name: "C1", ExitLatencyNs: 2000, TargetResidencyNs: 2000}}}},
+			Start: &trace.Snapshot{MonotonicNs: start, CPUTimeNs: []uint64{start}}}
+		path := filepath.Join(t.TempDir(), "cut.trace")
+		tracetest.WriteFile(t, path, meta, tracetest.Periods(20, 1, 1, 1e6, 5e5), nil)
+		if noted, stats := outsideCounts(t, path); noted != 5 || stats != 5 {
+			t.Errorf("whatif's note counts %d periods outside the window, stats %d; want 5 and 5", noted, stats)
+		}
+	})
+	t.Run("recording", func(t *testing.T) {
+		testenv.RequireRecorder(t)
+		if drv, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/current_driver"); strings.TrimSpace(string(drv)) == "" || strings.TrimSpace(string(drv)) == "none" {
+			t.Skip("the kernel has no cpuidle driver: the trace has no state table, whose above/below the note is about")
+		}
+		path := filepath.Join(t.TempDir(), "w.trace")
+		if r := runBin(t, "record", "-o", path, "-d", "2s", "-q"); r.code != 0 {
+			t.Fatalf("record: exit %d: %s", r.code, r.stderr)
+		}
+		if noted, stats := outsideCounts(t, path); noted != stats {
+			t.Errorf("whatif's note counts %d periods outside the window, stats' outside_window %d", noted, stats)
+		}
+	})
+}
+
+// outsideCounts gives the periods outside the window by whatif's note
+// (0 without one) and by stats' outside_window.
+func outsideCounts(t *testing.T, path string) (noted, stats uint64) {
+	t.Helper()
 	st := runBin(t, "stats", path, "--format", "json")
 	wi := runBin(t, "whatif", path, "--policy", "recorded", "--format", "json")
 	if st.code != 0 || wi.code != 0 {
@@ -856,14 +882,11 @@ func TestWhatifOutsideWindowIsStats(t *testing.T) {
 	if err := json.Unmarshal([]byte(wi.stdout), &w); err != nil {
 		t.Fatal(err)
 	}
-	var noted uint64
 	for _, n := range w.Notes {
 		if m := regexp.MustCompile(`^(\d+) of the idle periods replayed lie outside the window`).FindStringSubmatch(n); m != nil {
 			noted, _ = strconv.ParseUint(m[1], 10, 64)
 		}
 	}
 	t.Logf("stats: %d idle periods outside the window; whatif's note: %d", s.Outside.IdlePeriods, noted)
-	if noted != s.Outside.IdlePeriods {
-		t.Errorf("whatif's note counts %d periods outside the window, stats' outside_window %d", noted, s.Outside.IdlePeriods)
-	}
+	return noted, s.Outside.IdlePeriods
 }

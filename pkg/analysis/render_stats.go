@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -383,12 +384,16 @@ func renderStatsIO(d *doc, s *Stats) error {
 		}
 		parts := fmt.Sprintf("%d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs)",
 			*io.WithoutIssueInWindow, *io.UndeliveredInWindow)
-		if io.KernelDiffExplained {
+		mismatch := slices.ContainsFunc(s.Mismatches, func(m Mismatch) bool { return m.Kind == "block" })
+		switch {
+		case io.KernelDiffExplained:
 			ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d %s the trace lacks: %s.", n, noun, parts))
-		} else {
-			// The table's MISMATCH stands: the account must not read as
-			// the difference's explanation.
+		case mismatch:
+			// The account must not read as the explanation of the
+			// difference the table shows.
 			ioLines = append(ioLines, fmt.Sprintf("The recording's account of requests the trace lacks inside the window (%d: %s) does not add up to the difference between the kernel's counters and the trace (the table's MISMATCH).", n, parts))
+		default:
+			ioLines = append(ioLines, fmt.Sprintf("The recording's account names %d %s the trace lacks inside the window (%s); the kernel's block counters show no such difference to check it against.", n, noun, parts))
 		}
 	}
 	if io.Errors > 0 {

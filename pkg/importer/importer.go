@@ -209,11 +209,15 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 	if err := p.run(in); err != nil {
 		return p.sum, err
 	}
+	cut := ""
+	if p.sum.CutLastLine != "" {
+		cut = fmt.Sprintf(" (the last line, left out as it lacks its newline, was %q)", p.sum.CutLastLine)
+	}
 	if p.sum.Events == 0 {
-		return p.sum, errors.New("no event lines: not a perf script, trace-cmd report or ftrace text capture")
+		return p.sum, errors.New("no event lines: not a perf script, trace-cmd report or ftrace text capture" + cut)
 	}
 	if p.seen["cpu_idle"] == 0 {
-		return p.sum, errors.New("no power:cpu_idle events: record with -e power:cpu_idle")
+		return p.sum, errors.New("no power:cpu_idle events: record with -e power:cpu_idle" + cut)
 	}
 	meta := p.metadata(o)
 	if _, err := in.Seek(0, io.SeekStart); err != nil {

@@ -131,6 +131,7 @@ func TestImportErrors(t *testing.T) {
 		events              []string // Options.Events
 	}{
 		{"empty", "", "no event lines", 0, nil},
+		{"one line, cut", "          <idle>-0       [000] d..1.     1.000000000: cpu_idle: state=1 cpu_id=0", `no event lines: not a perf script, trace-cmd report or ftrace text capture (the last line, left out as it lacks its newline, was "          <idle>-0`, 0, nil},
 		{"comments only", "# tracer: nop\n#\n", "no event lines", 0, nil},
 		{"no cpu_idle", "  fio 1 [000] 1.0: block:block_rq_issue: 8,0 R 4096 () 8 + 8 [fio]\n", "no power:cpu_idle events", 0, nil},
 		{"garbage first", "hello world\n" + good, "line 1: not an event line", 1, nil},

@@ -160,6 +160,12 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 // checkCanRecord fails before anything is loaded or written: a command
 // that cannot be found, missing privileges, a kernel without BPF ring
 // buffers.
+// CheckCanRecord runs the checks Record makes before it touches its
+// output (the command is found and executable, the privileges, the ring
+// buffer), for a caller that must know first: experiment --force removes
+// an earlier run's traces only once they pass.
+func CheckCanRecord(command []string) error { return checkCanRecord(command) }
+
 func checkCanRecord(command []string) error {
 	if err := checkCommand(command); err != nil {
 		return err
@@ -925,16 +931,20 @@ func (r *recording) stopCommand(c *command, reason string, loopErr error, end *t
 	var err error
 	wait := func(sig syscall.Signal) {
 		c.signal(sig)
-		limit := time.NewTimer(CommandGrace)
-		defer limit.Stop()
+		until := time.Now().Add(CommandGrace)
 		if loopErr == nil && err == nil {
-			if _, err = r.loop(context.Background(), limit.C, c.done); err == nil {
+			limit := time.NewTimer(CommandGrace)
+			_, err = r.loop(context.Background(), limit.C, c.done)
+			limit.Stop()
+			if err == nil {
 				return // the command ended, or the grace period did
 			}
 		}
+		// A timer of its own: the loop's stop watch may have taken the
+		// one above's only tick.
 		select {
 		case <-c.done:
-		case <-limit.C:
+		case <-time.After(time.Until(until)):
 		}
 	}
 	wait(syscall.SIGTERM)

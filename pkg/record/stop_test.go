@@ -3,6 +3,7 @@ package record_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,37 +31,53 @@ func TestRecordStopsOnTime(t *testing.T) {
 		{"command exited", record.Options{Command: []string{"sleep", "0.3"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.Output = filepath.Join(t.TempDir(), "stop.trace")
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tc.cancel {
-				opts.Ready = func() { time.AfterFunc(want, cancel) }
+			// The bug was late every time; the machine is late now and
+			// then: up to three tries, one on time passes.
+			var windows []time.Duration
+			for range 3 {
+				w := stopWindow(t, tc.opts, tc.cancel, want, tc.name)
+				windows = append(windows, w)
+				if w <= want+slack {
+					break
+				}
 			}
-			sum, err := record.Record(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sum.End == nil || sum.End.StopReason != tc.name {
-				t.Fatalf("end record %+v, want stop reason %q", sum.End, tc.name)
-			}
-			r, err := trace.Open(opts.Output)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			start, end := r.Meta.Start, r.End.Snapshot
-			if start == nil || end == nil || len(start.CPUTimeNs) == 0 || len(end.CPUTimeNs) != len(start.CPUTimeNs) {
-				t.Fatalf("snapshots missing: start %v, end %v", start != nil, end != nil)
-			}
-			var longest time.Duration
-			for i := range start.CPUTimeNs {
-				longest = max(longest, time.Duration(end.CPUTimeNs[i]-start.CPUTimeNs[i]))
-			}
-			t.Logf("window %v (stop after %v)", longest, want)
-			if longest > want+slack {
-				t.Errorf("window %v: the recording stopped %v after its %v", longest, longest-want, want)
+			t.Logf("windows %v (stop after %v)", windows, want)
+			if w := slices.Min(windows); w > want+slack {
+				t.Errorf("windows %v: the recording stopped at least %v after its %v", windows, w-want, want)
 			}
 		})
 	}
+}
+
+// stopWindow records once with opts and returns the longest of the CPUs'
+// windows between the snapshots.
+func stopWindow(t *testing.T, opts record.Options, cancelAfter bool, after time.Duration, reason string) time.Duration {
+	t.Helper()
+	opts.Output = filepath.Join(t.TempDir(), "stop.trace")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if cancelAfter {
+		opts.Ready = func() { time.AfterFunc(after, cancel) }
+	}
+	sum, err := record.Record(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.End == nil || sum.End.StopReason != reason {
+		t.Fatalf("end record %+v, want stop reason %q", sum.End, reason)
+	}
+	r, err := trace.Open(opts.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	start, end := r.Meta.Start, r.End.Snapshot
+	if start == nil || end == nil || len(start.CPUTimeNs) == 0 || len(end.CPUTimeNs) != len(start.CPUTimeNs) {
+		t.Fatalf("snapshots missing: start %v, end %v", start != nil, end != nil)
+	}
+	var longest time.Duration
+	for i := range start.CPUTimeNs {
+		longest = max(longest, time.Duration(end.CPUTimeNs[i]-start.CPUTimeNs[i]))
+	}
+	return longest
 }

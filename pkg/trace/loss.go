@@ -108,7 +108,7 @@ func (a LossAccount) Lost() uint64 { return a.RingBufferFull + a.Undelivered + a
 // String is the account as every command prints it.
 func (a LossAccount) String() string {
 	if a.Known && a.Total() == 0 && a.IOUnissued == 0 {
-		return "not recorded 0: nothing lost, no IO in flight at start or stop"
+		return "not recorded 0: nothing lost" // nor cut: no IO in flight at start or stop (where IO was traced)
 	}
 	estimated := ""
 	switch {

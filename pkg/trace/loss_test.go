@@ -76,7 +76,7 @@ func TestLossAccountString(t *testing.T) {
 		a    LossAccount
 		want string
 	}{
-		{"nothing lost", LossAccount{Known: true}, "not recorded 0: nothing lost, no IO in flight at start or stop"},
+		{"nothing lost", LossAccount{Known: true}, "not recorded 0: nothing lost"},
 		// Without an end record the stop is unknown: the zeros are spelled out.
 		{"no end record", LossAccount{}, "not recorded 0: ring buffer full 0, not delivered by the kernel 0, IO in flight at start 0, IO in flight at stop unknown (no end record), IO pairing table full 0"},
 		{"unissued only", LossAccount{Known: true, IOUnissued: 2}, "not recorded 0: ring buffer full 0, not delivered by the kernel 0, IO in flight at start 0, IO in flight at stop 0, IO pairing table full 0; besides, IO completed without an issue of its own 2 (flush sequences: their flush requests are recorded)"},
