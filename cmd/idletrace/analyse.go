@@ -243,8 +243,11 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	// compares that window only) are replayed too; the report says how many.
 	window := analysis.NewRules(r.Meta, r.End)
 	var outside uint64
-	var exits *analysis.ExitLatencyCheck // on the recorded table: is it what the machine took?
-	if prof.Name == "recorded" {
+	// Is the recorded table what the machine took to wake? On it, the
+	// policies are charged less than that; on another machine's table, the
+	// recorded periods and IO latencies keep the difference.
+	var exits *analysis.ExitLatencyCheck
+	if prof.Name != "measured" {
 		exits = analysis.NewExitLatencyCheck(r.Meta, r.End)
 	}
 	idle := func(p *trace.IdlePeriod) error {
@@ -301,7 +304,13 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
 	}
 	if exits != nil {
-		if note := exits.Note(prof); note != "" {
+		note := ""
+		if prof.Name == "recorded" {
+			note = exits.Note(prof)
+		} else if own, err := model.Recorded(meta); err == nil {
+			note = exits.NoteOtherTable(own, prof.Name)
+		}
+		if note != "" {
 			notes = append(notes, note)
 		}
 	}

@@ -70,6 +70,31 @@ func (c *ExitLatencyCheck) P50() map[string]uint64 {
 // halted states whose measured wake-up median is far above the table's
 // exit latency; "" when there are none.
 func (c *ExitLatencyCheck) Note(prof *model.Profile) string {
+	far := c.far(prof)
+	if far == "" {
+		return ""
+	}
+	return "the recorded table's exit latencies are far below what this machine took to wake (" + far +
+		"): the policies are charged the table's, as the kernel's governors assume them; --profile measured replays on the measured medians (on a VM, the host's wake-up path is in them)"
+}
+
+// NoteOtherTable is whatif's note for a replay on another machine's table
+// (named other) of a trace whose own table, recorded, is far below what its
+// machine took to wake: the recorded idle periods and IO latencies keep
+// that cost, which the other machine need not pay. "" when none is far.
+func (c *ExitLatencyCheck) NoteOtherTable(recorded *model.Profile, other string) string {
+	far := c.far(recorded)
+	if far == "" {
+		return ""
+	}
+	return "the recording's machine took far longer to wake than its own table says (" + far +
+		"): the recorded idle periods and IO latencies keep that cost, and the replay takes out only the table's exit latency, so the figures on " + other +
+		" carry a wake-up cost its machine may not pay (on a VM, the host's wake-up path)"
+}
+
+// far lists prof's halted states whose measured wake-up median is far
+// above their exit latency; "" when there are none.
+func (c *ExitLatencyCheck) far(prof *model.Profile) string {
 	var far []string
 	for _, s := range prof.States {
 		h := c.byName[s.Name]
@@ -82,9 +107,5 @@ func (c *ExitLatencyCheck) Note(prof *model.Profile) string {
 				s.Name, FormatUs(s.ExitLatencyNs), FormatUs(p50), Count(h.Count(), "wake-up")))
 		}
 	}
-	if len(far) == 0 {
-		return ""
-	}
-	return "the recorded table's exit latencies are far below what this machine took to wake (" + strings.Join(far, "; ") +
-		"): the policies are charged the table's, as the kernel's governors assume them; --profile measured replays on the measured medians (on a VM, the host's wake-up path is in them)"
+	return strings.Join(far, "; ")
 }

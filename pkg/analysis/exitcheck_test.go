@@ -55,6 +55,15 @@ func TestExitLatencyCheck(t *testing.T) {
 			case tc.want != "" && !strings.Contains(note, "--profile measured"):
 				t.Errorf("note %q does not name the profile that replays on the measured figures", note)
 			}
+			// Replayed on another machine's table: the recorded periods
+			// keep the cost, which that machine need not pay.
+			other := c.NoteOtherTable(prof, "spr")
+			switch {
+			case tc.want == "" && other != "":
+				t.Errorf("note on spr %q, want none", other)
+			case tc.want != "" && (!strings.Contains(other, tc.want) || !strings.Contains(other, "the figures on spr carry a wake-up cost")):
+				t.Errorf("note on spr %q, want it to say %q and what it means for spr", other, tc.want)
+			}
 		})
 	}
 }
