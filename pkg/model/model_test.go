@@ -331,6 +331,13 @@ func TestRecordedProfile(t *testing.T) {
 	if err != nil || m.States[1].ExitLatencyNs != 16000 || m.States[0].ExitLatencyNs != 0 || !strings.Contains(m.Source, "p50") {
 		t.Fatalf("measured = %+v, %v", m, err)
 	}
+	// The target stays the driver's, and the source says it is below.
+	if m.States[1].TargetResidencyNs != 1000 || !strings.Contains(m.Source, "target residency of haltpoll idle kept as the driver gives it") {
+		t.Errorf("measured: target %d ns, source %q", m.States[1].TargetResidencyNs, m.Source)
+	}
+	if m, _ := Measured(withDrv, map[string]uint64{"haltpoll idle": 800}); strings.Contains(m.Source, "target residency") {
+		t.Errorf("a measured exit latency under the target: source %q", m.Source)
+	}
 }
 
 func TestClassifyMiss(t *testing.T) {

@@ -277,7 +277,7 @@ func Measured(meta *trace.Metadata, wakeLatencyP50Ns map[string]uint64) (*Profil
 		return nil, err
 	}
 	p.Name = "measured"
-	var used, polled []string
+	var used, polled, under []string
 	for i := range p.States {
 		s := &p.States[i]
 		if s.Polling {
@@ -289,12 +289,20 @@ func Measured(meta *trace.Metadata, wakeLatencyP50Ns map[string]uint64) (*Profil
 		if v, ok := wakeLatencyP50Ns[s.Name]; ok {
 			s.ExitLatencyNs = v
 			used = append(used, s.Name)
+			if s.TargetResidencyNs < v {
+				under = append(under, s.Name)
+			}
 		}
 	}
 	if len(used) == 0 {
 		p.Source += "; no wake latency was measured, so exit latencies are the table's"
 	} else {
 		p.Source += "; exit latency of " + strings.Join(used, ", ") + " replaced by the median (p50) wake latency measured in the trace"
+	}
+	if len(under) > 0 {
+		// Kept: the governors choose by the driver's targets, on this
+		// machine as in the recording; only what a wake-up costs changes.
+		p.Source += "; target residency of " + strings.Join(under, ", ") + " kept as the driver gives it, below the measured exit latency (the governors choose as the machine's did, and pay what it took)"
 	}
 	if len(polled) > 0 {
 		// A polling CPU has nothing to leave: what a wake-up from it took
