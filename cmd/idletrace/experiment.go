@@ -106,8 +106,6 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, ToolVersion: version, CPUs: cpuSet,
 			Warn: func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) }}
 	}
-	// The pairs alternate (before, after, before, after, ...) so that a
-	// drift of the machine over the runs falls on both sides alike.
 	if *force {
 		// An earlier run's traces go before the first recording, once the
 		// recorder's own checks pass (a mistyped command or no root leaves
@@ -120,6 +118,8 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	// The pairs alternate (before, after, before, after, ...) so that a
+	// drift of the machine over the runs falls on both sides alike.
 	var reps []*analysis.ComparisonReport
 	for _, pair := range pairs {
 		before, after := pair[0], pair[1]

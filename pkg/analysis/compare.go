@@ -437,7 +437,7 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 		}
 		re := dash
 		switch {
-		case f.Unit == "share" && f.Predicted != nil && f.Measured != nil && math.Abs(*f.Predicted-*f.Measured) <= noChangeSharePts:
+		case f.Unit == "share" && f.Predicted != nil && f.Measured != nil && noChange(f.Unit, *f.Predicted, *f.Measured):
 			// 0.012 % against 0.006 % is "85 %" off: noise, not an error.
 			re = "≤ 0.05 pts"
 		case f.RelativeError != nil:

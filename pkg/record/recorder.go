@@ -102,7 +102,7 @@ const (
 // Record runs one recording until the duration passes, the command exits or
 // ctx is cancelled, and always finalises the file.
 func Record(ctx context.Context, opts Options) (*Summary, error) {
-	if err := checkCanRecord(opts.Command); err != nil {
+	if err := CheckCanRecord(opts.Command); err != nil {
 		return nil, err
 	}
 	kernelSpec, err := loadKernelBTF(opts.KernelBTF)
@@ -157,16 +157,12 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	return rec.closeTrace(meta, end, loopErr)
 }
 
-// checkCanRecord fails before anything is loaded or written: a command
+// CheckCanRecord fails before anything is loaded or written: a command
 // that cannot be found, missing privileges, a kernel without BPF ring
-// buffers.
-// CheckCanRecord runs the checks Record makes before it touches its
-// output (the command is found and executable, the privileges, the ring
-// buffer), for a caller that must know first: experiment --force removes
-// an earlier run's traces only once they pass.
-func CheckCanRecord(command []string) error { return checkCanRecord(command) }
-
-func checkCanRecord(command []string) error {
+// buffers. Record runs it first; a caller that must know before Record
+// touches its output calls it too (experiment --force removes an earlier
+// run's traces only once it passes).
+func CheckCanRecord(command []string) error {
 	if err := checkCommand(command); err != nil {
 		return err
 	}
