@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/model"
@@ -204,7 +206,22 @@ func knobs(meta *trace.Metadata) string {
 
 // sameFile says whether two paths name one file.
 func sameFile(a, b string) bool {
-	sa, errA := os.Stat(a)
-	sb, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(sa, sb)
+	return fileIdentity(a) == fileIdentity(b)
+}
+
+// fileIdentity is what names one file however it is reached (a link, a
+// relative path): its device and inode, as os.SameFile compares them;
+// for a path that cannot be stat'ed (opening it will say why), the
+// cleaned absolute path.
+func fileIdentity(path string) any {
+	type inode struct{ dev, ino uint64 }
+	if fi, err := os.Stat(path); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			return inode{uint64(st.Dev), st.Ino}
+		}
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return filepath.Clean(path)
 }

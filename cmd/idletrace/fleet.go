@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/idletrace/idletrace/internal/outfile"
@@ -78,18 +77,16 @@ func writeFleet[R fleet.Row](paths []string, o fleetOptions, cmd string, stdout,
 	if o.format == fleet.Parquet && o.out == "" {
 		return usagef("Parquet is a binary file: give -o FILE")
 	}
-	// A trace named twice (overlapping globs) would count its recording
-	// twice in every sum a fleet query takes.
-	seen := map[string]string{}
+	// A trace named twice (overlapping globs, a symlink beside its
+	// target) would count its recording twice in every sum a fleet query
+	// takes.
+	seen := map[any]string{}
 	for _, p := range paths {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			abs = filepath.Clean(p)
-		}
-		if first, ok := seen[abs]; ok {
+		id := fileIdentity(p)
+		if first, ok := seen[id]; ok {
 			return usagef("%s and %s are the same trace: its rows would be written twice", first, p)
 		}
-		seen[abs] = p
+		seen[id] = p
 	}
 	if o.out != "" {
 		for _, p := range paths {

@@ -238,6 +238,8 @@ func TestFleetFlagErrors(t *testing.T) {
 		{"a bad trace among several", []string{"stats", "--format", "parquet", "-o", out, bundledTrace, garbage, otherCopy}, 1, garbage + ": "},
 		{"a trace named twice", []string{"stats", "--format", "jsonl", bundledTrace, otherCopy, "./" + filepath.Clean(bundledTrace)}, 2,
 			"are the same trace: its rows would be written twice"},
+		{"a trace and a link to it", []string{"whatif", "--format", "jsonl", otherCopy, linkTo(t, otherCopy)}, 2,
+			"are the same trace: its rows would be written twice"},
 		{"whatif: a bad trace among several", []string{"whatif", "--format", "parquet", "-o", out, bundledTrace, garbage}, 1, garbage},
 		{"a missing trace", []string{"stats", "--format", "jsonl", "/nonexistent/x.trace"}, 1, "/nonexistent/x.trace"},
 		{"a trace naming no host", []string{"stats", "--format", "parquet", "-o", out, bundledTrace, hostlessTrace(t)}, 1, "names no host (an imported capture?): give --host NAME"},

@@ -76,6 +76,16 @@ func writeFile(t *testing.T, name string, data []byte) string {
 	return p
 }
 
+// linkTo makes a symbolic link to target in a directory of its own.
+func linkTo(t *testing.T, target string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "link.trace")
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestBadInput: every kind of bad input gets one line on stderr naming the
 // problem, the contract's exit status, and never a panic.
 func TestBadInput(t *testing.T) {
