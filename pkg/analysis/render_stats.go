@@ -113,6 +113,7 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 	for _, section := range []func(*doc, *Stats) error{
 		renderStatsStates,
 		renderStatsIdleTime,
+		renderStatsPeriodLength,
 		renderStatsWakeCauses,
 		renderStatsWakeLatency,
 		renderStatsIO,
@@ -256,12 +257,62 @@ func stateRows(s *Stats, mm map[[2]int][]string) [][]string {
 // renderStatsIdleTime writes the idle fraction per CPU.
 func renderStatsIdleTime(d *doc, s *Stats) error {
 	d.heading("Idle time per CPU")
+	kernelTick := slices.ContainsFunc(s.CPUs, func(c CPUStats) bool { return c.KernelTickStops != nil })
 	var rows [][]string
 	for _, c := range s.CPUs {
-		rows = append(rows, []string{fmt.Sprint(c.CPU), FormatDuration(c.WindowNs), fmt.Sprint(c.Periods),
-			FormatMs(c.IdleNs), FormatPct(c.IdleFraction), fmt.Sprint(c.LostIdle)})
+		row := []string{fmt.Sprint(c.CPU), FormatDuration(c.WindowNs), fmt.Sprint(c.Periods),
+			FormatMs(c.IdleNs), FormatPct(c.IdleFraction), tickStoppedCell(c.TickStopped)}
+		if kernelTick {
+			k := "—"
+			if c.KernelTickStops != nil {
+				k = fmt.Sprint(*c.KernelTickStops)
+			}
+			row = append(row, fmt.Sprintf("%d / %s", c.TickStopped.Stopped, k))
+		}
+		rows = append(rows, append(row, fmt.Sprint(c.LostIdle)))
 	}
-	return d.table([]string{"CPU", "Window", "Idle periods", "Idle ms", "Idle", "Lost idle records"}, rows)
+	head := []string{"CPU", "Window", "Idle periods", "Idle ms", "Idle", "Tick stopped"}
+	if kernelTick {
+		head = append(head, "Tick stops trace / kernel")
+	}
+	if err := d.table(append(head, "Lost idle records"), rows); err != nil {
+		return err
+	}
+	if kernelTick {
+		d.para("Tick stopped: the idle periods entered with the scheduler tick stopped, of those whose tick state was recorded. " +
+			"Tick stops: how many, beside the kernel's idle_sleeps (/proc/timer_list) over the window, which counts also the attempts " +
+			"aborted after the tick was stopped (a wake-up came before the state's entry) and so may be the larger.")
+	}
+	return nil
+}
+
+// tickStoppedCell is the share of periods entered with the tick stopped,
+// of those whose tick state is known.
+func tickStoppedCell(t TickStopped) string {
+	if t.Known == 0 {
+		return "unknown"
+	}
+	return FormatPct(frac(t.Stopped, t.Known))
+}
+
+// renderStatsPeriodLength writes how long each state's idle periods lasted.
+func renderStatsPeriodLength(d *doc, s *Stats) error {
+	if len(s.StatePeriods) == 0 {
+		return nil
+	}
+	d.heading("Idle period length per state (entry → exit, every CPU)")
+	states := make([]string, 0, len(s.StatePeriods))
+	for n := range s.StatePeriods {
+		states = append(states, n)
+	}
+	sort.Strings(states)
+	var rows [][]string
+	for _, n := range states {
+		p := s.StatePeriods[n]
+		l := p.LengthNs
+		rows = append(rows, []string{n, fmt.Sprint(l.Count), FormatUs(uint64(l.Mean + 0.5)), FormatUs(l.P50), FormatUs(l.P99), FormatUs(l.Max), tickStoppedCell(p.TickStopped)})
+	}
+	return d.table([]string{"State", "Idle periods", "mean µs", "p50 µs", "p99 µs", "max µs", "Tick stopped"}, rows, 0)
 }
 
 // renderStatsWakeCauses writes what ended the idle periods.

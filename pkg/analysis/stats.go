@@ -33,6 +33,10 @@ type Stats struct {
 	// counters (cpuidle and block); empty when they agree or cannot be compared.
 	Mismatches []Mismatch `json:"mismatches"`
 
+	// StatePeriods is each state's idle periods on every CPU, by name as
+	// WakeLatencyNs: how long they lasted and the tick's state at entry.
+	StatePeriods map[string]StatePeriods `json:"state_periods"`
+
 	WakeCauses    WakeCauseStats             `json:"wake_causes"`
 	WakeLatencyNs map[string]latency.Summary `json:"wake_latency_ns"`
 	// WakeRequestedBeforeEntry counts remote wake-ups whose request (an IPI)
@@ -85,6 +89,28 @@ type CPUStats struct {
 	// (io.woke_idle_cpu split by CPU, IO filter applied).
 	WakeCauses map[string]uint64 `json:"wake_causes"`
 	IOWokeIdle uint64            `json:"io_woke_idle"`
+	// TickStopped: this CPU's idle periods entered with the tick stopped.
+	TickStopped TickStopped `json:"tick_stopped"`
+	// KernelTickStops is the kernel's count of the same over the window:
+	// the rise of the CPU's idle_sleeps (/proc/timer_list); null where
+	// the trace has no such counters.
+	KernelTickStops *uint64 `json:"kernel_tick_stops"`
+}
+
+// StatePeriods is one idle state's periods, every CPU.
+type StatePeriods struct {
+	// LengthNs: entry to exit, whatever the kernel counted (its count is
+	// the state's periods).
+	LengthNs    latency.Summary `json:"length_ns"`
+	TickStopped TickStopped     `json:"tick_stopped"`
+}
+
+// TickStopped counts idle periods entered with the scheduler tick stopped
+// (after the governor's decision for them), of the Known ones whose tick
+// state the trace records (an imported capture has none).
+type TickStopped struct {
+	Stopped uint64 `json:"stopped"`
+	Known   uint64 `json:"known"`
 }
 
 // KernelCPU is one CPU's kernel counter deltas.

@@ -23,6 +23,24 @@ type cpuAcc struct {
 	causes           causeCounts
 	ioWoke           uint64
 	wake             [maxStates]*latency.Histogram
+	lengths          [maxStates]*lengthAcc
+	tick             TickStopped
+}
+
+// lengthAcc is one state's idle periods, all CPUs: their lengths and the
+// tick's state at their entry.
+type lengthAcc struct {
+	lengthNs latency.Histogram
+	tick     TickStopped
+}
+
+func (t *TickStopped) add(s trace.Tristate) {
+	if s != trace.Unknown {
+		t.Known++
+		if s == trace.Yes {
+			t.Stopped++
+		}
+	}
 }
 
 type devAcc struct{ requests, errors uint64 }
@@ -84,6 +102,8 @@ type StatsBuilder struct {
 	causes causeCounts
 	irqs   irqCounts
 	wake   map[string]*latency.Histogram
+	// lengths is per state name, as wake; cpuAcc.lengths points into it.
+	lengths map[string]*lengthAcc
 	// wakeEarly counts remote wake-ups requested before the idle entry.
 	wakeEarly uint64
 	// eachWake, when set, sees every wake latency the builder counts
@@ -112,12 +132,13 @@ func NewStatsBuilder(meta *trace.Metadata, end *trace.End) *StatsBuilder {
 		meta = &trace.Metadata{}
 	}
 	b := &StatsBuilder{
-		Rules:  NewRules(meta, end),
-		meta:   meta,
-		end:    end,
-		wake:   map[string]*latency.Histogram{},
-		devs:   map[uint32]*devAcc{},
-		losses: map[uint32]trace.Loss{},
+		Rules:   NewRules(meta, end),
+		meta:    meta,
+		end:     end,
+		wake:    map[string]*latency.Histogram{},
+		lengths: map[string]*lengthAcc{},
+		devs:    map[uint32]*devAcc{},
+		losses:  map[uint32]trace.Loss{},
 	}
 	b.iowake.Match = func(cause trace.WakeCause, cpu uint32, _ struct{}) {
 		b.ioWoke[cause]++
@@ -190,6 +211,18 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	}
 	a.periods++
 	a.idleNs += res
+	l := a.lengths[idx]
+	if l == nil {
+		name := b.StateName(a.cpu, idx)
+		if l = b.lengths[name]; l == nil {
+			l = &lengthAcc{}
+			b.lengths[name] = l
+		}
+		a.lengths[idx] = l
+	}
+	l.lengthNs.Record(p.ExitNs - p.EntryNs)
+	l.tick.add(p.TickStopped)
+	a.tick.add(p.TickStopped)
 
 	b.causes[p.WakeCause]++
 	a.causes[p.WakeCause]++

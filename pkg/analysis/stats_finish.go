@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/idletrace/idletrace/pkg/latency"
@@ -59,6 +60,7 @@ func (b *StatsBuilder) newStats() *Stats {
 		Invalid:         b.invalid,
 		OutsideWindow:   b.outside,
 		WakeLatencyNs:   map[string]latency.Summary{},
+		StatePeriods:    map[string]StatePeriods{},
 		Mismatches:      []Mismatch{},
 		Warnings:        []string{},
 	}
@@ -142,12 +144,47 @@ func (b *StatsBuilder) cpuList() []int {
 	return cpuList
 }
 
+// tickStopsExceed says whether traced periods entered with the tick
+// stopped are more than the kernel's idle_sleeps allow. The kernel counts
+// the call that stopped (or kept stopped) the tick, before the state's
+// entry: attempts aborted after it leave no period, so it may count more.
+// It counts fewer by a period across each snapshot (counted at its entry
+// by the kernel, at its exit by stats), and by the rare entry whose tick
+// stayed stopped while the kernel would not touch it (softirqs pending:
+// can_stop_idle_tick() returns before the count).
+func tickStopsExceed(traced, kernel uint64) bool {
+	return traced > kernel+2+kernel/100
+}
+
+// kernelTickStops is the rise of CPU c's idle_sleeps between the
+// snapshots, nil without both readings.
+func (b *StatsBuilder) kernelTickStops(c int) *uint64 {
+	if b.meta.Start == nil || b.end == nil || b.end.Snapshot == nil {
+		return nil
+	}
+	at := func(ts []trace.TickCounters) (uint64, bool) {
+		i := slices.IndexFunc(ts, func(t trace.TickCounters) bool { return t.CPU == c })
+		if i < 0 {
+			return 0, false
+		}
+		return ts[i].IdleSleeps, true
+	}
+	start, ok1 := at(b.meta.Start.Tick)
+	end, ok2 := at(b.end.Snapshot.Tick)
+	if !ok1 || !ok2 || end < start {
+		return nil
+	}
+	d := end - start
+	return &d
+}
+
 // cpuStats is one CPU's idle time and states; durationNs is the window's
 // length, the CPU's own where the trace does not bound it.
 func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
 	a := b.cpu(uint32(c))
 	cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{},
-		WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke} // the matcher's Flush (ioStats, after this) reports only misses
+		WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke, // the matcher's Flush (ioStats, after this) reports only misses
+		TickStopped: a.tick}
 	for _, cause := range trace.WakeCauses() {
 		cs.WakeCauses[cause.String()] = a.causes[cause]
 	}
@@ -160,6 +197,7 @@ func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
 	if cs.WindowNs > 0 {
 		cs.IdleFraction = float64(a.idleNs) / float64(cs.WindowNs)
 	}
+	cs.KernelTickStops = b.kernelTickStops(c)
 	tab := b.table(c)
 	n := max(len(a.states), len(tab))
 	if b.noDriver && tab == nil && n < 2 {
@@ -226,6 +264,9 @@ func (b *StatsBuilder) wakeStats(s *Stats) {
 	for name, h := range b.wake {
 		s.WakeLatencyNs[name] = h.Summary()
 	}
+	for name, l := range b.lengths {
+		s.StatePeriods[name] = StatePeriods{LengthNs: l.lengthNs.Summary(), TickStopped: l.tick}
+	}
 	s.WakeRequestedBeforeEntry = b.wakeEarly
 }
 
@@ -280,6 +321,11 @@ func (b *StatsBuilder) warn(s *Stats) {
 	}
 	if b.invalid > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%d records had an impossible CPU or state number and were skipped", b.invalid))
+	}
+	for _, c := range s.CPUs {
+		if k := c.KernelTickStops; k != nil && tickStopsExceed(c.TickStopped.Stopped, *k) {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("CPU %d: %d idle periods were entered with the tick stopped, but the kernel stopped it %d times (idle_sleeps): the recorded tick state is not what the kernel did", c.CPU, c.TickStopped.Stopped, *k))
+		}
 	}
 	if !m.Inputs.WakeCauses {
 		s.Warnings = append(s.Warnings, "this trace does not carry wake causes")

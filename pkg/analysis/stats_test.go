@@ -3,6 +3,7 @@ package analysis
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -873,5 +874,95 @@ func TestStatsCorruptCounterIndex(t *testing.T) {
 	js, _ := json.Marshal(s)
 	if !bytes.Contains(js, []byte(`"state-1"`)) {
 		t.Errorf("no state-1 row: %s", js)
+	}
+}
+
+func stopped(p trace.IdlePeriod) trace.IdlePeriod {
+	p.TickStopped = trace.Yes
+	return p
+}
+
+// Each state's period lengths and tick-stopped share, and each CPU's tick
+// stops beside the kernel's idle_sleeps: counted from the periods in the
+// window, shown in the text, warned about only where the trace has more
+// than the kernel allows.
+func TestTickStopsAndLengths(t *testing.T) {
+	tick := func(cpu int, sleeps uint64) trace.TickCounters {
+		return trace.TickCounters{CPU: cpu, IdleCalls: sleeps + 5, IdleSleeps: sleeps}
+	}
+	// CPU 0: C1 periods of 100, 200, 300 µs, tick stopped, kept, unknown;
+	// C6 1 ms, stopped. CPU 1: one C1 period of 50 µs, stopped.
+	ps := []trace.IdlePeriod{
+		period(0, 1, 2_000_000, 100*us), period(0, 1, 3_000_000, 200*us), period(0, 1, 4_000_000, 300*us),
+		period(0, 2, 5_000_000, 1000*us), period(1, 1, 2_000_000, 50*us),
+		period(0, 1, 200_000_000, 7*us), // outside the window: not counted
+	}
+	for i, ts := range []trace.Tristate{trace.Yes, trace.No, trace.Unknown, trace.Yes, trace.Yes, trace.Yes} {
+		ps[i].TickStopped = ts
+	}
+	for _, tc := range []struct {
+		name         string
+		start, end   []trace.TickCounters
+		extra        []trace.IdlePeriod
+		kernel       []string // CPU 0's, CPU 1's kernel tick stops, "" for null
+		kernelColumn bool
+	}{
+		{"no counters (an older trace)", nil, nil, nil, []string{"", ""}, false},
+		{"the kernel counted aborted attempts too", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 19), tick(1, 11)}, nil, []string{"9", "1"}, true},
+		{"a period across each snapshot", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 10), tick(1, 10)}, nil, []string{"0", "0"}, true},
+		// CPU 1: 4 periods entered with the tick stopped, none counted.
+		{"more than the kernel allows", []trace.TickCounters{tick(0, 1000), tick(1, 10)}, []trace.TickCounters{tick(0, 1000), tick(1, 10)},
+			[]trace.IdlePeriod{stopped(period(1, 0, 3_000_000, us)), stopped(period(1, 0, 4_000_000, us)), stopped(period(1, 0, 5_000_000, us))}, []string{"0", "0"}, true},
+		{"one CPU without counters", []trace.TickCounters{tick(1, 10)}, []trace.TickCounters{tick(1, 12)}, nil, []string{"", "2"}, true},
+		{"counters that went back (a reboot?)", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 5), tick(1, 11)}, nil, []string{"", "1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := driverMeta()
+			meta.Start.Tick = tc.start
+			end := &trace.End{StopReason: "duration", Snapshot: &trace.Snapshot{MonotonicNs: 100_000_000, Tick: tc.end}}
+			s, err := ComputeStats(meta, end, nil, scanOf(append(slices.Clone(ps), tc.extra...), nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c1, c6 := s.StatePeriods["C1"], s.StatePeriods["C6"]
+			if c1.LengthNs.Count != 4 || c1.LengthNs.Max < 299*us || c1.LengthNs.Max > 301*us || c1.TickStopped != (TickStopped{Stopped: 2, Known: 3}) {
+				t.Errorf("C1: %+v", c1)
+			}
+			if c6.LengthNs.Count != 1 || c6.TickStopped != (TickStopped{Stopped: 1, Known: 1}) {
+				t.Errorf("C6: %+v", c6)
+			}
+			if got := s.CPUs[0].TickStopped; got != (TickStopped{Stopped: 2, Known: 3}) {
+				t.Errorf("CPU 0 tick stopped %+v", got)
+			}
+			for i, want := range tc.kernel {
+				got := ""
+				if k := s.CPUs[i].KernelTickStops; k != nil {
+					got = fmt.Sprint(*k)
+				}
+				if got != want {
+					t.Errorf("CPU %d kernel tick stops %q, want %q", i, got, want)
+				}
+			}
+			var warned []string
+			for _, w := range s.Warnings {
+				if strings.Contains(w, "tick stopped") {
+					warned = append(warned, w)
+				}
+			}
+			if want := len(tc.extra) > 0; (len(warned) == 1 && strings.HasPrefix(warned[0], "CPU 1: 4 idle periods")) != want || len(warned) > 1 {
+				t.Errorf("tick warnings %q, want one for CPU 1: %v", warned, want)
+			}
+			var out bytes.Buffer
+			if err := RenderStats(&out, s, "text"); err != nil {
+				t.Fatal(err)
+			}
+			text := out.String()
+			if got := strings.Contains(text, "Tick stops trace / kernel"); got != tc.kernelColumn {
+				t.Errorf("kernel column shown %v, want %v:\n%s", got, tc.kernelColumn, text)
+			}
+			if !strings.Contains(text, "Idle period length per state") || !strings.Contains(text, "66.7 %") {
+				t.Errorf("no period length table with C1's 66.7 %% tick stopped:\n%s", text)
+			}
+		})
 	}
 }

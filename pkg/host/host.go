@@ -258,6 +258,10 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 		}()
 	}
 	wg.Wait()
+	// Read once for every CPU, after their cpuidle counters: an idle CPU's
+	// do not move, and one released from its pinned thread may count its
+	// next entry on this side of the instant (stats allows for that).
+	s.Tick = r.TickCounters(cpus)
 	// The block counters are read on either side of the instant and of the
 	// recorder's own IO counters, and kept only when no request completed
 	// in between, so that a completion falls on the same side of the
@@ -277,6 +281,60 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 		before = after
 	}
 	return s
+}
+
+// TickCounters reads each of cpus' idle_calls and idle_sleeps from
+// /proc/timer_list (kernel/time/timer_list.c prints them per CPU where the
+// kernel has CONFIG_TICK_ONESHOT); nil where the file cannot be read (it is
+// root's only) or has neither. The file also lists every pending hrtimer,
+// so it is scanned for those lines, not held.
+func (r Root) TickCounters(cpus []int) []trace.TickCounters {
+	f, err := os.Open(r.Path("proc/timer_list"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	want := map[int]bool{}
+	for _, c := range cpus {
+		want[c] = true
+	}
+	var out []trace.TickCounters
+	var cur *trace.TickCounters
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if v, ok := strings.CutPrefix(line, "cpu:"); ok {
+			cur = nil
+			if c, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && want[c] {
+				out = append(out, trace.TickCounters{CPU: c})
+				cur = &out[len(out)-1]
+			}
+			continue
+		}
+		if cur == nil || !strings.HasPrefix(line, ".idle_") {
+			continue
+		}
+		name, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch strings.TrimSpace(name) {
+		case ".idle_calls":
+			cur.IdleCalls, cur.Known = n, true
+		case ".idle_sleeps":
+			cur.IdleSleeps = n
+		}
+	}
+	out = slices.DeleteFunc(out, func(t trace.TickCounters) bool { return !t.Known })
+	if sc.Err() != nil || len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // SnapshotTries bounds the re-reads of counters that keep moving while

@@ -241,3 +241,34 @@ func TestCPUFlagsAndDriver(t *testing.T) {
 		t.Errorf("driver without current_driver %q, want %q", got, trace.CPUIdleDriverNone)
 	}
 }
+
+// TickCounters finds each CPU's idle_calls and idle_sleeps among the
+// hrtimer lists of a real /proc/timer_list (this project's 6.18 guest's).
+func TestTickCounters(t *testing.T) {
+	noCounters := Root(t.TempDir())
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(noCounters.Path("proc"), 0o755))
+	must(os.WriteFile(noCounters.Path("proc", "timer_list"), []byte("Timer List Version: v0.10\ncpu: 0\n clock 0:\n  .tick_stopped   : 0\n"), 0o644))
+	for _, tc := range []struct {
+		name string
+		root Root
+		cpus []int
+		want []trace.TickCounters
+	}{
+		{"both CPUs", fixture, []int{0, 1}, []trace.TickCounters{
+			{CPU: 0, IdleCalls: 24391225, IdleSleeps: 21329119, Known: true},
+			{CPU: 1, IdleCalls: 32475760, IdleSleeps: 28239045, Known: true}}},
+		{"the recorded CPU only", fixture, []int{1}, []trace.TickCounters{{CPU: 1, IdleCalls: 32475760, IdleSleeps: 28239045, Known: true}}},
+		{"a CPU the file does not list", fixture, []int{7}, nil},
+		{"no file (not root)", Root(t.TempDir()), []int{0}, nil},
+		{"no tick_sched counters", noCounters, []int{0}, nil},
+	} {
+		if got := tc.root.TickCounters(tc.cpus); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

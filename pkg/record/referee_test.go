@@ -294,6 +294,9 @@ func TestKernelReferee(t *testing.T) {
 	ioByOp := map[uint8]uint64{}
 	var readerTaskLat []uint64 // the reader's requests it waited for
 	var loop loopFacts
+	// Periods entered with the tick stopped, and those that followed an
+	// aborted attempt, per CPU.
+	tickStops, afterAbort := map[uint32]uint64{}, map[uint32]uint64{}
 	statesOf := map[uint32][]model.State{}
 	for _, cs := range r.Meta.States {
 		for _, s := range cs.States {
@@ -326,6 +329,12 @@ func TestKernelReferee(t *testing.T) {
 				}
 			}
 			loop.add(p, statesOf[p.CPU])
+			if p.TickStopped == trace.Yes {
+				tickStops[p.CPU]++
+			}
+			if p.AbortedBefore {
+				afterAbort[p.CPU]++
+			}
 			k := key{p.CPU, p.State}
 			c := traced[k]
 			if c == nil {
@@ -450,6 +459,41 @@ func TestKernelReferee(t *testing.T) {
 				if dA, dB := ks.Above-sc.States[j].Above, ks.Below-sc.States[j].Below; c.above != dA || c.below != dB {
 					t.Errorf("cpu%d state%d above/below: traced %d/%d, kernel %d/%d", kc.CPU, ks.Index, c.above, c.below, dA, dB)
 				}
+			}
+		}
+	})
+
+	// The tick's state at entry, which menu and teo decide by, against the
+	// kernel's idle_sleeps: every tick_nohz_idle_stop_tick() that left the
+	// tick stopped (kernel/time/tick-sched.c). The kernel counts also the
+	// attempts aborted after that call (a wake-up before the state's
+	// entry), which make no idle period, so it may count more; never
+	// fewer, but for a period on either side of each snapshot (counted by
+	// the kernel at its entry, by the trace at its exit).
+	t.Run("tick-stops", func(t *testing.T) {
+		if start.Tick == nil || end.Tick == nil {
+			if b, err := os.ReadFile("/proc/timer_list"); err == nil && strings.Contains(string(b), ".idle_sleeps") {
+				t.Fatal("/proc/timer_list has idle_sleeps, but the snapshots lack them")
+			}
+			t.Skip("this kernel's /proc/timer_list has no idle_sleeps (CONFIG_TICK_ONESHOT)")
+		}
+		if !r.Meta.Inputs.TickState {
+			t.Fatalf("the recording has no tick state (%v)", r.Meta.Probes)
+		}
+		for i, e := range end.Tick {
+			s := start.Tick[i]
+			if s.CPU != e.CPU {
+				t.Fatalf("snapshots list CPUs %d and %d at %d", s.CPU, e.CPU, i)
+			}
+			c := uint32(e.CPU)
+			kernel, traced := e.IdleSleeps-s.IdleSleeps, tickStops[c]
+			t.Logf("cpu%d: entered with the tick stopped: traced %d, kernel %d (idle_calls %d); %d periods after an aborted attempt",
+				c, traced, kernel, e.IdleCalls-s.IdleCalls, afterAbort[c])
+			if traced > kernel+2+kernel/100 { // softirqs pending: see analysis' tickStopsExceed
+				t.Errorf("cpu%d: %d periods entered with the tick stopped, but the kernel stopped it %d times", c, traced, kernel)
+			}
+			if traced+2 < kernel*9/10 {
+				t.Errorf("cpu%d: %d periods entered with the tick stopped, the kernel stopped it %d times", c, traced, kernel)
 			}
 		}
 	})

@@ -326,6 +326,10 @@ type Snapshot struct {
 	// IOOrphaned is the recorder's count of requests whose completion never
 	// reached its programs, read with IOUnmatched.
 	IOOrphaned uint64 `json:"io_orphaned"`
+	// Tick: each CPU's tick_sched counters from /proc/timer_list, read
+	// once after CPUIdle; nil where they could not be read (not root, a
+	// kernel without CONFIG_TICK_ONESHOT, traces from before them).
+	Tick []TickCounters `json:"tick,omitempty"`
 	// IORaised: the block tracepoints as the kernel raised them beside the
 	// runs of the recorder's programs on them, read at the same instant;
 	// nil where they could not be counted (no tracefs, classic
@@ -362,6 +366,17 @@ func (r *IORaised) undeliveredSince(r0 *IORaised) (issues, completions uint64, o
 type CPUCounters struct {
 	CPU    int             `json:"cpu"`
 	States []StateCounters `json:"states"`
+}
+
+// TickCounters are one CPU's idle_calls and idle_sleeps as
+// /proc/timer_list shows them (struct tick_sched,
+// kernel/time/tick-sched.c): the idle loop's attempts to stop the tick,
+// and those after which it was stopped (stopped then, or kept stopped).
+type TickCounters struct {
+	CPU        int    `json:"cpu"`
+	IdleCalls  uint64 `json:"idle_calls"`
+	IdleSleeps uint64 `json:"idle_sleeps"`
+	Known      bool   `json:"-"` // the file named them for this CPU
 }
 
 // StateCounters are /sys/devices/system/cpu/cpuN/cpuidle/stateM/{usage,time,above,below,rejected}.
