@@ -294,9 +294,9 @@ func TestKernelReferee(t *testing.T) {
 	ioByOp := map[uint8]uint64{}
 	var readerTaskLat []uint64 // the reader's requests it waited for
 	var loop loopFacts
-	// Periods entered with the tick stopped, and those that followed an
-	// aborted attempt, per CPU.
-	tickStops, afterAbort := map[uint32]uint64{}, map[uint32]uint64{}
+	// Periods entered with the tick stopped, and the aborted attempts
+	// before the periods (a least count where abortsLeast), per CPU.
+	tickStops, aborts, abortsLeast := map[uint32]uint64{}, map[uint32]uint64{}, map[uint32]bool{}
 	statesOf := map[uint32][]model.State{}
 	for _, cs := range r.Meta.States {
 		for _, s := range cs.States {
@@ -332,8 +332,12 @@ func TestKernelReferee(t *testing.T) {
 			if p.TickStopped == trace.Yes {
 				tickStops[p.CPU]++
 			}
-			if p.AbortedBefore {
-				afterAbort[p.CPU]++
+			switch {
+			case p.AbortsBefore >= 0: // menu's count
+				aborts[p.CPU] += uint64(p.AbortsBefore)
+			case p.AbortedBefore: // at least one
+				aborts[p.CPU]++
+				abortsLeast[p.CPU] = true
 			}
 			k := key{p.CPU, p.State}
 			c := traced[k]
@@ -487,13 +491,21 @@ func TestKernelReferee(t *testing.T) {
 			}
 			c := uint32(e.CPU)
 			kernel, traced := e.IdleSleeps-s.IdleSleeps, tickStops[c]
-			t.Logf("cpu%d: entered with the tick stopped: traced %d, kernel %d (idle_calls %d); %d periods after an aborted attempt",
-				c, traced, kernel, e.IdleCalls-s.IdleCalls, afterAbort[c])
+			least := ""
+			if abortsLeast[c] {
+				least = "at least "
+			}
+			t.Logf("cpu%d: entered with the tick stopped: traced %d, kernel %d (idle_calls %d); %s%d aborted attempts",
+				c, traced, kernel, e.IdleCalls-s.IdleCalls, least, aborts[c])
 			if traced > kernel+2+kernel/100 { // softirqs pending: see analysis' tickStopsExceed
 				t.Errorf("cpu%d: %d periods entered with the tick stopped, but the kernel stopped it %d times", c, traced, kernel)
 			}
-			if traced+2 < kernel*9/10 {
-				t.Errorf("cpu%d: %d periods entered with the tick stopped, the kernel stopped it %d times", c, traced, kernel)
+			// Every stop the kernel counted beyond the trace's is an
+			// aborted attempt (6.1 and 6.12 under TCG: 508 of 566, 582 of
+			// at least 741; this guest under fio: 3 of at least 5, and 6 of at
+			// least 4, a period across each snapshot).
+			if kernel > traced+aborts[c]+2+kernel/100 {
+				t.Errorf("cpu%d: %d periods entered with the tick stopped and %s%d aborted attempts, but the kernel stopped it %d times", c, traced, least, aborts[c], kernel)
 			}
 		}
 	})
