@@ -189,13 +189,14 @@ func topCPUTable(f *TopFrame, states []string, noDriver bool) []string {
 	var rows [][]string
 	// Per CPU: time and states.
 	out = append(out, "")
-	head := []string{"CPU", "idle %", "periods"}
+	head := []string{"CPU", "idle %", "periods", "tick off %"}
 	for _, name := range states {
 		head = append(head, name+" %")
 	}
 	head = append(head, "above", "below", "IO woke")
 	rows = [][]string{head}
 	var allIdle, allWindow, allPeriods, allAbove, allBelow uint64
+	var allTick TickStopped
 	allStates := make([]uint64, len(states))
 	for _, c := range last.CPUs {
 		var idle, above, below uint64
@@ -211,7 +212,7 @@ func topCPUTable(f *TopFrame, states []string, noDriver bool) []string {
 				}
 			}
 		}
-		row := []string{fmt.Sprint(c.CPU), idleShare(c.IdleNs, f.IntervalNs), fmt.Sprint(c.Periods)}
+		row := []string{fmt.Sprint(c.CPU), idleShare(c.IdleNs, f.IntervalNs), fmt.Sprint(c.Periods), share(c.TickStopped.Stopped, c.TickStopped.Known)}
 		for _, t := range perState {
 			row = append(row, share(t, idle))
 		}
@@ -221,11 +222,13 @@ func topCPUTable(f *TopFrame, states []string, noDriver bool) []string {
 		allIdle += min(c.IdleNs, f.IntervalNs) // as its row shows it: "all" agrees with the rows
 		allWindow += f.IntervalNs
 		allPeriods += c.Periods
+		allTick.Stopped += c.TickStopped.Stopped
+		allTick.Known += c.TickStopped.Known
 		allAbove += above
 		allBelow += below
 	}
 	if len(last.CPUs) > 1 {
-		row := []string{"all", idleShare(allIdle, allWindow), fmt.Sprint(allPeriods)}
+		row := []string{"all", idleShare(allIdle, allWindow), fmt.Sprint(allPeriods), share(allTick.Stopped, allTick.Known)}
 		var idle uint64
 		for _, t := range allStates {
 			idle += t
@@ -287,7 +290,8 @@ func topNotes(total *Stats, v TopView, noDriver bool) []string {
 	// What the figures mean, and what they cannot say here.
 	out = append(out, "")
 	out = append(out, "Counts are of the last interval: a period counts when the recorder receives it, after it ended. "+
-		"idle % is the CPU's time in those periods (at most 100 %); a state's % is its share of that idle time; "+
+		"idle % is the CPU's time in those periods (at most 100 %); tick off % the share of them entered with the scheduler tick stopped; "+
+		"a state's % is its share of that idle time; "+
 		"wake latency is remote wake request → idle exit, in the last interval and since the start.")
 	if noDriver {
 		out = append(out, "No cpuidle driver: the states are those the cpu_idle tracepoint reports (HLT for the default idle routine, POLL for cpu_idle_poll); "+
