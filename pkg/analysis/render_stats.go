@@ -278,11 +278,12 @@ func renderStatsIdleTime(d *doc, s *Stats) error {
 	if err := d.table(append(head, "Lost idle records"), rows); err != nil {
 		return err
 	}
+	note := "Tick stopped: the idle periods entered with the scheduler tick stopped, of those whose tick state was recorded."
 	if kernelTick {
-		d.para("Tick stopped: the idle periods entered with the scheduler tick stopped, of those whose tick state was recorded. " +
-			"Tick stops: how many, beside the kernel's idle_sleeps (/proc/timer_list) over the window, which counts also the attempts " +
-			"aborted after the tick was stopped (a wake-up came before the state's entry) and so may be the larger.")
+		note += " Tick stops: how many, beside the kernel's idle_sleeps (/proc/timer_list) over the window, which counts also the attempts " +
+			"aborted after the tick was stopped (a wake-up came before the state's entry) and so may be the larger."
 	}
+	d.para(note)
 	return nil
 }
 

@@ -146,12 +146,12 @@ func (b *StatsBuilder) cpuList() []int {
 
 // tickStopsExceed says whether traced periods entered with the tick
 // stopped are more than the kernel's idle_sleeps allow. The kernel counts
-// the call that stopped (or kept stopped) the tick, before the state's
+// each call that left the tick stopped or tried to, before the state's
 // entry: attempts aborted after it leave no period, so it may count more.
-// It counts fewer by a period across each snapshot (counted at its entry
-// by the kernel, at its exit by stats), and by the rare entry whose tick
-// stayed stopped while the kernel would not touch it (softirqs pending:
-// can_stop_idle_tick() returns before the count).
+// It counts fewer only by the rare entry whose tick stayed stopped while
+// the kernel would not touch it (softirqs pending: can_stop_idle_tick()
+// returns before the count), and by a period across a snapshot where a
+// CPU could not be held at its instant (host.Root.Snapshot).
 func tickStopsExceed(traced, kernel uint64) bool {
 	return traced > kernel+2+kernel/100
 }
@@ -324,7 +324,7 @@ func (b *StatsBuilder) warn(s *Stats) {
 	}
 	for _, c := range s.CPUs {
 		if k := c.KernelTickStops; k != nil && tickStopsExceed(c.TickStopped.Stopped, *k) {
-			s.Warnings = append(s.Warnings, fmt.Sprintf("CPU %d: %d idle periods were entered with the tick stopped, but the kernel stopped it %d times (idle_sleeps): the recorded tick state is not what the kernel did", c.CPU, c.TickStopped.Stopped, *k))
+			s.Warnings = append(s.Warnings, fmt.Sprintf("CPU %d: %d idle periods were entered with the tick stopped, but the kernel counted %d stops (idle_sleeps): the recorded tick state is not what the kernel did", c.CPU, c.TickStopped.Stopped, *k))
 		}
 	}
 	if !m.Inputs.WakeCauses {

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -217,7 +218,29 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 		CPUIdle:   make([]trace.CPUCounters, len(cpus)),
 		CPUTimeNs: make([]uint64, len(cpus)),
 	}
+	// Each thread holds its CPU from its instant until the tick counters
+	// are read (one file for every CPU), by the last thread to take its
+	// instant: a held CPU does not idle, so its idle_sleeps are those of
+	// its instant. Held threads yield to what else runs there, never
+	// sleep.
 	var wg sync.WaitGroup
+	remaining := int64(len(cpus))
+	released := make(chan struct{})
+	hold := func(pinned bool) {
+		if atomic.AddInt64(&remaining, -1) == 0 {
+			s.Tick = r.TickCounters(cpus)
+			close(released)
+			return
+		}
+		for pinned {
+			select {
+			case <-released:
+				return
+			default:
+				unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			}
+		}
+	}
 	for i, cpu := range cpus {
 		wg.Add(1)
 		go func() {
@@ -255,13 +278,10 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 			if !pinned {
 				s.CPUTimeNs[i] = 0 // no exact window for this CPU
 			}
+			hold(pinned)
 		}()
 	}
 	wg.Wait()
-	// Read once for every CPU, after their cpuidle counters: an idle CPU's
-	// do not move, and one released from its pinned thread may count its
-	// next entry on this side of the instant (stats allows for that).
-	s.Tick = r.TickCounters(cpus)
 	// The block counters are read on either side of the instant and of the
 	// recorder's own IO counters, and kept only when no request completed
 	// in between, so that a completion falls on the same side of the

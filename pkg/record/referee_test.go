@@ -295,7 +295,8 @@ func TestKernelReferee(t *testing.T) {
 	var readerTaskLat []uint64 // the reader's requests it waited for
 	var loop loopFacts
 	// Periods entered with the tick stopped, and the aborted attempts
-	// before the periods (a least count where abortsLeast), per CPU.
+	// before the periods (a least count where abortsLeast: the period says
+	// only whether the attempt before it aborted, or nothing), per CPU.
 	tickStops, aborts, abortsLeast := map[uint32]uint64{}, map[uint32]uint64{}, map[uint32]bool{}
 	statesOf := map[uint32][]model.State{}
 	for _, cs := range r.Meta.States {
@@ -335,6 +336,8 @@ func TestKernelReferee(t *testing.T) {
 			switch {
 			case p.AbortsBefore >= 0: // menu's count
 				aborts[p.CPU] += uint64(p.AbortsBefore)
+			case !p.KernelKnown: // no driver's device to show them
+				abortsLeast[p.CPU] = true
 			case p.AbortedBefore: // at least one
 				aborts[p.CPU]++
 				abortsLeast[p.CPU] = true
@@ -467,13 +470,16 @@ func TestKernelReferee(t *testing.T) {
 		}
 	})
 
-	// The tick's state at entry, which menu and teo decide by, against the
-	// kernel's idle_sleeps: every tick_nohz_idle_stop_tick() that left the
-	// tick stopped (kernel/time/tick-sched.c). The kernel counts also the
+	// The tick's state at entry (after the governor's choice, which it
+	// follows) against the kernel's idle_sleeps: every
+	// tick_nohz_idle_stop_tick() that left the tick stopped or tried to
+	// (kernel/time/tick-sched.c; since 6.9 a timer base that will not go
+	// idle keeps the tick after the count). So the kernel counts also the
 	// attempts aborted after that call (a wake-up before the state's
-	// entry), which make no idle period, so it may count more; never
-	// fewer, but for a period on either side of each snapshot (counted by
-	// the kernel at its entry, by the trace at its exit).
+	// entry), which make no idle period, and may count more. Fewer only by
+	// an entry whose tick stayed stopped while the kernel would not touch
+	// it (softirqs pending): the snapshots read idle_sleeps while every
+	// CPU is held at its own instant.
 	t.Run("tick-stops", func(t *testing.T) {
 		if start.Tick == nil || end.Tick == nil {
 			if b, err := os.ReadFile("/proc/timer_list"); err == nil && strings.Contains(string(b), ".idle_sleeps") {
@@ -484,28 +490,32 @@ func TestKernelReferee(t *testing.T) {
 		if !r.Meta.Inputs.TickState {
 			t.Fatalf("the recording has no tick state (%v)", r.Meta.Probes)
 		}
-		for i, e := range end.Tick {
-			s := start.Tick[i]
-			if s.CPU != e.CPU {
-				t.Fatalf("snapshots list CPUs %d and %d at %d", s.CPU, e.CPU, i)
+		for _, e := range end.Tick {
+			i := slices.IndexFunc(start.Tick, func(s trace.TickCounters) bool { return s.CPU == e.CPU })
+			if i < 0 {
+				t.Fatalf("cpu%d: idle_sleeps at the end, not at the start", e.CPU)
 			}
 			c := uint32(e.CPU)
-			kernel, traced := e.IdleSleeps-s.IdleSleeps, tickStops[c]
+			kernel, traced := e.IdleSleeps-start.Tick[i].IdleSleeps, tickStops[c]
 			least := ""
 			if abortsLeast[c] {
 				least = "at least "
 			}
 			t.Logf("cpu%d: entered with the tick stopped: traced %d, kernel %d (idle_calls %d); %s%d aborted attempts",
-				c, traced, kernel, e.IdleCalls-s.IdleCalls, least, aborts[c])
+				c, traced, kernel, e.IdleCalls-start.Tick[i].IdleCalls, least, aborts[c])
 			if traced > kernel+2+kernel/100 { // softirqs pending: see analysis' tickStopsExceed
 				t.Errorf("cpu%d: %d periods entered with the tick stopped, but the kernel stopped it %d times", c, traced, kernel)
 			}
+			if kernel > 20 && traced == 0 {
+				t.Errorf("cpu%d: the kernel stopped the tick %d times, no period was entered with it stopped", c, kernel)
+			}
 			// Every stop the kernel counted beyond the trace's is an
-			// aborted attempt (6.1 and 6.12 under TCG: 508 of 566, 582 of
-			// at least 741; this guest under fio: 3 of at least 5, and 6 of at
-			// least 4, a period across each snapshot).
-			if kernel > traced+aborts[c]+2+kernel/100 {
-				t.Errorf("cpu%d: %d periods entered with the tick stopped and %s%d aborted attempts, but the kernel stopped it %d times", c, traced, least, aborts[c], kernel)
+			// aborted attempt, where menu counts them all (6.1 and 6.12
+			// under TCG: 508 of 566; where only a least count is known,
+			// 582 of at least 741, and on this guest under fio 3 of at
+			// least 5): held to it there only.
+			if !abortsLeast[c] && kernel > traced+aborts[c]+2+kernel/100 {
+				t.Errorf("cpu%d: %d periods entered with the tick stopped and %d aborted attempts, but the kernel stopped it %d times", c, traced, aborts[c], kernel)
 			}
 		}
 	})

@@ -371,7 +371,8 @@ type CPUCounters struct {
 // TickCounters are one CPU's idle_calls and idle_sleeps as
 // /proc/timer_list shows them (struct tick_sched,
 // kernel/time/tick-sched.c): the idle loop's attempts to stop the tick,
-// and those after which it was stopped (stopped then, or kept stopped).
+// and those that left it stopped or tried to (since 6.9 a timer base that
+// will not go idle keeps the tick running after the count).
 type TickCounters struct {
 	CPU        int    `json:"cpu"`
 	IdleCalls  uint64 `json:"idle_calls"`
