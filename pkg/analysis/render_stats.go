@@ -261,9 +261,9 @@ func renderStatsIdleTime(d *doc, s *Stats) error {
 	var rows [][]string
 	for _, c := range s.CPUs {
 		row := []string{fmt.Sprint(c.CPU), FormatDuration(c.WindowNs), fmt.Sprint(c.Periods),
-			FormatMs(c.IdleNs), FormatPct(c.IdleFraction), tickStoppedCell(c.TickStopped)}
+			FormatMs(c.IdleNs), FormatPct(c.IdleFraction), tickStoppedCell(c.TickStoppedBefore), tickStoppedCell(c.TickStopped)}
 		if kernelTick {
-			k := "—"
+			k := dash
 			if c.KernelTickStops != nil {
 				k = fmt.Sprint(*c.KernelTickStops)
 			}
@@ -271,17 +271,22 @@ func renderStatsIdleTime(d *doc, s *Stats) error {
 		}
 		rows = append(rows, append(row, fmt.Sprint(c.LostIdle)))
 	}
-	head := []string{"CPU", "Window", "Idle periods", "Idle ms", "Idle", "Tick stopped"}
+	head := []string{"CPU", "Window", "Idle periods", "Idle ms", "Idle", "Tick off at choice", "Tick off at entry"}
 	if kernelTick {
-		head = append(head, "Tick stops trace / kernel")
+		head = append(head, "Tick-off entries trace / kernel")
 	}
 	if err := d.table(append(head, "Lost idle records"), rows); err != nil {
 		return err
 	}
-	note := "Tick stopped: the idle periods entered with the scheduler tick stopped, of those whose tick state was recorded."
+	note := "Tick off at choice: the idle periods whose governor found the scheduler tick stopped when it chose their state " +
+		"(tick_nohz_tick_stopped(), which menu and teo read); at entry: stopped once it had chosen " +
+		"(it asked to stop it, or it was already); both of the periods whose tick state was recorded."
+	if s.HaltPoll != nil && s.HaltPoll.GuestHaltPollNs == 0 {
+		note += " The haltpoll governor, with guest_halt_poll_ns=0, asks to stop the tick at every entry."
+	}
 	if kernelTick {
-		note += " Tick stops: how many, beside the kernel's idle_sleeps (/proc/timer_list) over the window, which counts also the attempts " +
-			"aborted after the tick was stopped (a wake-up came before the state's entry) and so may be the larger."
+		note += " Tick-off entries: the periods entered with the tick stopped, beside the kernel's idle_sleeps (/proc/timer_list) over the window, " +
+			"which counts also the attempts aborted after the tick was stopped (a wake-up came before the state's entry) and so may be the larger."
 	}
 	d.para(note)
 	return nil
@@ -301,7 +306,7 @@ func renderStatsPeriodLength(d *doc, s *Stats) error {
 	if len(s.StatePeriods) == 0 {
 		return nil
 	}
-	d.heading("Idle period length per state (entry → exit, every CPU)")
+	d.heading("Idle period length per state (entry → exit, every recorded CPU)")
 	states := make([]string, 0, len(s.StatePeriods))
 	for n := range s.StatePeriods {
 		states = append(states, n)
@@ -311,9 +316,10 @@ func renderStatsPeriodLength(d *doc, s *Stats) error {
 	for _, n := range states {
 		p := s.StatePeriods[n]
 		l := p.LengthNs
-		rows = append(rows, []string{n, fmt.Sprint(l.Count), FormatUs(uint64(l.Mean + 0.5)), FormatUs(l.P50), FormatUs(l.P99), FormatUs(l.Max), tickStoppedCell(p.TickStopped)})
+		rows = append(rows, []string{n, fmt.Sprint(l.Count), FormatUs(uint64(l.Mean + 0.5)), FormatUs(l.P50), FormatUs(l.P99), FormatUs(l.Max),
+			tickStoppedCell(p.TickStoppedBefore), tickStoppedCell(p.TickStopped)})
 	}
-	return d.table([]string{"State", "Idle periods", "mean µs", "p50 µs", "p99 µs", "max µs", "Tick stopped"}, rows, 0)
+	return d.table([]string{"State", "Idle periods", "mean µs", "p50 µs", "p99 µs", "max µs", "Tick off at choice", "Tick off at entry"}, rows, 0)
 }
 
 // renderStatsWakeCauses writes what ended the idle periods.

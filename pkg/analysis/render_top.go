@@ -290,7 +290,7 @@ func topNotes(total *Stats, v TopView, noDriver bool) []string {
 	// What the figures mean, and what they cannot say here.
 	out = append(out, "")
 	out = append(out, "Counts are of the last interval: a period counts when the recorder receives it, after it ended. "+
-		"idle % is the CPU's time in those periods (at most 100 %); tick off % the share of them entered with the scheduler tick stopped; "+
+		"idle % is the CPU's time in those periods (at most 100 %); tick off % the share of them entered with the scheduler tick stopped (after the governor's choice); "+
 		"a state's % is its share of that idle time; "+
 		"wake latency is remote wake request → idle exit, in the last interval and since the start.")
 	if noDriver {

@@ -89,8 +89,12 @@ type CPUStats struct {
 	// (io.woke_idle_cpu split by CPU, IO filter applied).
 	WakeCauses map[string]uint64 `json:"wake_causes"`
 	IOWokeIdle uint64            `json:"io_woke_idle"`
-	// TickStopped: this CPU's idle periods entered with the tick stopped.
-	TickStopped TickStopped `json:"tick_stopped"`
+	// TickStopped: this CPU's idle periods entered with the tick stopped
+	// (after the governor's choice); TickStoppedBefore: those whose
+	// governor found it stopped when it chose (tick_nohz_tick_stopped(),
+	// which menu and teo read).
+	TickStopped       TickStopped `json:"tick_stopped"`
+	TickStoppedBefore TickStopped `json:"tick_stopped_before"`
 	// KernelTickStops is the kernel's count of the same over the window:
 	// the rise of the CPU's idle_sleeps (/proc/timer_list); null where
 	// the trace has no such counters.
@@ -101,13 +105,14 @@ type CPUStats struct {
 type StatePeriods struct {
 	// LengthNs: entry to exit, whatever the kernel counted (its count is
 	// the state's periods).
-	LengthNs    latency.Summary `json:"length_ns"`
-	TickStopped TickStopped     `json:"tick_stopped"`
+	LengthNs          latency.Summary `json:"length_ns"`
+	TickStopped       TickStopped     `json:"tick_stopped"`
+	TickStoppedBefore TickStopped     `json:"tick_stopped_before"`
 }
 
-// TickStopped counts idle periods entered with the scheduler tick stopped
-// (after the governor's decision for them), of the Known ones whose tick
-// state the trace records (an imported capture has none).
+// TickStopped counts idle periods with the scheduler tick stopped (at
+// entry, or when the governor chose: CPUStats says which), of the Known
+// ones whose tick state the trace records (an imported capture has none).
 type TickStopped struct {
 	Stopped uint64 `json:"stopped"`
 	Known   uint64 `json:"known"`

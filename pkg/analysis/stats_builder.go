@@ -24,14 +24,14 @@ type cpuAcc struct {
 	ioWoke           uint64
 	wake             [maxStates]*latency.Histogram
 	lengths          [maxStates]*lengthAcc
-	tick             TickStopped
+	tick, tickBefore TickStopped
 }
 
 // lengthAcc is one state's idle periods, all CPUs: their lengths and the
 // tick's state at their entry.
 type lengthAcc struct {
-	lengthNs latency.Histogram
-	tick     TickStopped
+	lengthNs         latency.Histogram
+	tick, tickBefore TickStopped
 }
 
 func (t *TickStopped) add(s trace.Tristate) {
@@ -222,7 +222,9 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	}
 	l.lengthNs.Record(p.ExitNs - p.EntryNs)
 	l.tick.add(p.TickStopped)
+	l.tickBefore.add(p.TickStoppedBefore)
 	a.tick.add(p.TickStopped)
+	a.tickBefore.add(p.TickStoppedBefore)
 
 	b.causes[p.WakeCause]++
 	a.causes[p.WakeCause]++

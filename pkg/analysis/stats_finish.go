@@ -184,7 +184,7 @@ func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
 	a := b.cpu(uint32(c))
 	cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{},
 		WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke, // the matcher's Flush (ioStats, after this) reports only misses
-		TickStopped: a.tick}
+		TickStopped: a.tick, TickStoppedBefore: a.tickBefore}
 	for _, cause := range trace.WakeCauses() {
 		cs.WakeCauses[cause.String()] = a.causes[cause]
 	}
@@ -265,7 +265,7 @@ func (b *StatsBuilder) wakeStats(s *Stats) {
 		s.WakeLatencyNs[name] = h.Summary()
 	}
 	for name, l := range b.lengths {
-		s.StatePeriods[name] = StatePeriods{LengthNs: l.lengthNs.Summary(), TickStopped: l.tick}
+		s.StatePeriods[name] = StatePeriods{LengthNs: l.lengthNs.Summary(), TickStopped: l.tick, TickStoppedBefore: l.tickBefore}
 	}
 	s.WakeRequestedBeforeEntry = b.wakeEarly
 }

@@ -900,6 +900,9 @@ func TestTickStopsAndLengths(t *testing.T) {
 	for i, ts := range []trace.Tristate{trace.Yes, trace.No, trace.Unknown, trace.Yes, trace.Yes, trace.Yes} {
 		ps[i].TickStopped = ts
 	}
+	// When the governor chose: CPU 0's first C1 period found it stopped,
+	// the second running; the rest unknown.
+	ps[0].TickStoppedBefore, ps[1].TickStoppedBefore = trace.Yes, trace.No
 	for _, tc := range []struct {
 		name         string
 		start, end   []trace.TickCounters
@@ -934,6 +937,12 @@ func TestTickStopsAndLengths(t *testing.T) {
 			if got := s.CPUs[0].TickStopped; got != (TickStopped{Stopped: 2, Known: 3}) {
 				t.Errorf("CPU 0 tick stopped %+v", got)
 			}
+			if got, c1 := s.CPUs[0].TickStoppedBefore, c1.TickStoppedBefore; got != (TickStopped{Stopped: 1, Known: 2}) || c1 != got {
+				t.Errorf("CPU 0 tick stopped before the choice %+v, C1's %+v", got, c1)
+			}
+			if got := c6.TickStoppedBefore; got != (TickStopped{}) {
+				t.Errorf("C6 tick stopped before the choice %+v, want unknown", got)
+			}
 			for i, want := range tc.kernel {
 				got := ""
 				if k := s.CPUs[i].KernelTickStops; k != nil {
@@ -957,11 +966,11 @@ func TestTickStopsAndLengths(t *testing.T) {
 				t.Fatal(err)
 			}
 			text := out.String()
-			if got := strings.Contains(text, "Tick stops trace / kernel"); got != tc.kernelColumn {
+			if got := strings.Contains(text, "Tick-off entries trace / kernel"); got != tc.kernelColumn {
 				t.Errorf("kernel column shown %v, want %v:\n%s", got, tc.kernelColumn, text)
 			}
-			if !strings.Contains(text, "Idle period length per state") || !strings.Contains(text, "66.7 %") {
-				t.Errorf("no period length table with C1's 66.7 %% tick stopped:\n%s", text)
+			if !strings.Contains(text, "Idle period length per state") || !strings.Contains(text, "66.7 %") || !strings.Contains(text, "50.0 %") {
+				t.Errorf("no period length table with C1's 66.7 %% tick off at entry and 50.0 %% at the choice:\n%s", text)
 			}
 		})
 	}

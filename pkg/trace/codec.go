@@ -248,7 +248,7 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePer
 		return err
 	}
 	// Skipped columns are walked, not decoded: a lean pass (stats) decodes
-	// 9 of 15. limit is where one of them runs out.
+	// 10 of 15. limit is where one of them runs out.
 	govInputs := skip&IdleGovernorInputs == 0
 	limit := int(n)
 	if !govInputs {
@@ -270,8 +270,11 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePer
 		cause := cols[4].byte()
 		flags := cols[5].byte()
 		var flags2 byte
-		if present > 9 && govInputs {
+		if present > 9 {
 			flags2 = cols[9].byte()
+			if !govInputs { // its next event is in a skipped column
+				flags2 &^= idleFlag2EventKnown
+			}
 		}
 		var kernel uint64
 		if present > 10 {
@@ -421,13 +424,10 @@ func (d *decoder) decodeBlockIO(raw []byte, n uint32, skip Fields, fn func(*Bloc
 }
 
 // skipIdleGovernorInputs skips an idle chunk's governor-input columns
-// (8, 9, 11-14) as decodeIdle would read them for n records, and returns
+// (8, 11-14; 9, flags2, is decoded: stats reads its tick state) as decodeIdle would read them for n records, and returns
 // how many records come before one of them runs out.
 func skipIdleGovernorInputs(cols []colReader, present, n int) int {
 	limit := n
-	if present > 9 {
-		limit = min(limit, cols[9].skipBytes(n))
-	}
 	if present > 12 {
 		limit = min(limit, cols[12].skipVarints(n))
 	}

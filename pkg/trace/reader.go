@@ -79,8 +79,10 @@ type Fields uint8
 const (
 	// IdleGovernorInputs is what an idle period tells a governor model
 	// beyond its state, times and wake: NextTimerNs and NextTimerKnown,
-	// NextEventNs and NextEventKnown, TickStoppedBefore, GotTick,
-	// AbortedBefore, NrIOWait, AbortsBefore, IdleLoopEntry, TickStoppable.
+	// NextEventNs and NextEventKnown, NrIOWait, AbortsBefore,
+	// IdleLoopEntry, TickStoppable. (TickStoppedBefore, GotTick and
+	// AbortedBefore share a byte with NextEventKnown and are always
+	// decoded.)
 	IdleGovernorInputs Fields = 1 << iota
 	// BlockIOShape is a request's Sector, Bytes, Op, CmdFlags and IssueCPU.
 	BlockIOShape
@@ -247,7 +249,7 @@ func (r *Reader) open() error {
 		// The start of a trace, cut short: not some other file.
 		return r.errorf("file is truncated inside the file header: %s, the header needs %d", countOf(uint64(n), "byte"), fileHeaderSize)
 	case n < len(fileMagic) || string(hdr[:len(fileMagic)]) != fileMagic:
-		return r.errorf("%w", ErrNotTrace)
+		return r.errorf("%w%s", ErrNotTrace, notTraceHint(hdr[:n]))
 	}
 	version := int(binary.LittleEndian.Uint16(hdr[8:]))
 	if version > FormatVersion {
@@ -535,6 +537,18 @@ func countOf(n uint64, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// notTraceHint says what a file that is not a trace may be, from its
+// first bytes, where idletrace can read it another way.
+func notTraceHint(head []byte) string {
+	switch {
+	case bytes.HasPrefix(head, []byte("PERFILE")):
+		return ": a perf.data file? perf script's text of it is what idletrace import reads"
+	case len(head) > 0 && !slices.ContainsFunc(head, func(c byte) bool { return (c < ' ' && c != '\n' && c != '\t' && c != '\r') || c > '~' }):
+		return ": a text capture (perf script, trace-cmd report, ftrace)? idletrace import converts one"
+	}
+	return ""
 }
 
 // Verify reads every chunk and checks its header and checksum, without

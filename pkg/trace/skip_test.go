@@ -13,7 +13,6 @@ func skippedIdle(p IdlePeriod, skip Fields) IdlePeriod {
 	if skip&IdleGovernorInputs != 0 {
 		p.NextTimerNs, p.NextTimerKnown = 0, false
 		p.NextEventNs, p.NextEventKnown = 0, false
-		p.TickStoppedBefore, p.GotTick, p.AbortedBefore = Unknown, Unknown, false
 		p.NrIOWait, p.AbortsBefore = -1, -1
 		p.IdleLoopEntry, p.TickStoppable = Unknown, Unknown
 	}

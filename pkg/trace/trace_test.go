@@ -439,8 +439,10 @@ func TestOpenErrors(t *testing.T) {
 		is      error
 	}{
 		{"empty", nil, "trace t.trace: the file is empty, not an idletrace trace", ErrNotTrace},
-		{"garbage", []byte("hello, this is not a trace at all"), "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
-		{"perf data", append([]byte("PERFILE2"), make([]byte, 100)...), "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
+		{"garbage", []byte("hello, this is not a trace at all"), "trace t.trace: not an idletrace file (bad magic): a text capture (perf script, trace-cmd report, ftrace)? idletrace import converts one", ErrNotTrace},
+		{"ftrace text", []byte("# tracer: nop\n#\n#           TASK-PID     CPU#  TIMESTAMP  FUNCTION\n"), "(bad magic): a text capture", ErrNotTrace},
+		{"binary", []byte("\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02"), "trace t.trace: not an idletrace file (bad magic)", ErrNotTrace},
+		{"perf data", append([]byte("PERFILE2"), make([]byte, 100)...), "trace t.trace: not an idletrace file (bad magic): a perf.data file? perf script's text of it is what idletrace import reads", ErrNotTrace},
 		{"newer version", newer, "trace t.trace: format version 7 is newer than this idletrace supports (1); upgrade idletrace", nil},
 		{"version 0", zeroVersion, "trace t.trace: invalid format version 0", nil},
 		{"header only", good[:fileHeaderSize], "metadata chunk is damaged (truncated)", nil},
