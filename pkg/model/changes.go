@@ -96,6 +96,9 @@ type whyInput struct {
 	// each state's exit latency (by name), for qos=.
 	refShare map[string]float64
 	exitNs   map[string]int64
+	// menu's selections, those that reached its stopped-tick override,
+	// and those where margin= predicted other than the next timer there.
+	selections, stoppedRuns, marginOther uint64
 }
 
 // littleShare: a policy that changed at most this share of wake-ups and of
@@ -175,6 +178,11 @@ func changeReason(in whyInput) *string {
 		if len(above) == 0 {
 			rs = append(rs, fmt.Sprintf("%s never entered a state with an exit latency above %s µs", refName, fmtUs(p.QoSNs)))
 		}
+	}
+	if p.HasMargin && p.Governor == GovMenu && len(rs) == n {
+		rs = append(rs, fmt.Sprintf("the margin acts only where menu found the tick already stopped with a prediction under a tick: "+
+			"%s of %s selections, %s of them given a prediction other than the next timer",
+			FormatCount(in.stoppedRuns), FormatCount(in.selections), FormatCount(in.marginOther)))
 	}
 	if len(rs) == 0 && in.wakeChanged == 0 && in.ioChanged == 0 {
 		if in.sameStates {
@@ -329,6 +337,13 @@ func (r *Replay) changes(k int, out []Result) *Changes {
 		in.exitNs[ps.tab.name[i]] = ps.tab.el[i]
 	}
 	in.issuePerCPU, in.wokePerCPU = r.ioIssueCPU, r.ioWokeCPU
+	in.selections = ps.selections
+	for _, cs := range ps.cpus {
+		if cs != nil {
+			in.stoppedRuns += cs.menu.stoppedRuns
+			in.marginOther += cs.menu.marginOther
+		}
+	}
 	ch.Reason = changeReason(in)
 	return ch
 }

@@ -126,6 +126,13 @@ type menuGov struct {
 	nvalid    int
 	sum       uint64
 	sumsq     uint64
+
+	// stoppedRuns counts the selections that reached the stopped-tick
+	// override (the tick already stopped, a prediction under a tick);
+	// marginOther those where margin= predicted other than the next
+	// timer, which menu's override would have taken. whatif's reason
+	// for a margin that changed little.
+	stoppedRuns, marginOther uint64
 }
 
 func newMenu(t *table, f *menuFlags) *menuGov {
@@ -459,10 +466,14 @@ func (m *menuGov) stoppedOverride(predicted *uint64, in *selInput) {
 	if !in.tickStopped || *predicted >= uint64(m.t.tick) {
 		return
 	}
+	m.stoppedRuns++
 	switch {
 	case m.f.margin:
 		p := *predicted + uint64(float64(*predicted)*m.f.marginPct/100)
 		*predicted = min(p, m.nextTimer)
+		if *predicted != m.nextTimer {
+			m.marginOther++
+		}
 	case m.f.safeTimer && m.nextTimer <= uint64(2*m.t.tick):
 	default:
 		*predicted = m.nextTimer

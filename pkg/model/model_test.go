@@ -1137,3 +1137,36 @@ func TestIOLatencyWithoutTheRecordedState(t *testing.T) {
 		}
 	}
 }
+
+// menu's stopped-tick override (menu_select: tick_nohz_tick_stopped() and
+// a prediction under a tick take the next timer), counted for whatif's
+// margin reason: the selections that reach it, and where margin=
+// predicts other than the next timer.
+func TestMenuStoppedOverrideCounts(t *testing.T) {
+	tab := newTable(seedIntel(250), nil, nil, -1) // tick 4 ms
+	const timer = 3_000_000
+	for _, tc := range []struct {
+		name                string
+		margin              bool
+		pct                 float64
+		stopped             bool
+		predicted, want     uint64
+		wantRuns, wantOther uint64
+	}{
+		{"tick running: no override", false, 0, false, 100_000, 100_000, 0, 0},
+		{"a prediction of a tick or more: no override", false, 0, true, 4_000_000, 4_000_000, 0, 0},
+		{"menu takes the next timer", false, 0, true, 100_000, timer, 1, 0},
+		{"margin 25 % predicts 125 µs", true, 25, true, 100_000, 125_000, 1, 1},
+		{"margin reaching the timer takes it", true, 5000, true, 100_000, timer, 1, 0},
+	} {
+		f := menuFlagsFor(Version{6, 18, 44})
+		f.margin, f.marginPct = tc.margin, tc.pct
+		m := newMenu(tab, &f)
+		m.nextTimer = timer
+		p := tc.predicted
+		m.stoppedOverride(&p, &selInput{tickStopped: tc.stopped})
+		if p != tc.want || m.stoppedRuns != tc.wantRuns || m.marginOther != tc.wantOther {
+			t.Errorf("%s: predicted %d, runs %d, other %d; want %d, %d, %d", tc.name, p, m.stoppedRuns, m.marginOther, tc.want, tc.wantRuns, tc.wantOther)
+		}
+	}
+}
