@@ -39,7 +39,10 @@ var topCauses = []trace.WakeCause{
 func RenderTop(w io.Writer, f *TopFrame, v TopView) error {
 	lines := topLines(f, v)
 	if v.Height > 0 && len(lines) > v.Height {
-		lines = lines[:v.Height]
+		// The last line says what the terminal leaves out, rather than
+		// the frame ending as if it were whole.
+		cut := len(lines) - v.Height + 1
+		lines = append(lines[:v.Height-1:v.Height-1], fmt.Sprintf("… %d more lines: a taller terminal shows them (piped, top prints every line)", cut))
 	}
 	var b strings.Builder
 	for _, l := range lines {

@@ -240,6 +240,15 @@ func TestRenderTop(t *testing.T) {
 		if len(lines) > 12 {
 			t.Errorf("%s: %d lines on a 12-line terminal", tc.name, len(lines))
 		}
+		// What the terminal leaves out is said on its last line.
+		var unbounded strings.Builder
+		if err := RenderTop(&unbounded, f, TopView{Width: 60}); err != nil {
+			t.Fatal(err)
+		}
+		whole := strings.Count(unbounded.String(), "\n")
+		if want := fmt.Sprintf("… %d more lines:", whole-11); whole <= 12 || !strings.HasPrefix(lines[len(lines)-1], want) {
+			t.Errorf("%s: a %d-line frame on a 12-line terminal ends %q, want %q", tc.name, whole, lines[len(lines)-1], want)
+		}
 		for _, l := range lines {
 			if displayLen(l) > 60 {
 				t.Errorf("%s: line wider than 60: %q", tc.name, l)
