@@ -282,7 +282,7 @@ func renderStatsIdleTime(d *doc, s *Stats) error {
 		"(tick_nohz_tick_stopped(), which menu and teo read); at entry: stopped once it had chosen " +
 		"(it asked to stop it, or it was already); both of the periods whose tick state was recorded."
 	if s.HaltPoll != nil && s.HaltPoll.GuestHaltPollNs == 0 {
-		note += " The haltpoll governor, with guest_halt_poll_ns=0, asks to stop the tick at every entry."
+		note += " The haltpoll governor, with guest_halt_poll_ns=0, asks to stop the tick at every entry unless a PM QoS limit of 0 is in force."
 	}
 	if kernelTick {
 		note += " Tick-off entries: the periods entered with the tick stopped, beside the kernel's idle_sleeps (/proc/timer_list) over the window, " +

@@ -179,7 +179,9 @@ func changeReason(in whyInput) *string {
 			rs = append(rs, fmt.Sprintf("%s never entered a state with an exit latency above %s µs", refName, fmtUs(p.QoSNs)))
 		}
 	}
-	if p.HasMargin && p.Governor == GovMenu && len(rs) == n {
+	// Against a bare menu only: against another governor, little changed
+	// says nothing of the margin.
+	if p.HasMargin && p.Governor == GovMenu && in.ref.Governor == GovMenu && !in.ref.HasMargin && len(rs) == n {
 		rs = append(rs, fmt.Sprintf("the margin acts only where menu found the tick already stopped with a prediction under a tick: "+
 			"%s of %s selections, %s of them given a prediction other than the next timer",
 			FormatCount(in.stoppedRuns), FormatCount(in.selections), FormatCount(in.marginOther)))

@@ -69,6 +69,9 @@ func TestChangeReason(t *testing.T) {
 		{"margin where menu seldom found the tick stopped", with(base("menu+margin=25", "menu"), func(in *whyInput) {
 			in.wakeChanged, in.selections, in.stoppedRuns, in.marginOther = 2, 1200, 114, 51
 		}), "the margin acts only where menu found the tick already stopped with a prediction under a tick: 114 of 1,200 selections, 51 of them given a prediction other than the next timer"},
+		{"margin against another governor: nothing said of it", with(base("menu+margin=25", "recorded"), func(in *whyInput) {
+			in.sameStates, in.selections, in.stoppedRuns = true, 1200, 114
+		}), "chose the same state as recorded in every period"},
 		{"margin that changed much: counts say it all", with(base("menu+margin=25", "menu"), func(in *whyInput) {
 			in.wakeChanged, in.selections, in.stoppedRuns, in.marginOther = 400, 1200, 900, 800
 		}), ""},
