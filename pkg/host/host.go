@@ -319,6 +319,7 @@ func (r Root) TickCounters(cpus []int) []trace.TickCounters {
 		want[c] = true
 	}
 	var out []trace.TickCounters
+	named := map[int]bool{} // CPUs whose idle_calls the file gave
 	var cur *trace.TickCounters
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
@@ -345,12 +346,12 @@ func (r Root) TickCounters(cpus []int) []trace.TickCounters {
 		}
 		switch strings.TrimSpace(name) {
 		case ".idle_calls":
-			cur.IdleCalls, cur.Known = n, true
+			cur.IdleCalls, named[cur.CPU] = n, true
 		case ".idle_sleeps":
 			cur.IdleSleeps = n
 		}
 	}
-	out = slices.DeleteFunc(out, func(t trace.TickCounters) bool { return !t.Known })
+	out = slices.DeleteFunc(out, func(t trace.TickCounters) bool { return !named[t.CPU] })
 	if sc.Err() != nil || len(out) == 0 {
 		return nil
 	}

@@ -260,9 +260,9 @@ func TestTickCounters(t *testing.T) {
 		want []trace.TickCounters
 	}{
 		{"both CPUs", fixture, []int{0, 1}, []trace.TickCounters{
-			{CPU: 0, IdleCalls: 24391225, IdleSleeps: 21329119, Known: true},
-			{CPU: 1, IdleCalls: 32475760, IdleSleeps: 28239045, Known: true}}},
-		{"the recorded CPU only", fixture, []int{1}, []trace.TickCounters{{CPU: 1, IdleCalls: 32475760, IdleSleeps: 28239045, Known: true}}},
+			{CPU: 0, IdleCalls: 24391225, IdleSleeps: 21329119},
+			{CPU: 1, IdleCalls: 32475760, IdleSleeps: 28239045}}},
+		{"the recorded CPU only", fixture, []int{1}, []trace.TickCounters{{CPU: 1, IdleCalls: 32475760, IdleSleeps: 28239045}}},
 		{"a CPU the file does not list", fixture, []int{7}, nil},
 		{"no file (not root)", Root(t.TempDir()), []int{0}, nil},
 		{"no tick_sched counters", noCounters, []int{0}, nil},

@@ -327,8 +327,9 @@ type Snapshot struct {
 	// reached its programs, read with IOUnmatched.
 	IOOrphaned uint64 `json:"io_orphaned"`
 	// Tick: each CPU's tick_sched counters from /proc/timer_list, read
-	// once after CPUIdle; nil where they could not be read (not root, a
-	// kernel without CONFIG_TICK_ONESHOT, traces from before them).
+	// once while every CPU is held at its instant; nil where they could
+	// not be read (not root, a kernel without CONFIG_TICK_ONESHOT, traces
+	// from before them).
 	Tick []TickCounters `json:"tick,omitempty"`
 	// IORaised: the block tracepoints as the kernel raised them beside the
 	// runs of the recorder's programs on them, read at the same instant;
@@ -377,7 +378,6 @@ type TickCounters struct {
 	CPU        int    `json:"cpu"`
 	IdleCalls  uint64 `json:"idle_calls"`
 	IdleSleeps uint64 `json:"idle_sleeps"`
-	Known      bool   `json:"-"` // the file named them for this CPU
 }
 
 // StateCounters are /sys/devices/system/cpu/cpuN/cpuidle/stateM/{usage,time,above,below,rejected}.
