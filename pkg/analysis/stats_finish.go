@@ -3,7 +3,6 @@ package analysis
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 
 	"github.com/idletrace/idletrace/pkg/latency"
@@ -31,8 +30,9 @@ func (b *StatsBuilder) finish(losses []trace.Loss, flush bool) *Stats {
 	b.lossStats(s)
 	cpuList := b.cpuList()
 	s.CPUs = make([]CPUStats, 0, len(cpuList))
+	tickStops := b.kernelTickStops()
 	for _, c := range cpuList {
-		s.CPUs = append(s.CPUs, b.cpuStats(c, s.DurationNs))
+		s.CPUs = append(s.CPUs, b.cpuStats(c, s.DurationNs, tickStops))
 	}
 	s.Kernel = b.kernelStats(cpuList)
 	if s.Kernel.Available {
@@ -156,31 +156,29 @@ func tickStopsExceed(traced, kernel uint64) bool {
 	return traced > kernel+2+kernel/100
 }
 
-// kernelTickStops is the rise of CPU c's idle_sleeps between the
-// snapshots, nil without both readings.
-func (b *StatsBuilder) kernelTickStops(c int) *uint64 {
+// kernelTickStops is the rise of each CPU's idle_sleeps between the
+// snapshots, for the CPUs with both readings and no fall.
+func (b *StatsBuilder) kernelTickStops() map[int]uint64 {
 	if b.meta.Start == nil || b.end == nil || b.end.Snapshot == nil {
 		return nil
 	}
-	at := func(ts []trace.TickCounters) (uint64, bool) {
-		i := slices.IndexFunc(ts, func(t trace.TickCounters) bool { return t.CPU == c })
-		if i < 0 {
-			return 0, false
+	start := map[int]uint64{}
+	for _, t := range b.meta.Start.Tick {
+		start[t.CPU] = t.IdleSleeps
+	}
+	rise := map[int]uint64{}
+	for _, t := range b.end.Snapshot.Tick {
+		if s, ok := start[t.CPU]; ok && t.IdleSleeps >= s {
+			rise[t.CPU] = t.IdleSleeps - s
 		}
-		return ts[i].IdleSleeps, true
 	}
-	start, ok1 := at(b.meta.Start.Tick)
-	end, ok2 := at(b.end.Snapshot.Tick)
-	if !ok1 || !ok2 || end < start {
-		return nil
-	}
-	d := end - start
-	return &d
+	return rise
 }
 
 // cpuStats is one CPU's idle time and states; durationNs is the window's
-// length, the CPU's own where the trace does not bound it.
-func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
+// length, the CPU's own where the trace does not bound it; tickStops the
+// kernel's by CPU (kernelTickStops).
+func (b *StatsBuilder) cpuStats(c int, durationNs uint64, tickStops map[int]uint64) CPUStats {
 	a := b.cpu(uint32(c))
 	cs := CPUStats{CPU: c, Periods: a.periods, IdleNs: a.idleNs, LostIdle: b.losses[uint32(c)].IdleLost, States: []StateStats{},
 		WakeCauses: map[string]uint64{}, IOWokeIdle: a.ioWoke, // the matcher's Flush (ioStats, after this) reports only misses
@@ -197,7 +195,9 @@ func (b *StatsBuilder) cpuStats(c int, durationNs uint64) CPUStats {
 	if cs.WindowNs > 0 {
 		cs.IdleFraction = float64(a.idleNs) / float64(cs.WindowNs)
 	}
-	cs.KernelTickStops = b.kernelTickStops(c)
+	if d, ok := tickStops[c]; ok {
+		cs.KernelTickStops = &d
+	}
 	tab := b.table(c)
 	n := max(len(a.states), len(tab))
 	if b.noDriver && tab == nil && n < 2 {
