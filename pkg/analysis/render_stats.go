@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -307,13 +308,8 @@ func renderStatsPeriodLength(d *doc, s *Stats) error {
 		return nil
 	}
 	d.heading("Idle period length per state (entry → exit, every recorded CPU)")
-	states := make([]string, 0, len(s.StatePeriods))
-	for n := range s.StatePeriods {
-		states = append(states, n)
-	}
-	sort.Strings(states)
 	var rows [][]string
-	for _, n := range states {
+	for _, n := range slices.Sorted(maps.Keys(s.StatePeriods)) {
 		p := s.StatePeriods[n]
 		l := p.LengthNs
 		rows = append(rows, []string{n, fmt.Sprint(l.Count), FormatUs(uint64(l.Mean + 0.5)), FormatUs(l.P50), FormatUs(l.P99), FormatUs(l.Max),
@@ -365,12 +361,7 @@ func renderStatsWakeCauses(d *doc, s *Stats) error {
 func renderStatsWakeLatency(d *doc, s *Stats) error {
 	d.heading("Wake-up latency per state (remote wake request → idle exit)")
 	var rows [][]string
-	states := make([]string, 0, len(s.WakeLatencyNs))
-	for n := range s.WakeLatencyNs {
-		states = append(states, n)
-	}
-	sort.Strings(states)
-	for _, n := range states {
+	for _, n := range slices.Sorted(maps.Keys(s.WakeLatencyNs)) {
 		l := s.WakeLatencyNs[n]
 		rows = append(rows, []string{n, fmt.Sprint(l.Count), FormatUs(l.P50), FormatUs(l.P99), FormatUs(l.Max)})
 	}

@@ -34,7 +34,8 @@ type Stats struct {
 	Mismatches []Mismatch `json:"mismatches"`
 
 	// StatePeriods is each state's idle periods on every CPU, by name as
-	// WakeLatencyNs: how long they lasted and the tick's state at entry.
+	// WakeLatencyNs: how long they lasted and the tick's state at the
+	// governor's choice and at entry.
 	StatePeriods map[string]StatePeriods `json:"state_periods"`
 
 	WakeCauses    WakeCauseStats             `json:"wake_causes"`

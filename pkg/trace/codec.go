@@ -424,8 +424,9 @@ func (d *decoder) decodeBlockIO(raw []byte, n uint32, skip Fields, fn func(*Bloc
 }
 
 // skipIdleGovernorInputs skips an idle chunk's governor-input columns
-// (8, 11-14; 9, flags2, is decoded: stats reads its tick state) as decodeIdle would read them for n records, and returns
-// how many records come before one of them runs out.
+// (8, 11-14; column 9, flags2, is decoded: stats reads its tick state) as
+// decodeIdle would read them for n records, and returns how many records
+// come before one of them runs out.
 func skipIdleGovernorInputs(cols []colReader, present, n int) int {
 	limit := n
 	if present > 12 {
