@@ -43,14 +43,14 @@ func fleetStats(paths []string, o fleetOptions, stdout, stderr io.Writer) error 
 		if err != nil {
 			return nil, err
 		}
-		s, wake, err := fleet.StatsFromReader(r, f)
+		s, periods, err := fleet.StatsFromReader(r, f)
 		if err != nil {
 			return nil, err
 		}
 		if s.Empty() {
 			return nil, noRecords(path, "count")
 		}
-		return fleet.StatsRows(key, s, wake), nil
+		return fleet.StatsRows(key, s, periods), nil
 	})
 }
 

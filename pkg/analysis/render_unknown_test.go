@@ -24,7 +24,7 @@ func TestRenderStatsIORecorded(t *testing.T) {
 		meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}}
 		meta.Inputs.BlockIO = tc.blockIO
 		r := tracetest.Build(t, meta, tracetest.Periods(10, 1, 1, 1e6, 5e5), nil)
-		s, err := FilteredStatsEachWake(r, trace.IOFilter{}, nil)
+		s, err := FilteredStatsEachPeriod(r, trace.IOFilter{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestStatsExitLatencyUnknown(t *testing.T) {
 		meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "intel_idle",
 			States: []trace.CPUStates{{CPU: 0, States: tab}}, ExitLatenciesUnknown: unknown}
 		r := tracetest.Build(t, meta, tracetest.Periods(10, 1, 1, 1e6, 5e5), nil)
-		s, err := FilteredStatsEachWake(r, trace.IOFilter{}, nil)
+		s, err := FilteredStatsEachPeriod(r, trace.IOFilter{}, nil)
 		r.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +91,7 @@ func TestWokeIdleCPUJSON(t *testing.T) {
 		meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}}
 		meta.Inputs.BlockIO, meta.Inputs.WakeCauses = tc.blockIO, tc.wakeCauses
 		r := tracetest.Build(t, meta, tracetest.Periods(10, 1, 1, 1e6, 5e5), nil)
-		s, err := FilteredStatsEachWake(r, trace.IOFilter{}, nil)
+		s, err := FilteredStatsEachPeriod(r, trace.IOFilter{}, nil)
 		r.Close()
 		if err != nil {
 			t.Fatal(err)

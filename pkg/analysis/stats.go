@@ -305,15 +305,15 @@ func StatsFromReader(r *trace.Reader) (*Stats, error) {
 // FilteredStatsFromReader is StatsFromReader with the IO figures limited to
 // the requests f selects (StatsBuilder.SetIOFilter).
 func FilteredStatsFromReader(r *trace.Reader, f trace.IOFilter) (*Stats, error) {
-	return FilteredStatsEachWake(r, f, nil)
+	return FilteredStatsEachPeriod(r, f, nil)
 }
 
-// FilteredStatsEachWake is FilteredStatsFromReader with each wake latency
-// counted also passed to eachWake (StatsBuilder.OnWakeLatency; nil: none).
-func FilteredStatsEachWake(r *trace.Reader, f trace.IOFilter, eachWake func(cpu uint32, state int, ns uint64)) (*Stats, error) {
+// FilteredStatsEachPeriod is FilteredStatsFromReader with each idle period
+// counted also passed to eachPeriod (StatsBuilder.OnPeriod; nil: none).
+func FilteredStatsEachPeriod(r *trace.Reader, f trace.IOFilter, eachPeriod func(p *trace.IdlePeriod)) (*Stats, error) {
 	b := NewStatsBuilder(r.Meta, r.End)
 	b.SetIOFilter(f)
-	b.OnWakeLatency(eachWake)
+	b.OnPeriod(eachPeriod)
 	if err := r.Scan(b.Visitor()); err != nil { // loss records come with the scan
 		return nil, err
 	}

@@ -34,7 +34,8 @@ type lengthAcc struct {
 	tick, tickBefore TickStopped
 }
 
-func (t *TickStopped) add(s trace.Tristate) {
+// Add counts one period's tick state (Unknown: not known, not counted).
+func (t *TickStopped) Add(s trace.Tristate) {
 	if s != trace.Unknown {
 		t.Known++
 		if s == trace.Yes {
@@ -106,14 +107,14 @@ type StatsBuilder struct {
 	lengths map[string]*lengthAcc
 	// wakeEarly counts remote wake-ups requested before the idle entry.
 	wakeEarly uint64
-	// eachWake, when set, sees every wake latency the builder counts
-	// (OnWakeLatency).
-	eachWake func(cpu uint32, state int, ns uint64)
-	io       latency.Histogram
-	taskIO   latency.Histogram
-	ioFilter trace.IOFilter
-	ioErr    uint64
-	devs     map[uint32]*devAcc
+	// eachPeriod, when set, sees every idle period the builder counts
+	// (OnPeriod).
+	eachPeriod func(p *trace.IdlePeriod)
+	io         latency.Histogram
+	taskIO     latency.Histogram
+	ioFilter   trace.IOFilter
+	ioErr      uint64
+	devs       map[uint32]*devAcc
 	// lastDev is devs[lastDevID]: requests come in runs from one device.
 	lastDev   *devAcc
 	lastDevID uint32
@@ -187,6 +188,9 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 		b.last = p.ExitNs
 	}
 	b.haveRecord = true
+	if b.eachPeriod != nil {
+		b.eachPeriod(p)
+	}
 
 	idx := int(p.State)
 	for idx >= len(a.states) {
@@ -220,11 +224,11 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 		}
 		a.lengths[idx] = l
 	}
-	l.lengthNs.Record(p.ExitNs - p.EntryNs)
-	l.tick.add(p.TickStopped)
-	l.tickBefore.add(p.TickStoppedBefore)
-	a.tick.add(p.TickStopped)
-	a.tickBefore.add(p.TickStoppedBefore)
+	l.lengthNs.Record(p.ResidencyNs())
+	l.tick.Add(p.TickStopped)
+	l.tickBefore.Add(p.TickStoppedBefore)
+	a.tick.Add(p.TickStopped)
+	a.tickBefore.Add(p.TickStoppedBefore)
 
 	b.causes[p.WakeCause]++
 	a.causes[p.WakeCause]++
@@ -243,19 +247,17 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 			a.wake[idx] = h
 		}
 		h.Record(lat)
-		if b.eachWake != nil {
-			b.eachWake(p.CPU, idx, lat)
-		}
 	} else if p.RequestedBeforeEntry() {
 		b.wakeEarly++
 	}
 	return nil
 }
 
-// OnWakeLatency has f called with each wake latency the builder counts in
-// wake_latency_ns, with its CPU and state index (a caller that splits them
-// finer than stats does). Call it before the first record.
-func (b *StatsBuilder) OnWakeLatency(f func(cpu uint32, state int, ns uint64)) { b.eachWake = f }
+// OnPeriod has f called with each idle period the builder counts (those
+// in the window), for a caller that splits stats' figures finer than it
+// does (pkg/fleet: per CPU and state). f must not keep p. Call it before
+// the first record.
+func (b *StatsBuilder) OnPeriod(f func(p *trace.IdlePeriod)) { b.eachPeriod = f }
 
 // SetIOFilter makes the IO figures (latency, task latency, errors, woke
 // an idle CPU) cover the requests f selects; the per-device counts, which

@@ -71,24 +71,11 @@ func RecordedStartUnixNs(meta *trace.Metadata) *int64 {
 	return &t
 }
 
-// WakeByCPU is the wake latency stats measures per state name, split by
-// CPU and state index: what a state row's wake_latency_ns_* columns say.
-type WakeByCPU map[[2]int]*latency.Histogram
-
-func (w WakeByCPU) record(cpu, state int, ns uint64) {
-	k := [2]int{cpu, state}
-	h := w[k]
-	if h == nil {
-		h = &latency.Histogram{}
-		w[k] = h
-	}
-	h.Record(ns)
-}
-
 // StatsRows are the rows of one trace's stats: a state row per CPU and
 // state that stats reports (those the kernel's counters hold too), then
-// the trace row. wake is the per-CPU wake latency (nil: none measured).
-func StatsRows(k Key, s *analysis.Stats, wake WakeByCPU) []StatsRow {
+// the trace row. periods splits stats' idle period figures by CPU and state
+// (StatsFromReader; nil: none).
+func StatsRows(k Key, s *analysis.Stats, periods PeriodsByCPU) []StatsRow {
 	head := StatsRow{Key: k, DurationNs: int64(s.DurationNs), LostEvents: int64(s.LostEvents)}
 	kernel := map[int][]analysis.StateStats{}
 	if s.Kernel.Available {
@@ -100,9 +87,9 @@ func StatsRows(k Key, s *analysis.Stats, wake WakeByCPU) []StatsRow {
 	// without one (its note says why), a row NULL.
 	classified := s.CPUIdleDriver != trace.CPUIdleDriverNone
 	var rows []StatsRow
-	var periods uint64
+	var idlePeriods uint64
 	for _, c := range s.CPUs {
-		periods += c.Periods
+		idlePeriods += c.Periods
 		ks, haveKernel := kernel[c.CPU]
 		for _, idx := range analysis.StateIndexes(c.States, ks) {
 			r := head
@@ -128,21 +115,29 @@ func StatsRows(k Key, s *analysis.Stats, wake WakeByCPU) []StatsRow {
 					r.KernelAbove, r.KernelBelow, r.KernelRejected = u64(ke.Above), u64(ke.Below), u64p(ke.Rejected)
 				}
 			}
+			p := periods[[2]int{c.CPU, idx}]
+			if p == nil {
+				p = &CPUStatePeriods{}
+			}
 			if s.Inputs.WakeRequests {
-				var sum latency.Summary
-				if h := wake[[2]int{c.CPU, idx}]; h != nil {
-					sum = h.Summary()
-				}
-				r.WakeLatency = wakeLatency(sum)
+				r.WakeLatency = WakeLatency(histogramCols(&p.WakeLatencyNs))
+			}
+			r.IdlePeriodLength = IdlePeriodLength(histogramCols(&p.LengthNs))
+			if s.Inputs.TickState {
+				r.TickStopped, r.TickStoppedKnown = u64(p.TickStopped.Stopped), u64(p.TickStopped.Known)
+			}
+			if s.Inputs.TickStateBefore {
+				r.TickStoppedBefore, r.TickStoppedBeforeKnown = u64(p.TickStoppedBefore.Stopped), u64(p.TickStoppedBefore.Known)
 			}
 			rows = append(rows, r)
 		}
 	}
 	r := head
 	r.Kind = KindTrace
-	r.CPUs, r.IdlePeriods = i32(len(s.CPUs)), u64(periods)
+	r.CPUs, r.IdlePeriods = i32(len(s.CPUs)), u64(idlePeriods)
 	r.CutShort, r.Mismatches = &s.CutShort, i64(int64(len(s.Mismatches)))
 	r.IOFilter = str(s.IO.Filter)
+	r.KernelTickStops = kernelTickStops(s.CPUs)
 	if s.Inputs.BlockIO {
 		io := &s.IO
 		r.IORequests, r.IOErrors = u64(io.Requests), u64(io.Errors)
@@ -222,7 +217,28 @@ func summaryCols(s *latency.Summary, n uint64) summary {
 	return out
 }
 
-func wakeLatency(s latency.Summary) WakeLatency { return WakeLatency(summaryCols(&s, s.Count)) }
+func histogramCols(h *latency.Histogram) summary {
+	sum := h.Summary()
+	return summaryCols(&sum, sum.Count)
+}
+
+// kernelTickStops is the kernel's count of idle entries with the tick
+// stopped, over every CPU stats covers (the sum of the state rows'
+// tick_stopped counts the same from the trace); nil unless every one of
+// them has the kernel's count, so that the two compare.
+func kernelTickStops(cpus []analysis.CPUStats) *int64 {
+	var n uint64
+	for _, c := range cpus {
+		if c.KernelTickStops == nil {
+			return nil
+		}
+		n += *c.KernelTickStops
+	}
+	if len(cpus) == 0 {
+		return nil
+	}
+	return u64(n)
+}
 
 func findState(states []analysis.StateStats, idx int) *analysis.StateStats {
 	for i := range states {

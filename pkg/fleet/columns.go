@@ -61,6 +61,16 @@ var StatsColumns = append(append([]Column{
 	{"wake_latency_ns_p99", "int64 or NULL", nsUnit, "state", "their 99th percentile; NULL without one"},
 	{"wake_latency_ns_p999", "int64 or NULL", nsUnit, "state", "their 99.9th percentile; NULL without one"},
 	{"wake_latency_ns_max", "int64 or NULL", nsUnit, "state", "the largest, exact; NULL without one"},
+	{"idle_period_ns_count", "int64 or NULL", "", "state", "idle periods on this CPU in this state in the window, entered and left (its share of stats' state_periods[state].length_ns.count); usage leaves out what the kernel does not count"},
+	{"idle_period_ns_mean", "float64 or NULL", nsUnit, "state", "their mean length, entry to exit; NULL without one"},
+	{"idle_period_ns_p50", "int64 or NULL", nsUnit, "state", "their median length (within 0.4 %); NULL without one"},
+	{"idle_period_ns_p99", "int64 or NULL", nsUnit, "state", "their 99th percentile; NULL without one"},
+	{"idle_period_ns_p999", "int64 or NULL", nsUnit, "state", "their 99.9th percentile; NULL without one"},
+	{"idle_period_ns_max", "int64 or NULL", nsUnit, "state", "the longest, exact; NULL without one"},
+	{"tick_stopped", "int64 or NULL", "", "state", "of those, periods entered with the scheduler tick stopped (after the governor's choice; stats' tick_stopped); NULL where the trace does not record the tick's state"},
+	{"tick_stopped_known", "int64 or NULL", "", "state", "periods whose tick state at entry is known (the share's denominator: tick_stopped / tick_stopped_known); NULL likewise"},
+	{"tick_stopped_before", "int64 or NULL", "", "state", "periods whose tick was already stopped when the governor chose, what menu and teo read (stats' tick_stopped_before); NULL where the trace does not record it"},
+	{"tick_stopped_before_known", "int64 or NULL", "", "state", "periods whose tick state at the choice is known; NULL likewise"},
 	{"cpus", "int32 or NULL", "", "trace", "the CPUs stats covers"},
 	{"idle_periods", "int64 or NULL", "", "trace", "idle periods in the window, on every CPU"},
 	{"cut_short", "bool or NULL", "", "trace", "the trace has no end record (the recorder was killed)"},
@@ -82,6 +92,7 @@ var StatsColumns = append(append([]Column{
 	{"task_io_latency_ns_p99", "int64 or NULL", nsUnit, "trace", "its 99th percentile; NULL without one"},
 	{"task_io_latency_ns_p999", "int64 or NULL", nsUnit, "trace", "its 99.9th percentile; NULL without one"},
 	{"task_io_latency_ns_max", "int64 or NULL", nsUnit, "trace", "the largest; NULL without one"},
+	{"kernel_tick_stops", "int64 or NULL", "", "trace", "the kernel's count of idle entries that stopped the tick or kept it stopped (idle_sleeps in /proc/timer_list, end minus start), over every CPU: compare sum(tick_stopped) over the trace's state rows (the kernel's may be the larger: it also counts entries a wake-up aborted); NULL unless the trace has it for every CPU"},
 }...)
 
 // WhatifColumns are a whatif file's columns, in order.

@@ -49,6 +49,7 @@ func TestFleetDuckDB(t *testing.T) {
 	// What pkg/analysis says of each trace, and the rows.
 	var want struct {
 		stateRows, traceRows, usage, timeNs, kernelUsage, kernelRows, wake, io, ioTraces, taskWaited int64
+		periods, tickStopped, tickKnown, tickBefore, kernelTickStops                                 int64
 		whatifRows, idlePeriods, above                                                               int64
 		hosts, shares                                                                                []string
 	}
@@ -60,7 +61,17 @@ func TestFleetDuckDB(t *testing.T) {
 		stats, whatif, rep := rowsOf(t, path, "")
 		var hostTime, hostWake int64
 		hostWakeSet := false
+		kernelTicks, kernelTicksAll := int64(0), len(s.CPUs) > 0
 		for _, c := range s.CPUs {
+			want.periods += int64(c.Periods)
+			want.tickStopped += int64(c.TickStopped.Stopped)
+			want.tickKnown += int64(c.TickStopped.Known)
+			want.tickBefore += int64(c.TickStoppedBefore.Stopped)
+			if c.KernelTickStops == nil {
+				kernelTicksAll = false
+			} else {
+				kernelTicks += int64(*c.KernelTickStops)
+			}
 			for _, st := range c.States {
 				want.stateRows++
 				want.usage += int64(st.Usage)
@@ -81,6 +92,9 @@ func TestFleetDuckDB(t *testing.T) {
 			if l.Count > 0 {
 				hostWake, hostWakeSet = max(hostWake, int64(l.Max)), true
 			}
+		}
+		if kernelTicksAll {
+			want.kernelTickStops += kernelTicks
 		}
 		want.traceRows++
 		hostIO := "null"
@@ -156,6 +170,13 @@ func TestFleetDuckDB(t *testing.T) {
 				IO          string `json:"io_requests"`
 				IOTraces    string `json:"io_traces"`
 				TaskWaited  string `json:"task_io_waited"`
+				// Every idle period twice: per trace, and per CPU and state.
+				IdlePeriods     string `json:"idle_periods"`
+				StatePeriods    string `json:"state_periods"`
+				TickStopped     string `json:"tick_stopped"`
+				TickKnown       string `json:"tick_stopped_known"`
+				TickBefore      string `json:"tick_stopped_before"`
+				KernelTickStops string `json:"kernel_tick_stops"`
 			} `json:"stats"`
 			Hosts []struct {
 				Host      string  `json:"host"`
@@ -183,6 +204,10 @@ func TestFleetDuckDB(t *testing.T) {
 		wantStats := joined(want.stateRows, want.traceRows, fleetSize, fleetSize, want.usage, want.timeNs, want.kernelUsage, want.kernelRows, want.wake, want.io, want.ioTraces, want.taskWaited)
 		if gotStats != wantStats {
 			t.Errorf("%s: stats (state rows, trace rows, hosts, traces, usage, time_ns, kernel_usage, kernel rows, wake-ups, IO requests, IO traces, task IO waited)\n got %s\nwant %s (pkg/analysis)", what, gotStats, wantStats)
+		}
+		gotPeriods := joined(gs.IdlePeriods, gs.StatePeriods, gs.TickStopped, gs.TickKnown, gs.TickBefore, gs.KernelTickStops)
+		if wantPeriods := joined(want.periods, want.periods, want.tickStopped, want.tickKnown, want.tickBefore, want.kernelTickStops); gotPeriods != wantPeriods {
+			t.Errorf("%s: idle periods per trace and per state row, tick stopped, known, before, kernel tick stops\n got %s\nwant %s (pkg/analysis)", what, gotPeriods, wantPeriods)
 		}
 		var gotHosts []string
 		for _, h := range g.Hosts {

@@ -24,7 +24,8 @@ type spec struct {
 	kernel   bool // the kernel's cpuidle counters in both snapshots
 	wakeReqs bool // remote wake requests recorded
 	cutShort bool // no end record
-	imported bool // the state table without exit latencies, as an import's
+	imported bool // the state table without exit latencies and no tick state, as an import's
+	noTick   bool // no tick state (a kernel whose tick_sched the recorder could not read)
 	seed     int
 }
 
@@ -69,9 +70,23 @@ func (sp spec) meta() *trace.Metadata {
 	}
 	if sp.kernel {
 		m.Start.CPUIdle = sp.counters(0)
+		m.Start.Tick = sp.tickCounters(0)
 	}
 	m.ExitLatenciesUnknown = sp.imported
+	m.Inputs.TickState = !sp.imported && !sp.noTick
+	m.Inputs.TickStateBefore = m.Inputs.TickState
 	return m
+}
+
+// tickCounters are the kernel's tick-stop counts at a snapshot: at the end,
+// CPU c's has grown by growth × (c+1).
+func (sp spec) tickCounters(growth uint64) []trace.TickCounters {
+	var out []trace.TickCounters
+	for c := 0; c < sp.cpus; c++ {
+		base := uint64(5000 * (c + 1))
+		out = append(out, trace.TickCounters{CPU: c, IdleCalls: base + 2*growth, IdleSleeps: base + growth*uint64(c+1)})
+	}
+	return out
 }
 
 // counters are the kernel's cpuidle counters at a snapshot: at the end,
@@ -125,6 +140,11 @@ func (sp spec) write(t testing.TB, dir string) string {
 				entry = 1_000_000 - res - 1000
 			}
 			p := trace.IdlePeriod{CPU: uint32(c), State: state, EntryNs: entry, ExitNs: entry + res, WakeCause: trace.WakeTimer, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1}
+			if !sp.imported && !sp.noTick { // varied apart from the state (k): a hash of the period
+				h := uint(i*2654435761+c*40503+sp.seed) >> 7
+				p.TickStopped = []trace.Tristate{trace.Yes, trace.No, trace.Unknown}[h%3]
+				p.TickStoppedBefore = []trace.Tristate{trace.No, trace.Yes, trace.Yes, trace.Unknown}[h/3%4]
+			}
 			switch k % 4 {
 			case 1:
 				p.WakeCause, p.WakeIRQ = trace.WakeIRQ, 24
@@ -165,6 +185,7 @@ func (sp spec) write(t testing.TB, dir string) string {
 		end := &trace.End{StopReason: "duration", Snapshot: &trace.Snapshot{MonotonicNs: last + 100*us}}
 		if sp.kernel {
 			end.Snapshot.CPUIdle = sp.counters(uint64(sp.periods))
+			end.Snapshot.Tick = sp.tickCounters(uint64(sp.periods))
 		}
 		if err := w.Close(end); err != nil {
 			t.Fatal(err)
@@ -182,7 +203,7 @@ func (sp spec) write(t testing.TB, dir string) string {
 // requests, one in 50 cut short.
 func specOf(i int) spec {
 	sp := spec{host: fmt.Sprintf("host-%04d", i), cpus: 1 + i%4, table: i % 3, periods: 5 + (i*37)%120,
-		io: i%3 != 0, taskIO: i%2 == 0, kernel: i%4 != 1, wakeReqs: i%5 != 2, cutShort: i%50 == 7, seed: i}
+		io: i%3 != 0, taskIO: i%2 == 0, kernel: i%4 != 1, wakeReqs: i%5 != 2, cutShort: i%50 == 7, noTick: i%20 == 13, seed: i}
 	if i%10 == 9 {
 		sp.table, sp.kernel = -1, false
 	}
@@ -217,15 +238,15 @@ func rowsOf(t testing.TB, path, host string) ([]StatsRow, []WhatifRow, *analysis
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, wake, err := StatsFromReader(r, trace.IOFilter{})
+	s, periods, err := StatsFromReader(r, trace.IOFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Meta.ExitLatenciesUnknown { // no recorded profile to replay on: stats rows only
-		return StatsRows(k, s, wake), nil, nil
+		return StatsRows(k, s, periods), nil, nil
 	}
 	rep := replay(t, r, path)
-	return StatsRows(k, s, wake), WhatifRows(k, rep, ""), rep
+	return StatsRows(k, s, periods), WhatifRows(k, rep, ""), rep
 }
 
 // fleetPolicies are the policies the tests replay, those of the README's

@@ -3,8 +3,9 @@
 // Parquet, so that the files of thousands of hosts can be merged and
 // queried together (DuckDB over a directory, Spark where a fleet outgrows
 // one machine). It computes nothing of its own beyond what pkg/analysis
-// and pkg/model report, except each CPU's share of the wake latency that
-// stats reports per state (see StatsFromReader).
+// and pkg/model report, except each CPU's share of the idle period
+// lengths, tick states and wake latency that stats reports per state (see
+// StatsFromReader).
 package fleet
 
 import (
@@ -60,6 +61,11 @@ type StatsRow struct {
 	KernelBelow       *int64  `parquet:"kernel_below,optional" json:"kernel_below"`
 	KernelRejected    *int64  `parquet:"kernel_rejected,optional" json:"kernel_rejected"`
 	WakeLatency
+	IdlePeriodLength
+	TickStopped            *int64 `parquet:"tick_stopped,optional" json:"tick_stopped"`
+	TickStoppedKnown       *int64 `parquet:"tick_stopped_known,optional" json:"tick_stopped_known"`
+	TickStoppedBefore      *int64 `parquet:"tick_stopped_before,optional" json:"tick_stopped_before"`
+	TickStoppedBeforeKnown *int64 `parquet:"tick_stopped_before_known,optional" json:"tick_stopped_before_known"`
 	// Kind "trace".
 	CPUs        *int32  `parquet:"cpus,optional" json:"cpus"`
 	IdlePeriods *int64  `parquet:"idle_periods,optional" json:"idle_periods"`
@@ -72,6 +78,7 @@ type StatsRow struct {
 	IOLatency
 	TaskIOWaited *int64 `parquet:"task_io_waited,optional" json:"task_io_waited"`
 	TaskIOLatency
+	KernelTickStops *int64 `parquet:"kernel_tick_stops,optional" json:"kernel_tick_stops"`
 }
 
 // WakeLatency is a state row's measured wake latency (request to idle
@@ -83,6 +90,17 @@ type WakeLatency struct {
 	P99   *int64 `parquet:"wake_latency_ns_p99,optional" json:"wake_latency_ns_p99"`
 	P999  *int64 `parquet:"wake_latency_ns_p999,optional" json:"wake_latency_ns_p999"`
 	Max   *int64 `parquet:"wake_latency_ns_max,optional" json:"wake_latency_ns_max"`
+}
+
+// IdlePeriodLength is a state row's idle periods, entry to exit, on that
+// CPU.
+type IdlePeriodLength struct {
+	Count *int64 `parquet:"idle_period_ns_count,optional" json:"idle_period_ns_count"`
+	Mean  *Float `parquet:"idle_period_ns_mean,optional" json:"idle_period_ns_mean"`
+	P50   *int64 `parquet:"idle_period_ns_p50,optional" json:"idle_period_ns_p50"`
+	P99   *int64 `parquet:"idle_period_ns_p99,optional" json:"idle_period_ns_p99"`
+	P999  *int64 `parquet:"idle_period_ns_p999,optional" json:"idle_period_ns_p999"`
+	Max   *int64 `parquet:"idle_period_ns_max,optional" json:"idle_period_ns_max"`
 }
 
 // IOLatency is block IO issue to completion.

@@ -193,6 +193,7 @@ func TestStatsRows(t *testing.T) {
 		variant("haltpoll", func(s *spec) { s.table, s.cpus = 2, 1 }),
 		variant("cut-short", func(s *spec) { s.cutShort = true }),
 		variant("imported-table", func(s *spec) { s.imported, s.kernel = true, false }),
+		variant("no-tick-state", func(s *spec) { s.noTick = true }),
 	} {
 		t.Run(sp.host, func(t *testing.T) {
 			path := sp.write(t, t.TempDir())
@@ -298,7 +299,8 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 
 	// Wake latency: each CPU's share, computed here from the records,
 	// adds up to stats' per state.
-	want := wakeFromRecords(t, path)
+	want := periodsFromRecords(t, path)
+	checkPeriodRows(t, sp, s, states, want)
 	byName := map[string][2]int64{}
 	for _, r := range states {
 		key := fmt.Sprint(*r.CPU, "/", *r.StateIndex)
@@ -313,8 +315,8 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 			t.Errorf("CPU %s: no wake latency count", key)
 			continue
 		}
-		if *w.Count != want[key][0] || (*w.Count > 0) != (w.Max != nil) || w.Max != nil && *w.Max != want[key][1] {
-			t.Errorf("CPU %s: wake latency count %d max %s, the records say %v", key, *w.Count, ptr(w.Max), want[key])
+		if *w.Count != want[key].wakeCount || (*w.Count > 0) != (w.Max != nil) || w.Max != nil && *w.Max != want[key].wakeMax {
+			t.Errorf("CPU %s: wake latency count %d max %s, the records say %d %d", key, *w.Count, ptr(w.Max), want[key].wakeCount, want[key].wakeMax)
 		}
 		if *w.Count == 0 && (w.Mean != nil || w.P50 != nil || w.P99 != nil || w.P999 != nil) {
 			t.Errorf("CPU %s: quantiles of no wake-up", key)
@@ -347,6 +349,19 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 	if *r.CPUs != int32(len(s.CPUs)) || *r.IdlePeriods != int64(periods) || *r.CutShort != sp.cutShort || *r.Mismatches != int64(len(s.Mismatches)) {
 		t.Errorf("trace row: cpus %d periods %d cut short %v mismatches %d; stats %d %d %v %d", *r.CPUs, *r.IdlePeriods, *r.CutShort, *r.Mismatches, len(s.CPUs), periods, s.CutShort, len(s.Mismatches))
 	}
+	// The kernel's tick stops: the sum of stats' per CPU; the synthetic
+	// counters grow by periods × (CPU+1).
+	if sp.kernel && !sp.cutShort {
+		var want int64
+		for _, c := range s.CPUs {
+			want += int64(sp.periods * (c.CPU + 1))
+		}
+		if ptr(r.KernelTickStops) != fmt.Sprint(want) {
+			t.Errorf("trace row: kernel tick stops %s, the snapshots differ by %d", ptr(r.KernelTickStops), want)
+		}
+	} else if r.KernelTickStops != nil {
+		t.Errorf("trace row: kernel tick stops %s on a trace without the kernel's counts", ptr(r.KernelTickStops))
+	}
 	if !sp.io {
 		if r.IORequests != nil || r.IOLatency.Count != nil || r.IOWokeIdle != nil || r.TaskIOWaited != nil {
 			t.Errorf("trace row: IO columns set on a trace without block IO: %s %s", ptr(r.IORequests), ptr(r.IOLatency.Count))
@@ -375,6 +390,69 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 	}
 }
 
+// checkPeriodRows: each state row's idle period lengths and tick counts
+// are its CPU's from the records, and they add up, over the CPUs, to
+// stats' per state and, over the states, to stats' per CPU.
+func checkPeriodRows(t *testing.T, sp spec, s *analysis.Stats, states []StatsRow, want map[string]fromRecords) {
+	t.Helper()
+	type sums struct{ periods, max, tick, tickKnown, before, beforeKnown int64 }
+	byName, byCPU := map[string]sums{}, map[int32]sums{}
+	for _, r := range states {
+		key := fmt.Sprint(*r.CPU, "/", *r.StateIndex)
+		w, l := want[key], r.IdlePeriodLength
+		if l.Count == nil || *l.Count != w.periods || (w.periods > 0) != (l.Max != nil) || l.Max != nil && *l.Max != w.periodMax {
+			t.Errorf("CPU %s: idle periods %s longest %s, the records say %d %d", key, ptr(l.Count), ptr(l.Max), w.periods, w.periodMax)
+		}
+		if w.periods > 0 && !(*l.P50 <= *l.P99 && *l.P99 <= *l.P999 && *l.P999 <= *l.Max && float64(*l.Mean) <= float64(*l.Max)) {
+			t.Errorf("CPU %s: idle period quantiles out of order: %s %s %s %s", key, ptr(l.P50), ptr(l.P99), ptr(l.P999), ptr(l.Max))
+		}
+		if sp.imported || sp.noTick {
+			if r.TickStopped != nil || r.TickStoppedKnown != nil || r.TickStoppedBefore != nil || r.TickStoppedBeforeKnown != nil {
+				t.Errorf("CPU %s: tick columns set on a trace without the tick's state", key)
+			}
+			continue
+		}
+		got := fmt.Sprintln(ptr(r.TickStopped), ptr(r.TickStoppedKnown), ptr(r.TickStoppedBefore), ptr(r.TickStoppedBeforeKnown))
+		if exp := fmt.Sprintln(w.tick, w.tickKnown, w.tickBefore, w.tickBKnown); got != exp {
+			t.Errorf("CPU %s: tick stopped, known, before, known %q; the records say %q", key, got, exp)
+		}
+		addTicks := func(v *sums) {
+			v.tick, v.tickKnown = v.tick+*r.TickStopped, v.tickKnown+*r.TickStoppedKnown
+			v.before, v.beforeKnown = v.before+*r.TickStoppedBefore, v.beforeKnown+*r.TickStoppedBeforeKnown
+		}
+		v := byName[*r.State]
+		v.periods += *l.Count
+		if l.Max != nil {
+			v.max = max(v.max, *l.Max)
+		}
+		addTicks(&v)
+		byName[*r.State] = v
+		c := byCPU[*r.CPU]
+		addTicks(&c)
+		byCPU[*r.CPU] = c
+	}
+	if sp.imported || sp.noTick {
+		return
+	}
+	for name, p := range s.StatePeriods {
+		exp := sums{int64(p.LengthNs.Count), int64(p.LengthNs.Max), int64(p.TickStopped.Stopped), int64(p.TickStopped.Known),
+			int64(p.TickStoppedBefore.Stopped), int64(p.TickStoppedBefore.Known)}
+		if byName[name] != exp {
+			t.Errorf("%s: over the CPUs' rows (periods, longest, tick stopped, known, before, known) %v, stats %v", name, byName[name], exp)
+		}
+		if exp.tick == 0 || exp.tick == exp.tickKnown || exp.before == 0 {
+			t.Errorf("%s: the synthetic trace's tick states do not vary: the test checks little", name)
+		}
+	}
+	for _, c := range s.CPUs {
+		exp := sums{tick: int64(c.TickStopped.Stopped), tickKnown: int64(c.TickStopped.Known),
+			before: int64(c.TickStoppedBefore.Stopped), beforeKnown: int64(c.TickStoppedBefore.Known)}
+		if byCPU[int32(c.CPU)] != exp {
+			t.Errorf("CPU %d: tick counts over its states' rows %v, stats %v", c.CPU, byCPU[int32(c.CPU)], exp)
+		}
+	}
+}
+
 func latencyOf[L IOLatency | TaskIOLatency](l L) string {
 	s := summary(l)
 	if s.Mean == nil {
@@ -383,9 +461,17 @@ func latencyOf[L IOLatency | TaskIOLatency](l L) string {
 	return fmt.Sprintf("%s %.3f %s %s %s %s", ptr(s.Count), float64(*s.Mean), ptr(s.P50), ptr(s.P99), ptr(s.P999), ptr(s.Max))
 }
 
-// wakeFromRecords counts the measured wake latencies per "CPU/state"
-// straight from the records in each CPU's window: count and max.
-func wakeFromRecords(t *testing.T, path string) map[string][2]int64 {
+// fromRecords is what a state row says of its CPU's idle periods in one
+// state, counted here straight from the records in each CPU's window.
+type fromRecords struct {
+	wakeCount, wakeMax     int64
+	periods, periodMax     int64
+	tick, tickKnown        int64
+	tickBefore, tickBKnown int64
+}
+
+// periodsFromRecords is fromRecords per "CPU/state".
+func periodsFromRecords(t *testing.T, path string) map[string]fromRecords {
 	t.Helper()
 	r, err := trace.Open(path)
 	if err != nil {
@@ -393,18 +479,32 @@ func wakeFromRecords(t *testing.T, path string) map[string][2]int64 {
 	}
 	defer r.Close()
 	rules := analysis.NewRules(r.Meta, r.End)
-	out := map[string][2]int64{}
+	out := map[string]fromRecords{}
 	err = r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error {
 		if !rules.IdleInWindow(p) {
 			return nil
 		}
-		if ns, ok := p.WakeLatencyNs(); ok {
-			k := fmt.Sprint(p.CPU, "/", p.State)
-			v := out[k]
-			v[0]++
-			v[1] = max(v[1], int64(ns))
-			out[k] = v
+		k := fmt.Sprint(p.CPU, "/", p.State)
+		v := out[k]
+		v.periods++
+		v.periodMax = max(v.periodMax, int64(p.ExitNs-p.EntryNs))
+		if p.TickStopped != trace.Unknown {
+			v.tickKnown++
+			if p.TickStopped == trace.Yes {
+				v.tick++
+			}
 		}
+		if p.TickStoppedBefore != trace.Unknown {
+			v.tickBKnown++
+			if p.TickStoppedBefore == trace.Yes {
+				v.tickBefore++
+			}
+		}
+		if ns, ok := p.WakeLatencyNs(); ok {
+			v.wakeCount++
+			v.wakeMax = max(v.wakeMax, int64(ns))
+		}
+		out[k] = v
 		return nil
 	}})
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package latency holds the one distribution every latency figure of
 // idletrace is summarised from (stats' wake-up and IO latencies, whatif's
-// replayed IO and task IO latencies): a fixed-size log-linear histogram,
+// replayed IO and task IO latencies): a bounded log-linear histogram,
 // its summary and its CDF.
 package latency
 
@@ -15,9 +15,10 @@ import (
 // wider than 1/histSub of its lower bound. A quantile is the midpoint of the
 // bucket that holds its rank, clamped to the exact minimum and maximum: its
 // relative error is at most RelError. Count, minimum, maximum and the sum
-// (so the mean) are exact. The buckets (58 KiB) are allocated at the first
-// value: memory does not grow with the number of samples, and an unused
-// histogram costs nothing. The zero value is empty and ready.
+// (so the mean) are exact. The buckets are allocated as far as the largest
+// value seen (58 KiB at most, see grow): memory does not grow with the
+// number of samples, and an unused histogram costs nothing. The zero value
+// is empty and ready.
 type Histogram struct {
 	counts       []uint64
 	n            uint64
@@ -57,10 +58,11 @@ func histBounds(i int) (lo, hi uint64) {
 
 // Record adds one value.
 func (h *Histogram) Record(v uint64) {
-	if h.counts == nil {
-		h.counts = make([]uint64, histBuckets)
+	i := histIndex(v)
+	if i >= len(h.counts) {
+		h.grow(i)
 	}
-	h.counts[histIndex(v)]++
+	h.counts[i]++
 	if h.n == 0 || v < h.min {
 		h.min = v
 	}
@@ -71,13 +73,26 @@ func (h *Histogram) Record(v uint64) {
 	h.sumHi += c
 }
 
+// grow makes room for bucket i. The buckets stop at the largest value
+// seen (rounded up to a power of two's, and at least doubling), not at
+// 2^64: an idle period of a second needs 3 Ki buckets (24 KiB), a wake-up
+// of 100 µs 1.4 Ki, of the 7.4 Ki a full table has (58 KiB). That matters
+// where a caller keeps one per CPU and state (pkg/fleet), and in the
+// page faults of a short command.
+func (h *Histogram) grow(i int) {
+	n := min(max(2*len(h.counts), (i/histSub+1)*histSub), histBuckets)
+	c := make([]uint64, n)
+	copy(c, h.counts)
+	h.counts = c
+}
+
 // Merge adds every sample of o.
 func (h *Histogram) Merge(o *Histogram) {
 	if o.n == 0 {
 		return
 	}
-	if h.counts == nil {
-		h.counts = make([]uint64, histBuckets)
+	if len(o.counts) > len(h.counts) {
+		h.grow(len(o.counts) - 1)
 	}
 	for i, c := range o.counts {
 		h.counts[i] += c

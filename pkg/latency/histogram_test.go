@@ -115,3 +115,58 @@ func TestRank(t *testing.T) {
 		}
 	}
 }
+
+// The buckets grow with the largest value, in whatever order values come
+// and however histograms of different reach are merged, and stop at what
+// that value needs.
+func TestHistogramGrows(t *testing.T) {
+	cases := []struct {
+		name       string
+		a, b       []uint64 // recorded into two histograms, then b merged into a
+		maxBuckets int      // len(counts) after the merge
+	}{
+		{"small only", []uint64{0, 1, 127}, nil, histSub},
+		{"up then down", []uint64{5, 1_000_000_000, 3}, nil, 4 * histSub * 8},
+		{"a short, b long", []uint64{100, 200}, []uint64{50_000, 1 << 40}, histBuckets},
+		{"a long, b short", []uint64{1 << 40, 7}, []uint64{9, 130}, histBuckets},
+		{"the largest value", []uint64{math.MaxUint64, 1}, []uint64{2}, histBuckets},
+		{"one second", []uint64{1_000_000_000}, nil, 4 * histSub * 8},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var a, b, all Histogram
+			for _, v := range c.a {
+				a.Record(v)
+				all.Record(v)
+			}
+			for _, v := range c.b {
+				b.Record(v)
+				all.Record(v)
+			}
+			a.Merge(&b)
+			if len(a.counts) > c.maxBuckets {
+				t.Errorf("%d buckets, want at most %d", len(a.counts), c.maxBuckets)
+			}
+			vals := append(append([]uint64{}, c.a...), c.b...)
+			slices.Sort(vals)
+			for _, h := range []*Histogram{&a, &all} {
+				if h.Count() != uint64(len(vals)) || h.Min() != vals[0] || h.Max() != vals[len(vals)-1] {
+					t.Fatalf("count/min/max %d/%d/%d, want %d/%d/%d", h.Count(), h.Min(), h.Max(), len(vals), vals[0], vals[len(vals)-1])
+				}
+				for _, q := range []float64{0.01, 0.5, 0.99} {
+					exact := vals[Rank(q, uint64(len(vals)))-1]
+					got := h.Quantile(q)
+					if diff := math.Abs(float64(got) - float64(exact)); diff > float64(exact)*RelError+0.5 {
+						t.Errorf("q=%v: got %d, exact %d", q, got, exact)
+					}
+				}
+				if n := len(h.CDF()); n == 0 || n > len(vals) {
+					t.Errorf("CDF of %d points for %d values", n, len(vals))
+				}
+			}
+			if a.Summary() != all.Summary() {
+				t.Errorf("merged %+v, recorded together %+v", a.Summary(), all.Summary())
+			}
+		})
+	}
+}
