@@ -13,7 +13,9 @@ import (
 // report's shape and its entry points, because this is the part that runs
 // per record; turning the accumulators into a report is stats_finish.go.
 
-type stateAcc struct{ usage, timeNs, above, below uint64 }
+// stateAcc is one CPU's state: the kernel's counters as the trace gives
+// them, and every period in it (counted by the kernel or not).
+type stateAcc struct{ periods, usage, timeNs, above, below uint64 }
 
 type cpuAcc struct {
 	cpu              int
@@ -198,6 +200,7 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	}
 	res, counted := p.Residency()
 	s := &a.states[idx]
+	s.periods++
 	if counted {
 		// The kernel counts neither the use nor the time of an entry it
 		// rejected or of idle outside cpuidle_enter_state (default_idle_call

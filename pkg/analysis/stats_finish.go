@@ -208,13 +208,16 @@ func (b *StatsBuilder) cpuStats(c int, durationNs uint64, tickStops map[int]uint
 		if i < len(a.states) {
 			acc = a.states[i]
 		}
-		if i < len(tab) && tab[i].Disabled && tab[i].Name == "" && acc.usage == 0 {
+		// A state with periods is listed even where the kernel counted
+		// none of them (rejected entries, idle outside cpuidle): its
+		// periods are in the CPU's, and a fleet's state rows split them.
+		if i < len(tab) && tab[i].Disabled && tab[i].Name == "" && acc.periods == 0 {
 			continue // a gap in the table
 		}
-		if b.noDriver && tab == nil && i == 0 && acc.usage == 0 {
+		if b.noDriver && tab == nil && i == 0 && acc.periods == 0 {
 			continue // cpu_idle_poll unused
 		}
-		if tab == nil && !b.noDriver && acc.usage == 0 {
+		if tab == nil && !b.noDriver && acc.periods == 0 {
 			continue
 		}
 		st := StateStats{Index: i, Name: b.StateName(c, i), Usage: acc.usage, TimeNs: acc.timeNs, Above: acc.above, Below: acc.below}

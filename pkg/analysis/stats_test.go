@@ -257,6 +257,35 @@ func TestNoCPUIdleDriver(t *testing.T) {
 	}
 }
 
+// TestStateOfUncountedPeriods: a state whose periods the kernel counted
+// none of (rejected entries) is still listed, with no usage, so that a
+// CPU's periods are all in its states (the fleet's state rows split them),
+// whether or not the trace has a state table.
+func TestStateOfUncountedPeriods(t *testing.T) {
+	for _, withTable := range []bool{false, true} {
+		meta := noDriverMeta()
+		meta.CPUIdleDriver, meta.NumCPUs, meta.RecordedCPUs = "acpi_idle", 1, []int{0}
+		if withTable {
+			meta.States = []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
+				{Index: 0, Name: "POLL", Polling: true}, {Index: 1, Name: "C1", ExitLatencyNs: 1 * us, TargetResidencyNs: 1 * us}}}}
+		}
+		ps := []trace.IdlePeriod{period(0, 0, 10_000, 3*us), period(0, 1, 20_000, 50*us), period(0, 0, 100_000, 4*us)}
+		ps[0].KernelKnown, ps[2].KernelKnown = true, true // rejected: known to the core, not counted
+		ps[1].KernelKnown, ps[1].KernelCounted, ps[1].KernelResidencyNs = true, true, 49*us
+		s, err := ComputeStats(meta, &trace.End{Snapshot: &trace.Snapshot{MonotonicNs: 10_000_000}}, nil, scanOf(ps, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, st := range s.CPUs[0].States {
+			got = append(got, fmt.Sprintf("%d usage %d time %d", st.Index, st.Usage, st.TimeNs))
+		}
+		if want := []string{"0 usage 0 time 0", "1 usage 1 time 49000"}; !slices.Equal(got, want) || s.CPUs[0].Periods != 3 {
+			t.Errorf("table %v: states %q, periods %d; want %q and 3", withTable, got, s.CPUs[0].Periods, want)
+		}
+	}
+}
+
 func TestWindowFiltering(t *testing.T) {
 	meta := driverMeta()
 	// CPUTimeNs is parallel to CPUIdle (here listed CPU 1 first).

@@ -75,7 +75,7 @@ func RecordedStartUnixNs(meta *trace.Metadata) *int64 {
 // state that stats reports (those the kernel's counters hold too), then
 // the trace row. periods splits stats' idle period figures by CPU and state
 // (StatsFromReader; nil: none).
-func StatsRows(k Key, s *analysis.Stats, periods PeriodsByCPU) []StatsRow {
+func StatsRows(k Key, s *analysis.Stats, periods PeriodsByCPUState) []StatsRow {
 	head := StatsRow{Key: k, DurationNs: int64(s.DurationNs), LostEvents: int64(s.LostEvents)}
 	kernel := map[int][]analysis.StateStats{}
 	if s.Kernel.Available {

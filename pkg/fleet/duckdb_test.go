@@ -49,7 +49,7 @@ func TestFleetDuckDB(t *testing.T) {
 	// What pkg/analysis says of each trace, and the rows.
 	var want struct {
 		stateRows, traceRows, usage, timeNs, kernelUsage, kernelRows, wake, io, ioTraces, taskWaited int64
-		periods, tickStopped, tickKnown, tickBefore, kernelTickStops                                 int64
+		periods, tickStopped, tickKnown, tickBefore, tickBeforeKnown, kernelTickStops                int64
 		whatifRows, idlePeriods, above                                                               int64
 		hosts, shares                                                                                []string
 	}
@@ -67,6 +67,7 @@ func TestFleetDuckDB(t *testing.T) {
 			want.tickStopped += int64(c.TickStopped.Stopped)
 			want.tickKnown += int64(c.TickStopped.Known)
 			want.tickBefore += int64(c.TickStoppedBefore.Stopped)
+			want.tickBeforeKnown += int64(c.TickStoppedBefore.Known)
 			if c.KernelTickStops == nil {
 				kernelTicksAll = false
 			} else {
@@ -176,6 +177,7 @@ func TestFleetDuckDB(t *testing.T) {
 				TickStopped     string `json:"tick_stopped"`
 				TickKnown       string `json:"tick_stopped_known"`
 				TickBefore      string `json:"tick_stopped_before"`
+				TickBeforeKnown string `json:"tick_stopped_before_known"`
 				KernelTickStops string `json:"kernel_tick_stops"`
 			} `json:"stats"`
 			Hosts []struct {
@@ -205,9 +207,9 @@ func TestFleetDuckDB(t *testing.T) {
 		if gotStats != wantStats {
 			t.Errorf("%s: stats (state rows, trace rows, hosts, traces, usage, time_ns, kernel_usage, kernel rows, wake-ups, IO requests, IO traces, task IO waited)\n got %s\nwant %s (pkg/analysis)", what, gotStats, wantStats)
 		}
-		gotPeriods := joined(gs.IdlePeriods, gs.StatePeriods, gs.TickStopped, gs.TickKnown, gs.TickBefore, gs.KernelTickStops)
-		if wantPeriods := joined(want.periods, want.periods, want.tickStopped, want.tickKnown, want.tickBefore, want.kernelTickStops); gotPeriods != wantPeriods {
-			t.Errorf("%s: idle periods per trace and per state row, tick stopped, known, before, kernel tick stops\n got %s\nwant %s (pkg/analysis)", what, gotPeriods, wantPeriods)
+		gotPeriods := joined(gs.IdlePeriods, gs.StatePeriods, gs.TickStopped, gs.TickKnown, gs.TickBefore, gs.TickBeforeKnown, gs.KernelTickStops)
+		if wantPeriods := joined(want.periods, want.periods, want.tickStopped, want.tickKnown, want.tickBefore, want.tickBeforeKnown, want.kernelTickStops); gotPeriods != wantPeriods {
+			t.Errorf("%s: idle periods per trace and per state row, tick stopped, known, before, known, kernel tick stops\n got %s\nwant %s (pkg/analysis)", what, gotPeriods, wantPeriods)
 		}
 		var gotHosts []string
 		for _, h := range g.Hosts {
@@ -254,7 +256,49 @@ func TestFleetDuckDB(t *testing.T) {
 	if stateRows != int(want.stateRows) {
 		t.Errorf("%d state rows written, stats has %d CPU states", stateRows, want.stateRows)
 	}
+	checkQueryScript(t, node, dir, sqlFile, fmt.Sprint(want.periods))
 	t.Logf("%d traces, %d rows in %d files: written in %v, DuckDB's reading and the README's %d queries %v", fleetSize, totalRows, 4*fleetSize, written.Round(time.Millisecond), len(qs), (time.Since(start) - written).Round(time.Millisecond))
+}
+
+// checkQueryScript: scripts/duckdb/query.mjs, which the README gives for
+// running its queries without a duckdb CLI, prints their results as
+// tables: a query of its own (the fleet's idle periods) with its comment
+// as the title, then the README's, one table each; a bad statement is one
+// line on stderr and exit 1.
+func checkQueryScript(t *testing.T, node, dir, readmeSQL, periods string) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join(filepath.Dir(fleetCheck), "query.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := "-- the fleet's idle periods\nSELECT sum(idle_periods) AS periods FROM read_parquet('fleet/stats/*.parquet');\n"
+	readme, err := os.ReadFile(readmeSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, script, "-C", dir, "-")
+	cmd.Stdin = strings.NewReader(own + string(readme))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("query.mjs: %v: %s", err, out)
+	}
+	if want := "-- the fleet's idle periods\nperiods\n-------\n" + periods + "\n(1 row)\n"; !strings.HasPrefix(string(out), want) {
+		t.Errorf("query.mjs printed\n%s\nwant it to begin\n%s", firstLines(string(out), 6), want)
+	}
+	if n, want := strings.Count(string(out), "\n(")-1, strings.Count(string(readme), "SELECT")-strings.Count(string(readme), "CREATE VIEW"); n != want {
+		t.Errorf("query.mjs printed %d tables of the README's queries, want %d", n, want)
+	}
+	cmd = exec.Command(node, script, "-C", dir, "-")
+	cmd.Stdin = strings.NewReader("SELECT nosuchcolumn FROM read_parquet('fleet/stats/*.parquet');\n")
+	out, err = cmd.CombinedOutput()
+	if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") > 1 || !strings.Contains(string(out), "nosuchcolumn") {
+		t.Errorf("query.mjs on a bad statement: %v, %q; want exit 1 and a line naming it", err, out)
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
 
 func writeRows[R Row](t *testing.T, path, format string, rows []R) {

@@ -26,7 +26,12 @@ type spec struct {
 	cutShort bool // no end record
 	imported bool // the state table without exit latencies and no tick state, as an import's
 	noTick   bool // no tick state (a kernel whose tick_sched the recorder could not read)
-	seed     int
+	// tickCountsMissing: the end snapshot lacks the last CPU's tick counts.
+	tickCountsMissing bool
+	// uncounted: a driver without a state table in the trace, and the
+	// kernel counted none of state 0's periods (rejected entries).
+	uncounted bool
+	seed      int
 }
 
 // tables are the state tables a synthetic machine may have.
@@ -64,7 +69,7 @@ func (sp spec) meta() *trace.Metadata {
 	}
 	for c := 0; c < sp.cpus; c++ {
 		m.RecordedCPUs = append(m.RecordedCPUs, c)
-		if sp.table >= 0 {
+		if sp.table >= 0 && !sp.uncounted {
 			m.States = append(m.States, trace.CPUStates{CPU: c, States: tables[sp.table]})
 		}
 	}
@@ -140,6 +145,9 @@ func (sp spec) write(t testing.TB, dir string) string {
 				entry = 1_000_000 - res - 1000
 			}
 			p := trace.IdlePeriod{CPU: uint32(c), State: state, EntryNs: entry, ExitNs: entry + res, WakeCause: trace.WakeTimer, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1}
+			if sp.uncounted && state == 0 {
+				p.KernelKnown = true // and not KernelCounted
+			}
 			if !sp.imported && !sp.noTick { // varied apart from the state (k): a hash of the period
 				h := uint(i*2654435761+c*40503+sp.seed) >> 7
 				p.TickStopped = []trace.Tristate{trace.Yes, trace.No, trace.Unknown}[h%3]
@@ -186,6 +194,9 @@ func (sp spec) write(t testing.TB, dir string) string {
 		if sp.kernel {
 			end.Snapshot.CPUIdle = sp.counters(uint64(sp.periods))
 			end.Snapshot.Tick = sp.tickCounters(uint64(sp.periods))
+			if sp.tickCountsMissing {
+				end.Snapshot.Tick = end.Snapshot.Tick[:sp.cpus-1]
+			}
 		}
 		if err := w.Close(end); err != nil {
 			t.Fatal(err)

@@ -194,6 +194,8 @@ func TestStatsRows(t *testing.T) {
 		variant("cut-short", func(s *spec) { s.cutShort = true }),
 		variant("imported-table", func(s *spec) { s.imported, s.kernel = true, false }),
 		variant("no-tick-state", func(s *spec) { s.noTick = true }),
+		variant("kernel-tick-count-of-one-cpu-missing", func(s *spec) { s.tickCountsMissing = true }),
+		variant("uncounted-periods-no-table", func(s *spec) { s.uncounted, s.kernel = true, false }),
 	} {
 		t.Run(sp.host, func(t *testing.T) {
 			path := sp.write(t, t.TempDir())
@@ -266,7 +268,7 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 			if *r.State != st.Name || *r.Usage != int64(st.Usage) || *r.TimeNs != int64(st.TimeNs) || *r.WindowNs != int64(c.WindowNs) {
 				t.Errorf("%s: %s usage %d time %d window %d; stats %s %d %d %d", what, *r.State, *r.Usage, *r.TimeNs, *r.WindowNs, st.Name, st.Usage, st.TimeNs, c.WindowNs)
 			}
-			if sp.table < 0 {
+			if sp.table < 0 || sp.uncounted { // no state table to judge by
 				if r.Above != nil || r.Below != nil || r.ExitLatencyNs != nil {
 					t.Errorf("%s: no state table, yet above %s below %s exit latency %s", what, ptr(r.Above), ptr(r.Below), ptr(r.ExitLatencyNs))
 				}
@@ -351,7 +353,7 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 	}
 	// The kernel's tick stops: the sum of stats' per CPU; the synthetic
 	// counters grow by periods × (CPU+1).
-	if sp.kernel && !sp.cutShort {
+	if sp.kernel && !sp.cutShort && !sp.tickCountsMissing {
 		var want int64
 		for _, c := range s.CPUs {
 			want += int64(sp.periods * (c.CPU + 1))
@@ -395,6 +397,7 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 // stats' per state and, over the states, to stats' per CPU.
 func checkPeriodRows(t *testing.T, sp spec, s *analysis.Stats, states []StatsRow, want map[string]fromRecords) {
 	t.Helper()
+	noTick := sp.imported || sp.noTick
 	type sums struct{ periods, max, tick, tickKnown, before, beforeKnown int64 }
 	byName, byCPU := map[string]sums{}, map[int32]sums{}
 	for _, r := range states {
@@ -402,53 +405,57 @@ func checkPeriodRows(t *testing.T, sp spec, s *analysis.Stats, states []StatsRow
 		w, l := want[key], r.IdlePeriodLength
 		if l.Count == nil || *l.Count != w.periods || (w.periods > 0) != (l.Max != nil) || l.Max != nil && *l.Max != w.periodMax {
 			t.Errorf("CPU %s: idle periods %s longest %s, the records say %d %d", key, ptr(l.Count), ptr(l.Max), w.periods, w.periodMax)
+			continue
 		}
 		if w.periods > 0 && !(*l.P50 <= *l.P99 && *l.P99 <= *l.P999 && *l.P999 <= *l.Max && float64(*l.Mean) <= float64(*l.Max)) {
 			t.Errorf("CPU %s: idle period quantiles out of order: %s %s %s %s", key, ptr(l.P50), ptr(l.P99), ptr(l.P999), ptr(l.Max))
 		}
-		if sp.imported || sp.noTick {
-			if r.TickStopped != nil || r.TickStoppedKnown != nil || r.TickStoppedBefore != nil || r.TickStoppedBeforeKnown != nil {
-				t.Errorf("CPU %s: tick columns set on a trace without the tick's state", key)
-			}
-			continue
-		}
-		got := fmt.Sprintln(ptr(r.TickStopped), ptr(r.TickStoppedKnown), ptr(r.TickStoppedBefore), ptr(r.TickStoppedBeforeKnown))
-		if exp := fmt.Sprintln(w.tick, w.tickKnown, w.tickBefore, w.tickBKnown); got != exp {
-			t.Errorf("CPU %s: tick stopped, known, before, known %q; the records say %q", key, got, exp)
-		}
-		addTicks := func(v *sums) {
-			v.tick, v.tickKnown = v.tick+*r.TickStopped, v.tickKnown+*r.TickStoppedKnown
-			v.before, v.beforeKnown = v.before+*r.TickStoppedBefore, v.beforeKnown+*r.TickStoppedBeforeKnown
-		}
-		v := byName[*r.State]
+		v, c := byName[*r.State], byCPU[*r.CPU]
 		v.periods += *l.Count
+		c.periods += *l.Count
 		if l.Max != nil {
 			v.max = max(v.max, *l.Max)
 		}
-		addTicks(&v)
-		byName[*r.State] = v
-		c := byCPU[*r.CPU]
-		addTicks(&c)
-		byCPU[*r.CPU] = c
+		if noTick {
+			if r.TickStopped != nil || r.TickStoppedKnown != nil || r.TickStoppedBefore != nil || r.TickStoppedBeforeKnown != nil {
+				t.Errorf("CPU %s: tick columns set on a trace without the tick's state", key)
+			}
+		} else {
+			got := fmt.Sprintln(ptr(r.TickStopped), ptr(r.TickStoppedKnown), ptr(r.TickStoppedBefore), ptr(r.TickStoppedBeforeKnown))
+			if exp := fmt.Sprintln(w.tick, w.tickKnown, w.tickBefore, w.tickBKnown); got != exp {
+				t.Errorf("CPU %s: tick stopped, known, before, known %q; the records say %q", key, got, exp)
+			} else {
+				for _, x := range []*sums{&v, &c} {
+					x.tick, x.tickKnown = x.tick+*r.TickStopped, x.tickKnown+*r.TickStoppedKnown
+					x.before, x.beforeKnown = x.before+*r.TickStoppedBefore, x.beforeKnown+*r.TickStoppedBeforeKnown
+				}
+			}
+		}
+		byName[*r.State], byCPU[*r.CPU] = v, c
 	}
-	if sp.imported || sp.noTick {
-		return
-	}
+	// Every period the stats count is in one state row: over a CPU's rows
+	// they are its periods, over a state's its state_periods.
 	for name, p := range s.StatePeriods {
-		exp := sums{int64(p.LengthNs.Count), int64(p.LengthNs.Max), int64(p.TickStopped.Stopped), int64(p.TickStopped.Known),
-			int64(p.TickStoppedBefore.Stopped), int64(p.TickStoppedBefore.Known)}
+		exp := sums{periods: int64(p.LengthNs.Count), max: int64(p.LengthNs.Max)}
+		if !noTick {
+			exp.tick, exp.tickKnown = int64(p.TickStopped.Stopped), int64(p.TickStopped.Known)
+			exp.before, exp.beforeKnown = int64(p.TickStoppedBefore.Stopped), int64(p.TickStoppedBefore.Known)
+			if exp.tick == 0 || exp.tick == exp.tickKnown || exp.before == 0 {
+				t.Errorf("%s: the synthetic trace's tick states do not vary: the test checks little", name)
+			}
+		}
 		if byName[name] != exp {
 			t.Errorf("%s: over the CPUs' rows (periods, longest, tick stopped, known, before, known) %v, stats %v", name, byName[name], exp)
 		}
-		if exp.tick == 0 || exp.tick == exp.tickKnown || exp.before == 0 {
-			t.Errorf("%s: the synthetic trace's tick states do not vary: the test checks little", name)
-		}
 	}
 	for _, c := range s.CPUs {
-		exp := sums{tick: int64(c.TickStopped.Stopped), tickKnown: int64(c.TickStopped.Known),
-			before: int64(c.TickStoppedBefore.Stopped), beforeKnown: int64(c.TickStoppedBefore.Known)}
+		exp := sums{periods: int64(c.Periods)}
+		if !noTick {
+			exp.tick, exp.tickKnown = int64(c.TickStopped.Stopped), int64(c.TickStopped.Known)
+			exp.before, exp.beforeKnown = int64(c.TickStoppedBefore.Stopped), int64(c.TickStoppedBefore.Known)
+		}
 		if byCPU[int32(c.CPU)] != exp {
-			t.Errorf("CPU %d: tick counts over its states' rows %v, stats %v", c.CPU, byCPU[int32(c.CPU)], exp)
+			t.Errorf("CPU %d: over its states' rows (periods, -, tick stopped, known, before, known) %v, stats %v", c.CPU, byCPU[int32(c.CPU)], exp)
 		}
 	}
 }

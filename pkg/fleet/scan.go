@@ -15,8 +15,8 @@ import (
 // so it carries that CPU's share (counts add up to stats' per state, maxima
 // to its maximum). The split is kept here rather than in pkg/analysis so
 // that `stats` and `top` do not pay two histograms per CPU and state.
-func StatsFromReader(r *trace.Reader, f trace.IOFilter) (*analysis.Stats, PeriodsByCPU, error) {
-	periods := PeriodsByCPU{}
+func StatsFromReader(r *trace.Reader, f trace.IOFilter) (*analysis.Stats, PeriodsByCPUState, error) {
+	periods := PeriodsByCPUState{}
 	s, err := analysis.FilteredStatsEachPeriod(r, f, periods.add)
 	if err != nil {
 		return nil, nil, err
@@ -24,10 +24,10 @@ func StatsFromReader(r *trace.Reader, f trace.IOFilter) (*analysis.Stats, Period
 	return s, periods, nil
 }
 
-// PeriodsByCPU is what stats counts of idle periods per state name, split
+// PeriodsByCPUState is what stats counts of idle periods per state name, split
 // by CPU and state index: what a state row's idle_period_ns_*, tick_* and
 // wake_latency_ns_* columns say.
-type PeriodsByCPU map[[2]int]*CPUStatePeriods
+type PeriodsByCPUState map[[2]int]*CPUStatePeriods
 
 // CPUStatePeriods is one CPU's idle periods in one state (the window's).
 type CPUStatePeriods struct {
@@ -37,7 +37,7 @@ type CPUStatePeriods struct {
 	TickStoppedBefore analysis.TickStopped
 }
 
-func (m PeriodsByCPU) add(p *trace.IdlePeriod) {
+func (m PeriodsByCPUState) add(p *trace.IdlePeriod) {
 	k := [2]int{int(p.CPU), int(p.State)}
 	c := m[k]
 	if c == nil {

@@ -15,8 +15,8 @@ import (
 // wider than 1/histSub of its lower bound. A quantile is the midpoint of the
 // bucket that holds its rank, clamped to the exact minimum and maximum: its
 // relative error is at most RelError. Count, minimum, maximum and the sum
-// (so the mean) are exact. The buckets are allocated as far as the largest
-// value seen (58 KiB at most, see grow): memory does not grow with the
+// (so the mean) are exact. The buckets are allocated up to about the
+// largest value seen (58 KiB at most, see grow): memory does not grow with the
 // number of samples, and an unused histogram costs nothing. The zero value
 // is empty and ready.
 type Histogram struct {
@@ -73,12 +73,13 @@ func (h *Histogram) Record(v uint64) {
 	h.sumHi += c
 }
 
-// grow makes room for bucket i. The buckets stop at the largest value
-// seen (rounded up to a power of two's, and at least doubling), not at
-// 2^64: an idle period of a second needs 3 Ki buckets (24 KiB), a wake-up
-// of 100 µs 1.4 Ki, of the 7.4 Ki a full table has (58 KiB). That matters
-// where a caller keeps one per CPU and state (pkg/fleet), and in the
-// page faults of a short command.
+// grow makes room for bucket i. The buckets stop near the largest value
+// seen, not at 2^64: at the end of its power of two, or at up to twice
+// that where values rose step by step (each growth at least doubles, so
+// copies stay few). A maximum of a second needs 3 Ki buckets and ends
+// with 3–4 Ki (24–32 KiB), of 100 µs 1.4–2 Ki, of the 7.4 Ki a full table
+// has (58 KiB). That matters where a caller keeps one per CPU and state
+// (pkg/fleet), and in the page faults of a short command.
 func (h *Histogram) grow(i int) {
 	n := min(max(2*len(h.counts), (i/histSub+1)*histSub), histBuckets)
 	c := make([]uint64, n)

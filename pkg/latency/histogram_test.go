@@ -127,8 +127,8 @@ func TestHistogramGrows(t *testing.T) {
 	}{
 		{"small only", []uint64{0, 1, 127}, nil, histSub},
 		{"up then down", []uint64{5, 1_000_000_000, 3}, nil, 4 * histSub * 8},
-		{"a short, b long", []uint64{100, 200}, []uint64{50_000, 1 << 40}, histBuckets},
-		{"a long, b short", []uint64{1 << 40, 7}, []uint64{9, 130}, histBuckets},
+		{"a short, b long", []uint64{100, 200}, []uint64{50_000, 1 << 40}, (1 + 33 + 1) * histSub}, // 2^40's power of two: the 34th above the exact ones
+		{"a long, b short", []uint64{1 << 40, 7}, []uint64{9, 130}, (1 + 33 + 1) * histSub},
 		{"the largest value", []uint64{math.MaxUint64, 1}, []uint64{2}, histBuckets},
 		{"one second", []uint64{1_000_000_000}, nil, 4 * histSub * 8},
 	}

@@ -45,7 +45,8 @@ for (const [format, src] of Object.entries(sources)) {
              sum(io_requests) as io_requests, count(io_requests) as io_traces, sum(task_io_waited) as task_io_waited,
              sum(idle_periods) as idle_periods, sum(idle_period_ns_count) as state_periods,
              sum(tick_stopped) as tick_stopped, sum(tick_stopped_known) as tick_stopped_known,
-             sum(tick_stopped_before) as tick_stopped_before, sum(kernel_tick_stops) as kernel_tick_stops
+             sum(tick_stopped_before) as tick_stopped_before, sum(tick_stopped_before_known) as tick_stopped_before_known,
+             sum(kernel_tick_stops) as kernel_tick_stops
       from ${src.stats}`))[0],
     // One value per host: its idle time, worst wake-up, IO requests.
     hosts: await rows(`
