@@ -230,9 +230,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if err != nil {
 		return nil, err
 	}
-	// IO figures cover the snapshot window, as stats' do, so that the two
-	// agree on a trace.
-	replay.SetIOWindow(trace.SnapshotWindow(meta, r.End))
+	// The replay covers the snapshot window, as stats does: IO figures
+	// that agree with stats', no idle periods of the recorder's shutdown.
+	replay.SetWindow(trace.SnapshotWindow(meta, r.End))
 	replay.SetIOFilter(ioFilter)
 	if v, ok := replay.Prepass(r.End); ok {
 		if err := r.Scan(v); err != nil {
@@ -250,8 +250,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if prof.Name != "measured" {
 		exits = analysis.NewExitLatencyCheck(r.Meta, r.End)
 	}
+	_, endNs := trace.SnapshotWindow(meta, r.End)
 	idle := func(p *trace.IdlePeriod) error {
-		if window.Valid(p) && !window.IdleInWindow(p) { // as stats' outside_window counts
+		if window.Valid(p) && !window.IdleInWindow(p) && p.EntryNs <= endNs { // as stats' outside_window counts, of those replayed
 			outside++
 		}
 		if exits != nil {
@@ -272,6 +273,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	}
 	if st := replay.Stats(); st.IdlePeriods == 0 && st.IOCompletions == 0 {
 		return nil, noRecords(path, "replay")
+	}
+	if st := replay.Stats(); st.AfterEnd > 0 {
+		notes = append(notes, fmt.Sprintf("%d idle periods entered after the recording's end (the end snapshot: what follows is the recorder's own shutdown) were not replayed", st.AfterEnd))
 	}
 	if st := replay.Stats(); st.BadState > 0 {
 		notes = append(notes, fmt.Sprintf("%d of the idle periods were in a state beyond the profile's %d (the trace's states and the profile's differ): the recorded policy leaves them out, the others replay them; give the profile of the recording's machine", st.BadState, len(prof.States)))

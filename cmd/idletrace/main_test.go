@@ -833,28 +833,66 @@ func emptyTrace(t *testing.T) string {
 	return path
 }
 
-// TestWhatifOutsideWindowIsStats: the number of periods whatif's note says
-// lie outside the kernel's counters' window is stats' outside_window: on a
-// recording of this machine (no note at all where it has no cpuidle driver,
-// so no state table), and on a synthetic trace cut short (no end
-// snapshot) whose first periods end before the start snapshot and one
-// straddles it. (The note had its own rule, entry and exit inside both
-// snapshots, and counted none without an end snapshot; on a recording the
-// two rules agree, as the snapshot thread runs on each CPU at its instant
-// and no period straddles it.)
+// TestWhatifOutsideWindowIsStats: the periods whatif's notes say lie
+// outside the kernel's counters' window, those replayed (before the start
+// snapshot, or straddling the end) and those not replayed (entered after
+// the end snapshot: the recorder's shutdown), are together stats'
+// outside_window: on a recording of this machine (no note on the replayed
+// ones where it has no cpuidle driver, so no state table), and on
+// synthetic traces, without an end snapshot and with one, whose first
+// periods end before the start snapshot and one straddles it. (The note
+// had its own rule, entry and exit inside both snapshots, and counted none
+// without an end snapshot; on a recording the two rules agree, as the
+// snapshot thread runs on each CPU at its instant.)
 func TestWhatifOutsideWindowIsStats(t *testing.T) {
-	t.Run("synthetic", func(t *testing.T) {
-		const start = 1_005_200_000 // periods enter each ms from 1 s and last 0.5 ms: 5 end before, 1 straddles
-		meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "intel_idle",
-			States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
-				{Index: 1, Name: "C1", ExitLatencyNs: 2000, TargetResidencyNs: 2000}}}},
-			Start: &trace.Snapshot{MonotonicNs: start, CPUTimeNs: []uint64{start}}}
-		path := filepath.Join(t.TempDir(), "cut.trace")
-		tracetest.WriteFile(t, path, meta, tracetest.Periods(20, 1, 1, 1e6, 5e5), nil)
-		if noted, stats := outsideCounts(t, path); noted != 5 || stats != 5 {
-			t.Errorf("whatif's note counts %d periods outside the window, stats %d; want 5 and 5", noted, stats)
-		}
-	})
+	const start = 1_005_200_000 // periods enter each ms from 1 s and last 0.5 ms: 5 end before, 1 straddles
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "intel_idle",
+		States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
+			{Index: 1, Name: "C1", ExitLatencyNs: 2000, TargetResidencyNs: 2000}}}},
+		Start: &trace.Snapshot{MonotonicNs: start, CPUTimeNs: []uint64{start}}}
+	for _, tc := range []struct {
+		name               string
+		endNs              uint64 // the end snapshot; 0: none
+		replayed, afterEnd uint64 // outside the window: replayed, not replayed
+		statsOutside       uint64
+	}{
+		{"no end snapshot", 0, 5, 0, 5},
+		// The period entered at 1.014 s straddles the end: replayed; the
+		// five entered from 1.015 s are not.
+		{"end snapshot", 1_014_200_000, 6, 5, 11},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cut.trace")
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := trace.NewWriter(f, meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range tracetest.Periods(20, 1, 1, 1e6, 5e5) {
+				if err := w.AddIdle(&p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			end := &trace.End{StopReason: "duration"}
+			if tc.endNs > 0 {
+				end.Snapshot = &trace.Snapshot{MonotonicNs: tc.endNs, CPUTimeNs: []uint64{tc.endNs}}
+			}
+			if err := w.Close(end); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			replayed, afterEnd, stats := outsideCounts(t, path)
+			if replayed != tc.replayed || afterEnd != tc.afterEnd || stats != tc.statsOutside {
+				t.Errorf("whatif's notes count %d periods outside the window replayed and %d after the end, stats %d; want %d, %d and %d",
+					replayed, afterEnd, stats, tc.replayed, tc.afterEnd, tc.statsOutside)
+			}
+		})
+	}
 	t.Run("recording", func(t *testing.T) {
 		testenv.RequireRecorder(t)
 		path := filepath.Join(t.TempDir(), "w.trace")
@@ -867,21 +905,22 @@ func TestWhatifOutsideWindowIsStats(t *testing.T) {
 		}
 		table := len(r.Meta.States) > 0
 		r.Close()
-		noted, stats := outsideCounts(t, path)
+		replayed, afterEnd, stats := outsideCounts(t, path)
 		switch {
-		case table && noted != stats:
-			t.Errorf("whatif's note counts %d periods outside the window, stats' outside_window %d", noted, stats)
-		case !table && noted != 0:
+		case table && replayed+afterEnd != stats:
+			t.Errorf("whatif's notes count %d + %d periods outside the window, stats' outside_window %d", replayed, afterEnd, stats)
+		case !table && replayed != 0:
 			// No cpuidle driver: no state table, no above/below for the
 			// note to be about.
-			t.Errorf("a trace without a state table: whatif notes %d periods outside the window, want no note", noted)
+			t.Errorf("a trace without a state table: whatif notes %d periods outside the window, want no note", replayed)
 		}
 	})
 }
 
-// outsideCounts gives the periods outside the window by whatif's note
-// (0 without one) and by stats' outside_window.
-func outsideCounts(t *testing.T, path string) (noted, stats uint64) {
+// outsideCounts gives the periods outside the window by whatif's notes
+// (0 without one): replayed, and after the end (not replayed); and by
+// stats' outside_window.
+func outsideCounts(t *testing.T, path string) (replayed, afterEnd, stats uint64) {
 	t.Helper()
 	st := runBin(t, "stats", path, "--format", "json")
 	wi := runBin(t, "whatif", path, "--policy", "recorded", "--format", "json")
@@ -904,9 +943,12 @@ func outsideCounts(t *testing.T, path string) (noted, stats uint64) {
 	}
 	for _, n := range w.Notes {
 		if m := regexp.MustCompile(`^(\d+) of the idle periods replayed lie outside the window`).FindStringSubmatch(n); m != nil {
-			noted, _ = strconv.ParseUint(m[1], 10, 64)
+			replayed, _ = strconv.ParseUint(m[1], 10, 64)
+		}
+		if m := regexp.MustCompile(`^(\d+) idle periods entered after the recording's end .* were not replayed`).FindStringSubmatch(n); m != nil {
+			afterEnd, _ = strconv.ParseUint(m[1], 10, 64)
 		}
 	}
-	t.Logf("stats: %d idle periods outside the window; whatif's note: %d", s.Outside.IdlePeriods, noted)
-	return noted, s.Outside.IdlePeriods
+	t.Logf("stats: %d idle periods outside the window; whatif's notes: %d replayed, %d after the end", s.Outside.IdlePeriods, replayed, afterEnd)
+	return replayed, afterEnd, s.Outside.IdlePeriods
 }

@@ -284,7 +284,7 @@ func replay(t testing.TB, r *trace.Reader, path string) *analysis.WhatifReport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp.SetIOWindow(trace.SnapshotWindow(r.Meta, r.End))
+	rp.SetWindow(trace.SnapshotWindow(r.Meta, r.End))
 	if v, ok := rp.Prepass(r.End); ok {
 		if err := r.Scan(v); err != nil {
 			t.Fatal(err)

@@ -66,7 +66,8 @@ type Replay struct {
 	ioMatch        iowake.Matcher[ioWakeCost, *ioReq] // the completing CPU's wake-up
 	taskMatch      iowake.Matcher[ioWakeCost, *ioReq] // the waiting task's CPU's
 	taskSeen       bool
-	ioLo, ioHi     uint64 // completions counted (SetIOWindow)
+	ioLo, ioHi     uint64 // completions counted (SetWindow)
+	idleEnd        uint64 // periods entered after it are not replayed (SetWindow)
 	ioFilter       trace.IOFilter
 	costSlab       []int64
 	// For Changes: the wake-ups the workload sees, the requests whose task
@@ -79,6 +80,7 @@ type Replay struct {
 // Stats counts what the replay had to assume or could not use.
 type Stats struct {
 	IdlePeriods      uint64 // recorded periods replayed
+	AfterEnd         uint64 // recorded periods entered after the recording's end, not replayed (SetWindow)
 	Episodes         uint64 // idle episodes after chaining poll timeouts and idle tick wake-ups
 	ChainedPollEnds  uint64 // recorded periods ended by a poll time limit and continued by the next
 	ChainedTickEnds  uint64 // recorded periods ended by a tick with idle re-entered at once
@@ -179,7 +181,7 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 		r.pols = append(r.pols, ps)
 	}
 	r.elScratch = make([]int64, len(r.pols))
-	r.ioHi = math.MaxUint64
+	r.ioHi, r.idleEnd = math.MaxUint64, math.MaxUint64
 	r.initIO()
 	return r, nil
 }
@@ -292,6 +294,10 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	}
 	if p.CPU >= maxCPUs {
 		return fmt.Errorf("whatif: idle period on CPU %d: CPU number out of range", p.CPU)
+	}
+	if p.EntryNs > r.idleEnd {
+		r.stats.AfterEnd++
+		return nil
 	}
 	c := r.cpu(p.CPU)
 	r.applyPMQoS(c, int64(p.EntryNs))
