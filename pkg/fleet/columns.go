@@ -1,5 +1,7 @@
 package fleet
 
+import "slices"
+
 // Column documents one column of a file: the README's schema is this list
 // (a test checks it, and that it matches the row structs).
 type Column struct {
@@ -35,9 +37,9 @@ var keyColumns = []Column{
 }
 
 // StatsColumns are a stats file's columns, in order.
-var StatsColumns = append(append([]Column{
+var StatsColumns = slices.Concat([]Column{
 	{"kind", "string", "", "", "state: one row per trace, CPU and idle state (stats' cpus[].states[]); trace: one row per trace"},
-}, keyColumns...), []Column{
+}, keyColumns, []Column{
 	{"duration_ns", "int64", nsUnit, "", "the window stats covers (stats' duration_ns); the same on every row of a trace: do not add it up over state rows"},
 	{"lost_events", "int64", "", "", "events the recorder lost (stats' lost_events); the same on every row of a trace"},
 	{"cpu", "int32 or NULL", "", "state", "the CPU"},
@@ -57,16 +59,10 @@ var StatsColumns = append(append([]Column{
 	{"kernel_rejected", "int64 or NULL", "", "state", "the kernel's rejected counter's delta (entries the driver refused); NULL likewise"},
 	{"wake_latency_ns_count", "int64 or NULL", "", "state", "remote wake-ups measured on this CPU in this state (a request while idle, then the exit): its share of stats' wake_latency_ns[state].count; NULL where the trace has no wake requests"},
 	{"wake_latency_ns_mean", "float64 or NULL", nsUnit, "state", "their mean latency, request to idle exit; NULL without one"},
-	{"wake_latency_ns_p50", "int64 or NULL", nsUnit, "state", "their median (within 0.4 %, pkg/latency's histogram); NULL without one"},
-	{"wake_latency_ns_p99", "int64 or NULL", nsUnit, "state", "their 99th percentile; NULL without one"},
-	{"wake_latency_ns_p999", "int64 or NULL", nsUnit, "state", "their 99.9th percentile; NULL without one"},
-	{"wake_latency_ns_max", "int64 or NULL", nsUnit, "state", "the largest, exact; NULL without one"},
+}, quantileColumns("wake_latency_ns", "state", "NULL without one"), []Column{
 	{"idle_period_ns_count", "int64 or NULL", "", "state", "idle periods on this CPU in this state in the window, entered and left (its share of stats' state_periods[state].length_ns.count); usage leaves out what the kernel does not count"},
 	{"idle_period_ns_mean", "float64 or NULL", nsUnit, "state", "their mean length, entry to exit; NULL without one"},
-	{"idle_period_ns_p50", "int64 or NULL", nsUnit, "state", "their median length (within 0.4 %); NULL without one"},
-	{"idle_period_ns_p99", "int64 or NULL", nsUnit, "state", "their 99th percentile; NULL without one"},
-	{"idle_period_ns_p999", "int64 or NULL", nsUnit, "state", "their 99.9th percentile; NULL without one"},
-	{"idle_period_ns_max", "int64 or NULL", nsUnit, "state", "the longest, exact; NULL without one"},
+}, quantileColumns("idle_period_ns", "state", "NULL without one"), []Column{
 	{"tick_stopped", "int64 or NULL", "", "state", "of those, periods entered with the scheduler tick stopped (after the governor's choice; stats' tick_stopped); NULL where the trace does not record the tick's state"},
 	{"tick_stopped_known", "int64 or NULL", "", "state", "periods whose tick state at entry is known (the share's denominator: tick_stopped / tick_stopped_known); NULL likewise"},
 	{"tick_stopped_before", "int64 or NULL", "", "state", "periods whose tick was already stopped when the governor chose, what menu and teo read (stats' tick_stopped_before); NULL where the trace does not record it"},
@@ -81,24 +77,18 @@ var StatsColumns = append(append([]Column{
 	{"io_errors", "int64 or NULL", "", "trace", "of those, completions with an error; NULL without block IO"},
 	{"io_latency_ns_count", "int64 or NULL", "", "trace", "requests in the latency figures (io_requests); NULL without block IO"},
 	{"io_latency_ns_mean", "float64 or NULL", nsUnit, "trace", "mean issue-to-completion latency (stats' io.latency_ns); NULL without a request"},
-	{"io_latency_ns_p50", "int64 or NULL", nsUnit, "trace", "its median; NULL without a request"},
-	{"io_latency_ns_p99", "int64 or NULL", nsUnit, "trace", "its 99th percentile; NULL without a request"},
-	{"io_latency_ns_p999", "int64 or NULL", nsUnit, "trace", "its 99.9th percentile; NULL without a request"},
-	{"io_latency_ns_max", "int64 or NULL", nsUnit, "trace", "the largest; NULL without a request"},
+}, quantileColumns("io_latency_ns", "trace", "NULL without a request"), []Column{
 	{"task_io_waited", "int64 or NULL", "", "trace", "requests whose issuing task waited for them (stats' io.task_waited); NULL where the trace does not record the task"},
 	{"task_io_latency_ns_count", "int64 or NULL", "", "trace", "requests in the task latency figures (task_io_waited); NULL likewise"},
 	{"task_io_latency_ns_mean", "float64 or NULL", nsUnit, "trace", "mean issue to the task running again (stats' io.task_latency_ns); NULL without one"},
-	{"task_io_latency_ns_p50", "int64 or NULL", nsUnit, "trace", "its median; NULL without one"},
-	{"task_io_latency_ns_p99", "int64 or NULL", nsUnit, "trace", "its 99th percentile; NULL without one"},
-	{"task_io_latency_ns_p999", "int64 or NULL", nsUnit, "trace", "its 99.9th percentile; NULL without one"},
-	{"task_io_latency_ns_max", "int64 or NULL", nsUnit, "trace", "the largest; NULL without one"},
+}, quantileColumns("task_io_latency_ns", "trace", "NULL without one"), []Column{
 	{"kernel_tick_stops", "int64 or NULL", "", "trace", "the kernel's count of idle entries that stopped the tick or kept it stopped (idle_sleeps in /proc/timer_list, end minus start), over every CPU: compare sum(tick_stopped) over the trace's state rows (the kernel's may be the larger: it also counts entries a wake-up aborted); NULL unless the trace has it for every CPU"},
-}...)
+})
 
 // WhatifColumns are a whatif file's columns, in order.
-var WhatifColumns = append(append([]Column{
+var WhatifColumns = slices.Concat([]Column{
 	{"kind", "string", "", "", "policy: one row per trace and policy (whatif's results[])"},
-}, keyColumns...), []Column{
+}, keyColumns, []Column{
 	{"profile", "string", "", "", "the profile replayed on (whatif's profile.name): recorded, measured, a built-in's name or a file's"},
 	{"policy_index", "int32", "", "", "the policy's place on the command line, from 0: energy_rel is relative to policy 0"},
 	{"policy", "string", "", "", "the policy as given (GOVERNOR[+MODIFIER]...)"},
@@ -108,26 +98,29 @@ var WhatifColumns = append(append([]Column{
 	{"poll_limit_ns", "int64 or NULL", nsUnit, "", "how long POLL may spin; NULL without a polling state or where it varies (haltpoll)"},
 	{"wake_latency_ns_count", "int64", "", "", "wake-ups that paid an exit latency (modelled: the profile's exit latency of the state the policy chose, not the stats rows' measured request-to-exit latency)"},
 	{"wake_latency_ns_mean", "float64 or NULL", nsUnit, "", "their mean exit latency (whatif's wake_latency_ns); NULL without one"},
-	{"wake_latency_ns_p50", "int64 or NULL", nsUnit, "", "its median; NULL without one"},
-	{"wake_latency_ns_p99", "int64 or NULL", nsUnit, "", "its 99th percentile; NULL without one"},
-	{"wake_latency_ns_p999", "int64 or NULL", nsUnit, "", "its 99.9th percentile; NULL without one"},
-	{"wake_latency_ns_max", "int64 or NULL", nsUnit, "", "the largest; NULL without one"},
+}, quantileColumns("wake_latency_ns", "", "NULL without one"), []Column{
 	{"io_latency_ns_count", "int64 or NULL", "", "", "block IO completions replayed; NULL where the trace does not record block IO"},
 	{"io_latency_ns_mean", "float64 or NULL", nsUnit, "", "their mean latency under the policy (whatif's io_latency_ns); NULL without one"},
-	{"io_latency_ns_p50", "int64 or NULL", nsUnit, "", "its median; NULL without one"},
-	{"io_latency_ns_p99", "int64 or NULL", nsUnit, "", "its 99th percentile; NULL without one"},
-	{"io_latency_ns_p999", "int64 or NULL", nsUnit, "", "its 99.9th percentile; NULL without one"},
-	{"io_latency_ns_max", "int64 or NULL", nsUnit, "", "the largest; NULL without one"},
+}, quantileColumns("io_latency_ns", "", "NULL without one"), []Column{
 	{"io_woke_idle", "int64 or NULL", "", "", "completions that woke an idle CPU, whose latency the policy set; NULL without block IO"},
 	{"task_io_latency_ns_count", "int64 or NULL", "", "", "requests a task waited for; NULL where the trace does not record the task"},
 	{"task_io_latency_ns_mean", "float64 or NULL", nsUnit, "", "their mean issue to the task running again, under the policy (whatif's task_io_latency_ns); NULL without one"},
-	{"task_io_latency_ns_p50", "int64 or NULL", nsUnit, "", "its median; NULL without one"},
-	{"task_io_latency_ns_p99", "int64 or NULL", nsUnit, "", "its 99th percentile; NULL without one"},
-	{"task_io_latency_ns_p999", "int64 or NULL", nsUnit, "", "its 99.9th percentile; NULL without one"},
-	{"task_io_latency_ns_max", "int64 or NULL", nsUnit, "", "the largest; NULL without one"},
+}, quantileColumns("task_io_latency_ns", "", "NULL without one"), []Column{
 	{"above", "int64", "", "", "selections too deep, by the cpuidle core's rule"},
 	{"below", "int64", "", "", "selections too shallow"},
 	{"energy_rel", "float64 or NULL", "", "", "energy over the idle episodes (the states' estimated power, a busy core while the policy woke within one) relative to policy 0 of the same trace; NULL where not finite"},
 	{"agreement", "float64 or NULL", "", "", "share of the recorded selections the policy makes the same way; NULL unless the profile is the recorded one"},
 	{"state_share", "map<string,float64>", "", "", "fraction of idle time per state name of the profile: state_share['C6'] (NULL for a name the profile lacks)"},
-}...)
+})
+
+// quantileColumns are a latency summary's p50, p99, p999 and max columns
+// (after its _count and _mean, which say what is counted), on rows of
+// kind rows; null says when they are NULL.
+func quantileColumns(prefix, rows, null string) []Column {
+	return []Column{
+		{prefix + "_p50", "int64 or NULL", nsUnit, rows, "their median (within 0.4 %, pkg/latency's histogram); " + null},
+		{prefix + "_p99", "int64 or NULL", nsUnit, rows, "their 99th percentile; " + null},
+		{prefix + "_p999", "int64 or NULL", nsUnit, rows, "their 99.9th percentile; " + null},
+		{prefix + "_max", "int64 or NULL", nsUnit, rows, "the largest, exact; " + null},
+	}
+}
