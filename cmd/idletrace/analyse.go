@@ -275,7 +275,7 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 		return nil, noRecords(path, "replay")
 	}
 	if st := replay.Stats(); st.AfterEnd > 0 {
-		notes = append(notes, fmt.Sprintf("%d idle periods entered after the recording's end (the end snapshot: what follows is the recorder's own shutdown) were not replayed", st.AfterEnd))
+		notes = append(notes, fmt.Sprintf("%d idle periods entered after the recording's end (the end snapshot), during the recorder's own shutdown, were not replayed", st.AfterEnd))
 	}
 	if st := replay.Stats(); st.BadState > 0 {
 		notes = append(notes, fmt.Sprintf("%d of the idle periods were in a state beyond the profile's %d (the trace's states and the profile's differ): the recorded policy leaves them out, the others replay them; give the profile of the recording's machine", st.BadState, len(prof.States)))

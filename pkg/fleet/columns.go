@@ -98,7 +98,7 @@ var WhatifColumns = slices.Concat([]Column{
 	{"poll_limit_ns", "int64 or NULL", nsUnit, "", "how long POLL may spin; NULL without a polling state or where it varies (haltpoll)"},
 	{"wake_latency_ns_count", "int64", "", "", "wake-ups that paid an exit latency (modelled: the profile's exit latency of the state the policy chose, not the stats rows' measured request-to-exit latency)"},
 	{"wake_latency_ns_mean", "float64 or NULL", nsUnit, "", "their mean exit latency (whatif's wake_latency_ns); NULL without one"},
-}, quantileColumns("wake_latency_ns", "", "NULL without one"), []Column{
+}, quantileColumnsOf("wake_latency_ns", "", "NULL without one", "exact: each state's exit latency, counted"), []Column{
 	{"io_latency_ns_count", "int64 or NULL", "", "", "block IO completions replayed; NULL where the trace does not record block IO"},
 	{"io_latency_ns_mean", "float64 or NULL", nsUnit, "", "their mean latency under the policy (whatif's io_latency_ns); NULL without one"},
 }, quantileColumns("io_latency_ns", "", "NULL without one"), []Column{
@@ -117,8 +117,13 @@ var WhatifColumns = slices.Concat([]Column{
 // (after its _count and _mean, which say what is counted), on rows of
 // kind rows; null says when they are NULL.
 func quantileColumns(prefix, rows, null string) []Column {
+	return quantileColumnsOf(prefix, rows, null, "within 0.4 %, pkg/latency's histogram")
+}
+
+// quantileColumnsOf is quantileColumns with the quantiles' accuracy.
+func quantileColumnsOf(prefix, rows, null, accuracy string) []Column {
 	return []Column{
-		{prefix + "_p50", "int64 or NULL", nsUnit, rows, "their median (within 0.4 %, pkg/latency's histogram); " + null},
+		{prefix + "_p50", "int64 or NULL", nsUnit, rows, "their median (" + accuracy + "); " + null},
 		{prefix + "_p99", "int64 or NULL", nsUnit, rows, "their 99th percentile; " + null},
 		{prefix + "_p999", "int64 or NULL", nsUnit, rows, "their 99.9th percentile; " + null},
 		{prefix + "_max", "int64 or NULL", nsUnit, rows, "the largest, exact; " + null},

@@ -263,8 +263,8 @@ func TestFleetDuckDB(t *testing.T) {
 // checkQueryScript: scripts/duckdb/query.mjs, which the README gives for
 // running its queries without a duckdb CLI, prints their results as
 // tables: a query of its own (the fleet's idle periods) with its comment
-// as the title, then the README's, one table each; a bad statement is one
-// line on stderr and exit 1.
+// as the title, then the README's, one table each; a bad statement is
+// DuckDB's message and the statement's first line on stderr, and exit 1.
 func checkQueryScript(t *testing.T, node, dir, readmeSQL, periods string) {
 	t.Helper()
 	script, err := filepath.Abs(filepath.Join(filepath.Dir(fleetCheck), "query.mjs"))

@@ -318,6 +318,7 @@ func feedFile(path string) func(rp *Replay, each func()) error {
 			return err
 		}
 		defer r.Close()
+		rp.SetWindow(trace.SnapshotWindow(r.Meta, r.End)) // as whatif does
 		if v, ok := rp.Prepass(r.End); ok {
 			if err := r.Scan(v); err != nil {
 				return err

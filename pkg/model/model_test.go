@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -1167,6 +1169,72 @@ func TestMenuStoppedOverrideCounts(t *testing.T) {
 		m.stoppedOverride(&p, &selInput{tickStopped: tc.stopped})
 		if p != tc.want || m.stoppedRuns != tc.wantRuns || m.marginOther != tc.wantOther {
 			t.Errorf("%s: predicted %d, runs %d, other %d; want %d, %d, %d", tc.name, p, m.stoppedRuns, m.marginOther, tc.want, tc.wantRuns, tc.wantOther)
+		}
+	}
+}
+
+// TestSetWindowIsTheTraceCutAtItsEnd: a replay told where the recording
+// ended (SetWindow) gives what a replay of only the periods entered up to
+// then gives, every policy's every figure: the periods after it are
+// counted apart (AfterEnd) and change nothing.
+func TestSetWindowIsTheTraceCutAtItsEnd(t *testing.T) {
+	s := genTrace(7, 2, 600, 50_000)
+	var entries []uint64
+	for _, p := range s.periods {
+		entries = append(entries, p.EntryNs)
+	}
+	slices.Sort(entries)
+	end := entries[len(entries)/2] + 1 // a period that straddles the end is replayed
+	cut := &synth{ios: s.ios}
+	for _, p := range s.periods {
+		if p.EntryNs <= end {
+			cut.periods = append(cut.periods, p)
+		}
+	}
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+	specs := []string{"menu", "teo", "ladder", "oracle", "menu+blkqos=10us/3ms", "menu+margin=25"}
+	replay := func(s *synth) ([]Result, Stats) {
+		var pols []Policy
+		for _, sp := range specs {
+			pols = append(pols, mustPolicy(t, sp))
+		}
+		rp, err := NewReplay(mustBuiltin(t, "spr", 250), meta, pols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp.SetWindow(0, end)
+		prepassSynth(rp, s)
+		for i := range s.periods {
+			if err := rp.Idle(&s.periods[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range s.ios {
+			if err := rp.BlockIO(&s.ios[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := rp.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, rp.Stats()
+	}
+	full, fullStats := replay(s)
+	short, shortStats := replay(cut)
+	after := uint64(len(s.periods) - len(cut.periods))
+	if fullStats.AfterEnd != after || after == 0 || shortStats.AfterEnd != 0 || fullStats.IdlePeriods != uint64(len(cut.periods)) {
+		t.Errorf("after the end %d, replayed %d; want %d (of %d) and %d", fullStats.AfterEnd, fullStats.IdlePeriods, after, len(s.periods), len(cut.periods))
+	}
+	fullStats.AfterEnd = 0
+	if fullStats != shortStats {
+		t.Errorf("stats %+v, the cut trace's %+v", fullStats, shortStats)
+	}
+	if !reflect.DeepEqual(full, short) {
+		for i := range full {
+			if !reflect.DeepEqual(full[i], short[i]) {
+				t.Errorf("%s: the whole trace with its end gives %+v, the trace cut there %+v", specs[i], full[i], short[i])
+			}
 		}
 	}
 }

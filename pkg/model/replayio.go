@@ -90,7 +90,7 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 		return nil
 	}
 	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi {
-		return nil // outside the window the report counts IO in (SetIOWindow)
+		return nil // outside the window the report counts IO in (SetWindow)
 	}
 	if !r.ioFilter.Match(b) {
 		r.stats.IOFilteredOut++
@@ -130,13 +130,16 @@ func (r *Replay) SetIOFilter(f trace.IOFilter) { r.ioFilter = f }
 // idle periods entered after endNs are not replayed (Stats.AfterEnd).
 // Those before startNs are, as the governors' history, and counted.
 //
-// Choice: after the end snapshot a trace holds the recorder's own
-// shutdown, while it detaches its programs (on a 2-vCPU guest about
-// 200 ms and 300 periods a CPU: 585 of an idle 2 s recording's 770, 564
-// of a 0.3 s command's 735); before the start, the few milliseconds from
-// attaching to the snapshot, kept as the governors' history. A replay
-// never looks ahead, so dropping the periods after the end changes
-// nothing before it. Call it before the first record.
+// Choice: after the end snapshot a trace holds the time of the
+// recorder's own shutdown, while it detaches its programs (on a 2-vCPU
+// guest about 200 ms and 300 periods a CPU: 585 of an idle 2 s
+// recording's 770, 564 of a 0.3 s command's 735); before the start, the
+// few milliseconds from attaching to the snapshot, kept as the governors'
+// history. A replay does not look ahead, so dropping the periods after
+// the end changes what comes before it only at the edge: an episode the
+// next period would have continued ends there, and a task woken from one
+// of them for IO completed before the end keeps its recorded latency.
+// Call it before the first record.
 func (r *Replay) SetWindow(startNs, endNs uint64) { r.ioLo, r.ioHi, r.idleEnd = startNs, endNs, endNs }
 
 // ioWoke applies each policy's exit latency to a completion that woke an

@@ -4,7 +4,8 @@
 //
 //   node scripts/duckdb/query.mjs [-C DIR] SQLFILE|-   (- : standard input)
 //
-// Statements are split at a ';' that ends a line; DIR is the working
+// Statements are split at a ';' that ends a line (so a string literal
+// must not hold one at a line's end); DIR is the working
 // directory the queries' paths are relative to (default: the current one).
 import { readFileSync } from 'node:fs';
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -12,6 +13,10 @@ import { DuckDBInstance } from '@duckdb/node-api';
 const args = process.argv.slice(2);
 let dir = '.';
 if (args[0] === '-C') {
+  if (args.length < 2) {
+    console.error('usage: node query.mjs [-C DIR] SQLFILE|-');
+    process.exit(2);
+  }
   dir = args[1];
   args.splice(0, 2);
 }
