@@ -2,7 +2,9 @@
 // `idletrace whatif` with --format parquet and jsonl) through globs, as a
 // fleet's analyst would, and adds them up, so that a reader outside
 // idletrace checks them (pkg/fleet TestFleetDuckDB compares its answer with
-// what pkg/analysis computed of each trace).
+// what pkg/analysis computed of each trace). It expects that test's
+// synthetic fleet (its oracle policy, a C1 state); for your own queries
+// use query.mjs beside it.
 //
 //   node scripts/duckdb/fleet.mjs DIR [SQLFILE]
 //
