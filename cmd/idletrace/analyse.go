@@ -277,6 +277,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if st := replay.Stats(); st.AfterEnd > 0 {
 		notes = append(notes, fmt.Sprintf("%d idle periods entered after the recording's end (the end snapshot), during the recorder's own shutdown, were not replayed", st.AfterEnd))
 	}
+	if st := replay.Stats(); st.IOOutsideWindow > 0 {
+		notes = append(notes, fmt.Sprintf("%d block IO completions outside the window the kernel's counters cover were not counted in the IO figures, as stats does not count them", st.IOOutsideWindow))
+	}
 	if st := replay.Stats(); st.BadState > 0 {
 		notes = append(notes, fmt.Sprintf("%d of the idle periods were in a state beyond the profile's %d (the trace's states and the profile's differ): the recorded policy leaves them out, the others replay them; give the profile of the recording's machine", st.BadState, len(prof.States)))
 	}

@@ -93,7 +93,7 @@ var WhatifColumns = slices.Concat([]Column{
 	{"policy_index", "int32", "", "", "the policy's place on the command line, from 0: energy_rel is relative to policy 0"},
 	{"policy", "string", "", "", "the policy as given (GOVERNOR[+MODIFIER]...)"},
 	{"io_filter", "string or NULL", "", "", "the --io filter the IO figures cover; NULL for every request"},
-	{"idle_periods", "int64", "", "", "idle periods replayed: those entered up to the end snapshot, the few before the start snapshot too (the governors' history), so a few more than the stats trace row's idle_periods"},
+	{"idle_periods", "int64", "", "", "idle periods replayed and counted: those entered up to the end snapshot, the few before the start snapshot too, so a few more than the stats trace row's idle_periods"},
 	{"selections", "int64", "", "", "the governor's decisions (at least idle_periods: poll timeouts and tick wake-ups select again); above and below count among them"},
 	{"poll_limit_ns", "int64 or NULL", nsUnit, "", "how long POLL may spin; NULL without a polling state or where it varies (haltpoll)"},
 	{"wake_latency_ns_count", "int64", "", "", "wake-ups that paid an exit latency (modelled: the profile's exit latency of the state the policy chose, not the stats rows' measured request-to-exit latency)"},

@@ -1226,6 +1226,15 @@ func TestSetWindowIsTheTraceCutAtItsEnd(t *testing.T) {
 	if fullStats.AfterEnd != after || after == 0 || shortStats.AfterEnd != 0 || fullStats.IdlePeriods != uint64(len(cut.periods)) {
 		t.Errorf("after the end %d, replayed %d; want %d (of %d) and %d", fullStats.AfterEnd, fullStats.IdlePeriods, after, len(s.periods), len(cut.periods))
 	}
+	var ioAfter uint64
+	for _, b := range s.ios {
+		if b.CompleteNs > end {
+			ioAfter++
+		}
+	}
+	if fullStats.IOOutsideWindow != ioAfter || ioAfter == 0 {
+		t.Errorf("IO completions outside the window %d, want %d (of %d)", fullStats.IOOutsideWindow, ioAfter, len(s.ios))
+	}
 	fullStats.AfterEnd = 0
 	if fullStats != shortStats {
 		t.Errorf("stats %+v, the cut trace's %+v", fullStats, shortStats)

@@ -89,6 +89,7 @@ type Stats struct {
 	BadState         uint64 // periods whose state index is outside the profile (skipped by recorded)
 	IOCompletions    uint64 // completed block requests seen
 	IOFilteredOut    uint64 // completed block requests in the window that the IO filter left out
+	IOOutsideWindow  uint64 // completed block requests outside the window, not counted (SetWindow), as stats
 	IOWokeIdle       uint64 // of which woke an idle CPU (package iowake's rule): the policies set their latency
 	IOUncertain      uint64 // of the others, completions the bounded matcher may have missed (see iowake.Matcher)
 	TaskIO           uint64 // of the completions, those whose task waited for them (iowake.TaskLatencyNs)

@@ -90,6 +90,7 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 		return nil
 	}
 	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi {
+		r.stats.IOOutsideWindow++
 		return nil // outside the window the report counts IO in (SetWindow)
 	}
 	if !r.ioFilter.Match(b) {
