@@ -643,6 +643,13 @@ func genTrace(seed uint64, ncpu, perCPU int, pollLimit int64) *synth {
 
 func runReplay(t testing.TB, prof *Profile, meta *trace.Metadata, specs []string, s *synth) ([]Result, *Replay) {
 	t.Helper()
+	return runReplayWith(t, prof, meta, specs, s, nil)
+}
+
+// runReplayWith is runReplay with setup called on the replay before its
+// first record (nil: none).
+func runReplayWith(t testing.TB, prof *Profile, meta *trace.Metadata, specs []string, s *synth, setup func(*Replay)) ([]Result, *Replay) {
+	t.Helper()
 	var pols []Policy
 	for _, sp := range specs {
 		pols = append(pols, mustPolicy(t, sp))
@@ -650,6 +657,9 @@ func runReplay(t testing.TB, prof *Profile, meta *trace.Metadata, specs []string
 	rp, err := NewReplay(prof, meta, pols)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(rp)
 	}
 	prepassSynth(rp, s)
 	for i := range s.periods {
@@ -1194,30 +1204,7 @@ func TestSetWindowIsTheTraceCutAtItsEnd(t *testing.T) {
 	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
 	specs := []string{"menu", "teo", "ladder", "oracle", "menu+blkqos=10us/3ms", "menu+margin=25"}
 	replay := func(s *synth) ([]Result, Stats) {
-		var pols []Policy
-		for _, sp := range specs {
-			pols = append(pols, mustPolicy(t, sp))
-		}
-		rp, err := NewReplay(mustBuiltin(t, "spr", 250), meta, pols)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rp.SetWindow(0, end)
-		prepassSynth(rp, s)
-		for i := range s.periods {
-			if err := rp.Idle(&s.periods[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range s.ios {
-			if err := rp.BlockIO(&s.ios[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		res, err := rp.Finish()
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, rp := runReplayWith(t, mustBuiltin(t, "spr", 250), meta, specs, s, func(rp *Replay) { rp.SetWindow(0, end) })
 		return res, rp.Stats()
 	}
 	full, fullStats := replay(s)
