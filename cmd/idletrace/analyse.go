@@ -250,9 +250,8 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if prof.Name != "measured" {
 		exits = analysis.NewExitLatencyCheck(r.Meta, r.End)
 	}
-	_, endNs := trace.SnapshotWindow(meta, r.End)
 	idle := func(p *trace.IdlePeriod) error {
-		if window.Valid(p) && !window.IdleInWindow(p) && p.EntryNs <= endNs { // as stats' outside_window counts, of those replayed
+		if window.Valid(p) && !window.IdleInWindow(p) && replay.Replays(p) { // as stats' outside_window counts, of those replayed
 			outside++
 		}
 		if exits != nil {

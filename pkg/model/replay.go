@@ -66,8 +66,9 @@ type Replay struct {
 	ioMatch        iowake.Matcher[ioWakeCost, *ioReq] // the completing CPU's wake-up
 	taskMatch      iowake.Matcher[ioWakeCost, *ioReq] // the waiting task's CPU's
 	taskSeen       bool
-	ioLo, ioHi     uint64 // completions counted (SetWindow)
-	idleEnd        uint64 // periods entered after it are not replayed (SetWindow)
+	// The recording's window, (startNs, endNs] (SetWindow): the IO
+	// completions counted, and the idle periods replayed (entered by endNs).
+	startNs, endNs uint64
 	ioFilter       trace.IOFilter
 	costSlab       []int64
 	// For Changes: the wake-ups the workload sees, the requests whose task
@@ -182,7 +183,7 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 		r.pols = append(r.pols, ps)
 	}
 	r.elScratch = make([]int64, len(r.pols))
-	r.ioHi, r.idleEnd = math.MaxUint64, math.MaxUint64
+	r.endNs = math.MaxUint64
 	r.initIO()
 	return r, nil
 }
@@ -296,7 +297,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 	if p.CPU >= maxCPUs {
 		return fmt.Errorf("whatif: idle period on CPU %d: CPU number out of range", p.CPU)
 	}
-	if p.EntryNs > r.idleEnd {
+	if !r.Replays(p) {
 		r.stats.AfterEnd++
 		return nil
 	}

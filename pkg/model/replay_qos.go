@@ -128,7 +128,7 @@ func (s qosState) latencyReqNs() int64 {
 
 // PreparePMQoS feeds one recorded PM QoS change in the prepass.
 func (r *Replay) PreparePMQoS(q *trace.PMQoSChange) {
-	if q.TimeNs <= r.idleEnd { // one after the end reaches no period replayed (SetWindow)
+	if q.TimeNs <= r.endNs { // one after the end reaches no period replayed (SetWindow)
 		r.stats.PMQoSChanges++
 	}
 	step := qosStep{int64(min(q.TimeNs, math.MaxInt64)), q.LimitUs, q.PrevUs}

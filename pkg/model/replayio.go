@@ -89,7 +89,7 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 	if b.CompleteNs == 0 || b.CompleteCPU >= maxCPUs {
 		return nil
 	}
-	if b.CompleteNs <= r.ioLo || b.CompleteNs > r.ioHi {
+	if b.CompleteNs <= r.startNs || b.CompleteNs > r.endNs {
 		r.stats.IOOutsideWindow++
 		return nil // outside the window the report counts IO in (SetWindow)
 	}
@@ -141,7 +141,11 @@ func (r *Replay) SetIOFilter(f trace.IOFilter) { r.ioFilter = f }
 // next period would have continued ends there, and a task woken from one
 // of them for IO completed before the end keeps its recorded latency.
 // Call it before the first record.
-func (r *Replay) SetWindow(startNs, endNs uint64) { r.ioLo, r.ioHi, r.idleEnd = startNs, endNs, endNs }
+func (r *Replay) SetWindow(startNs, endNs uint64) { r.startNs, r.endNs = startNs, endNs }
+
+// Replays says whether Idle replays p: it entered by the window's end
+// (SetWindow); else Idle only counts it in Stats.AfterEnd.
+func (r *Replay) Replays(p *trace.IdlePeriod) bool { return p.EntryNs <= r.endNs }
 
 // ioWoke applies each policy's exit latency to a completion that woke an
 // idle CPU.
