@@ -27,6 +27,11 @@ type cpuAcc struct {
 	wake             [maxStates]*latency.Histogram
 	lengths          [maxStates]*lengthAcc
 	tick, tickBefore TickStopped
+	// Periods entered with the tick stopped up to tickHoldEnd, the end of
+	// the start snapshot's hold on this CPU (trace.Snapshot.TickHold; 0
+	// where unknown): the kernel may have counted their stops before the
+	// window.
+	tickHoldEnd, tickSlipped uint64
 }
 
 // lengthAcc is one state's idle periods, all CPUs: their lengths and the
@@ -164,6 +169,9 @@ func (b *StatsBuilder) cpu(c uint32) *cpuAcc {
 	if a == nil {
 		a = &cpuAcc{cpu: int(c)}
 		a.winStart, a.winEnd = b.cpuWindow(c)
+		if _, end, ok := b.start.TickHold(int(c), b.recorded); ok {
+			a.tickHoldEnd = end
+		}
 		b.cpus[c] = a
 	}
 	return a
@@ -232,6 +240,9 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 	l.tickBefore.Add(p.TickStoppedBefore)
 	a.tick.Add(p.TickStopped)
 	a.tickBefore.Add(p.TickStoppedBefore)
+	if p.TickStopped == trace.Yes && p.EntryNs <= a.tickHoldEnd {
+		a.tickSlipped++
+	}
 
 	b.causes[p.WakeCause]++
 	a.causes[p.WakeCause]++

@@ -20,21 +20,7 @@ func snapTime(s *trace.Snapshot, recorded []int, cpu int) (uint64, bool) {
 	if s == nil {
 		return 0, false
 	}
-	pos := -1
-	for i := range s.CPUIdle {
-		if s.CPUIdle[i].CPU == cpu {
-			pos = i
-			break
-		}
-	}
-	if pos < 0 && len(s.CPUIdle) == 0 && len(s.CPUTimeNs) == len(recorded) {
-		for i, c := range recorded {
-			if c == cpu {
-				pos = i
-				break
-			}
-		}
-	}
+	pos := s.CPUIndex(cpu, recorded)
 	if pos >= 0 && pos < len(s.CPUTimeNs) && s.CPUTimeNs[pos] != 0 {
 		return s.CPUTimeNs[pos], true
 	}

@@ -932,25 +932,49 @@ func TestTickStopsAndLengths(t *testing.T) {
 	// When the governor chose: CPU 0's first C1 period found it stopped,
 	// the second running; the rest unknown.
 	ps[0].TickStoppedBefore, ps[1].TickStoppedBefore = trace.Yes, trace.No
+	// CPU 1's stopped entries beyond ps' one, each 1 µs, from entry on, 10
+	// µs apart.
+	stoppedFrom := func(n int, entry uint64) []trace.IdlePeriod {
+		var out []trace.IdlePeriod
+		for i := range n {
+			out = append(out, stopped(period(1, 0, entry+uint64(i)*10*us, us)))
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name         string
 		start, end   []trace.TickCounters
 		extra        []trace.IdlePeriod
+		holdEndNs    uint64   // the start snapshot's tick read's end, held from 1 ms (0: unknown)
 		kernel       []string // CPU 0's, CPU 1's kernel tick stops, "" for null
 		kernelColumn bool
+		warn         string // the start of the one tick warning, "" for none
 	}{
-		{"no counters (an older trace)", nil, nil, nil, []string{"", ""}, false},
-		{"the kernel counted aborted attempts too", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 19), tick(1, 11)}, nil, []string{"9", "1"}, true},
-		{"a period across each snapshot", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 10), tick(1, 10)}, nil, []string{"0", "0"}, true},
-		// CPU 1: 4 periods entered with the tick stopped, none counted.
+		{"no counters (an older trace)", nil, nil, nil, 0, []string{"", ""}, false, ""},
+		{"the kernel counted aborted attempts too", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 19), tick(1, 11)}, nil, 0, []string{"9", "1"}, true, ""},
+		{"a period across each snapshot", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 10), tick(1, 10)}, nil, 0, []string{"0", "0"}, true, ""},
+		// CPU 1: 11 periods entered with the tick stopped, none counted:
+		// more than the ten refusals for softirqs a boot.
 		{"more than the kernel allows", []trace.TickCounters{tick(0, 1000), tick(1, 10)}, []trace.TickCounters{tick(0, 1000), tick(1, 10)},
-			[]trace.IdlePeriod{stopped(period(1, 0, 3_000_000, us)), stopped(period(1, 0, 4_000_000, us)), stopped(period(1, 0, 5_000_000, us))}, []string{"0", "0"}, true},
-		{"one CPU without counters", []trace.TickCounters{tick(1, 10)}, []trace.TickCounters{tick(1, 12)}, nil, []string{"", "2"}, true},
-		{"counters that went back (a reboot?)", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 5), tick(1, 11)}, nil, []string{"", "1"}, true},
+			stoppedFrom(10, 3_000_000), 0, []string{"0", "0"}, true, "CPU 1: 11 idle periods"},
+		{"as many as the softirq refusals allow", []trace.TickCounters{tick(0, 1000), tick(1, 10)}, []trace.TickCounters{tick(0, 1000), tick(1, 10)},
+			stoppedFrom(9, 3_000_000), 0, []string{"0", "0"}, true, ""},
+		// The same 11, 5 of them in the start snapshot's hold: the kernel
+		// may have counted their stops before the window.
+		{"slipped past the start's hold", []trace.TickCounters{tick(0, 1000), tick(1, 10)}, []trace.TickCounters{tick(0, 1000), tick(1, 10)},
+			append(stoppedFrom(5, 1_100_000), stoppedFrom(5, 3_000_000)...), 1_200_000, []string{"0", "0"}, true, ""},
+		{"entered after the start's hold", []trace.TickCounters{tick(0, 1000), tick(1, 10)}, []trace.TickCounters{tick(0, 1000), tick(1, 10)},
+			append(stoppedFrom(5, 1_100_000), stoppedFrom(5, 3_000_000)...), 1_050_000, []string{"0", "0"}, true, "CPU 1: 11 idle periods"},
+		{"one CPU without counters", []trace.TickCounters{tick(1, 10)}, []trace.TickCounters{tick(1, 12)}, nil, 0, []string{"", "2"}, true, ""},
+		{"counters that went back (a reboot?)", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 5), tick(1, 11)}, nil, 0, []string{"", "1"}, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			meta := driverMeta()
 			meta.Start.Tick = tc.start
+			if tc.holdEndNs > 0 {
+				meta.Start.CPUTimeNs = []uint64{1_000_000, 1_000_000}
+				meta.Start.TickReadStartNs, meta.Start.TickReadEndNs = 1_000_500, tc.holdEndNs
+			}
 			end := &trace.End{StopReason: "duration", Snapshot: &trace.Snapshot{MonotonicNs: 100_000_000, Tick: tc.end}}
 			s, err := ComputeStats(meta, end, nil, scanOf(append(slices.Clone(ps), tc.extra...), nil))
 			if err != nil {
@@ -987,8 +1011,8 @@ func TestTickStopsAndLengths(t *testing.T) {
 					warned = append(warned, w)
 				}
 			}
-			if want := len(tc.extra) > 0; (len(warned) == 1 && strings.HasPrefix(warned[0], "CPU 1: 4 idle periods")) != want || len(warned) > 1 {
-				t.Errorf("tick warnings %q, want one for CPU 1: %v", warned, want)
+			if tc.warn == "" && len(warned) > 0 || tc.warn != "" && (len(warned) != 1 || !strings.HasPrefix(warned[0], tc.warn)) {
+				t.Errorf("tick warnings %q, want %q", warned, tc.warn)
 			}
 			var out bytes.Buffer
 			if err := RenderStats(&out, s, "text"); err != nil {

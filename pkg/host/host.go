@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -221,24 +222,34 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 	// Each thread holds its CPU from its instant until the tick counters
 	// are read (one file for every CPU), by the last thread to take its
 	// instant: a held CPU does not idle, so its idle_sleeps are those of
-	// its instant. Held threads yield to what else runs there, never
-	// sleep.
+	// its instant. A held thread idles its CPU only if the Go runtime
+	// parks it (its M is locked to it): when it is preempted (after 10 ms
+	// on a P, or for a collection's stop) or finds no P after a syscall.
+	// So, for the snapshot: a P for every held thread and one for the
+	// rest, no collection, every thread at a barrier before any takes its
+	// instant (a CPU busy with other work for 440 ms kept the others held
+	// that long, parked every 16 ms, under TCG), the 10 ms restarted after
+	// it, and a hold that spins without syscalls (the kernel's scheduler
+	// still shares the CPU with whatever else is runnable there). What
+	// still slips shows in the trace (trace.Snapshot.TickHold).
+	if procs := runtime.GOMAXPROCS(0); procs < len(cpus)+1 {
+		runtime.GOMAXPROCS(len(cpus) + 1)
+		defer runtime.GOMAXPROCS(procs)
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	var wg sync.WaitGroup
 	remaining := int64(len(cpus))
-	released := make(chan struct{})
+	var arrived atomic.Int64
+	var released atomic.Bool
 	hold := func(pinned bool) {
 		if atomic.AddInt64(&remaining, -1) == 0 {
+			s.TickReadStartNs = MonotonicNs()
 			s.Tick = r.TickCounters(cpus)
-			close(released)
+			s.TickReadEndNs = MonotonicNs()
+			released.Store(true)
 			return
 		}
-		for pinned {
-			select {
-			case <-released:
-				return
-			default:
-				unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-			}
+		for pinned && !released.Load() {
 		}
 	}
 	for i, cpu := range cpus {
@@ -254,6 +265,10 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 				for deadline := time.Now().Add(spin); time.Now().Before(deadline); {
 				}
 			}
+			arrived.Add(1)
+			for arrived.Load() < int64(len(cpus)) { // parked here, no harm
+			}
+			runtime.Gosched() // the 10 ms start again
 			// This thread can still sleep between the instant and the
 			// counters (a blocked sysfs open, the Go runtime parking it),
 			// and an idle period completed in between would be counted by

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -122,6 +124,8 @@ func TestSysfsBlockCounters(t *testing.T) {
 func TestTakeSnapshotFixture(t *testing.T) {
 	r := fixture
 	var ioCalls int
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // fewer Ps than the CPUs to hold
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	s := r.Snapshot([]int{0, 1}, 0, func(*trace.Snapshot) { ioCalls++ })
 	if ioCalls != 1 {
 		t.Errorf("ioCounts called %d times, want 1 (nothing moved)", ioCalls)
@@ -131,6 +135,24 @@ func TestTakeSnapshotFixture(t *testing.T) {
 	}
 	if len(s.Block) != 2 || s.MonotonicNs == 0 {
 		t.Errorf("block %+v, instant %d", s.Block, s.MonotonicNs)
+	}
+	// The tick counters are read once every CPU has its instant, and the
+	// read's bounds make each CPU's hold.
+	if len(s.Tick) != 2 || s.TickReadStartNs == 0 || s.TickReadEndNs < s.TickReadStartNs {
+		t.Errorf("tick counters %+v read in [%d, %d]", s.Tick, s.TickReadStartNs, s.TickReadEndNs)
+	}
+	for i, cpu := range []int{0, 1} {
+		from, to, ok := s.TickHold(cpu, []int{0, 1})
+		if !ok || from != s.CPUTimeNs[i] || from > s.TickReadStartNs || to != s.TickReadEndNs {
+			t.Errorf("cpu%d held over [%d, %d] (%v), instant %d, read [%d, %d]", cpu, from, to, ok, s.CPUTimeNs[i], s.TickReadStartNs, s.TickReadEndNs)
+		}
+	}
+	// What the snapshot changed for its hold is put back.
+	if procs := runtime.GOMAXPROCS(0); procs != 1 {
+		t.Errorf("GOMAXPROCS %d after the snapshot, 1 before", procs)
+	}
+	if gc := debug.SetGCPercent(100); gc != 100 {
+		t.Errorf("GOGC %d after the snapshot, 100 before", gc)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -249,7 +250,9 @@ const knownCauseMinNs = 10_000
 // TestKernelReferee checks the recorder against the kernel's own counters.
 func TestKernelReferee(t *testing.T) {
 	testenv.OwnMachine(t)
+	softirqStops := softirqPendingStops(t)
 	path, reader, disk, dev := recordWorkload(t)
+	softirqStopsDuring := softirqStops()
 	fioIOs := reader.reads
 	if keep := os.Getenv("IDLETRACE_REFEREE_TRACE"); keep != "" {
 		keepCopy(t, path, keep) // the matrix keeps it with its results
@@ -305,8 +308,27 @@ func TestKernelReferee(t *testing.T) {
 				Name: s.Name, ExitLatencyNs: s.ExitLatencyNs, TargetResidencyNs: s.TargetResidencyNs, Disabled: s.Disabled, Polling: s.Polling})
 		}
 	}
+	// Tick stops the kernel may have counted on a snapshot's side of the
+	// trace's window, per CPU: periods entered with the tick stopped in
+	// the start snapshot's hold (Snapshot.TickHold; the trace counts them
+	// in the window), and in the end snapshot's, with their aborted
+	// attempts (the kernel counts them in the window, the trace does not).
+	slipStart, slipEnd := map[uint32]uint64{}, map[uint32]uint64{}
+	slipped := func(s *trace.Snapshot, p *trace.IdlePeriod) bool {
+		from, to, ok := s.TickHold(int(p.CPU), r.Meta.RecordedCPUs)
+		return ok && p.EntryNs >= from && p.EntryNs <= to
+	}
 	err = r.Scan(trace.Visitor{
 		Idle: func(p *trace.IdlePeriod) error {
+			if p.TickStopped == trace.Yes && slipped(start, p) {
+				slipStart[p.CPU]++
+			}
+			if slipped(end, p) {
+				if p.TickStopped == trace.Yes {
+					slipEnd[p.CPU]++
+				}
+				slipEnd[p.CPU] += uint64(max(p.AbortsBefore, 0))
+			}
 			w, ok := window[p.CPU]
 			if !ok || p.EntryNs < w[0] || p.ExitNs > w[1] {
 				return nil
@@ -473,13 +495,15 @@ func TestKernelReferee(t *testing.T) {
 	// The tick's state at entry (after the governor's choice, which it
 	// follows) against the kernel's idle_sleeps: every
 	// tick_nohz_idle_stop_tick() that left the tick stopped or tried to
-	// (kernel/time/tick-sched.c; since 6.9 a timer base that will not go
-	// idle keeps the tick after the count). So the kernel counts also the
-	// attempts aborted after that call (a wake-up before the state's
-	// entry), which make no idle period, and may count more. Fewer only by
-	// an entry whose tick stayed stopped while the kernel would not touch
-	// it (softirqs pending): the snapshots read idle_sleeps while every
-	// CPU is held at its own instant.
+	// (kernel/time/tick-sched.c, 6.12; since 6.9 a timer base that will
+	// not go idle keeps the tick after the count). So the kernel counts
+	// also the attempts aborted after that call (a wake-up before the
+	// state's entry), which make no idle period, and may count more. It
+	// counts fewer by two things only, both measured here: an entry whose
+	// tick stayed stopped while softirqs were pending (can_stop_idle_tick()
+	// returns before the count, and the kernel logs each, ten a boot:
+	// report_idle_softirq()), and a period the snapshots' hold let slip
+	// onto the kernel's side of the window (Snapshot.TickHold).
 	t.Run("tick-stops", func(t *testing.T) {
 		if start.Tick == nil || end.Tick == nil {
 			if b, err := os.ReadFile("/proc/timer_list"); err == nil && strings.Contains(string(b), ".idle_sleeps") {
@@ -490,6 +514,8 @@ func TestKernelReferee(t *testing.T) {
 		if !r.Meta.Inputs.TickState {
 			t.Fatalf("the recording has no tick state (%v)", r.Meta.Probes)
 		}
+		t.Logf("the kernel logged %d tick stops refused for pending softirqs during the recording; the snapshots' tick counters were read in %d and %d µs",
+			softirqStopsDuring, (start.TickReadEndNs-start.TickReadStartNs)/1000, (end.TickReadEndNs-end.TickReadStartNs)/1000)
 		for _, e := range end.Tick {
 			i := slices.IndexFunc(start.Tick, func(s trace.TickCounters) bool { return s.CPU == e.CPU })
 			if i < 0 {
@@ -501,10 +527,13 @@ func TestKernelReferee(t *testing.T) {
 			if abortsLeast[c] {
 				least = "at least "
 			}
-			t.Logf("cpu%d: entered with the tick stopped: traced %d, kernel %d (idle_calls %d); %s%d aborted attempts",
-				c, traced, kernel, e.IdleCalls-start.Tick[i].IdleCalls, least, aborts[c])
-			if traced > kernel+2+kernel/100 { // softirqs pending: see analysis' tickStopsExceed
-				t.Errorf("cpu%d: %d periods entered with the tick stopped, but the kernel stopped it %d times", c, traced, kernel)
+			t.Logf("cpu%d: entered with the tick stopped: traced %d, kernel %d (idle_calls %d); %s%d aborted attempts; slipped past the snapshots' holds: %d stops at the start, %d stops and attempts at the end",
+				c, traced, kernel, e.IdleCalls-start.Tick[i].IdleCalls, least, aborts[c], slipStart[c], slipEnd[c])
+			// The 2: an edge the holds do not cover that this check has not
+			// named yet; none seen (the host's haltpoll CPUs agree exactly).
+			if traced > kernel+slipStart[c]+softirqStopsDuring+2 {
+				t.Errorf("cpu%d: %d periods entered with the tick stopped, but the kernel stopped it %d times (%d slipped past the start's hold, %d refused for softirqs)",
+					c, traced, kernel, slipStart[c], softirqStopsDuring)
 			}
 			if kernel > 20 && traced == 0 {
 				t.Errorf("cpu%d: the kernel stopped the tick %d times, no period was entered with it stopped", c, kernel)
@@ -514,7 +543,7 @@ func TestKernelReferee(t *testing.T) {
 			// under TCG: 508 of 566; where only a least count is known,
 			// 582 of at least 741, and on this guest under fio 3 of at
 			// least 5): held to it there only.
-			if !abortsLeast[c] && kernel > traced+aborts[c]+2+kernel/100 {
+			if !abortsLeast[c] && kernel > traced+aborts[c]+slipEnd[c]+2+kernel/100 {
 				t.Errorf("cpu%d: %d periods entered with the tick stopped and %d aborted attempts, but the kernel stopped it %d times", c, traced, aborts[c], kernel)
 			}
 		}
@@ -812,4 +841,41 @@ func heldRule(guest bool) string {
 // pollingState says whether state is a polling one in the CPU's table.
 func pollingState(table []model.State, state uint32) bool {
 	return int(state) < len(table) && table[state].Polling
+}
+
+// softirqPendingStops starts counting the tick stops the kernel refuses
+// for pending softirqs, which it logs ("NOHZ tick-stop error", at most ten
+// a boot: report_idle_softirq() in kernel/time/tick-sched.c since 5.18),
+// and returns how many it logged since. /dev/kmsg read from its end gives
+// only what is logged after; where it cannot be read the test says so.
+func softirqPendingStops(t *testing.T) func() uint64 {
+	t.Helper()
+	// Raw reads: an os.File would wait in the poller where a read finds
+	// nothing new, instead of returning EAGAIN.
+	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("/dev/kmsg, for the tick stops the kernel refuses: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if _, err := unix.Seek(fd, 0, io.SeekEnd); err != nil {
+		t.Fatalf("/dev/kmsg: %v", err)
+	}
+	return func() uint64 {
+		var n uint64
+		buf := make([]byte, 8192)
+		for {
+			k, err := unix.Read(fd, buf) // one record a read
+			switch {
+			case err == unix.EPIPE: // overwritten before read: go on
+				continue
+			case err == unix.EINTR:
+				continue
+			case err != nil || k <= 0: // EAGAIN: nothing more
+				return n
+			}
+			if strings.Contains(string(buf[:k]), "NOHZ tick-stop error") {
+				n++
+			}
+		}
+	}
 }

@@ -331,6 +331,13 @@ type Snapshot struct {
 	// not be read (not root, a kernel without CONFIG_TICK_ONESHOT, traces
 	// from before them).
 	Tick []TickCounters `json:"tick,omitempty"`
+	// TickReadStartNs and TickReadEndNs bound the read of Tick
+	// (CLOCK_MONOTONIC). The hold can fail: the Go runtime may park a
+	// held thread, and its CPU then idles after its instant; the kernel
+	// counts such a period's tick stop at this snapshot, the trace after
+	// it. TickHoldFailures finds them. Zero in traces from before them.
+	TickReadStartNs uint64 `json:"tick_read_start_ns,omitempty"`
+	TickReadEndNs   uint64 `json:"tick_read_end_ns,omitempty"`
 	// IORaised: the block tracepoints as the kernel raised them beside the
 	// runs of the recorder's programs on them, read at the same instant;
 	// nil where they could not be counted (no tracefs, classic
@@ -448,6 +455,38 @@ func subFloor(a, b uint64) uint64 {
 		return 0
 	}
 	return a - b
+}
+
+// CPUIndex is where cpu's entries are in CPUTimeNs: CPUIdle's order (the
+// recorder writes them in parallel), or the recorded CPU list's where
+// CPUIdle is empty; -1 where the snapshot does not list it.
+func (s *Snapshot) CPUIndex(cpu int, recorded []int) int {
+	if s == nil {
+		return -1
+	}
+	for i := range s.CPUIdle {
+		if s.CPUIdle[i].CPU == cpu {
+			return i
+		}
+	}
+	if len(s.CPUIdle) == 0 && len(s.CPUTimeNs) == len(recorded) {
+		return slices.Index(recorded, cpu)
+	}
+	return -1
+}
+
+// TickHold is the span in which cpu's tick counters were to hold still:
+// from its instant to the end of the counters' read. An idle period the
+// trace shows entered on it in this span slipped past the hold: the kernel
+// may count its tick stop on this snapshot's side. ok is false where the
+// snapshot does not say (traces from before the read's instants, a CPU its
+// thread could not be pinned to).
+func (s *Snapshot) TickHold(cpu int, recorded []int) (fromNs, toNs uint64, ok bool) {
+	i := s.CPUIndex(cpu, recorded)
+	if i < 0 || i >= len(s.CPUTimeNs) || s.CPUTimeNs[i] == 0 || s.TickReadEndNs == 0 {
+		return 0, 0, false
+	}
+	return s.CPUTimeNs[i], s.TickReadEndNs, true
 }
 
 // SnapshotWindow is the span (startNs, endNs] of CLOCK_MONOTONIC between
