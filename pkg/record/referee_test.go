@@ -2,7 +2,9 @@ package record_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -251,8 +253,9 @@ const knownCauseMinNs = 10_000
 func TestKernelReferee(t *testing.T) {
 	testenv.OwnMachine(t)
 	softirqStops := softirqPendingStops(t)
+	initIPIs := initIPISends(t)
 	path, reader, disk, dev := recordWorkload(t)
-	softirqStopsDuring := softirqStops()
+	softirqStopsDuring, initIPIsDuring := softirqStops(), initIPIs()
 	fioIOs := reader.reads
 	if keep := os.Getenv("IDLETRACE_REFEREE_TRACE"); keep != "" {
 		keepCopy(t, path, keep) // the matrix keeps it with its results
@@ -637,12 +640,17 @@ func TestKernelReferee(t *testing.T) {
 			// With the IPI sends traced, every remote wake-up is accounted
 			// for: asked while idle (measured), or an IPI sent just before
 			// the entry that arrived after it (not a latency of the
-			// state). A few IPI sends from PID 1's threads are not
-			// delivered on kernels with kernel.init_private=1.
+			// state). On kernels with kernel.init_private=1 the IPIs PID
+			// 1's threads send are not delivered to the programs: the
+			// kernel counts them (initIPISends), and they may leave as
+			// many wake-ups without a request (a burst of 13 in 1.3 ms
+			// here, the sandbox's agent waking its own threads).
 			// Five of slack for a small sample (a loaded machine idles
 			// little: 28 remote wake-ups in a run beside a kernel build).
-			if unexplained := remote - remoteMeasured - remoteEarly; float64(unexplained) > max(0.02*float64(remote), 5) {
-				t.Errorf("%d of %d remote wake-ups have no traced request (want ≤ 2%%, or 5)", unexplained, remote)
+			unexplained := remote - remoteMeasured - remoteEarly
+			t.Logf("%d remote wake-ups without a traced request; PID 1's threads sent %d IPIs the programs could not see (kernel.init_private)", unexplained, initIPIsDuring)
+			if float64(unexplained) > max(0.02*float64(remote), 5)+float64(initIPIsDuring) {
+				t.Errorf("%d of %d remote wake-ups have no traced request (want ≤ 2%%, or 5, beside the %d IPIs from PID 1's threads)", unexplained, remote, initIPIsDuring)
 			}
 			// Requests before the entry are the exception: most wake-ups
 			// are asked while idle and measured (84-100 % here, the low
@@ -878,4 +886,64 @@ func softirqPendingStops(t *testing.T) func() uint64 {
 			}
 		}
 	}
+}
+
+// initIPISends starts counting the IPIs that PID 1's threads send (and the
+// wake-ups of polling CPUs, which need none), with perf counting events on
+// the tracepoints bound to each thread, where
+// kernel.init_private=1 keeps every BPF program from running while a
+// thread of PID 1 is current (this project's sandbox kernels): those sends
+// have no traced request. It returns how many were sent since; 0 where
+// the kernel has no such rule or no ipi tracepoints (before 6.6).
+func initIPISends(t *testing.T) func() uint64 {
+	t.Helper()
+	none := func() uint64 { return 0 }
+	if b, err := os.ReadFile("/proc/sys/kernel/init_private"); err != nil || strings.TrimSpace(string(b)) != "1" {
+		return none
+	}
+	tids, err := os.ReadDir("/proc/1/task")
+	if err != nil {
+		t.Fatalf("PID 1's threads: %v", err)
+	}
+	var fds []int
+	t.Cleanup(func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	})
+	// A polling CPU is woken by a flag, without an IPI: that request
+	// counts too.
+	for _, tp := range [][2]string{{"ipi", "ipi_send_cpu"}, {"ipi", "ipi_send_cpumask"}, {"sched", "sched_wake_idle_without_ipi"}} {
+		group, name := tp[0], tp[1]
+		id, err := record.TracepointID(group, name)
+		if err != nil {
+			continue // the ipi ones before 6.6: the check this serves does not run
+		}
+		for _, tid := range tids {
+			n, err := strconv.Atoi(tid.Name())
+			if err != nil {
+				continue
+			}
+			attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: id, Size: uint32(unix.PERF_ATTR_SIZE_VER0)}
+			fd, err := unix.PerfEventOpen(&attr, n, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+			if err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					continue // the thread ended meanwhile
+				}
+				t.Fatalf("perf counting event on %s:%s for PID 1's thread %d: %v", group, name, n, err)
+			}
+			fds = append(fds, fd)
+		}
+	}
+	read := func() (sum uint64) {
+		var buf [8]byte
+		for _, fd := range fds {
+			if k, err := unix.Read(fd, buf[:]); err == nil && k == len(buf) {
+				sum += binary.NativeEndian.Uint64(buf[:])
+			}
+		}
+		return sum
+	}
+	before := read()
+	return func() uint64 { return read() - before }
 }

@@ -1,0 +1,4 @@
+package record
+
+// TracepointID is tracepointID, for the external tests' own perf counters.
+var TracepointID = tracepointID
