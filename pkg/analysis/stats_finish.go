@@ -150,17 +150,18 @@ func (b *StatsBuilder) cpuList() []int {
 // entry: attempts aborted after it leave no period, so it may count more.
 // It counts fewer only by an entry whose tick stayed stopped while the
 // kernel would not touch it (softirqs pending: can_stop_idle_tick()
-// returns before the count; since 5.18 ten a boot, each logged as "NOHZ
-// tick-stop error", on older kernels unbounded: the 1 %), and by the
+// returns before the count; in 6.1 and 6.12 ten a boot, each logged as
+// "NOHZ tick-stop error"; before 5.18 and in some trees since, every one,
+// ten logged: the 1 %), and by the
 // periods slipped past the start snapshot's hold, entered with the tick
 // stopped (cpuAcc.tickSlipped: their stops may fall before the window).
 func tickStopsExceed(traced, kernel, slipped uint64) bool {
 	return traced > kernel+slipped+softirqRefusalsPerBoot+kernel/100
 }
 
-// softirqRefusalsPerBoot is how many tick stops the kernel refuses for
-// pending softirqs in a boot (report_idle_softirq(), kernel/time/tick-sched.c,
-// 5.18 to 6.12 at least).
+// softirqRefusalsPerBoot is how many tick stops 6.1 and 6.12 refuse for
+// pending softirqs in a boot (report_idle_softirq(), kernel/time/tick-sched.c).
+// The limit is the boot's, so it bounds each CPU's too.
 const softirqRefusalsPerBoot = 10
 
 // kernelTickStops is the rise of each CPU's idle_sleeps between the

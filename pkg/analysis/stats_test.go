@@ -941,6 +941,13 @@ func TestTickStopsAndLengths(t *testing.T) {
 		}
 		return out
 	}
+	running := func(n int, entry uint64) []trace.IdlePeriod {
+		out := stoppedFrom(n, entry)
+		for i := range out {
+			out[i].TickStopped = trace.No
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name         string
 		start, end   []trace.TickCounters
@@ -959,12 +966,16 @@ func TestTickStopsAndLengths(t *testing.T) {
 			stoppedFrom(10, 3_000_000), 0, []string{"0", "0"}, true, "CPU 1: 11 idle periods"},
 		{"as many as the softirq refusals allow", []trace.TickCounters{tick(0, 1000), tick(1, 10)}, []trace.TickCounters{tick(0, 1000), tick(1, 10)},
 			stoppedFrom(9, 3_000_000), 0, []string{"0", "0"}, true, ""},
-		// The same 11, 5 of them in the start snapshot's hold: the kernel
-		// may have counted their stops before the window.
+		// 16, 6 of them in the start snapshot's hold: the kernel may have
+		// counted their stops before the window (16 ≤ 10 + 6).
 		{"slipped past the start's hold", []trace.TickCounters{tick(0, 1000), tick(1, 10)}, []trace.TickCounters{tick(0, 1000), tick(1, 10)},
-			append(stoppedFrom(5, 1_100_000), stoppedFrom(5, 3_000_000)...), 1_200_000, []string{"0", "0"}, true, ""},
+			append(stoppedFrom(6, 1_100_000), stoppedFrom(9, 3_000_000)...), 1_200_000, []string{"0", "0"}, true, ""},
 		{"entered after the start's hold", []trace.TickCounters{tick(0, 1000), tick(1, 10)}, []trace.TickCounters{tick(0, 1000), tick(1, 10)},
-			append(stoppedFrom(5, 1_100_000), stoppedFrom(5, 3_000_000)...), 1_050_000, []string{"0", "0"}, true, "CPU 1: 11 idle periods"},
+			append(stoppedFrom(6, 1_100_000), stoppedFrom(9, 3_000_000)...), 1_050_000, []string{"0", "0"}, true, "CPU 1: 16 idle periods"},
+		// 5 stopped in the hold and 3 with the tick running: only the 5
+		// may have been counted before.
+		{"periods with the tick running in the hold", []trace.TickCounters{tick(0, 1000), tick(1, 10)}, []trace.TickCounters{tick(0, 1000), tick(1, 10)},
+			slices.Concat(stoppedFrom(5, 1_100_000), running(3, 1_150_000), stoppedFrom(10, 3_000_000)), 1_200_000, []string{"0", "0"}, true, "CPU 1: 16 idle periods"},
 		{"one CPU without counters", []trace.TickCounters{tick(1, 10)}, []trace.TickCounters{tick(1, 12)}, nil, 0, []string{"", "2"}, true, ""},
 		{"counters that went back (a reboot?)", []trace.TickCounters{tick(0, 10), tick(1, 10)}, []trace.TickCounters{tick(0, 5), tick(1, 11)}, nil, 0, []string{"", "1"}, true, ""},
 	} {

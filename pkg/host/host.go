@@ -207,6 +207,29 @@ func (r Root) BlockCounters() []trace.BlockCounter {
 	return out
 }
 
+// holdLimit bounds a snapshot's hold of a CPU: a read of /proc/timer_list
+// took 21 ms under TCG; a hold that long has slipped anyway.
+const holdLimit = time.Second
+
+// raiseGOMAXPROCS gives the process at least n Ps until restore is
+// called, which puts back what it had: the runtime's default (which
+// follows the process's CPU limits) where it had that, else its number.
+func raiseGOMAXPROCS(n int) (restore func()) {
+	procs := runtime.GOMAXPROCS(0)
+	if procs >= n {
+		return func() {}
+	}
+	runtime.SetDefaultGOMAXPROCS()
+	byDefault := os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(n) == procs
+	return func() {
+		if byDefault {
+			runtime.SetDefaultGOMAXPROCS()
+		} else {
+			runtime.GOMAXPROCS(procs)
+		}
+	}
+}
+
 // Snapshot reads the kernel's counters. Each CPU's cpuidle counters are
 // read from a thread pinned to that CPU: while the thread runs there, the CPU
 // is not idle, so its counters hold still and the instant recorded for it
@@ -229,13 +252,13 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 	// rest, no collection, every thread at a barrier before any takes its
 	// instant (a CPU busy with other work for 440 ms kept the others held
 	// that long, parked every 16 ms, under TCG), the 10 ms restarted after
-	// it, and a hold that spins without syscalls (the kernel's scheduler
-	// still shares the CPU with whatever else is runnable there). What
-	// still slips shows in the trace (trace.Snapshot.TickHold).
-	if procs := runtime.GOMAXPROCS(0); procs < len(cpus)+1 {
-		runtime.GOMAXPROCS(len(cpus) + 1)
-		defer runtime.GOMAXPROCS(procs)
-	}
+	// it, and a hold whose yields bypass the Go scheduler (RawSyscall: the
+	// P stays, and the kernel still shares the CPU with what else is
+	// runnable there, whatever the scheduling class). A hold gives up
+	// after holdLimit rather than wait on a stop of the world that cannot
+	// come (GODEBUG=asyncpreemptoff=1). What still slips shows in the
+	// trace (trace.Snapshot.TickHold).
+	defer raiseGOMAXPROCS(len(cpus) + 1)()
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	var wg sync.WaitGroup
 	remaining := int64(len(cpus))
@@ -249,7 +272,8 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 			released.Store(true)
 			return
 		}
-		for pinned && !released.Load() {
+		for deadline := MonotonicNs() + uint64(holdLimit); pinned && !released.Load() && MonotonicNs() < deadline; {
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 	}
 	for i, cpu := range cpus {
@@ -258,7 +282,12 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 			defer wg.Done()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			var set unix.CPUSet
+			// The thread goes back to the runtime's pool with the CPUs it
+			// had, not pinned to one.
+			var own, set unix.CPUSet
+			if unix.SchedGetaffinity(0, &own) == nil {
+				defer unix.SchedSetaffinity(0, &own)
+			}
 			set.Set(cpu)
 			pinned := unix.SchedSetaffinity(0, &set) == nil
 			if pinned && spin > 0 {
@@ -267,6 +296,7 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 			}
 			arrived.Add(1)
 			for arrived.Load() < int64(len(cpus)) { // parked here, no harm
+				unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 			}
 			runtime.Gosched() // the 10 ms start again
 			// This thread can still sleep between the instant and the

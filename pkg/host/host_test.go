@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -141,8 +143,18 @@ func TestTakeSnapshotFixture(t *testing.T) {
 	if len(s.Tick) != 2 || s.TickReadStartNs == 0 || s.TickReadEndNs < s.TickReadStartNs {
 		t.Errorf("tick counters %+v read in [%d, %d]", s.Tick, s.TickReadStartNs, s.TickReadEndNs)
 	}
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
 	for i, cpu := range []int{0, 1} {
 		from, to, ok := s.TickHold(cpu, []int{0, 1})
+		if !allowed.IsSet(cpu) { // its thread could not be pinned there: no hold
+			if ok {
+				t.Errorf("cpu%d, where this process may not run, held over [%d, %d]", cpu, from, to)
+			}
+			continue
+		}
 		if !ok || from != s.CPUTimeNs[i] || from > s.TickReadStartNs || to != s.TickReadEndNs {
 			t.Errorf("cpu%d held over [%d, %d] (%v), instant %d, read [%d, %d]", cpu, from, to, ok, s.CPUTimeNs[i], s.TickReadStartNs, s.TickReadEndNs)
 		}
@@ -292,5 +304,41 @@ func TestTickCounters(t *testing.T) {
 		if got := tc.root.TickCounters(tc.cpus); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// raiseGOMAXPROCS puts back what the process had: its own number, or the
+// runtime's default.
+func TestRaiseGOMAXPROCS(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set in the environment: the runtime has no default to restore")
+	}
+	defer runtime.SetDefaultGOMAXPROCS()
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	for _, tc := range []struct {
+		name       string
+		set, raise int // set 0: the default
+		want       int
+	}{
+		{"the default", 0, def + 2, def},
+		{"a number of its own", 1, def + 2, 1},
+		{"already enough", 0, 1, def},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.set > 0 {
+				runtime.GOMAXPROCS(tc.set)
+			} else {
+				runtime.SetDefaultGOMAXPROCS()
+			}
+			restore := raiseGOMAXPROCS(tc.raise)
+			if got := runtime.GOMAXPROCS(0); got < tc.raise {
+				t.Errorf("raised to %d, want at least %d", got, tc.raise)
+			}
+			restore()
+			if got := runtime.GOMAXPROCS(0); got != tc.want {
+				t.Errorf("restored to %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -255,7 +255,8 @@ func TestKernelReferee(t *testing.T) {
 	softirqStops := softirqPendingStops(t)
 	initIPIs := initIPISends(t)
 	path, reader, disk, dev := recordWorkload(t)
-	softirqStopsDuring, initIPIsDuring := softirqStops(), initIPIs()
+	softirqStopsDuring, softirqStopsKnown := softirqStops()
+	initIPIsDuring := initIPIs()
 	fioIOs := reader.reads
 	if keep := os.Getenv("IDLETRACE_REFEREE_TRACE"); keep != "" {
 		keepCopy(t, path, keep) // the matrix keeps it with its results
@@ -504,9 +505,10 @@ func TestKernelReferee(t *testing.T) {
 	// state's entry), which make no idle period, and may count more. It
 	// counts fewer by two things only, both measured here: an entry whose
 	// tick stayed stopped while softirqs were pending (can_stop_idle_tick()
-	// returns before the count, and the kernel logs each, ten a boot:
-	// report_idle_softirq()), and a period the snapshots' hold let slip
-	// onto the kernel's side of the window (Snapshot.TickHold).
+	// returns before the count and logs it, ten a boot:
+	// report_idle_softirq(); softirqPendingStops), and a period the
+	// snapshots' hold let slip onto the kernel's side of the window
+	// (Snapshot.TickHold).
 	t.Run("tick-stops", func(t *testing.T) {
 		if start.Tick == nil || end.Tick == nil {
 			if b, err := os.ReadFile("/proc/timer_list"); err == nil && strings.Contains(string(b), ".idle_sleeps") {
@@ -519,6 +521,9 @@ func TestKernelReferee(t *testing.T) {
 		}
 		t.Logf("the kernel logged %d tick stops refused for pending softirqs during the recording; the snapshots' tick counters were read in %d and %d µs",
 			softirqStopsDuring, (start.TickReadEndNs-start.TickReadStartNs)/1000, (end.TickReadEndNs-end.TickReadStartNs)/1000)
+		if !softirqStopsKnown {
+			t.Log("the kernel's refusals for pending softirqs are not known (its ten logged a boot are spent, or /dev/kmsg cannot be read): the trace's count is not held to the kernel's")
+		}
 		for _, e := range end.Tick {
 			i := slices.IndexFunc(start.Tick, func(s trace.TickCounters) bool { return s.CPU == e.CPU })
 			if i < 0 {
@@ -534,7 +539,7 @@ func TestKernelReferee(t *testing.T) {
 				c, traced, kernel, e.IdleCalls-start.Tick[i].IdleCalls, least, aborts[c], slipStart[c], slipEnd[c])
 			// The 2: an edge the holds do not cover that this check has not
 			// named yet; none seen (the host's haltpoll CPUs agree exactly).
-			if traced > kernel+slipStart[c]+softirqStopsDuring+2 {
+			if softirqStopsKnown && traced > kernel+slipStart[c]+softirqStopsDuring+2 {
 				t.Errorf("cpu%d: %d periods entered with the tick stopped, but the kernel stopped it %d times (%d slipped past the start's hold, %d refused for softirqs)",
 					c, traced, kernel, slipStart[c], softirqStopsDuring)
 			}
@@ -648,9 +653,9 @@ func TestKernelReferee(t *testing.T) {
 			// Five of slack for a small sample (a loaded machine idles
 			// little: 28 remote wake-ups in a run beside a kernel build).
 			unexplained := remote - remoteMeasured - remoteEarly
-			t.Logf("%d remote wake-ups without a traced request; PID 1's threads sent %d IPIs the programs could not see (kernel.init_private)", unexplained, initIPIsDuring)
+			t.Logf("%d remote wake-ups without a traced request; PID 1's threads may have woken %d idle CPUs the programs could not see (kernel.init_private)", unexplained, initIPIsDuring)
 			if float64(unexplained) > max(0.02*float64(remote), 5)+float64(initIPIsDuring) {
-				t.Errorf("%d of %d remote wake-ups have no traced request (want ≤ 2%%, or 5, beside the %d IPIs from PID 1's threads)", unexplained, remote, initIPIsDuring)
+				t.Errorf("%d of %d remote wake-ups have no traced request (want ≤ 2%%, or 5, beside the %d wake-ups PID 1's threads may have sent)", unexplained, remote, initIPIsDuring)
 			}
 			// Requests before the entry are the exception: most wake-ups
 			// are asked while idle and measured (84-100 % here, the low
@@ -852,31 +857,28 @@ func pollingState(table []model.State, state uint32) bool {
 }
 
 // softirqPendingStops starts counting the tick stops the kernel refuses
-// for pending softirqs, which it logs ("NOHZ tick-stop error", at most ten
-// a boot: report_idle_softirq() in kernel/time/tick-sched.c since 5.18),
-// and returns how many it logged since. /dev/kmsg read from its end gives
-// only what is logged after; where it cannot be read the test says so.
-func softirqPendingStops(t *testing.T) func() uint64 {
+// for pending softirqs, which it logs ("NOHZ tick-stop error"; report_idle_
+// softirq() in kernel/time/tick-sched.c since 5.18), and returns how many
+// it logged since, known false where that does not bound the refusals:
+// the kernel logs ten a boot (6.1 and 6.12 then stop refusing; some trees
+// go on refusing without a word), so once the boot's ten are spent, or
+// where /dev/kmsg cannot be read, the refusals are not known.
+func softirqPendingStops(t *testing.T) func() (n uint64, known bool) {
 	t.Helper()
 	// Raw reads: an os.File would wait in the poller where a read finds
 	// nothing new, instead of returning EAGAIN.
 	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		t.Fatalf("/dev/kmsg, for the tick stops the kernel refuses: %v", err)
+		t.Logf("/dev/kmsg, for the tick stops the kernel refuses: %v", err)
+		return func() (uint64, bool) { return 0, false }
 	}
 	t.Cleanup(func() { unix.Close(fd) })
-	if _, err := unix.Seek(fd, 0, io.SeekEnd); err != nil {
-		t.Fatalf("/dev/kmsg: %v", err)
-	}
-	return func() uint64 {
-		var n uint64
+	count := func() (n uint64) {
 		buf := make([]byte, 8192)
 		for {
 			k, err := unix.Read(fd, buf) // one record a read
 			switch {
-			case err == unix.EPIPE: // overwritten before read: go on
-				continue
-			case err == unix.EINTR:
+			case err == unix.EPIPE || err == unix.EINTR: // overwritten before read: go on
 				continue
 			case err != nil || k <= 0: // EAGAIN: nothing more
 				return n
@@ -886,36 +888,53 @@ func softirqPendingStops(t *testing.T) func() uint64 {
 			}
 		}
 	}
+	before := count() // from the oldest record the kernel still holds
+	return func() (uint64, bool) {
+		n := count()
+		return n, before+n < 10
+	}
 }
 
 // initIPISends starts counting the IPIs that PID 1's threads send (and the
 // wake-ups of polling CPUs, which need none), with perf counting events on
-// the tracepoints bound to each thread, where
+// the tracepoints bound to each thread (and those it starts), where
 // kernel.init_private=1 keeps every BPF program from running while a
 // thread of PID 1 is current (this project's sandbox kernels): those sends
-// have no traced request. It returns how many were sent since; 0 where
-// the kernel has no such rule or no ipi tracepoints (before 6.6).
+// have no traced request. It returns how many idle CPUs they may have
+// woken since, a send to a mask counted as one to every other CPU; 0
+// where the kernel has no such rule or no ipi tracepoints (before 6.6).
 func initIPISends(t *testing.T) func() uint64 {
 	t.Helper()
-	none := func() uint64 { return 0 }
 	if b, err := os.ReadFile("/proc/sys/kernel/init_private"); err != nil || strings.TrimSpace(string(b)) != "1" {
-		return none
+		return func() uint64 { return 0 }
 	}
 	tids, err := os.ReadDir("/proc/1/task")
 	if err != nil {
 		t.Fatalf("PID 1's threads: %v", err)
 	}
-	var fds []int
+	type counter struct {
+		fd            int
+		start, weight uint64
+	}
+	var counters []counter
 	t.Cleanup(func() {
-		for _, fd := range fds {
-			unix.Close(fd)
+		for _, c := range counters {
+			unix.Close(c.fd)
 		}
 	})
+	read := func(fd int) (uint64, bool) {
+		var buf [8]byte
+		k, err := unix.Read(fd, buf[:])
+		return binary.NativeEndian.Uint64(buf[:]), err == nil && k == len(buf)
+	}
 	// A polling CPU is woken by a flag, without an IPI: that request
 	// counts too.
-	for _, tp := range [][2]string{{"ipi", "ipi_send_cpu"}, {"ipi", "ipi_send_cpumask"}, {"sched", "sched_wake_idle_without_ipi"}} {
-		group, name := tp[0], tp[1]
-		id, err := record.TracepointID(group, name)
+	others := uint64(max(runtime.NumCPU()-1, 1))
+	for _, tp := range []struct {
+		group, name string
+		weight      uint64
+	}{{"ipi", "ipi_send_cpu", 1}, {"ipi", "ipi_send_cpumask", others}, {"sched", "sched_wake_idle_without_ipi", 1}} {
+		id, err := record.TracepointID(tp.group, tp.name)
 		if err != nil {
 			continue // the ipi ones before 6.6: the check this serves does not run
 		}
@@ -924,26 +943,25 @@ func initIPISends(t *testing.T) func() uint64 {
 			if err != nil {
 				continue
 			}
-			attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: id, Size: uint32(unix.PERF_ATTR_SIZE_VER0)}
+			attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: id, Size: uint32(unix.PERF_ATTR_SIZE_VER0), Bits: unix.PerfBitInherit}
 			fd, err := unix.PerfEventOpen(&attr, n, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
 			if err != nil {
 				if errors.Is(err, unix.ESRCH) {
 					continue // the thread ended meanwhile
 				}
-				t.Fatalf("perf counting event on %s:%s for PID 1's thread %d: %v", group, name, n, err)
+				t.Fatalf("perf counting event on %s:%s for PID 1's thread %d: %v", tp.group, tp.name, n, err)
 			}
-			fds = append(fds, fd)
+			c := counter{fd: fd, weight: tp.weight}
+			c.start, _ = read(fd)
+			counters = append(counters, c)
 		}
 	}
-	read := func() (sum uint64) {
-		var buf [8]byte
-		for _, fd := range fds {
-			if k, err := unix.Read(fd, buf[:]); err == nil && k == len(buf) {
-				sum += binary.NativeEndian.Uint64(buf[:])
+	return func() (woken uint64) {
+		for _, c := range counters {
+			if v, ok := read(c.fd); ok && v > c.start {
+				woken += (v - c.start) * c.weight
 			}
 		}
-		return sum
+		return woken
 	}
-	before := read()
-	return func() uint64 { return read() - before }
 }

@@ -335,7 +335,7 @@ type Snapshot struct {
 	// (CLOCK_MONOTONIC). The hold can fail: the Go runtime may park a
 	// held thread, and its CPU then idles after its instant; the kernel
 	// counts such a period's tick stop at this snapshot, the trace after
-	// it. TickHoldFailures finds them. Zero in traces from before them.
+	// it. TickHold gives each CPU's span. Zero in traces from before them.
 	TickReadStartNs uint64 `json:"tick_read_start_ns,omitempty"`
 	TickReadEndNs   uint64 `json:"tick_read_end_ns,omitempty"`
 	// IORaised: the block tracepoints as the kernel raised them beside the
