@@ -272,6 +272,13 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 	// after the recording stopped, while the model adjusts it at once.
 	beforeLast := map[uint32]uint64{}
 	var total int
+	// Each CPU's last periods and the model's window after each, for the
+	// log of a change that differs.
+	type step struct {
+		p           *trace.IdlePeriod
+		ns, changes uint64
+	}
+	recent := map[uint32][]step{}
 	for _, e := range evs {
 		if e.p != nil {
 			if e.p.ExitNs == last[e.p.CPU] {
@@ -279,6 +286,12 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 			}
 			if err := rp.Idle(e.p); err != nil {
 				t.Fatal(err)
+			}
+			ns, changes, _ := rp.HaltpollWindow(0, e.p.CPU)
+			if l := append(recent[e.p.CPU], step{e.p, ns, changes}); len(l) > 4 {
+				recent[e.p.CPU] = l[1:]
+			} else {
+				recent[e.p.CPU] = l
 			}
 			continue
 		}
@@ -292,6 +305,11 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 		if bad[h.CPU]++; bad[h.CPU] <= 5 {
 			t.Logf("cpu%d at %d: the kernel's window went %d → %d (change %d), the model's is %d (change %d, ok %v)",
 				h.CPU, h.TimeNs, h.OldNs, h.NewNs, seen[h.CPU], ns, changes, ok)
+			for _, st := range recent[h.CPU] {
+				res, counted := st.p.Residency()
+				t.Logf("  before it: state %d, entry %d, exit %d, residency %d ns (the kernel's: %v, counted %v); the model's window then %d (change %d)",
+					st.p.State, st.p.EntryNs, st.p.ExitNs, res, st.p.KernelKnown, counted, st.ns, st.changes)
+			}
 		}
 	}
 	for cpu, n := range seen {
