@@ -52,14 +52,14 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			Metadata *trace.Metadata      `json:"metadata"`
-			End      *trace.End           `json:"end"`
+			End      *infoEnd             `json:"end"`
 			Chunks   []trace.ChunkSummary `json:"chunks"`
 			// PMQoSChanges: the first maxInfoPMQoS of PMQoSChangeCount,
 			// as the export's pm_qos_changes table has them.
 			PMQoSChanges     []export.PMQoSChangeRow `json:"pm_qos_changes"`
 			PMQoSChangeCount uint64                  `json:"pm_qos_change_count"`
 			Warnings         []string                `json:"warnings"`
-		}{r.Meta, r.End, r.Chunks(), export.PMQoSChangeRows(qos), nQoS, r.Warnings()})
+		}{r.Meta, infoEndOf(r.End), r.Chunks(), export.PMQoSChangeRows(qos), nQoS, r.Warnings()})
 	}
 	m := r.Meta
 	p := func(k, f string, a ...any) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", fmt.Sprintf(f, a...)) }
@@ -278,4 +278,37 @@ func probeRank(method string) int {
 		return 1
 	}
 	return 0
+}
+
+// infoEnd is the end record as info's JSON gives it: the file keeps the
+// loss counters under their Go names (format v1, read by every version),
+// info's readers get them in the reports' snake_case.
+type infoEnd struct {
+	*trace.End
+	Loss []infoLoss `json:"loss"`
+}
+
+// infoLoss is trace.Loss, field for field (a conversion checks it).
+type infoLoss struct {
+	CPU           uint32 `json:"cpu"`
+	IdleLost      uint64 `json:"idle_lost"`
+	IOLost        uint64 `json:"io_lost"`
+	OtherLost     uint64 `json:"other_lost"`
+	IOUnmatched   uint64 `json:"io_unmatched"`
+	IOTableFull   uint64 `json:"io_table_full"`
+	IOCompletions uint64 `json:"io_completions"`
+	IOOrphaned    uint64 `json:"io_orphaned"`
+	IdleUnpaired  uint64 `json:"idle_unpaired"`
+	IOUnissued    uint64 `json:"io_unissued"`
+}
+
+func infoEndOf(e *trace.End) *infoEnd {
+	if e == nil {
+		return nil
+	}
+	out := &infoEnd{End: e, Loss: make([]infoLoss, len(e.Loss))}
+	for i, l := range e.Loss {
+		out.Loss[i] = infoLoss(l)
+	}
+	return out
 }

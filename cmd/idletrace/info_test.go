@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,6 +89,51 @@ func TestInfoPMQoSChanges(t *testing.T) {
 	}
 	if doc.Count != 3 || !reflect.DeepEqual(doc.Changes, want) {
 		t.Errorf("JSON changes (%d):\n got %v\nwant %v", doc.Count, doc.Changes, want)
+	}
+}
+
+// TestInfoJSONNames: info's JSON names the end record's loss counters and
+// the chunk summaries in snake_case, as every other report does, with the
+// values the trace holds (the file keeps the loss counters under Go's
+// names), and a chunk's type by name.
+func TestInfoJSONNames(t *testing.T) {
+	tr, err := trace.Open(bundledTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	r := runBin(t, "info", bundledTrace, "--format", "json")
+	var doc struct {
+		End struct {
+			Loss []map[string]uint64 `json:"loss"`
+		} `json:"end"`
+		Chunks []map[string]any `json:"chunks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
+		t.Fatalf("info --format json: exit %d, %v: %s", r.code, err, r.stderr)
+	}
+	if len(doc.End.Loss) == 0 || len(doc.End.Loss) != len(tr.End.Loss) {
+		t.Fatalf("end.loss has %d entries, the trace %d", len(doc.End.Loss), len(tr.End.Loss))
+	}
+	for i, l := range tr.End.Loss {
+		want := map[string]uint64{"cpu": uint64(l.CPU), "idle_lost": l.IdleLost, "io_lost": l.IOLost, "other_lost": l.OtherLost,
+			"io_unmatched": l.IOUnmatched, "io_table_full": l.IOTableFull, "io_completions": l.IOCompletions,
+			"io_orphaned": l.IOOrphaned, "idle_unpaired": l.IdleUnpaired, "io_unissued": l.IOUnissued}
+		if !reflect.DeepEqual(doc.End.Loss[i], want) {
+			t.Errorf("end.loss[%d] = %v, want %v", i, doc.End.Loss[i], want)
+		}
+	}
+	names := map[string]bool{}
+	for _, c := range doc.Chunks {
+		keys := slices.Sorted(maps.Keys(c))
+		if want := []string{"bytes", "chunks", "first_ns", "last_ns", "lost_records", "records", "type"}; !slices.Equal(keys, want) {
+			t.Errorf("a chunk summary's keys %v, want %v", keys, want)
+		}
+		name, _ := c["type"].(string)
+		names[name] = true
+	}
+	if !names["metadata"] || !names["idle"] || !names["end"] {
+		t.Errorf("chunk types %v: want them by name, among them metadata, idle and end", names)
 	}
 }
 

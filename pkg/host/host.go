@@ -272,7 +272,8 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 			released.Store(true)
 			return
 		}
-		for deadline := MonotonicNs() + uint64(holdLimit); pinned && !released.Load() && MonotonicNs() < deadline; {
+		// time.Now reads the vDSO's clock: no syscall (MonotonicNs makes one).
+		for deadline := time.Now().Add(holdLimit); pinned && !released.Load() && time.Now().Before(deadline); {
 			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 	}

@@ -198,6 +198,9 @@ const (
 	ChunkPMQoS    ChunkType = 8
 )
 
+// MarshalText names the type in JSON (info's chunk summaries).
+func (t ChunkType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
 func (t ChunkType) String() string {
 	switch t {
 	case ChunkMetadata:

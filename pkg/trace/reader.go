@@ -116,15 +116,16 @@ func (r *Reader) ChunkInfos() []ChunkInfo {
 
 // ChunkSummary describes all chunks of one type, for `idletrace info`.
 type ChunkSummary struct {
-	Type    ChunkType
-	Chunks  int
-	Records uint64
-	Bytes   int64 // on disk, headers included
+	Type    ChunkType `json:"type"`
+	Chunks  int       `json:"chunks"`
+	Records uint64    `json:"records"`
+	Bytes   int64     `json:"bytes"` // on disk, headers included
 	// FirstNs and LastNs bound the records' timestamps (0 for chunk types
 	// without timestamps).
-	FirstNs, LastNs uint64
+	FirstNs uint64 `json:"first_ns"`
+	LastNs  uint64 `json:"last_ns"`
 	// LostRecords sums the chunk headers' lost-records deltas.
-	LostRecords uint64
+	LostRecords uint64 `json:"lost_records"`
 }
 
 // damageError is a chunk that cannot be used; Reason is shown to the user.
