@@ -87,9 +87,6 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 	if err := checkFormat(*format, "text", "markdown", "json", "html", fleet.JSONL, fleet.Parquet); err != nil {
 		return err
 	}
-	if *hz < 0 || *hz > 10000 {
-		return usagef("--hz %d: must be between 1 and 10000", *hz)
-	}
 	if isFleetFormat(*format) {
 		if *measured != "" {
 			return usagef("--measured compares two recordings in a report: --format %s has no rows for it", *format)

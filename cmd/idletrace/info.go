@@ -47,19 +47,32 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The account every command prints, from the end record's counters
+	// (or, cut short, the last loss chunk's).
+	var loss trace.LossAccount
+	if r.End != nil {
+		loss = trace.NewLossAccount(r.End.Loss, r.Meta.Start, r.End)
+	} else {
+		loss = trace.NewLossAccount(r.Losses(), r.Meta.Start, nil)
+	}
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			Metadata *trace.Metadata      `json:"metadata"`
-			End      *infoEnd             `json:"end"`
-			Chunks   []trace.ChunkSummary `json:"chunks"`
+			Metadata *trace.Metadata `json:"metadata"`
+			// End is the end record as the recorder wrote it (its raw
+			// counts: io_in_flight holds the undelivered completions'
+			// requests too); LossAccount is what they come to, as the
+			// text's loss line and stats' loss give it.
+			End         *infoEnd             `json:"end"`
+			LossAccount trace.LossAccount    `json:"loss_account"`
+			Chunks      []trace.ChunkSummary `json:"chunks"`
 			// PMQoSChanges: the first maxInfoPMQoS of PMQoSChangeCount,
 			// as the export's pm_qos_changes table has them.
 			PMQoSChanges     []export.PMQoSChangeRow `json:"pm_qos_changes"`
 			PMQoSChangeCount uint64                  `json:"pm_qos_change_count"`
 			Warnings         []string                `json:"warnings"`
-		}{r.Meta, infoEndOf(r.End), r.Chunks(), export.PMQoSChangeRows(qos), nQoS, r.Warnings()})
+		}{r.Meta, infoEndOf(r.End), loss, r.Chunks(), export.PMQoSChangeRows(qos), nQoS, r.Warnings()})
 	}
 	m := r.Meta
 	p := func(k, f string, a ...any) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", fmt.Sprintf(f, a...)) }
@@ -141,10 +154,8 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 				p("command end", "%s", how)
 			}
 		}
-		p("loss", "%s", trace.NewLossAccount(r.End.Loss, r.Meta.Start, r.End))
-	} else {
-		p("loss", "%s", trace.NewLossAccount(r.Losses(), r.Meta.Start, nil))
 	}
+	p("loss", "%s", loss)
 	return nil
 }
 

@@ -107,10 +107,23 @@ func TestInfoJSONNames(t *testing.T) {
 		End struct {
 			Loss []map[string]uint64 `json:"loss"`
 		} `json:"end"`
-		Chunks []map[string]any `json:"chunks"`
+		Chunks      []map[string]any `json:"chunks"`
+		LossAccount map[string]any   `json:"loss_account"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
 		t.Fatalf("info --format json: exit %d, %v: %s", r.code, err, r.stderr)
+	}
+	// The account is stats' on the same trace, where the end record's
+	// raw counts are not.
+	st := runBin(t, "stats", bundledTrace, "--format", "json")
+	var stats struct {
+		Loss map[string]any `json:"loss"`
+	}
+	if err := json.Unmarshal([]byte(st.stdout), &stats); err != nil || len(stats.Loss) == 0 {
+		t.Fatalf("stats --format json: %v, loss %v", err, stats.Loss)
+	}
+	if !reflect.DeepEqual(doc.LossAccount, stats.Loss) {
+		t.Errorf("info's loss_account %v, stats' loss %v", doc.LossAccount, stats.Loss)
 	}
 	if len(doc.End.Loss) == 0 || len(doc.End.Loss) != len(tr.End.Loss) {
 		t.Fatalf("end.loss has %d entries, the trace %d", len(doc.End.Loss), len(tr.End.Loss))

@@ -161,6 +161,13 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	if f := fs.Lookup("cpus"); f != nil && f.Changed && strings.TrimSpace(f.Value.String()) == "" {
 		return nil, usagef("--cpus: an empty CPU list (leave --cpus out for every CPU)")
 	}
+	// 0 is the flag's "not given" (the trace's or the profile's HZ): given,
+	// it would be dropped without a word.
+	if f := fs.Lookup("hz"); f != nil && f.Changed {
+		if hz, _ := fs.GetInt("hz"); hz < 1 || hz > 10000 {
+			return nil, usagef("--hz %d: must be between 1 and 10000", hz)
+		}
+	}
 	return fs.Args(), nil
 }
 

@@ -140,6 +140,7 @@ func TestBadInput(t *testing.T) {
 		{"profiles on a bad file", []string{"profiles", badProfile}, 2, "exit_latency_us"},
 		{"whatif on a trace with no records", []string{"whatif", emptyTrace(t)}, 1, "holds no idle period and no block IO request: nothing to replay"},
 		{"maxcstate beyond the table", []string{"whatif", bundledTrace, "--policy", "menu+maxcstate=9"}, 2, "maxcstate: 9 is beyond profile"},
+		{"maxcstate beyond any table", []string{"whatif", bundledTrace, "--policy", "menu+maxcstate=99"}, 2, "maxcstate: 99 is beyond profile"},
 		{"kernel no model knows", []string{"whatif", bundledTrace, "--policy", "menu+kernel=2.6"}, 2, "outside the releases modelled"},
 		{"kernel before the governor", []string{"whatif", bundledTrace, "--policy", "teo+kernel=4.17"}, 2, "teo first appeared in Linux 5.1"},
 		{"unknown profile", []string{"whatif", bundledTrace, "--profile", "nosuchcpu"}, 2, "nosuchcpu"},

@@ -203,7 +203,8 @@ type IOStats struct {
 	// whose completion the kernel never
 	// delivered to the programs (trace.IOUndelivered; null without the
 	// snapshots). KernelDiffExplained: the kernel's completed counts exceed
-	// the traced ones by exactly their sum, so they agree.
+	// the traced ones by exactly their sum, so they agree (or, where a
+	// snapshot's counts moved while read, by as much as the ranges allow).
 	WithoutIssueInWindow *uint64 `json:"without_traced_issue_in_window"`
 	UndeliveredInWindow  *uint64 `json:"undelivered_in_window"`
 	KernelDiffExplained  bool    `json:"kernel_diff_explained"`
@@ -236,6 +237,22 @@ type DeviceStats struct {
 	// /sys/block/DEV/stat (reads, writes, discards, flushes); null when the
 	// snapshots lack the device.
 	KernelCompleted *uint64 `json:"kernel_completed"`
+	// KernelCompletedRange bounds the kernel's count where a snapshot's
+	// reads of the device did not hold still (steady IO:
+	// trace.BlockCounter.Unsettled); null where both did and
+	// KernelCompleted is exact.
+	KernelCompletedRange *[2]uint64 `json:"kernel_completed_range,omitempty"`
+}
+
+// kernelBounds is the range the kernel's count lies in (ok false: none).
+func (d *DeviceStats) kernelBounds() (lo, hi uint64, ok bool) {
+	switch {
+	case d.KernelCompletedRange != nil:
+		return d.KernelCompletedRange[0], d.KernelCompletedRange[1], true
+	case d.KernelCompleted != nil:
+		return *d.KernelCompleted, *d.KernelCompleted, true
+	}
+	return 0, 0, false
 }
 
 // LossStats is one CPU's loss counters.

@@ -49,25 +49,39 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 		d := unmatched + orphaned
 		undelivered = &d
 	}
-	var short uint64
-	over := false
-	for _, d := range s.IO.Devices {
-		if k := d.KernelCompleted; k != nil {
-			if d.Requests > *k {
-				over = true
-			} else {
-				short += *k - d.Requests
-			}
+	s.IO.KernelDiffExplained, s.Mismatches = checkDevices(s.IO.Devices, undelivered, s.Mismatches)
+}
+
+// checkDevices holds each device's traced completions to the kernel's
+// count: equal, or short by the requests the recording says the trace
+// lacks (undelivered, over every device; nil: unknown), within the range
+// a snapshot's moving counts leave. explained: they differ, and that
+// account closes the difference.
+func checkDevices(devs []DeviceStats, undelivered *uint64, mm []Mismatch) (explained bool, _ []Mismatch) {
+	var traced, lo, hi uint64
+	over, differ := false, false
+	for i := range devs {
+		d := &devs[i]
+		l, h, ok := d.kernelBounds()
+		if !ok {
+			continue
+		}
+		traced, lo, hi = traced+d.Requests, lo+l, hi+h
+		over = over || d.Requests > h
+		differ = differ || d.Requests != *d.KernelCompleted
+	}
+	if undelivered != nil {
+		explained = !over && differ && lo <= traced+*undelivered && traced+*undelivered <= hi
+	}
+	if explained {
+		return true, mm
+	}
+	for _, d := range devs {
+		if l, h, ok := d.kernelBounds(); ok && (d.Requests < l || d.Requests > h) {
+			mm = append(mm, Mismatch{Kind: "block", CPU: -1, State: -1, Device: d.Name, Name: d.Name, Field: "completed", Traced: d.Requests, Kernel: *d.KernelCompleted})
 		}
 	}
-	s.IO.KernelDiffExplained = !over && short > 0 && undelivered != nil && short == *undelivered
-	if !s.IO.KernelDiffExplained {
-		for _, d := range s.IO.Devices {
-			if d.KernelCompleted != nil && *d.KernelCompleted != d.Requests {
-				s.Mismatches = append(s.Mismatches, Mismatch{Kind: "block", CPU: -1, State: -1, Device: d.Name, Name: d.Name, Field: "completed", Traced: d.Requests, Kernel: *d.KernelCompleted})
-			}
-		}
-	}
+	return false, mm
 }
 
 func (b *StatsBuilder) deviceStats() []DeviceStats {
@@ -80,11 +94,12 @@ func (b *StatsBuilder) deviceStats() []DeviceStats {
 	if b.end != nil {
 		endSnap = b.end.Snapshot
 	}
-	kernel := map[key]uint64{}
+	type count struct{ n, lo, hi uint64 }
+	kernel := map[key]count{}
 	if b.meta.Start != nil && endSnap != nil {
-		start := map[key]uint64{}
+		start := map[key]trace.BlockCounter{}
 		for _, c := range b.meta.Start.Block {
-			start[key{c.Major, c.Minor}] = c.Completed()
+			start[key{c.Major, c.Minor}] = c
 			if _, ok := names[key{c.Major, c.Minor}]; !ok && c.Name != "" {
 				names[key{c.Major, c.Minor}] = c.Name
 			}
@@ -92,7 +107,8 @@ func (b *StatsBuilder) deviceStats() []DeviceStats {
 		for _, c := range endSnap.Block {
 			k := key{c.Major, c.Minor}
 			if s0, ok := start[k]; ok {
-				kernel[k] = sub(c.Completed(), s0)
+				lo, hi := trace.BlockCompletedIn(s0, c)
+				kernel[k] = count{sub(c.Completed(), s0.Completed()), lo, hi}
 				if _, ok := names[k]; !ok && c.Name != "" {
 					names[k] = c.Name
 				}
@@ -114,7 +130,10 @@ func (b *StatsBuilder) deviceStats() []DeviceStats {
 			ds.Requests, ds.Errors = d.requests, d.errors
 		}
 		if n, ok := kernel[k]; ok {
-			ds.KernelCompleted = &n
+			ds.KernelCompleted = &n.n
+			if n.lo != n.hi {
+				ds.KernelCompletedRange = &[2]uint64{n.lo, n.hi}
+			}
 		}
 		out = append(out, ds)
 	}
@@ -122,7 +141,7 @@ func (b *StatsBuilder) deviceStats() []DeviceStats {
 		add(key{dev >> 20, dev & (1<<20 - 1)}, d)
 	}
 	for k, n := range kernel {
-		if n > 0 {
+		if n.hi > 0 {
 			add(k, nil)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -513,6 +514,78 @@ func TestBlockCounters(t *testing.T) {
 	}
 	if s.IO.LatencyNs.Mean != 200_000 {
 		t.Errorf("mean %v", s.IO.LatencyNs.Mean)
+	}
+}
+
+// Under steady IO a snapshot's reads of a device do not hold still: the
+// kernel's count in the window is a range, and the trace is held to it
+// (with the requests it lacks by the recording's account), in the report a
+// user reads as in its JSON.
+func TestBlockCountersUnsettled(t *testing.T) {
+	ios := func(n int) []trace.BlockIO {
+		var out []trace.BlockIO
+		for i := range n {
+			out = append(out, trace.BlockIO{Dev: 253 << 20, IssueNs: 2_000_000, CompleteNs: 2_100_000 + uint64(i)})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name                         string
+		traced                       int
+		startMoved, endMoved         uint64
+		unmatchedStart, unmatchedEnd uint64
+		wantRange                    *[2]uint64
+		wantExplained, wantMatch     bool
+		wantCheck                    string
+	}{
+		// The kernel counted 100 between the reads it kept.
+		{name: "settled, equal", traced: 100, wantMatch: true, wantCheck: "ok"},
+		{name: "settled, one more traced", traced: 101, wantCheck: "MISMATCH +1"},
+		// Start moved 30 (the instant's count up to 30 lower: up to 30
+		// more in the window), end 20 (up to 20 fewer).
+		{name: "moved, more traced within", traced: 125, startMoved: 30, endMoved: 20, wantRange: &[2]uint64{80, 130}, wantExplained: true, wantMatch: true, wantCheck: "ok: within the range"},
+		{name: "moved, fewer traced within", traced: 85, startMoved: 30, endMoved: 20, wantRange: &[2]uint64{80, 130}, wantExplained: true, wantMatch: true, wantCheck: "ok: within the range"},
+		{name: "moved, beyond", traced: 131, startMoved: 30, endMoved: 20, wantRange: &[2]uint64{80, 130}, wantCheck: "MISMATCH: outside 80–130"},
+		{name: "moved, short", traced: 79, startMoved: 30, endMoved: 20, wantRange: &[2]uint64{80, 130}, wantCheck: "MISMATCH: outside 80–130"},
+		// 5 without a traced issue close the gap to the range.
+		{name: "moved, short by the account", traced: 76, startMoved: 30, endMoved: 20, unmatchedStart: 10, unmatchedEnd: 15, wantRange: &[2]uint64{80, 130}, wantExplained: true, wantMatch: true, wantCheck: "ok: within the range"},
+		{name: "settled, short by the account", traced: 95, unmatchedStart: 10, unmatchedEnd: 15, wantExplained: true, wantMatch: true, wantCheck: "ok: 5 without a traced issue or not delivered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := driverMeta()
+			meta.Start.Block = []trace.BlockCounter{{Name: "vda", Major: 253, Stat: []uint64{1000}, Unsettled: tc.startMoved}}
+			meta.Start.IOUnmatched = tc.unmatchedStart
+			end := endWith(nil)
+			end.Snapshot.Block = []trace.BlockCounter{{Name: "vda", Major: 253, Stat: []uint64{1100}, Unsettled: tc.endMoved}}
+			end.Snapshot.IOUnmatched = tc.unmatchedEnd
+			s, err := ComputeStats(meta, end, nil, scanOf(nil, ios(tc.traced)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := s.IO.Devices[0]
+			if !reflect.DeepEqual(d.KernelCompletedRange, tc.wantRange) || *d.KernelCompleted != 100 {
+				t.Errorf("kernel %d, range %v, want 100 and %v", *d.KernelCompleted, d.KernelCompletedRange, tc.wantRange)
+			}
+			if s.IO.KernelDiffExplained != tc.wantExplained || (len(s.Mismatches) == 0) != tc.wantMatch {
+				t.Errorf("explained %v, mismatches %+v; want explained %v, agreeing %v", s.IO.KernelDiffExplained, s.Mismatches, tc.wantExplained, tc.wantMatch)
+			}
+			var buf bytes.Buffer
+			if err := RenderStats(&buf, s, "text"); err != nil {
+				t.Fatal(err)
+			}
+			row := ""
+			for _, l := range strings.Split(buf.String(), "\n") {
+				if strings.Contains(l, "vda") && strings.Contains(l, "253:0") {
+					row = l
+				}
+			}
+			if !strings.Contains(row, tc.wantCheck) {
+				t.Errorf("device row %q, want %q", row, tc.wantCheck)
+			}
+			if moved := strings.Contains(buf.String(), "known to a range"); moved != (tc.wantRange != nil) {
+				t.Errorf("the report says the counts moved: %v, want %v", moved, tc.wantRange != nil)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -109,7 +110,8 @@ func ParseCPUList(s string) ([]int, error) {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
 		if err != nil || a < 0 {
-			return nil, fmt.Errorf("CPU list %q: %q is not a CPU number", s, lo)
+			// "-1": the cut leaves lo empty; name what was written.
+			return nil, fmt.Errorf("CPU list %q: %q is not a CPU number or range (N or N-M, from 0)", s, part)
 		}
 		b := a
 		if isRange {
@@ -329,24 +331,53 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 	}
 	wg.Wait()
 	// The block counters are read on either side of the instant and of the
-	// recorder's own IO counters, and kept only when no request completed
-	// in between, so that a completion falls on the same side of the
-	// instant for the kernel's counts, the recorder's and the trace's
-	// timestamps.
+	// recorder's own IO counters, and kept when no request completed in
+	// between, so that a completion falls on the same side of the instant
+	// for the kernel's counts, the recorder's and the trace's timestamps.
+	// Under steady IO (thousands of requests a second) no pair may hold
+	// still: the try whose counts moved least is kept, each device's
+	// Unsettled saying by how much, which bounds the kernel's count at the
+	// instant.
 	before := r.BlockCounters()
+	var best *trace.Snapshot
+	bestMoved := uint64(math.MaxUint64)
 	for try := 0; ; try++ {
-		s.MonotonicNs = MonotonicNs()
+		t := &trace.Snapshot{MonotonicNs: MonotonicNs()}
 		if ioCounts != nil {
-			ioCounts(s)
+			ioCounts(t)
 		}
 		after := r.BlockCounters()
-		if sameBlockCounters(before, after) || try == SnapshotTries {
-			s.Block = after
+		moved := markUnsettled(before, after)
+		if moved < bestMoved {
+			t.Block, best, bestMoved = after, t, moved
+		}
+		if moved == 0 || try == SnapshotTries {
 			break
 		}
 		before = after
 	}
+	s.MonotonicNs, s.Block = best.MonotonicNs, best.Block
+	s.IOUnmatched, s.IOCompletions, s.IOOrphaned, s.IORaised = best.IOUnmatched, best.IOCompletions, best.IOOrphaned, best.IORaised
 	return s
+}
+
+// markUnsettled sets each of after's devices' Unsettled to the completions
+// counted since before, and returns their sum (a device absent from
+// before counts as settled: it has nothing to compare with).
+func markUnsettled(before, after []trace.BlockCounter) uint64 {
+	var moved uint64
+	for i := range after {
+		a := &after[i]
+		a.Unsettled = 0
+		for _, b := range before {
+			if b.Name == a.Name && b.Major == a.Major && b.Minor == a.Minor {
+				a.Unsettled = a.Completed() - min(a.Completed(), b.Completed())
+				break
+			}
+		}
+		moved += a.Unsettled
+	}
+	return moved
 }
 
 // TickCounters reads each of cpus' idle_calls and idle_sleeps from
@@ -407,10 +438,6 @@ func (r Root) TickCounters(cpus []int) []trace.TickCounters {
 // SnapshotTries bounds the re-reads of counters that keep moving while
 // they are read (a CPU's idle counters, the block counters).
 const SnapshotTries = 20
-
-func sameBlockCounters(a, b []trace.BlockCounter) bool {
-	return slices.EqualFunc(a, b, func(x, y trace.BlockCounter) bool { return x.Name == y.Name && x.Completed() == y.Completed() })
-}
 
 // KernelConfig reads CONFIG_* values from /proc/config.gz or /boot/config-RELEASE.
 func (r Root) KernelConfig(release string) map[string]string {

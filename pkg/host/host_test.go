@@ -2,6 +2,7 @@ package host
 
 import (
 	"compress/gzip"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -57,6 +58,8 @@ func TestParseCPUList(t *testing.T) {
 			t.Errorf("ParseCPUList(%q) = %v, want an error", bad, got)
 		} else if !strings.Contains(err.Error(), "CPU list") {
 			t.Errorf("ParseCPUList(%q): error %q does not name the CPU list", bad, err)
+		} else if strings.Contains(err.Error(), `""`) && strings.TrimSpace(bad) != "" {
+			t.Errorf("ParseCPUList(%q): error %q names an empty item that was not written", bad, err)
 		}
 	}
 }
@@ -115,8 +118,56 @@ func TestSysfsBlockCounters(t *testing.T) {
 	if got[0].Major != 7 || got[0].Stat[0] != 7 {
 		t.Errorf("loop0: %+v", got[0])
 	}
-	if !sameBlockCounters(got, r.BlockCounters()) {
-		t.Error("the same counters read twice differ")
+	if moved := markUnsettled(got, r.BlockCounters()); moved != 0 {
+		t.Errorf("the same counters read twice moved by %d", moved)
+	}
+}
+
+// A snapshot under steady IO: the device's count moves between every pair
+// of reads (the callback between them completes requests), so none holds
+// still and the pair that moved least is kept, with how far it moved.
+func TestSnapshotBlockUnsettled(t *testing.T) {
+	root := t.TempDir()
+	dev := filepath.Join(root, "sys/block/vda")
+	if err := os.MkdirAll(dev, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dev, "dev"), []byte("254:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reads := uint64(1000)
+	writeStat := func() {
+		// Reads completed is field 1; 17 fields as since 5.5.
+		stat := fmt.Sprintf("%d 0 0 0 0 0 0 0 3 0 0 0 0 0 0 0 0\n", reads)
+		if err := os.WriteFile(filepath.Join(dev, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeStat()
+	// Completions during each try; the fourth moves least.
+	during := []uint64{9, 7, 8, 2, 5, 6}
+	var calls int
+	var instants []uint64
+	s := Root(root).Snapshot(nil, 0, func(snap *trace.Snapshot) {
+		snap.IOCompletions = uint64(calls) // which try's recorder counts are kept
+		instants = append(instants, snap.MonotonicNs)
+		reads += during[calls%len(during)]
+		calls++
+		writeStat()
+	})
+	if calls != SnapshotTries+1 {
+		t.Fatalf("%d tries, want %d: the counts never held still", calls, SnapshotTries+1)
+	}
+	if len(s.Block) != 1 {
+		t.Fatalf("block %+v", s.Block)
+	}
+	b := s.Block[0]
+	if b.Unsettled != 2 || s.IOCompletions != 3 || s.MonotonicNs != instants[3] {
+		t.Errorf("kept a try whose count moved %d (recorder's counts from try %d, instant %d), want 2 (try 3, instant %d)", b.Unsettled, s.IOCompletions, s.MonotonicNs, instants[3])
+	}
+	// The kept read is the one after try 3's instant: 1000 + 9+7+8+2.
+	if got := b.Completed(); got != 1026 {
+		t.Errorf("completed %d at the kept read, want 1026", got)
 	}
 }
 

@@ -403,6 +403,20 @@ type BlockCounter struct {
 	Stat  []uint64 `json:"stat"` // the fields in kernel order (Documentation/block/stat.rst)
 	Major uint32   `json:"major"`
 	Minor uint32   `json:"minor"`
+	// Unsettled is how many completions the kernel counted between the
+	// read before the snapshot's instant and this one, where no pair of
+	// reads held still (steady IO of thousands of requests a second):
+	// the count at the instant lies in [Completed()-Unsettled,
+	// Completed()]. 0: exact.
+	Unsettled uint64 `json:"unsettled,omitempty"`
+}
+
+// BlockCompletedIn bounds the requests the kernel completed between two
+// snapshots' reads of one device: exact (lo == hi) where both held still.
+func BlockCompletedIn(start, end BlockCounter) (lo, hi uint64) {
+	s, e := start.Completed(), end.Completed()
+	sub := func(a, b uint64) uint64 { return a - min(a, b) }
+	return sub(e, s+end.Unsettled), sub(e, s-min(s, start.Unsettled))
 }
 
 // BlockInFlight is the number of requests the kernel had in flight at the
