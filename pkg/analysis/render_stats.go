@@ -282,6 +282,9 @@ func renderStatsIdleTime(d *doc, s *Stats) error {
 	note := "Tick off at choice: the idle periods whose governor found the scheduler tick stopped when it chose their state " +
 		"(tick_nohz_tick_stopped(), which menu and teo read); at entry: stopped once it had chosen " +
 		"(it asked to stop it, or it was already); both of the periods whose tick state was recorded."
+	if s.Window.Source == "snapshots" {
+		note = "Window: each CPU's own, between its instants in the two snapshots (the headline's runs between the block counters' reads, which follow every CPU's). " + note
+	}
 	if s.HaltPoll != nil && s.HaltPoll.GuestHaltPollNs == 0 {
 		note += " The haltpoll governor, with guest_halt_poll_ns=0, asks to stop the tick at every entry unless a PM QoS limit of 0 is in force."
 	}
