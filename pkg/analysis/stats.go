@@ -157,6 +157,9 @@ type Mismatch struct {
 	Field  string `json:"field"`            // usage, time_ns, above, below, completed
 	Traced uint64 `json:"traced"`
 	Kernel uint64 `json:"kernel"`
+	// KernelRange: the range the kernel's count is known to, where the
+	// snapshots' reads moved (DeviceStats.KernelCompletedRange).
+	KernelRange *[2]uint64 `json:"kernel_range,omitempty"`
 }
 
 // WakeCauseStats counts what ended the idle periods.

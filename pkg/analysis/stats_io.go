@@ -55,33 +55,53 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 // checkDevices holds each device's traced completions to the kernel's
 // count: equal, or short by the requests the recording says the trace
 // lacks (undelivered, over every device; nil: unknown), within the range
-// a snapshot's moving counts leave. explained: they differ, and that
-// account closes the difference.
+// a snapshot's moving counts leave. They agree when some split of the
+// account over the devices puts every device's traced count plus its share
+// in its range: each device needs at least max(0, lo−traced) of it and
+// takes at most hi−traced. explained: they differ, and the account closes
+// the difference.
 func checkDevices(devs []DeviceStats, undelivered *uint64, mm []Mismatch) (explained bool, _ []Mismatch) {
-	var traced, lo, hi uint64
+	var need, room uint64
 	over, differ := false, false
 	for i := range devs {
 		d := &devs[i]
-		l, h, ok := d.kernelBounds()
+		lo, hi, ok := d.kernelBounds()
 		if !ok {
 			continue
 		}
-		traced, lo, hi = traced+d.Requests, lo+l, hi+h
-		over = over || d.Requests > h
+		over = over || d.Requests > hi
 		differ = differ || d.Requests != *d.KernelCompleted
+		need += sub(lo, d.Requests)
+		room += sub(hi, d.Requests)
 	}
 	if undelivered != nil {
-		explained = !over && differ && lo <= traced+*undelivered && traced+*undelivered <= hi
+		explained = !over && (differ || *undelivered > 0) && need <= *undelivered && *undelivered <= room
 	}
 	if explained {
 		return true, mm
 	}
+	// Without the account, or where it does not close the difference: each
+	// device its range alone.
 	for _, d := range devs {
-		if l, h, ok := d.kernelBounds(); ok && (d.Requests < l || d.Requests > h) {
-			mm = append(mm, Mismatch{Kind: "block", CPU: -1, State: -1, Device: d.Name, Name: d.Name, Field: "completed", Traced: d.Requests, Kernel: *d.KernelCompleted})
+		if lo, hi, ok := d.kernelBounds(); ok && (d.Requests < lo || d.Requests > hi) {
+			mm = append(mm, Mismatch{Kind: "block", CPU: -1, State: -1, Device: d.Name, Name: d.Name, Field: "completed",
+				Traced: d.Requests, Kernel: *d.KernelCompleted, KernelRange: d.KernelCompletedRange})
 		}
 	}
 	return false, mm
+}
+
+// accountRoom is how many of the requests the recording says the trace
+// lacks the kernel's counts leave room for (each device's high bound less
+// its traced count).
+func accountRoom(devs []DeviceStats) uint64 {
+	var room uint64
+	for i := range devs {
+		if _, hi, ok := devs[i].kernelBounds(); ok {
+			room += sub(hi, devs[i].Requests)
+		}
+	}
+	return room
 }
 
 func (b *StatsBuilder) deviceStats() []DeviceStats {

@@ -339,41 +339,50 @@ func (r Root) Snapshot(cpus []int, spin time.Duration, ioCounts func(*trace.Snap
 	// Unsettled saying by how much, which bounds the kernel's count at the
 	// instant.
 	before := r.BlockCounters()
-	var best *trace.Snapshot
-	bestMoved := uint64(math.MaxUint64)
+	best, bestMoved := *s, uint64(math.MaxUint64)
 	for try := 0; ; try++ {
-		t := &trace.Snapshot{MonotonicNs: MonotonicNs()}
+		t := *s // each try whole: whatever ioCounts sets stays with its instant
+		t.MonotonicNs = MonotonicNs()
 		if ioCounts != nil {
-			ioCounts(t)
+			ioCounts(&t)
 		}
 		after := r.BlockCounters()
 		moved := markUnsettled(before, after)
 		if moved < bestMoved {
-			t.Block, best, bestMoved = after, t, moved
+			t.Block = after
+			best, bestMoved = t, moved
 		}
 		if moved == 0 || try == SnapshotTries {
 			break
 		}
 		before = after
 	}
-	s.MonotonicNs, s.Block = best.MonotonicNs, best.Block
-	s.IOUnmatched, s.IOCompletions, s.IOOrphaned, s.IORaised = best.IOUnmatched, best.IOCompletions, best.IOOrphaned, best.IORaised
+	*s = best
 	return s
 }
 
 // markUnsettled sets each of after's devices' Unsettled to the completions
-// counted since before, and returns their sum (a device absent from
-// before counts as settled: it has nothing to compare with).
+// counted since before, and returns how far the reads moved: their sum,
+// plus one where the devices differ (one came or went: try again; a
+// device absent from before has no count to compare, and is left settled).
 func markUnsettled(before, after []trace.BlockCounter) uint64 {
 	var moved uint64
+	if len(before) != len(after) {
+		moved++
+	}
 	for i := range after {
 		a := &after[i]
 		a.Unsettled = 0
+		found := false
 		for _, b := range before {
 			if b.Name == a.Name && b.Major == a.Major && b.Minor == a.Minor {
 				a.Unsettled = a.Completed() - min(a.Completed(), b.Completed())
+				found = true
 				break
 			}
+		}
+		if !found {
+			moved++
 		}
 		moved += a.Unsettled
 	}

@@ -123,6 +123,38 @@ func TestSysfsBlockCounters(t *testing.T) {
 	}
 }
 
+func TestMarkUnsettled(t *testing.T) {
+	dev := func(name string, minor uint32, reads, writes uint64) trace.BlockCounter {
+		return trace.BlockCounter{Name: name, Major: 254, Minor: minor, Stat: []uint64{reads, 0, 0, 0, writes}}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after []trace.BlockCounter
+		wantMoved     uint64
+		wantUnsettled []uint64
+	}{
+		{"held still", []trace.BlockCounter{dev("vda", 0, 10, 5)}, []trace.BlockCounter{dev("vda", 0, 10, 5)}, 0, []uint64{0}},
+		{"reads and writes moved", []trace.BlockCounter{dev("vda", 0, 10, 5), dev("vdb", 16, 1, 1)}, []trace.BlockCounter{dev("vda", 0, 13, 6), dev("vdb", 16, 1, 1)}, 4, []uint64{4, 0}},
+		// A device that came between the reads: no count to compare (left
+		// settled), but the pair is not one to keep over a still one.
+		{"a device came", []trace.BlockCounter{dev("vda", 0, 10, 5)}, []trace.BlockCounter{dev("vda", 0, 10, 5), dev("sda", 32, 7, 0)}, 2, []uint64{0, 0}},
+		{"a device went", []trace.BlockCounter{dev("vda", 0, 10, 5), dev("sda", 32, 7, 0)}, []trace.BlockCounter{dev("vda", 0, 10, 5)}, 1, []uint64{0}},
+		// A counter that went back (a device replaced under its name) moves nothing.
+		{"a counter went back", []trace.BlockCounter{dev("vda", 0, 10, 5)}, []trace.BlockCounter{dev("vda", 0, 2, 0)}, 0, []uint64{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			moved := markUnsettled(tc.before, tc.after)
+			var got []uint64
+			for _, a := range tc.after {
+				got = append(got, a.Unsettled)
+			}
+			if moved != tc.wantMoved || !reflect.DeepEqual(got, tc.wantUnsettled) {
+				t.Errorf("moved %d, unsettled %v; want %d, %v", moved, got, tc.wantMoved, tc.wantUnsettled)
+			}
+		})
+	}
+}
+
 // A snapshot under steady IO: the device's count moves between every pair
 // of reads (the callback between them completes requests), so none holds
 // still and the pair that moved least is kept, with how far it moved.

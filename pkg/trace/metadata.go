@@ -317,7 +317,8 @@ type Snapshot struct {
 	// Per-CPU window bounds: each CPU's counters were read at its own instant
 	// (from a thread pinned to that CPU) so the window is exact per CPU.
 	CPUTimeNs []uint64 `json:"cpu_time_ns,omitempty"`
-	// IOUnmatched is the recorder's count, read just after Block, of IO
+	// IOUnmatched is the recorder's count, read between the instant and
+	// Block's read (the second of the pair around the instant), of IO
 	// completions whose issue it did not see (requests issued before it
 	// attached): they are in the kernel's counts but not in the trace.
 	IOUnmatched uint64 `json:"io_unmatched"`

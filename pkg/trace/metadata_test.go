@@ -71,3 +71,29 @@ func TestRecordsCPU(t *testing.T) {
 		}
 	}
 }
+
+// The kernel's completions between two snapshots: exact where both reads
+// held still, else the range their moves leave; never below zero.
+func TestBlockCompletedIn(t *testing.T) {
+	at := func(completed, unsettled uint64) BlockCounter {
+		return BlockCounter{Name: "vda", Stat: []uint64{completed}, Unsettled: unsettled}
+	}
+	for _, tc := range []struct {
+		name       string
+		start, end BlockCounter
+		lo, hi     uint64
+	}{
+		{"both held still", at(1000, 0), at(1100, 0), 100, 100},
+		// The start's count at its instant is 970 to 1000: up to 30 more in the window.
+		{"start moved", at(1000, 30), at(1100, 0), 100, 130},
+		// The end's count at its instant is 1080 to 1100: up to 20 fewer.
+		{"end moved", at(1000, 0), at(1100, 20), 80, 100},
+		{"both moved", at(1000, 30), at(1100, 20), 80, 130},
+		{"moves larger than the counts", at(5, 30), at(10, 20), 0, 10},
+		{"a counter that went back", at(1000, 0), at(900, 0), 0, 0},
+	} {
+		if lo, hi := BlockCompletedIn(tc.start, tc.end); lo != tc.lo || hi != tc.hi {
+			t.Errorf("%s: [%d, %d], want [%d, %d]", tc.name, lo, hi, tc.lo, tc.hi)
+		}
+	}
+}
