@@ -222,7 +222,10 @@ func raiseGOMAXPROCS(n int) (restore func()) {
 		return func() {}
 	}
 	runtime.SetDefaultGOMAXPROCS()
-	byDefault := os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(n) == procs
+	// Raise first: with GOMAXPROCS in the environment the process has no
+	// default to go back to, but it still needs the Ps.
+	atDefault := runtime.GOMAXPROCS(n) == procs
+	byDefault := atDefault && os.Getenv("GOMAXPROCS") == ""
 	return func() {
 		if byDefault {
 			runtime.SetDefaultGOMAXPROCS()

@@ -391,11 +391,10 @@ func TestTickCounters(t *testing.T) {
 }
 
 // raiseGOMAXPROCS puts back what the process had: its own number, or the
-// runtime's default.
+// runtime's default (SetDefaultGOMAXPROCS ignores the environment's
+// GOMAXPROCS, so the cases hold with it set too: the number is then put
+// back as a number).
 func TestRaiseGOMAXPROCS(t *testing.T) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		t.Skip("GOMAXPROCS is set in the environment: the runtime has no default to restore")
-	}
 	defer runtime.SetDefaultGOMAXPROCS()
 	runtime.SetDefaultGOMAXPROCS()
 	def := runtime.GOMAXPROCS(0)
@@ -409,6 +408,7 @@ func TestRaiseGOMAXPROCS(t *testing.T) {
 		{"already enough", 0, 1, def},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", "") // the process's own setting, below
 			if tc.set > 0 {
 				runtime.GOMAXPROCS(tc.set)
 			} else {
@@ -423,5 +423,18 @@ func TestRaiseGOMAXPROCS(t *testing.T) {
 				t.Errorf("restored to %d, want %d", got, tc.want)
 			}
 		})
-	}
+	} // GOMAXPROCS in the environment: the Ps are raised all the same, and
+	// the number is put back as a number.
+	t.Run("set in the environment", func(t *testing.T) {
+		t.Setenv("GOMAXPROCS", "1")
+		runtime.GOMAXPROCS(1)
+		restore := raiseGOMAXPROCS(def + 2)
+		if got := runtime.GOMAXPROCS(0); got < def+2 {
+			t.Errorf("raised to %d, want at least %d", got, def+2)
+		}
+		restore()
+		if got := runtime.GOMAXPROCS(0); got != 1 {
+			t.Errorf("restored to %d, want 1", got)
+		}
+	})
 }
