@@ -437,6 +437,7 @@ func renderStatsIO(d *doc, s *Stats) error {
 		parts := fmt.Sprintf("%d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs)",
 			*io.WithoutIssueInWindow, *io.UndeliveredInWindow)
 		mismatch := slices.ContainsFunc(s.Mismatches, func(m Mismatch) bool { return m.Kind == "block" })
+		room := accountRoom(io.Devices)
 		switch {
 		case io.KernelDiffExplained:
 			ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d %s the trace lacks: %s.", n, noun, parts))
@@ -444,10 +445,10 @@ func renderStatsIO(d *doc, s *Stats) error {
 			// The account must not read as the explanation of the
 			// difference the table shows.
 			ioLines = append(ioLines, fmt.Sprintf("The recording's account of requests the trace lacks inside the window (%d: %s) does not add up to the difference between the kernel's counters and the trace (the table's MISMATCH).", n, parts))
-		case accountRoom(io.Devices) == 0:
+		case room == 0:
 			ioLines = append(ioLines, fmt.Sprintf("The recording's account names %d %s the trace lacks inside the window (%s); the kernel's block counters show no such difference to check it against.", n, noun, parts))
 		default:
-			ioLines = append(ioLines, fmt.Sprintf("The recording's account names %d %s the trace lacks inside the window (%s); the kernel's block counters leave room for at most %d.", n, noun, parts, accountRoom(io.Devices)))
+			ioLines = append(ioLines, fmt.Sprintf("The recording's account names %d %s the trace lacks inside the window (%s); the kernel's block counters leave room for at most %d.", n, noun, parts, room))
 		}
 	}
 	if slices.ContainsFunc(io.Devices, func(d DeviceStats) bool { return d.KernelCompletedRange != nil }) {

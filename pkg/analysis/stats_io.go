@@ -61,7 +61,7 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 // takes at most hi−traced. explained: they differ, and the account closes
 // the difference.
 func checkDevices(devs []DeviceStats, undelivered *uint64, mm []Mismatch) (explained bool, _ []Mismatch) {
-	var need, room uint64
+	var need uint64
 	over, differ := false, false
 	for i := range devs {
 		d := &devs[i]
@@ -72,10 +72,9 @@ func checkDevices(devs []DeviceStats, undelivered *uint64, mm []Mismatch) (expla
 		over = over || d.Requests > hi
 		differ = differ || d.Requests != *d.KernelCompleted
 		need += sub(lo, d.Requests)
-		room += sub(hi, d.Requests)
 	}
 	if undelivered != nil {
-		explained = !over && (differ || *undelivered > 0) && need <= *undelivered && *undelivered <= room
+		explained = !over && (differ || *undelivered > 0) && need <= *undelivered && *undelivered <= accountRoom(devs)
 	}
 	if explained {
 		return true, mm

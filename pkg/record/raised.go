@@ -69,14 +69,24 @@ func openBlockCounters(cpus []int) (issue, complete *raisedCounter) {
 // read sums the counts over the CPUs.
 func (c *raisedCounter) read() (uint64, error) {
 	var sum uint64
-	var buf [8]byte
 	for _, fd := range c.fds {
-		if n, err := unix.Read(fd, buf[:]); err != nil || n != len(buf) {
-			return 0, errors.Join(errors.New("reading a perf counter"), err)
+		n, err := readPerfCount(fd)
+		if err != nil {
+			return 0, err
 		}
-		sum += binary.NativeEndian.Uint64(buf[:])
+		sum += n
 	}
 	return sum, nil
+}
+
+// readPerfCount reads a counting perf event's value (no read_format: one
+// u64).
+func readPerfCount(fd int) (uint64, error) {
+	var buf [8]byte
+	if n, err := unix.Read(fd, buf[:]); err != nil || n != len(buf) {
+		return 0, errors.Join(errors.New("reading a perf counter"), err)
+	}
+	return binary.NativeEndian.Uint64(buf[:]), nil
 }
 
 func (c *raisedCounter) close() {

@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -925,11 +924,6 @@ func initIPISends(t *testing.T) func() uint64 {
 			unix.Close(c.fd)
 		}
 	})
-	read := func(fd int) (uint64, bool) {
-		var buf [8]byte
-		k, err := unix.Read(fd, buf[:])
-		return binary.NativeEndian.Uint64(buf[:]), err == nil && k == len(buf)
-	}
 	// A polling CPU is woken by a flag, without an IPI: that request
 	// counts too.
 	others := uint64(max(runtime.NumCPU()-1, 1))
@@ -955,13 +949,13 @@ func initIPISends(t *testing.T) func() uint64 {
 				t.Fatalf("perf counting event on %s:%s for PID 1's thread %d: %v", tp.group, tp.name, n, err)
 			}
 			c := counter{fd: fd, weight: tp.weight}
-			c.start, _ = read(fd)
+			c.start, _ = record.ReadPerfCount(fd)
 			counters = append(counters, c)
 		}
 	}
 	return func() (woken uint64) {
 		for _, c := range counters {
-			if v, ok := read(c.fd); ok && v > c.start {
+			if v, err := record.ReadPerfCount(c.fd); err == nil && v > c.start {
 				woken += (v - c.start) * c.weight
 			}
 		}

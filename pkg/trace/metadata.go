@@ -416,8 +416,7 @@ type BlockCounter struct {
 // snapshots' reads of one device: exact (lo == hi) where both held still.
 func BlockCompletedIn(start, end BlockCounter) (lo, hi uint64) {
 	s, e := start.Completed(), end.Completed()
-	sub := func(a, b uint64) uint64 { return a - min(a, b) }
-	return sub(e, s+end.Unsettled), sub(e, s-min(s, start.Unsettled))
+	return subFloor(e, s+end.Unsettled), subFloor(e, subFloor(s, start.Unsettled))
 }
 
 // BlockInFlight is the number of requests the kernel had in flight at the
