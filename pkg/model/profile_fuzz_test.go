@@ -1,0 +1,112 @@
+package model
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// FuzzProfileReplay: a profile file is user input. Whatever its bytes,
+// ParseProfile gives a profile or an error (never a panic), and a profile
+// it accepts replays under every governor with figures a report can print:
+// every period replayed, state shares of the periods' time that add up to
+// one, finite energy, ordered latency quantiles. (`go test -fuzz
+// FuzzProfileReplay ./pkg/model`; the seeds run in every `go test`.)
+func FuzzProfileReplay(f *testing.F) {
+	for _, name := range BuiltinNames() {
+		p, err := Builtin(name, 250)
+		if err != nil {
+			f.Fatal(err)
+		}
+		data, err := json.Marshal(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		`{"name":"one","states":[{"name":"C1","exit_latency_us":0,"target_residency_us":0}]}`,
+		`{"name":"poll","states":[{"name":"POLL","exit_latency_us":0,"target_residency_us":0,"polling":true}]}`,
+		`{"name":"deep","hz":100,"states":[{"name":"POLL","exit_latency_us":0,"target_residency_us":0,"polling":true},` +
+			`{"name":"C1","exit_latency_us":1,"target_residency_us":1},{"name":"C6","exit_latency_us":10000000,"target_residency_us":10000000,"disabled":true}]}`,
+		`{"name":"flat","states":[{"name":"A","exit_latency_ns":5,"target_residency_ns":5,"power":0},{"name":"B","exit_latency_ns":5,"target_residency_ns":5,"power":2}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	s := genTrace(3, 2, 150, 20_000)
+	specs := []string{"recorded", "menu", "menu+kernel=6.1", "menu+kernel=6.12", "teo", "teo+kernel=6.1", "teo+kernel=6.12",
+		"ladder", "haltpoll", "oracle", "menu+qos=5us", "teo+maxcstate=1", "menu+poll=tick16"}
+	var pols []Policy
+	for _, sp := range specs {
+		p, err := ParsePolicy(sp)
+		if err != nil {
+			f.Fatal(err)
+		}
+		pols = append(pols, p)
+	}
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		prof, err := ParseProfile("fuzz.json", data, 250)
+		if err != nil {
+			if prof != nil {
+				t.Fatalf("profile and error both returned: %v", err)
+			}
+			return
+		}
+		for _, pol := range pols {
+			rp, err := NewReplay(prof, meta, []Policy{pol})
+			if err != nil {
+				continue // a policy the table cannot run (haltpoll without a polling state): refused, not replayed
+			}
+			prepassSynth(rp, s)
+			for i := range s.periods {
+				if err := rp.Idle(&s.periods[i]); err != nil {
+					t.Fatalf("%s: %v", pol.Spec, err)
+				}
+			}
+			for i := range s.ios {
+				if err := rp.BlockIO(&s.ios[i]); err != nil {
+					t.Fatalf("%s: %v", pol.Spec, err)
+				}
+			}
+			res, err := rp.Finish()
+			if err != nil {
+				t.Fatalf("%s: %v", pol.Spec, err)
+			}
+			checkResultSane(t, pol.Spec, res[0], uint64(len(s.periods)))
+		}
+	})
+}
+
+func checkResultSane(t *testing.T, spec string, r Result, periods uint64) {
+	t.Helper()
+	if r.IdlePeriods != periods {
+		t.Errorf("%s: %d idle periods replayed, want %d", spec, r.IdlePeriods, periods)
+	}
+	sum := 0.0
+	for name, v := range r.StateShare {
+		if math.IsNaN(v) || v < 0 || v > 1+1e-9 {
+			t.Errorf("%s: state %s share %v", spec, name, v)
+		}
+		sum += v
+	}
+	if math.Abs(sum-1) > 1e-6 {
+		t.Errorf("%s: state shares add up to %v, want 1", spec, sum)
+	}
+	for _, v := range []float64{r.EnergyRel, r.EnergyBusyCoreSeconds} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			t.Errorf("%s: energy %v", spec, v)
+		}
+	}
+	lat := []LatencySummary{r.WakeLatencyNs}
+	if r.IOLatencyNs != nil {
+		lat = append(lat, *r.IOLatencyNs)
+	}
+	for _, l := range lat {
+		if l.Count > 0 && (l.P50 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max || math.IsNaN(l.Mean)) {
+			t.Errorf("%s: latency summary out of order: %+v", spec, l)
+		}
+	}
+}
