@@ -56,6 +56,9 @@ func Governors() []Governor {
 // ends it (dev->poll_limit_ns, drivers/cpuidle/cpuidle.c cpuidle_poll_time).
 type PollRule int
 
+// minPollNs is the shortest fixed poll limit a policy may set.
+const minPollNs = 1000
+
 const (
 	// PollKernel: the rule of the kernel release the policy models.
 	PollKernel PollRule = iota
@@ -299,6 +302,15 @@ var modifierTable = []Modifier{
 				}
 				if d == 0 {
 					return fmt.Errorf("a zero poll time would never poll; disable=POLL says that")
+				}
+				// poll_idle() reads the clock once every
+				// POLL_IDLE_RELAX_COUNT (200) cpu_relax() loops
+				// (drivers/cpuidle/poll_state.c, v6.18), some
+				// microseconds: no kernel ends a poll sooner, and a
+				// replay re-selecting every few ns of a long period
+				// would take hours.
+				if d < minPollNs {
+					return fmt.Errorf("%s is below 1us: poll_idle() reads the clock only every 200 cpu_relax() loops, so no kernel ends a poll sooner", val)
 				}
 				p.Poll, p.PollNs = PollFixed, d
 			}

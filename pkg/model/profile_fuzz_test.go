@@ -37,7 +37,8 @@ func FuzzProfileReplay(f *testing.F) {
 	}
 	s := genTrace(3, 2, 150, 20_000)
 	specs := []string{"recorded", "menu", "menu+kernel=6.1", "menu+kernel=6.12", "teo", "teo+kernel=6.1", "teo+kernel=6.12",
-		"ladder", "haltpoll", "oracle", "menu+qos=5us", "teo+maxcstate=1", "menu+poll=tick16"}
+		"ladder", "haltpoll", "oracle", "menu+qos=5us", "teo+maxcstate=1", "menu+poll=tick16",
+		"menu+kernel=5.10", "teo+kernel=5.4", "ladder+kernel=4.19", "menu+maxcstate=0", "teo+qos=0"}
 	var pols []Policy
 	for _, sp := range specs {
 		p, err := ParsePolicy(sp)
@@ -109,4 +110,56 @@ func checkResultSane(t *testing.T, spec string, r Result, periods uint64) {
 			t.Errorf("%s: latency summary out of order: %+v", spec, l)
 		}
 	}
+}
+
+// FuzzPolicyReplay: a --policy spec is user input too. Whatever the
+// string, ParsePolicy gives a policy or an error, and a policy it accepts
+// replays on a server table and on haltpoll's with figures a report can
+// print (checkResultSane).
+func FuzzPolicyReplay(f *testing.F) {
+	for _, m := range modifierTable {
+		f.Add(m.Example)
+	}
+	for _, s := range []string{"menu", "teo", "ladder", "haltpoll", "oracle", "recorded", "menu+qos=0", "teo+poll=1us+maxcstate=0",
+		"menu+blkqos=1ns/1ns", "haltpoll+guest_halt_poll_ns=0", "menu+disable=C6,C1,POLL+qos=1us", "ladder+kernel=4.19"} {
+		f.Add(s)
+	}
+	s := genTrace(5, 2, 150, 20_000)
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+	var profs []*Profile
+	for _, name := range []string{"spr", "haltpoll"} {
+		p, err := Builtin(name, 250)
+		if err != nil {
+			f.Fatal(err)
+		}
+		profs = append(profs, p)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		pol, err := ParsePolicy(spec)
+		if err != nil {
+			return
+		}
+		for _, prof := range profs {
+			rp, err := NewReplay(prof, meta, []Policy{pol})
+			if err != nil {
+				continue // refused for this table (a state it does not have): an error, not a replay
+			}
+			prepassSynth(rp, s)
+			for i := range s.periods {
+				if err := rp.Idle(&s.periods[i]); err != nil {
+					t.Fatalf("%s on %s: %v", spec, prof.Name, err)
+				}
+			}
+			for i := range s.ios {
+				if err := rp.BlockIO(&s.ios[i]); err != nil {
+					t.Fatalf("%s on %s: %v", spec, prof.Name, err)
+				}
+			}
+			res, err := rp.Finish()
+			if err != nil {
+				t.Fatalf("%s on %s: %v", spec, prof.Name, err)
+			}
+			checkResultSane(t, spec+" on "+prof.Name, res[0], uint64(len(s.periods)))
+		}
+	})
 }
