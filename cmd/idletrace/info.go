@@ -71,8 +71,10 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			// as the export's pm_qos_changes table has them.
 			PMQoSChanges     []export.PMQoSChangeRow `json:"pm_qos_changes"`
 			PMQoSChangeCount uint64                  `json:"pm_qos_change_count"`
-			Warnings         []string                `json:"warnings"`
-		}{r.Meta, infoEndOf(r.End), loss, r.Chunks(), export.PMQoSChangeRows(qos), nQoS, r.Warnings()})
+			// Damage: what the damaged chunks held (stats' damage).
+			Damage   trace.Damage `json:"damage"`
+			Warnings []string     `json:"warnings"`
+		}{r.Meta, infoEndOf(r.End), loss, r.Chunks(), export.PMQoSChangeRows(qos), nQoS, r.Damage(), r.Warnings()})
 	}
 	m := r.Meta
 	p := func(k, f string, a ...any) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", fmt.Sprintf(f, a...)) }
@@ -156,6 +158,9 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	p("loss", "%s", loss)
+	if d := r.Damage(); d.Any() {
+		p("file damage", "%s", d)
+	}
 	return nil
 }
 

@@ -286,6 +286,30 @@ func TestDamagedTrace(t *testing.T) {
 		if args[0] == "whatif" && !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
 			t.Errorf("whatif's report does not say which chunks it lacks:\n%s", r.stdout)
 		}
+		// The report itself, pasted without its stderr, says what the
+		// damage held.
+		if line := map[string]string{"stats": "File damage: ", "info": "file damage: "}[args[0]]; line != "" &&
+			!strings.Contains(r.stdout, line) {
+			t.Errorf("%s's report has no %q line:\n%s", args[0], line, r.stdout)
+		}
+	}
+	// stats and info give the same damage account in JSON, the records of
+	// the skipped chunks.
+	var damage [2]struct {
+		Damage struct {
+			Chunks      uint64 `json:"chunks"`
+			IdleRecords uint64 `json:"idle_records"`
+			IORecords   uint64 `json:"io_records"`
+		} `json:"damage"`
+	}
+	for i, cmd := range []string{"stats", "info"} {
+		r := runBin(t, cmd, damaged, "--format", "json")
+		if err := json.Unmarshal([]byte(r.stdout), &damage[i]); err != nil {
+			t.Fatalf("%s JSON: %v", cmd, err)
+		}
+	}
+	if d := damage[0].Damage; d.Chunks == 0 || d.IdleRecords+d.IORecords == 0 || damage[1] != damage[0] {
+		t.Errorf("damage: stats %+v, info %+v: want the damaged chunks' records, the same in both", d, damage[1].Damage)
 	}
 }
 

@@ -102,6 +102,9 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 			FormatDuration(s.DurationNs), s.Window.Source, stopString(s), Count(totalPeriods(s), "idle period"), ioCount),
 		fmt.Sprintf("Recording: %s.", s.Loss),
 	}
+	if s.Damage.Any() {
+		head = append(head, fmt.Sprintf("File damage: %s, recorded but not in the counts below.", s.Damage))
+	}
 	switch {
 	case s.OutsideWindow.IdlePeriods+s.OutsideWindow.IORequests == 0:
 	case !s.Inputs.BlockIO:
@@ -160,7 +163,11 @@ func renderStatsStates(d *doc, s *Stats) error {
 		if n == 0 {
 			d.para(fmt.Sprintf("Every traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", ResidencyTolerance*100))
 		} else {
-			d.para(fmt.Sprintf("%d counters disagree with the kernel's (flagged MISMATCH above; usage must match exactly where nothing was lost, residency within %.1f %%, above and below exactly).", n, ResidencyTolerance*100))
+			p := fmt.Sprintf("%d counters disagree with the kernel's (flagged MISMATCH above; usage must match exactly where nothing was lost, residency within %.1f %%, above and below exactly).", n, ResidencyTolerance*100)
+			if s.Damage.IdleRecords > 0 || s.Damage.UncountedBytes > 0 {
+				p += " The file's damaged chunks held idle periods the kernel counted and the trace cannot (File damage, above)."
+			}
+			d.para(p)
 		}
 	} else {
 		d.para("No kernel counters to check against: " + orDash(s.Kernel.Note) + ".")

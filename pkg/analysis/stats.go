@@ -55,6 +55,9 @@ type Stats struct {
 	OutsideWindow OutsideWindow `json:"outside_window"`
 	// Invalid counts records with an impossible CPU or state number.
 	Invalid uint64 `json:"invalid_records"`
+	// Damage is what the file's damaged chunks held: recorded, but not
+	// in these counts (the reader skipped them).
+	Damage trace.Damage `json:"damage"`
 
 	// RecorderCost: the recorder's BPF programs' run time (record
 	// --bpf-stats); null without it.
@@ -338,6 +341,7 @@ func FilteredStatsEachPeriod(r *trace.Reader, f trace.IOFilter, eachPeriod func(
 		return nil, err
 	}
 	s := b.Finish(nil)
+	s.Damage = r.Damage()
 	s.Warnings = append(append([]string{}, r.Warnings()...), s.Warnings...)
 	return s, nil
 }

@@ -33,6 +33,10 @@ type Reader struct {
 	indexed bool
 
 	warnings []string
+	// damage counts what the damaged chunks held, each chunk once
+	// (damagedAt: by offset), however often a scan meets it.
+	damage    Damage
+	damagedAt map[int64]bool
 	// truncWarning is the index in warnings of the file's truncation, -1
 	// if none: the recording's missing end is said there, not again.
 	truncWarning int
@@ -178,7 +182,7 @@ func NewNamedReader(ra io.ReaderAt, size int64, name string) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: zstd: %w", name, err)
 	}
-	r := &Reader{name: name, ra: ra, size: size, zdec: zdec, warned: map[string]bool{}}
+	r := &Reader{name: name, ra: ra, size: size, zdec: zdec, warned: map[string]bool{}, damagedAt: map[int64]bool{}}
 	if err := r.open(); err != nil {
 		zdec.Close()
 		return nil, err
@@ -203,6 +207,62 @@ func (r *Reader) Close() error {
 // Warnings lists problems found so far (at open and during Scan), each a
 // complete sentence naming the file.
 func (r *Reader) Warnings() []string { return slices.Clone(r.warnings) }
+
+// Damage is what the file's damaged chunks held, as far as the reader met
+// them: at open, and in the chunks Scan or Verify read so far.
+func (r *Reader) Damage() Damage { return r.damage }
+
+// Damage is what a reader could not use of a file: the records of the
+// damaged chunks it skipped, by type, and the bytes it skipped where a
+// chunk's header was unreadable, so that its records cannot be counted.
+// A file cut short (a killed recording) is not damage.
+type Damage struct {
+	Chunks         uint64 `json:"chunks"`
+	IdleRecords    uint64 `json:"idle_records"`
+	IORecords      uint64 `json:"io_records"`
+	OtherRecords   uint64 `json:"other_records"`
+	UncountedBytes uint64 `json:"uncounted_bytes"`
+}
+
+// Any says whether anything was damaged.
+func (d Damage) Any() bool { return d.Chunks > 0 || d.UncountedBytes > 0 }
+
+// String is the damage in one sentence, for reports: "" without any.
+func (d Damage) String() string {
+	if !d.Any() {
+		return ""
+	}
+	var held []string
+	for _, c := range []struct {
+		n    uint64
+		what string
+	}{{d.IdleRecords, "idle period"}, {d.IORecords, "block IO request"}, {d.OtherRecords, "other record"}} {
+		if c.n > 0 {
+			held = append(held, countOf(c.n, c.what))
+		}
+	}
+	if d.UncountedBytes > 0 {
+		held = append(held, fmt.Sprintf("%d bytes whose records could not be counted", d.UncountedBytes))
+	}
+	return fmt.Sprintf("%s skipped, holding %s", countOf(d.Chunks, "damaged chunk"), strings.Join(held, ", "))
+}
+
+// addDamage counts chunk i's records as damaged, once.
+func (r *Reader) addDamage(c *indexEntry) {
+	if r.damagedAt[c.off] {
+		return
+	}
+	r.damagedAt[c.off] = true
+	r.damage.Chunks++
+	switch c.typ {
+	case ChunkIdle:
+		r.damage.IdleRecords += uint64(c.records)
+	case ChunkBlockIO:
+		r.damage.IORecords += uint64(c.records)
+	default:
+		r.damage.OtherRecords += uint64(c.records)
+	}
+}
 
 // Indexed says whether the chunk list came from the file's index.
 func (r *Reader) Indexed() bool { return r.indexed }
@@ -395,6 +455,15 @@ func (r *Reader) walkChunks() error {
 		off = e.end()
 	}
 	for _, ev := range events {
+		end := ev.resumeOff
+		if end < 0 {
+			end = r.size
+		}
+		if !r.damagedAt[ev.off] {
+			r.damagedAt[ev.off] = true
+			r.damage.Chunks++
+			r.damage.UncountedBytes += uint64(end - ev.off)
+		}
 		if ev.resumeOff < 0 {
 			r.warn("chunk at offset %d is damaged (%s); no valid chunk follows it, %d bytes skipped",
 				ev.off, ev.reason, r.size-ev.off)
@@ -529,6 +598,7 @@ func (r *Reader) chunkWarning(i int, reason string) {
 		}
 	}
 	c := &r.chunks[i]
+	r.addDamage(c)
 	r.warn("chunk at offset %d is damaged (%s); skipped it (%s) and continued with the %d chunks after it",
 		c.off, reason, countOf(uint64(c.records), c.typ.String()+" record"), after)
 }
@@ -600,6 +670,7 @@ func (r *Reader) readEnd() {
 		}
 	}
 	if err != nil {
+		r.addDamage(&r.chunks[last])
 		r.warn("end chunk at offset %d is damaged (%v); the end-of-recording counters are unavailable", r.chunks[last].off, err)
 		return
 	}

@@ -334,12 +334,36 @@ func TestDamagedChunk(t *testing.T) {
 					if c.typ == ChunkEnd && r.End != nil {
 						t.Error("damaged end chunk still decoded")
 					}
+					// The damage account: the chunk's records by type, or,
+					// where its header was unreadable while walking, the
+					// bytes skipped.
+					d := r.Damage()
+					want := Damage{Chunks: 1}
+					switch {
+					case d.UncountedBytes > 0:
+						want.UncountedBytes = d.UncountedBytes
+						if d.UncountedBytes < uint64(chunkHeaderSize)+uint64(c.payloadLen) {
+							t.Errorf("%d bytes skipped, less than the chunk's %d", d.UncountedBytes, chunkHeaderSize+int(c.payloadLen))
+						}
+					case c.typ == ChunkIdle:
+						want.IdleRecords = uint64(c.records)
+					case c.typ == ChunkBlockIO:
+						want.IORecords = uint64(c.records)
+					default:
+						want.OtherRecords = uint64(c.records)
+					}
+					if d != want {
+						t.Errorf("damage %+v, want %+v", d, want)
+					}
 					// Verify, which decodes nothing, finds what reading did.
 					v, err := NewNamedReader(bytes.NewReader(bad), int64(len(bad)), "t.trace")
 					must(t, err)
 					must(t, v.Verify())
 					if !slices.Equal(v.Warnings(), r.Warnings()) {
 						t.Errorf("Verify warned %q, reading every record %q", v.Warnings(), r.Warnings())
+					}
+					if v.Damage() != d {
+						t.Errorf("Verify's damage %+v, reading every record's %+v", v.Damage(), d)
 					}
 				})
 			}
@@ -389,6 +413,9 @@ func TestResyncAfterGarbage(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("warnings %q", r.Warnings())
+	}
+	if d := r.Damage(); d != (Damage{Chunks: 1, UncountedBytes: uint64(next - victim.off)}) {
+		t.Errorf("damage %+v, want the %d bytes skipped", d, next-victim.off)
 	}
 	if r.End == nil {
 		t.Error("end chunk after the damage was not found")
