@@ -120,6 +120,9 @@ func runWhatif(args []string, stdout, stderr io.Writer) error {
 		if len(pols) != 1 {
 			return usagef("--measured compares one policy's prediction with a measurement: give exactly one --policy (got %d)", len(pols))
 		}
+		if err := comparedProfile(*profileName, "--measured"); err != nil {
+			return err
+		}
 		rep, err := compareTraces(path, *measured, pols[0], replayOptions{*profileName, *hz, *ioFilter}, stderr)
 		if err != nil {
 			return err

@@ -89,6 +89,19 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 	return rep, nil
 }
 
+// comparedProfile refuses a --profile other than the table the
+// measurement runs on (recorded, or measured: the same states with their
+// measured exit latencies). A prediction on another machine's table set
+// beside this machine's measurement compares states one of them does not
+// have: a new user's `--profile spr` read as a 7,600 % error on below.
+func comparedProfile(profile, what string) error {
+	switch profile {
+	case "", "recorded", "measured":
+		return nil
+	}
+	return usagef("--profile %s: %s measures on the recorded machine's own state table, so the prediction must be on it too (--profile recorded or measured); to predict for %s, run whatif without --measured", profile, what, profile)
+}
+
 // recordedOn says where BEFORE and AFTER were recorded, once where they
 // agree.
 func recordedOn(b, a *trace.Metadata) string {

@@ -34,7 +34,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	policyHelp := strings.Replace(model.PolicyHelp(), " (repeatable)", " (exactly one)", 1)
 	fs.Usage = func() { usage(); fmt.Fprint(stderr, "\n"+experimentPolicyNote+"\n\n"+policyHelp) }
 	policies := fs.StringArray("policy", nil, "exactly one policy to apply (GOVERNOR[+MODIFIER]...; what the running kernel can change: governor, disable=, qos=, haltpoll's guest_halt_poll_*; needs a cpuidle driver)")
-	profileName := fs.String("profile", "recorded", "state table to predict on: recorded, measured, a built-in name or a JSON file")
+	profileName := fs.String("profile", "recorded", "state table to predict on: recorded or measured (the machine's own table, which the after recording measures)")
 	ioFilter := fs.String("io", "", "IO figures cover only these requests: "+trace.IOFilterHelp)
 	dur := fs.DurationP("duration", "d", 0, "stop each recording after this long (default: when COMMAND exits)")
 	dir := fs.StringP("output", "o", "idletrace-experiment", "directory for the traces: before.trace and after.trace (with --runs N, before-1.trace, after-1.trace, …)")
@@ -66,6 +66,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	}
 	if *runs < 1 || *runs > 100 {
 		return usagef("--runs %d: must be 1 to 100", *runs)
+	}
+	if err := comparedProfile(*profileName, "experiment"); err != nil {
+		return err
 	}
 	if *dur < 0 || (*dur == 0 && fs.Changed("duration")) {
 		return usagef("--duration %v: must be positive (leave it out to record until COMMAND exits)", *dur)

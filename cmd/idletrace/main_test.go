@@ -169,6 +169,9 @@ func TestBadInput(t *testing.T) {
 		{"record to a directory", []string{"record", "-o", filepath.Dir(existing), "--force", "-d", "1s"}, 2, "is a directory"},
 		{"measured with two policies", []string{"whatif", bundledTrace, "--policy", "menu", "--policy", "teo", "--measured", bundledTrace}, 2, "exactly one --policy"},
 		{"measured without a policy", []string{"whatif", bundledTrace, "--measured", bundledTrace}, 2, "exactly one --policy"},
+		// The measurement runs on the machine's own table: a prediction on spr's set beside it compares states it lacks.
+		{"measured on another table", []string{"whatif", bundledTrace, "--policy", "menu", "--measured", bundledTrace, "--profile", "spr"}, 2, "--profile spr: --measured measures on the recorded machine's own state table"},
+		{"experiment on another table", []string{"experiment", "--policy", "menu", "--profile", "spr", "--", "true"}, 2, "--profile spr: experiment measures on the recorded machine's own state table"},
 		{"experiment unknown policy", []string{"experiment", "--policy", "schedutil", "--", "true"}, 2, "schedutil"},
 		{"experiment two policies", []string{"experiment", "--policy", "menu", "--policy", "ladder", "--", "true"}, 2, "exactly one --policy"},
 		{"experiment no command", []string{"experiment", "--policy", "menu"}, 2, "missing COMMAND"},
