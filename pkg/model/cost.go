@@ -109,6 +109,27 @@ func (ps *polSim) result(r *Replay) Result {
 // Assumptions is the paragraph every whatif report prints: what the model
 // takes as given and what it leaves out, for this profile and these
 // policies.
+//
+// samePower names the enabled halted states whose estimated power is the
+// floor's, where more than one is: the energy figures cannot tell them
+// apart (a deeper one costs only its larger entry overhead), so the
+// oracle keeps to the shallowest and deeper states earn a policy nothing.
+func samePower(prof *Profile) string {
+	if prof == nil {
+		return ""
+	}
+	var floor []string
+	for _, s := range prof.States {
+		if s.PowerEstimated && !s.Polling && !s.Disabled && s.Power <= minEstimatedPower {
+			floor = append(floor, s.Name)
+		}
+	}
+	if len(floor) < 2 {
+		return ""
+	}
+	return "; " + strings.Join(floor, ", ") + " all get 0.02, so the energy figures do not tell them apart (give the profile measured powers)"
+}
+
 func Assumptions(prof *Profile, policies []Policy) string {
 	var b strings.Builder
 	hz := DefaultHZ
@@ -132,7 +153,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 		}
 	}
 	if est {
-		b.WriteString("Energy uses estimated state powers (polling 0.9 of a busy core, halted states 0.35/(1+exit latency/10 µs), at least 0.02) ")
+		b.WriteString("Energy uses estimated state powers (polling 0.9 of a busy core, halted states 0.35/(1+exit latency/10 µs), at least 0.02" + samePower(prof) + ") ")
 	} else {
 		b.WriteString("Energy uses the profile's state powers ")
 	}
@@ -140,7 +161,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 	for _, p := range policies {
 		switch p.Governor {
 		case GovOracle:
-			b.WriteString("Oracle knows each idle period's real length: a lower bound, not a governor. ")
+			b.WriteString("Oracle knows each idle period's real length and takes the state of least energy for it within the latency limit (the profile's powers and break-even overheads; of states that cost the same, the shallower): a lower bound on energy, not on latency, and not a governor. ")
 		case GovMenu:
 			b.WriteString("menu follows the kernel release it models (kernel=, else the recorded one): mainline's, and for 6.12.y and 6.1.y the later menu commits their stable releases took (listed in Debian's changelogs); a 6.6.y or 5.15.y release gets the form of its mainline release, without the later changes its stable series took. ")
 		case GovTEO:

@@ -914,6 +914,33 @@ func TestAssumptions(t *testing.T) {
 	}
 }
 
+// TestAssumptionsSamePower: where estimated powers sit on the floor for
+// several states, the report says the energy figures cannot tell them
+// apart (a new user read hsw's oracle, which keeps to C7s, as a failed
+// lower bound); with powers given, or one state on the floor, it does not.
+func TestAssumptionsSamePower(t *testing.T) {
+	const note = "all get 0.02, so the energy figures do not tell them apart"
+	measured := mustBuiltin(t, "hsw", 250)
+	measured.States = slices.Clone(measured.States)
+	for i := range measured.States {
+		measured.States[i].PowerEstimated = false
+	}
+	oneDeep := mkProfile("one", 250, []State{{Name: "C1", ExitLatencyNs: 2000, TargetResidencyNs: 2000}, {Name: "C6", ExitLatencyNs: 600_000, TargetResidencyNs: 1_800_000}})
+	for _, tc := range []struct {
+		prof *Profile
+		want string
+	}{
+		{mustBuiltin(t, "hsw", 250), "C7s, C8, C9, C10 " + note},
+		{measured, ""},
+		{oneDeep, ""},
+	} {
+		a := Assumptions(tc.prof, []Policy{mustPolicy(t, "oracle")})
+		if got := strings.Contains(a, note); got != (tc.want != "") || (tc.want != "" && !strings.Contains(a, tc.want)) {
+			t.Errorf("%s: want %q (or none if empty) in: %s", tc.prof.Name, tc.want, a)
+		}
+	}
+}
+
 // ---- benchmarks ----
 
 // benchPeriods is a fixed in-memory period stream replayed round-robin so

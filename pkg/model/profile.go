@@ -155,8 +155,12 @@ func EstimatePower(s State) float64 {
 		return 0.9
 	}
 	p := 0.35 / (1 + float64(s.ExitLatencyNs)/10000)
-	return math.Max(0.02, p)
+	return math.Max(minEstimatedPower, p)
 }
+
+// minEstimatedPower is the floor of EstimatePower: a deep state still
+// draws something.
+const minEstimatedPower = 0.02
 
 func usToNs(us float64) uint64 { return uint64(math.Round(us * 1000)) }
 
