@@ -199,6 +199,7 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 		return Summary{}, err
 	}
 	p := newPass(format, nil)
+	p.profileStates = len(o.States)
 	for _, e := range o.Events {
 		name, err := declaredEvent(e)
 		if err != nil {
@@ -296,6 +297,9 @@ type pass struct {
 	// fullStates: the whole tables idletrace's export lists in comments
 	// (trace.ExportStatesHeader), which take precedence.
 	fullStates map[int][]trace.StateInfo
+	// profileStates is the size of the table Options.States gives (0:
+	// none): a cpu_idle state beyond it is an error.
+	profileStates int
 	// statesLineCPU is the CPU of the last fullStates line read (-1:
 	// none), statesLineBad whether a line of its run did not read.
 	statesLineCPU int
@@ -449,6 +453,12 @@ func (p *pass) line(s string) error {
 		}
 		if state != cpuIdleExit && state >= 1<<16 {
 			return fmt.Errorf("cpu_idle: state=%d is no idle state", state)
+		}
+		// The table given (--profile) names every state the capture may
+		// enter: stats would skip a period beyond it as impossible while
+		// whatif replayed it.
+		if n := p.profileStates; n > 0 && state != cpuIdleExit && state >= uint64(n) {
+			return fmt.Errorf("cpu_idle: state=%d is beyond the profile's %d states (0-%d): %q", state, n, n-1, clip(s))
 		}
 		if uint32(cpu) != ev.cpu {
 			p.sum.IdleOtherCPU++

@@ -170,6 +170,24 @@ func TestImportErrors(t *testing.T) {
 	}
 }
 
+// TestImportStateBeyondProfile: with a table given (--profile), a state it
+// lacks is an error naming the line; stats skipped such a period as
+// impossible while whatif replayed it.
+func TestImportStateBeyondProfile(t *testing.T) {
+	capture := "  swapper 0 [000] 1.0: power:cpu_idle: state=1 cpu_id=0\n" +
+		"  swapper 0 [000] 1.1: power:cpu_idle: state=4294967295 cpu_id=0\n" +
+		"  swapper 0 [000] 1.2: power:cpu_idle: state=2 cpu_id=0\n"
+	states := []trace.StateInfo{{Name: "POLL"}, {Name: "C1"}}
+	_, _, err := importString(t, capture, Options{States: states})
+	if err == nil || !strings.Contains(err.Error(), "line 3: cpu_idle: state=2 is beyond the profile's 2 states (0-1)") || LineOf(err) != 3 {
+		t.Errorf("error %v (line %d), want line 3's state=2 named", err, LineOf(err))
+	}
+	// Without a table, the capture's states are whatever it entered.
+	if _, _, err := importString(t, capture, Options{}); err != nil {
+		t.Errorf("without a profile: %v", err)
+	}
+}
+
 // TestImportCutLastLine: a capture whose last line lacks its newline (cut
 // short) imports without that line, which the summary names; one that
 // ends whole names none.
