@@ -62,3 +62,25 @@ func TestDocsProfileShape(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsChangesLine: the README's example of whatif's "what each policy
+// changed" line, on the bundled trace, is what whatif prints (a new user
+// found it had drifted: 78,010 wake-ups in the README, 77,990 printed).
+func TestDocsChangesLine(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("`(menu\\+blkqos=10us/3ms: changed [^`]*)`").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no `menu+blkqos=10us/3ms: changed ...` example")
+	}
+	want := strings.Join(strings.Fields(string(m[1])), " ")
+	r := runBin(t, "whatif", bundledTrace, "--profile", "spr", "--policy", "menu", "--policy", "menu+blkqos=10us/3ms")
+	if r.code != 0 {
+		t.Fatalf("whatif: exit %d: %s", r.code, r.stderr)
+	}
+	if got := strings.Join(strings.Fields(r.stdout), " "); !strings.Contains(got, want) {
+		t.Errorf("whatif does not print the README's line %q:\n%s", want, r.stdout)
+	}
+}

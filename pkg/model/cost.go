@@ -73,7 +73,9 @@ func (ps *polSim) result(r *Replay) Result {
 	// whose window moves per CPU and in time (the recording's, not one
 	// figure).
 	recordedWindow := ps.kind == GovRecorded && r.meta.HaltPollRan()
-	if ps.kind != GovOracle && !ps.dynPoll && !recordedWindow && ps.pollNs > 0 && ps.pollNs != noLimit {
+	// A policy that disables the polling state has no limit to show.
+	polls := ps.tab.n > 0 && ps.tab.polling[0] && !ps.tab.disabled[0]
+	if ps.kind != GovOracle && !ps.dynPoll && !recordedWindow && polls && ps.pollNs > 0 && ps.pollNs != noLimit {
 		v := uint64(ps.pollNs)
 		res.PollLimitNs = &v
 	}

@@ -103,6 +103,16 @@ func TestSeed000PollLimits(t *testing.T) {
 			t.Errorf("%s on %s: poll_limit_ns = %v, want %d", tc.spec, tc.prof.Name, res[0].PollLimitNs, tc.want)
 		}
 	}
+	// A policy without an enabled polling state has no limit (null, "—").
+	for _, spec := range []string{"menu+disable=POLL", "teo+disable=POLL+poll=50us"} {
+		rp, err := NewReplay(seedIntel(250), &trace.Metadata{KernelRelease: "6.18.44"}, []Policy{mustPolicy(t, spec)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := rp.Finish(); res[0].PollLimitNs != nil {
+			t.Errorf("%s: poll_limit_ns = %d, want null", spec, *res[0].PollLimitNs)
+		}
+	}
 }
 
 func TestParsePolicy(t *testing.T) {
