@@ -35,3 +35,43 @@ func TestCreate(t *testing.T) {
 		t.Fatalf("after a forced create the file holds %q, want only the last write", b)
 	}
 }
+
+// TestCreateLocked: a file another writer holds is refused, forced or
+// not, and left as that writer has it; once closed it can be replaced.
+func TestCreateLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out")
+	first, err := Create(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.WriteString("first"); err != nil {
+		t.Fatal(err)
+	}
+	for _, force := range []bool{false, true} {
+		want := "already exists"
+		if force {
+			want = "is being written by another idletrace"
+		}
+		if f, err := Create(path, force); err == nil || !strings.Contains(err.Error(), want) {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("force=%v while written: error %v, want %q", force, err, want)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != "first" {
+		t.Errorf("the first writer's file holds %q after the refused creates", b)
+	}
+	first.Close()
+	second, err := Create(path, true)
+	if err != nil {
+		t.Fatalf("after the first writer closed: %v", err)
+	}
+	second.Close()
+	// Not a regular file: nothing to truncate, as with O_TRUNC.
+	if f, err := Create(os.DevNull, true); err != nil {
+		t.Errorf("%s --force: %v", os.DevNull, err)
+	} else {
+		f.Close()
+	}
+}
