@@ -671,22 +671,28 @@ func runReplayWith(t testing.TB, prof *Profile, meta *trace.Metadata, specs []st
 	if setup != nil {
 		setup(rp)
 	}
-	prepassSynth(rp, s)
-	for i := range s.periods {
-		if err := rp.Idle(&s.periods[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range s.ios {
-		if err := rp.BlockIO(&s.ios[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res, err := rp.Finish()
+	res, err := replaySynth(rp, s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res, rp
+}
+
+// replaySynth replays s on rp (its prepass, the periods, the requests) and
+// finishes it.
+func replaySynth(rp *Replay, s *synth) ([]Result, error) {
+	prepassSynth(rp, s)
+	for i := range s.periods {
+		if err := rp.Idle(&s.periods[i]); err != nil {
+			return nil, err
+		}
+	}
+	for i := range s.ios {
+		if err := rp.BlockIO(&s.ios[i]); err != nil {
+			return nil, err
+		}
+	}
+	return rp.Finish()
 }
 
 func TestOracleEnergyLowest(t *testing.T) {

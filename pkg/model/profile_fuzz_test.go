@@ -61,18 +61,7 @@ func FuzzProfileReplay(f *testing.F) {
 			if err != nil {
 				continue // a policy the table cannot run (haltpoll without a polling state): refused, not replayed
 			}
-			prepassSynth(rp, s)
-			for i := range s.periods {
-				if err := rp.Idle(&s.periods[i]); err != nil {
-					t.Fatalf("%s: %v", pol.Spec, err)
-				}
-			}
-			for i := range s.ios {
-				if err := rp.BlockIO(&s.ios[i]); err != nil {
-					t.Fatalf("%s: %v", pol.Spec, err)
-				}
-			}
-			res, err := rp.Finish()
+			res, err := replaySynth(rp, s)
 			if err != nil {
 				t.Fatalf("%s: %v", pol.Spec, err)
 			}
@@ -144,18 +133,7 @@ func FuzzPolicyReplay(f *testing.F) {
 			if err != nil {
 				continue // refused for this table (a state it does not have): an error, not a replay
 			}
-			prepassSynth(rp, s)
-			for i := range s.periods {
-				if err := rp.Idle(&s.periods[i]); err != nil {
-					t.Fatalf("%s on %s: %v", spec, prof.Name, err)
-				}
-			}
-			for i := range s.ios {
-				if err := rp.BlockIO(&s.ios[i]); err != nil {
-					t.Fatalf("%s on %s: %v", spec, prof.Name, err)
-				}
-			}
-			res, err := rp.Finish()
+			res, err := replaySynth(rp, s)
 			if err != nil {
 				t.Fatalf("%s on %s: %v", spec, prof.Name, err)
 			}
