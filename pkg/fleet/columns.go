@@ -42,6 +42,7 @@ var StatsColumns = slices.Concat([]Column{
 }, keyColumns, []Column{
 	{"duration_ns", "int64", nsUnit, "", "the window stats covers (stats' duration_ns); the same on every row of a trace: do not add it up over state rows"},
 	{"lost_events", "int64", "", "", "events the recorder lost (stats' lost_events); the same on every row of a trace"},
+	{"damaged_chunks", "int64", "", "", "the file's damaged chunks, recorded but unreadable, whose records the counts lack (stats' damage.chunks; 0 in a sound file); the same on every row of a trace"},
 	{"cpu", "int32 or NULL", "", "state", "the CPU"},
 	{"state_index", "int32 or NULL", "", "state", "the cpuidle state index"},
 	{"state", "string or NULL", "", "state", "the state's name as stats shows it (the trace's state table; HLT and POLL without a driver; stateN if unnamed)"},

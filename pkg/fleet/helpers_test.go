@@ -31,7 +31,10 @@ type spec struct {
 	// uncounted: a driver without a state table in the trace, and the
 	// kernel counted none of state 0's periods (rejected entries).
 	uncounted bool
-	seed      int
+	// damaged: a byte flipped in the payload of the block IO chunk (its
+	// header: magic "ICHK", type 3 at byte 4, 48 bytes).
+	damaged bool
+	seed    int
 }
 
 // tables are the state tables a synthetic machine may have.
@@ -204,6 +207,26 @@ func (sp spec) write(t testing.TB, dir string) string {
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if sp.damaged {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := -1
+		for off := 0; off+48 < len(data); off++ {
+			if string(data[off:off+4]) == "ICHK" && data[off+4] == 3 {
+				at = off + 48
+				break
+			}
+		}
+		if at < 0 {
+			t.Fatal("no block IO chunk to damage")
+		}
+		data[at] ^= 0x5a
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return path
 }

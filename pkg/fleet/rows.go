@@ -43,6 +43,9 @@ type StatsRow struct {
 	Key
 	DurationNs int64 `parquet:"duration_ns" json:"duration_ns"`
 	LostEvents int64 `parquet:"lost_events" json:"lost_events"`
+	// DamagedChunks: the file's damaged chunks, whose records the counts
+	// lack (stats' damage.chunks).
+	DamagedChunks int64 `parquet:"damaged_chunks" json:"damaged_chunks"`
 
 	// Kind "state".
 	CPU               *int32  `parquet:"cpu,optional" json:"cpu"`

@@ -196,11 +196,23 @@ func TestStatsRows(t *testing.T) {
 		variant("no-tick-state", func(s *spec) { s.noTick = true }),
 		variant("kernel-tick-count-of-one-cpu-missing", func(s *spec) { s.tickCountsMissing = true }),
 		variant("uncounted-periods-no-table", func(s *spec) { s.uncounted, s.kernel = true, false }),
+		variant("damaged", func(s *spec) { s.damaged = true }),
 	} {
 		t.Run(sp.host, func(t *testing.T) {
 			path := sp.write(t, t.TempDir())
 			s := statsOf(t, path)
 			rows, _, _ := rowsOf(t, path, "")
+			if sp.damaged { // the IO records lost to it: every row says so
+				if s.Damage.Chunks == 0 || s.Damage.IORecords == 0 {
+					t.Fatalf("damage %+v: the flipped byte damaged no block IO chunk", s.Damage)
+				}
+				for i, r := range rows {
+					if r.DamagedChunks != int64(s.Damage.Chunks) {
+						t.Errorf("row %d: damaged_chunks %d, stats %d", i, r.DamagedChunks, s.Damage.Chunks)
+					}
+				}
+				return
+			}
 			checkStatsRows(t, sp, path, s, rows)
 		})
 	}
@@ -218,8 +230,8 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 			t.Errorf("row %d: key %s %s %s %s %s %s, want %s %s %d %s %d %s", i, r.Host, r.Trace, ptr(r.RecordedStartUnixNs), ptr(r.KernelRelease), ptr(r.HZ), ptr(r.Driver),
 				sp.host, path, wantStart, m.KernelRelease, m.HZ, m.CPUIdleDriver)
 		}
-		if r.DurationNs != int64(s.DurationNs) || r.LostEvents != int64(s.LostEvents) {
-			t.Errorf("row %d: duration %d, lost %d; stats %d, %d", i, r.DurationNs, r.LostEvents, s.DurationNs, s.LostEvents)
+		if r.DurationNs != int64(s.DurationNs) || r.LostEvents != int64(s.LostEvents) || r.DamagedChunks != int64(s.Damage.Chunks) {
+			t.Errorf("row %d: duration %d, lost %d, damaged chunks %d; stats %d, %d, %d", i, r.DurationNs, r.LostEvents, r.DamagedChunks, s.DurationNs, s.LostEvents, s.Damage.Chunks)
 		}
 		switch r.Kind {
 		case KindState:
