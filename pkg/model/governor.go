@@ -198,9 +198,12 @@ func genericPollLimit(t *table, rule PollRule, fixed int64) int64 {
 	case PollTick16:
 		return pollMax
 	case PollFirstResidency:
+		// A profile file may give the first state a target residency
+		// below what poll_idle() can time out (minPollNs): a replay
+		// re-selecting every few ns of a long POLL-only stay would not end.
 		for i := 1; i < t.n; i++ {
 			if !t.disabled[i] {
-				return t.tr[i]
+				return max(t.tr[i], minPollNs)
 			}
 		}
 		return t.tick

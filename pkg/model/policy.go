@@ -56,7 +56,9 @@ func Governors() []Governor {
 // ends it (dev->poll_limit_ns, drivers/cpuidle/cpuidle.c cpuidle_poll_time).
 type PollRule int
 
-// minPollNs is the shortest fixed poll limit a policy may set.
+// minPollNs is the shortest poll limit the replay models: a policy's
+// fixed one, or a profile's first target residency under the
+// first-residency rule.
 const minPollNs = 1000
 
 const (
@@ -303,14 +305,14 @@ var modifierTable = []Modifier{
 				if d == 0 {
 					return fmt.Errorf("a zero poll time would never poll; disable=POLL says that")
 				}
-				// poll_idle() reads the clock once every
+				// poll_idle() reads the clock once per
 				// POLL_IDLE_RELAX_COUNT (200) cpu_relax() loops
-				// (drivers/cpuidle/poll_state.c, v6.18), some
-				// microseconds: no kernel ends a poll sooner, and a
-				// replay re-selecting every few ns of a long period
-				// would take hours.
+				// (drivers/cpuidle/poll_state.c, v6.18): from under a
+				// µs to some 10 µs by CPU. Shorter limits are not
+				// modelled: a replay re-selecting every few ns of a
+				// long period would take hours.
 				if d < minPollNs {
-					return fmt.Errorf("%s is below 1us: poll_idle() reads the clock only every 200 cpu_relax() loops, so no kernel ends a poll sooner", val)
+					return fmt.Errorf("%s is below 1us: poll_idle() reads the clock only once per 200 cpu_relax() loops (under a µs to some 10 µs by CPU), and shorter limits are not modelled", val)
 				}
 				p.Poll, p.PollNs = PollFixed, d
 			}

@@ -85,7 +85,7 @@ func TestPolicyErrors(t *testing.T) {
 		{"haltpoll+guest_halt_poll_ns=0+guest_halt_poll_ns=1us", `policy "haltpoll+guest_halt_poll_ns=0+guest_halt_poll_ns=1us": guest_halt_poll_ns: given twice`},
 		{"haltpoll+poll=10us", `policy "haltpoll+poll=10us": poll: haltpoll sets its own poll window (use guest_halt_poll_ns=`},
 		// Below what poll_idle() can time out: a replay re-selecting every ns took 15 s for 600 periods.
-		{"teo+poll=999ns", `policy "teo+poll=999ns": poll: 999ns is below 1us: poll_idle() reads the clock only every 200 cpu_relax() loops`},
+		{"teo+poll=999ns", `policy "teo+poll=999ns": poll: 999ns is below 1us: poll_idle() reads the clock only once per 200 cpu_relax() loops`},
 		{"haltpoll+poll_ns=10us", `policy "haltpoll+poll_ns=10us": unknown modifier "poll_ns" (known: poll, margin, qos, blkqos, maxcstate, disable, enable, kernel, guest_halt_poll_ns,`},
 		{"haltpoll+halt_poll_ns=10us", `policy "haltpoll+halt_poll_ns=10us": unknown modifier "halt_poll_ns"`},
 	} {

@@ -32,13 +32,16 @@ func FuzzProfileReplay(f *testing.F) {
 		`{"name":"deep","hz":100,"states":[{"name":"POLL","exit_latency_us":0,"target_residency_us":0,"polling":true},` +
 			`{"name":"C1","exit_latency_us":1,"target_residency_us":1},{"name":"C6","exit_latency_us":10000000,"target_residency_us":10000000,"disabled":true}]}`,
 		`{"name":"flat","states":[{"name":"A","exit_latency_ns":5,"target_residency_ns":5,"power":0},{"name":"B","exit_latency_ns":5,"target_residency_ns":5,"power":2}]}`,
+		`{"name":"tiny","states":[{"name":"POLL","exit_latency_ns":0,"target_residency_ns":0,"polling":true},{"name":"C1","exit_latency_ns":1,"target_residency_ns":1}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	s := genTrace(3, 2, 150, 20_000)
 	specs := []string{"recorded", "menu", "menu+kernel=6.1", "menu+kernel=6.12", "teo", "teo+kernel=6.1", "teo+kernel=6.12",
 		"ladder", "haltpoll", "oracle", "menu+qos=5us", "teo+maxcstate=1", "menu+poll=tick16",
-		"menu+kernel=5.10", "teo+kernel=5.4", "ladder+kernel=4.19", "menu+maxcstate=0", "teo+qos=0"}
+		"menu+kernel=5.10", "teo+kernel=5.4", "ladder+kernel=4.19", "menu+maxcstate=0", "teo+qos=0",
+		// POLL only, on the first-residency rule: a profile's 1 ns target residency once hung the replay.
+		"menu+poll=first-residency+qos=0", "menu+kernel=5.10+maxcstate=0"}
 	var pols []Policy
 	for _, sp := range specs {
 		p, err := ParsePolicy(sp)
@@ -56,11 +59,18 @@ func FuzzProfileReplay(f *testing.F) {
 			}
 			return
 		}
+		replayed := 0
+		defer func() {
+			if replayed == 0 {
+				t.Error("an accepted profile that no policy replays")
+			}
+		}()
 		for _, pol := range pols {
 			rp, err := NewReplay(prof, meta, []Policy{pol})
 			if err != nil {
 				continue // a policy the table cannot run (haltpoll without a polling state): refused, not replayed
 			}
+			replayed++
 			res, err := replaySynth(rp, s)
 			if err != nil {
 				t.Fatalf("%s: %v", pol.Spec, err)
