@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idletrace/idletrace/internal/outfile"
 	"github.com/idletrace/idletrace/pkg/analysis"
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/record"
@@ -168,7 +169,7 @@ func removeTraces(pairs [][2]string) error {
 	var errs []error
 	for _, pair := range pairs {
 		for _, p := range pair {
-			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := outfile.Remove(p); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -161,8 +161,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	var created []*os.File
 	fail := func(err error) error { // leave no partial table behind
 		for _, f := range created {
-			f.Close()
-			os.Remove(f.Name())
+			outfile.Discard(f)
 		}
 		return err
 	}
@@ -236,10 +235,11 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, dir string
 		return err
 	}
 	sum, err := write(r, opts, f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		outfile.Discard(f)
+		return err
+	}
+	if err := f.Close(); err != nil {
 		os.Remove(files[0])
 		return err
 	}

@@ -106,8 +106,7 @@ func writeFleet[R fleet.Row](paths []string, o fleetOptions, cmd string, stdout,
 	}
 	fail := func(err error) error {
 		if f != nil {
-			f.Close()
-			os.Remove(f.Name())
+			outfile.Discard(f)
 		}
 		return err
 	}

@@ -92,11 +92,12 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sum, err := importer.Import(in, importer.Options{Format: *format, States: states, Source: filepath.Base(path), ToolVersion: version, Events: *events}, f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err != nil {
+		outfile.Discard(f)
+	} else if err = f.Close(); err != nil {
+		os.Remove(*out)
 	}
 	if err != nil {
-		os.Remove(*out)
 		if n := importer.LineOf(err); n > 0 {
 			return fmt.Errorf("%s:%s", path, strings.TrimPrefix(err.Error(), "line "))
 		}

@@ -68,10 +68,45 @@ func TestCreateLocked(t *testing.T) {
 		t.Fatalf("after the first writer closed: %v", err)
 	}
 	second.Close()
-	// Not a regular file: nothing to truncate, as with O_TRUNC.
-	if f, err := Create(os.DevNull, true); err != nil {
-		t.Errorf("%s --force: %v", os.DevNull, err)
+	// Not a regular file: shared by design, neither locked nor cut; two
+	// writers to /dev/null at once are fine.
+	a, err := Create(os.DevNull, true)
+	if err != nil {
+		t.Fatalf("%s --force: %v", os.DevNull, err)
+	}
+	defer a.Close()
+	if b, err := Create(os.DevNull, true); err != nil {
+		t.Errorf("a second %s --force: %v", os.DevNull, err)
 	} else {
-		f.Close()
+		b.Close()
+	}
+}
+
+// TestRemove: a file another writer holds is not removed (experiment
+// --force clearing a run's traces); one nobody writes, or none, is.
+func TestRemove(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out")
+	w, err := Create(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(path); err == nil || !strings.Contains(err.Error(), "is being written by another idletrace") {
+		t.Errorf("Remove while written: %v", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the written file is gone: %v", err)
+	}
+	Discard(w)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("Discard left the file: %v", err)
+	}
+	if err := Remove(path); err != nil {
+		t.Errorf("Remove of a file that is not there: %v", err)
+	}
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(path); err != nil {
+		t.Errorf("Remove of a file nobody writes: %v", err)
 	}
 }

@@ -334,8 +334,7 @@ func (rec *recording) launchCommand(detach func()) (*command, error) {
 	if err != nil {
 		detach()
 		_ = rec.w.Close(&trace.End{StopReason: "error: " + err.Error()})
-		rec.file.Close()
-		os.Remove(rec.opts.Output)
+		outfile.Discard(rec.file)
 		return nil, err
 	}
 	return cmd, nil
