@@ -103,7 +103,7 @@ func renderStatsDoc(d *doc, s *Stats, argv []string) error {
 		fmt.Sprintf("Recording: %s.", s.Loss),
 	}
 	if s.Damage.Any() {
-		head = append(head, fmt.Sprintf("File damage: %s, recorded but not in the counts below.", s.Damage))
+		head = append(head, fmt.Sprintf("File damage: %s; recorded, but not in the counts below.", s.Damage))
 	}
 	switch {
 	case s.OutsideWindow.IdlePeriods+s.OutsideWindow.IORequests == 0:
@@ -164,7 +164,7 @@ func renderStatsStates(d *doc, s *Stats) error {
 			d.para(fmt.Sprintf("Every traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", ResidencyTolerance*100))
 		} else {
 			p := fmt.Sprintf("%d counters disagree with the kernel's (flagged MISMATCH above; usage must match exactly where nothing was lost, residency within %.1f %%, above and below exactly).", n, ResidencyTolerance*100)
-			if s.Damage.IdleRecords > 0 || s.Damage.UncountedBytes > 0 {
+			if s.Damage.IdleRecords > 0 || s.Damage.Regions > 0 {
 				p += " The file's damaged chunks held idle periods the kernel counted and the trace cannot (File damage, above)."
 			}
 			d.para(p)

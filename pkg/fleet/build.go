@@ -76,7 +76,7 @@ func RecordedStartUnixNs(meta *trace.Metadata) *int64 {
 // the trace row. periods splits stats' idle period figures by CPU and state
 // (StatsFromReader; nil: none).
 func StatsRows(k Key, s *analysis.Stats, periods PeriodsByCPUState) []StatsRow {
-	head := StatsRow{Key: k, DurationNs: int64(s.DurationNs), LostEvents: int64(s.LostEvents), DamagedChunks: int64(s.Damage.Chunks)}
+	head := StatsRow{Key: k, DurationNs: int64(s.DurationNs), LostEvents: int64(s.LostEvents), DamagedChunks: int64(s.Damage.Chunks + s.Damage.Regions)}
 	kernel := map[int][]analysis.StateStats{}
 	if s.Kernel.Available {
 		for _, c := range s.Kernel.CPUs {

@@ -42,7 +42,7 @@ var StatsColumns = slices.Concat([]Column{
 }, keyColumns, []Column{
 	{"duration_ns", "int64", nsUnit, "", "the window stats covers (stats' duration_ns); the same on every row of a trace: do not add it up over state rows"},
 	{"lost_events", "int64", "", "", "events the recorder lost (stats' lost_events); the same on every row of a trace"},
-	{"damaged_chunks", "int64", "", "", "the file's damaged chunks, recorded but unreadable, whose records the counts lack (stats' damage.chunks; 0 in a sound file); the same on every row of a trace"},
+	{"damaged_chunks", "int64", "", "", "the file's damaged chunks and unreadable regions, whose records the counts lack (stats' damage.chunks + damage.regions; 0 in a sound file); the same on every row of a trace"},
 	{"cpu", "int32 or NULL", "", "state", "the CPU"},
 	{"state_index", "int32 or NULL", "", "state", "the cpuidle state index"},
 	{"state", "string or NULL", "", "state", "the state's name as stats shows it (the trace's state table; HLT and POLL without a driver; stateN if unnamed)"},
@@ -95,8 +95,8 @@ var WhatifColumns = slices.Concat([]Column{
 	{"policy", "string", "", "", "the policy as given (GOVERNOR[+MODIFIER]...)"},
 	{"io_filter", "string or NULL", "", "", "the --io filter the IO figures cover; NULL for every request"},
 	{"idle_periods", "int64", "", "", "idle periods replayed and counted: those entered up to the end snapshot, the few before the start snapshot too, so a few more than the stats trace row's idle_periods"},
-	{"selections", "int64", "", "", "the governor's decisions (at least idle_periods: poll timeouts and tick wake-ups select again); above and below count among them"},
-	{"poll_limit_ns", "int64 or NULL", nsUnit, "", "how long POLL may spin; NULL without a polling state or where it varies (haltpoll)"},
+	{"selections", "int64", "", "", "the policy's decisions: more than idle_periods where its polls time out or ticks wake it and it selects again, fewer where it sleeps through a recorded chain of periods (a poll time-out or tick wake-up the CPU went straight back to idle from) in one stay, as the oracle always does; above and below count among them"},
+	{"poll_limit_ns", "int64 or NULL", nsUnit, "", "how long POLL may spin; NULL without a polling state, where the policy disables it, or where it varies (haltpoll)"},
 	{"wake_latency_ns_count", "int64", "", "", "wake-ups that paid an exit latency (modelled: the profile's exit latency of the state the policy chose, not the stats rows' measured request-to-exit latency)"},
 	{"wake_latency_ns_mean", "float64 or NULL", nsUnit, "", "their mean exit latency (whatif's wake_latency_ns); NULL without one"},
 }, quantileColumnsOf("wake_latency_ns", "", "NULL without one", "exact: each state's exit latency, counted"), []Column{

@@ -43,8 +43,8 @@ type StatsRow struct {
 	Key
 	DurationNs int64 `parquet:"duration_ns" json:"duration_ns"`
 	LostEvents int64 `parquet:"lost_events" json:"lost_events"`
-	// DamagedChunks: the file's damaged chunks, whose records the counts
-	// lack (stats' damage.chunks).
+	// DamagedChunks: the file's damaged chunks and unreadable regions,
+	// whose records the counts lack (stats' damage.chunks + regions).
 	DamagedChunks int64 `parquet:"damaged_chunks" json:"damaged_chunks"`
 
 	// Kind "state".

@@ -207,7 +207,7 @@ func TestStatsRows(t *testing.T) {
 					t.Fatalf("damage %+v: the flipped byte damaged no block IO chunk", s.Damage)
 				}
 				for i, r := range rows {
-					if r.DamagedChunks != int64(s.Damage.Chunks) {
+					if r.DamagedChunks != int64(s.Damage.Chunks+s.Damage.Regions) {
 						t.Errorf("row %d: damaged_chunks %d, stats %d", i, r.DamagedChunks, s.Damage.Chunks)
 					}
 				}
@@ -230,8 +230,8 @@ func checkStatsRows(t *testing.T, sp spec, path string, s *analysis.Stats, rows 
 			t.Errorf("row %d: key %s %s %s %s %s %s, want %s %s %d %s %d %s", i, r.Host, r.Trace, ptr(r.RecordedStartUnixNs), ptr(r.KernelRelease), ptr(r.HZ), ptr(r.Driver),
 				sp.host, path, wantStart, m.KernelRelease, m.HZ, m.CPUIdleDriver)
 		}
-		if r.DurationNs != int64(s.DurationNs) || r.LostEvents != int64(s.LostEvents) || r.DamagedChunks != int64(s.Damage.Chunks) {
-			t.Errorf("row %d: duration %d, lost %d, damaged chunks %d; stats %d, %d, %d", i, r.DurationNs, r.LostEvents, r.DamagedChunks, s.DurationNs, s.LostEvents, s.Damage.Chunks)
+		if r.DurationNs != int64(s.DurationNs) || r.LostEvents != int64(s.LostEvents) || r.DamagedChunks != int64(s.Damage.Chunks+s.Damage.Regions) {
+			t.Errorf("row %d: duration %d, lost %d, damaged chunks %d; stats %d, %d, %+v", i, r.DurationNs, r.LostEvents, r.DamagedChunks, s.DurationNs, s.LostEvents, s.Damage)
 		}
 		switch r.Kind {
 		case KindState:

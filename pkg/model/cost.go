@@ -114,8 +114,9 @@ func (ps *polSim) result(r *Replay) Result {
 //
 // samePower names the enabled halted states whose estimated power is the
 // floor's, where more than one is: the energy figures cannot tell them
-// apart (a deeper one costs only its larger entry overhead), so the
-// oracle keeps to the shallowest and deeper states earn a policy nothing.
+// apart (with equal powers a deeper one costs no less, its break-even
+// overhead no more), so the oracle keeps to the shallowest and deeper
+// states earn a policy nothing.
 func samePower(prof *Profile) string {
 	if prof == nil {
 		return ""

@@ -37,7 +37,10 @@ type Result struct {
 	Changes *Changes `json:"changes"`
 
 	// Beyond the contract: what a reader needs to judge the numbers.
-	Selections            uint64  `json:"selections"`   // governor decisions (≥ idle periods: poll timeouts and tick wake-ups re-select)
+	// Selections: the policy's decisions, more than the idle periods
+	// where its polls time out or ticks wake it, fewer where one stay
+	// covers a recorded chain of periods (the oracle's episodes).
+	Selections            uint64  `json:"selections"`
 	EnergyBusyCoreSeconds float64 `json:"energy_units"` // energy over the idle episodes in busy-core-seconds (the profile's relative state powers × time, a busy core for the time the policy woke within an episode), not joules
 	// WakeLatencyCDF and IOLatencyCDF are sorted (value, cumulative fraction)
 	// points for plots; not part of the JSON contract.

@@ -238,9 +238,14 @@ type decoder struct {
 	hp    HaltPollChange
 	qos   PMQoSChange
 	loss  Loss
+	// delivered counts the records of the chunk being decoded that were
+	// handed to the visitor: a chunk found malformed part way has given
+	// that many, and only the rest are lost to the damage.
+	delivered uint32
 }
 
 func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePeriod) error) error {
+	d.delivered = 0
 	var bad bool
 	cols := d.cols[:idleColumns]
 	present, err := splitColumns(raw, cols, idleMinColumns, &bad)
@@ -354,6 +359,7 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePer
 		p.PollTimedOut = triFromBits(flags >> 2 & 3)
 		p.IdleLoopEntry = triFromBits(loop & 3)
 		p.TickStoppable = triFromBits(loop >> 2 & 3)
+		d.delivered++
 		if err := fn(p); err != nil {
 			return err
 		}
@@ -365,6 +371,7 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePer
 }
 
 func (d *decoder) decodeBlockIO(raw []byte, n uint32, skip Fields, fn func(*BlockIO) error) error {
+	d.delivered = 0
 	var bad bool
 	cols := d.cols[:blockIOColumns]
 	present, err := splitColumns(raw, cols, blockIOMinColumns, &bad)
@@ -413,6 +420,7 @@ func (d *decoder) decodeBlockIO(raw []byte, n uint32, skip Fields, fn func(*Bloc
 		b.IssueNs, b.CompleteNs, b.IssueCPU, b.CompleteCPU = issue, complete, issueCPU, completeCPU
 		b.Error, b.Tid, b.Tgid, b.Comm = errno, tid, tgid, comm
 		b.TaskWokenNs, b.TaskRunNs, b.TaskCPU = woken, run, taskCPU
+		d.delivered++
 		if err := fn(b); err != nil {
 			return err
 		}
@@ -480,6 +488,7 @@ func skipFlagged(c *colReader, flags []byte, n int, bit byte) int {
 }
 
 func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) error) error {
+	d.delivered = 0
 	var bad bool
 	cols := d.cols[:haltPollColumns]
 	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
@@ -501,6 +510,7 @@ func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) 
 		}
 		prevTime = t
 		*h = HaltPollChange{TimeNs: t, CPU: cpu, Grow: grow == 1, NewNs: newNs, OldNs: oldNs}
+		d.delivered++
 		if err := fn(h); err != nil {
 			return err
 		}
@@ -509,6 +519,7 @@ func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) 
 }
 
 func (d *decoder) decodePMQoS(raw []byte, n uint32, fn func(*PMQoSChange) error) error {
+	d.delivered = 0
 	var bad bool
 	cols := d.cols[:pmQoSColumns]
 	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
@@ -531,6 +542,7 @@ func (d *decoder) decodePMQoS(raw []byte, n uint32, fn func(*PMQoSChange) error)
 		}
 		prevTime = t
 		*q = PMQoSChange{TimeNs: t, CPU: int32(target) - 1, LimitUs: limit, PrevUs: prev, Action: action, Tid: tid}
+		d.delivered++
 		if err := fn(q); err != nil {
 			return err
 		}
@@ -539,6 +551,7 @@ func (d *decoder) decodePMQoS(raw []byte, n uint32, fn func(*PMQoSChange) error)
 }
 
 func (d *decoder) decodeLoss(raw []byte, n uint32, fn func(*Loss) error) error {
+	d.delivered = 0
 	var bad bool
 	cols := d.cols[:lossColumns]
 	present, err := splitColumns(raw, cols, lossMinColumns, &bad)
@@ -566,6 +579,7 @@ func (d *decoder) decodeLoss(raw []byte, n uint32, fn func(*Loss) error) error {
 		if bad {
 			return fmt.Errorf("%w: column overrun", errMalformed)
 		}
+		d.delivered++
 		if err := fn(l); err != nil {
 			return err
 		}

@@ -212,43 +212,52 @@ func (r *Reader) Warnings() []string { return slices.Clone(r.warnings) }
 // them: at open, and in the chunks Scan or Verify read so far.
 func (r *Reader) Damage() Damage { return r.damage }
 
-// Damage is what a reader could not use of a file: the records of the
-// damaged chunks it skipped, by type, and the bytes it skipped where a
-// chunk's header was unreadable, so that its records cannot be counted.
-// A file cut short (a killed recording) is not damage.
+// Damage is what a reader could not use of a file: the records lost in
+// the damaged chunks it skipped, by type (a chunk found malformed part way
+// loses only the records after the damage), and the regions it skipped
+// where a chunk header was unreadable, whose records cannot be counted
+// (one region may have held several chunks). A file cut short (a killed
+// recording) is not damage, nor is a damaged end record (in no count; the
+// missing end is said as such).
 type Damage struct {
 	Chunks         uint64 `json:"chunks"`
 	IdleRecords    uint64 `json:"idle_records"`
 	IORecords      uint64 `json:"io_records"`
 	OtherRecords   uint64 `json:"other_records"`
+	Regions        uint64 `json:"regions"`
 	UncountedBytes uint64 `json:"uncounted_bytes"`
 }
 
 // Any says whether anything was damaged.
-func (d Damage) Any() bool { return d.Chunks > 0 || d.UncountedBytes > 0 }
+func (d Damage) Any() bool { return d.Chunks > 0 || d.Regions > 0 }
 
 // String is the damage in one sentence, for reports: "" without any.
 func (d Damage) String() string {
-	if !d.Any() {
-		return ""
-	}
-	var held []string
-	for _, c := range []struct {
-		n    uint64
-		what string
-	}{{d.IdleRecords, "idle period"}, {d.IORecords, "block IO request"}, {d.OtherRecords, "other record"}} {
-		if c.n > 0 {
-			held = append(held, countOf(c.n, c.what))
+	var parts []string
+	if d.Chunks > 0 {
+		var lost []string
+		for _, c := range []struct {
+			n    uint64
+			what string
+		}{{d.IdleRecords, "idle period"}, {d.IORecords, "block IO request"}, {d.OtherRecords, "other record"}} {
+			if c.n > 0 {
+				lost = append(lost, countOf(c.n, c.what))
+			}
 		}
+		part := countOf(d.Chunks, "damaged chunk") + " skipped"
+		if len(lost) > 0 {
+			part += ", losing " + strings.Join(lost, ", ")
+		}
+		parts = append(parts, part)
 	}
-	if d.UncountedBytes > 0 {
-		held = append(held, fmt.Sprintf("%d bytes whose records could not be counted", d.UncountedBytes))
+	if d.Regions > 0 {
+		parts = append(parts, fmt.Sprintf("%s of %d bytes skipped, whose records could not be counted", countOf(d.Regions, "unreadable region"), d.UncountedBytes))
 	}
-	return fmt.Sprintf("%s skipped, holding %s", countOf(d.Chunks, "damaged chunk"), strings.Join(held, ", "))
+	return strings.Join(parts, "; ")
 }
 
-// addDamage counts chunk i's records as damaged, once.
-func (r *Reader) addDamage(c *indexEntry) {
+// addDamage counts a damaged chunk, once, and lost of its records.
+func (r *Reader) addDamage(c *indexEntry, lost uint32) {
 	if r.damagedAt[c.off] {
 		return
 	}
@@ -256,11 +265,11 @@ func (r *Reader) addDamage(c *indexEntry) {
 	r.damage.Chunks++
 	switch c.typ {
 	case ChunkIdle:
-		r.damage.IdleRecords += uint64(c.records)
+		r.damage.IdleRecords += uint64(lost)
 	case ChunkBlockIO:
-		r.damage.IORecords += uint64(c.records)
+		r.damage.IORecords += uint64(lost)
 	default:
-		r.damage.OtherRecords += uint64(c.records)
+		r.damage.OtherRecords += uint64(lost)
 	}
 }
 
@@ -461,7 +470,7 @@ func (r *Reader) walkChunks() error {
 		}
 		if !r.damagedAt[ev.off] {
 			r.damagedAt[ev.off] = true
-			r.damage.Chunks++
+			r.damage.Regions++
 			r.damage.UncountedBytes += uint64(end - ev.off)
 		}
 		if ev.resumeOff < 0 {
@@ -591,6 +600,12 @@ func (r *Reader) loadChunkInto(raw *[]byte, ref *indexEntry, checkRef bool) (chu
 
 // chunkWarning reports a damaged chunk met during Scan or at open.
 func (r *Reader) chunkWarning(i int, reason string) {
+	r.partialChunkWarning(i, reason, 0)
+}
+
+// partialChunkWarning reports a damaged chunk whose first delivered
+// records were handed over before the damage showed (a malformed one).
+func (r *Reader) partialChunkWarning(i int, reason string, delivered uint32) {
 	after := 0
 	for _, c := range r.chunks[i+1:] {
 		if c.typ != ChunkIndex {
@@ -598,9 +613,14 @@ func (r *Reader) chunkWarning(i int, reason string) {
 		}
 	}
 	c := &r.chunks[i]
-	r.addDamage(c)
-	r.warn("chunk at offset %d is damaged (%s); skipped it (%s) and continued with the %d chunks after it",
-		c.off, reason, countOf(uint64(c.records), c.typ.String()+" record"), after)
+	delivered = min(delivered, c.records)
+	r.addDamage(c, c.records-delivered)
+	what := "skipped it (" + countOf(uint64(c.records), c.typ.String()+" record") + ")"
+	if delivered > 0 {
+		what = fmt.Sprintf("skipped the rest of it (%d of its %s came before the damage)", delivered, countOf(uint64(c.records), c.typ.String()+" record"))
+	}
+	r.warn("chunk at offset %d is damaged (%s); %s and continued with the %d chunks after it",
+		c.off, reason, what, after)
 }
 
 func countOf(n uint64, what string) string {
@@ -670,7 +690,8 @@ func (r *Reader) readEnd() {
 		}
 	}
 	if err != nil {
-		r.addDamage(&r.chunks[last])
+		// Not damage: the end record is in no count (its loss is said
+		// as the recording's missing end).
 		r.warn("end chunk at offset %d is damaged (%v); the end-of-recording counters are unavailable", r.chunks[last].off, err)
 		return
 	}
@@ -795,7 +816,7 @@ func (r *Reader) deliver(i int, h chunkHeader, raw []byte, loadErr error, v Visi
 		err = r.dec.decodeLoss(raw, h.records, v.Loss)
 	}
 	if errors.Is(err, errMalformed) {
-		r.chunkWarning(i, err.Error())
+		r.partialChunkWarning(i, err.Error(), r.dec.delivered)
 		return nil
 	}
 	return err
