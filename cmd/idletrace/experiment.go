@@ -107,7 +107,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	defer guard.close()
 
 	opts := func(out string) record.Options {
-		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, ToolVersion: version, CPUs: cpuSet,
+		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, ToolVersion: version, CPUs: cpuSet, KillCommand: guard.kill,
 			Warn: func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) }}
 	}
 	if *force {
@@ -143,7 +143,15 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		say("recording " + after + " under " + pol.Spec)
+		guard.setRecording(true)
 		_, rerr := recordTrace(ctx, opts(after), *quiet, stderr)
+		guard.setRecording(false)
+		if guard.restoredEarly() {
+			// Its last records and end snapshot are of the machine as it
+			// was, not of the policy: no measurement of it.
+			os.Remove(after)
+			say(fmt.Sprintf("%s removed: its recording did not end within %v of the signal, so the knobs were restored under it", after, restoreGrace))
+		}
 		if err := guard.restore(); err != nil {
 			return errors.Join(rerr, err)
 		}
@@ -201,15 +209,21 @@ func experimentPaths(dir string, runs int, force bool) ([][2]string, error) {
 // out. SIGINT and SIGTERM cancel the recording under way, which the
 // experiment then restores after, as it does after every recording: the
 // recording's last records and its end snapshot are still of the policy.
-// Should the experiment not have restored within grace (stuck), or at a
-// second signal, the guard restores itself. close restores on any other
-// way out.
+// A second signal has the recording's command killed at once (kill), so
+// that it ends sooner, still before the restore. Should the experiment
+// not have restored within grace (stuck), the guard restores itself and
+// says the recording under way was cut across (early). close restores
+// on any other way out.
 type knobGuard struct {
 	mu          sync.Mutex
 	applied     *tune.Applied
 	restored    chan struct{} // closed once applied is put back; nil when nothing is applied
 	interrupted os.Signal
+	recording   bool // a recording under the applied knobs is under way
+	early       bool // restored by the guard while it was
 	sigs        chan os.Signal
+	kill        chan struct{} // closed at the second signal (record.Options.KillCommand)
+	killOnce    sync.Once
 	grace       time.Duration
 	say         func(string)
 }
@@ -220,7 +234,7 @@ type knobGuard struct {
 const restoreGrace = 2*record.CommandGrace + time.Second
 
 func newKnobGuard(cancel context.CancelFunc, say func(string)) *knobGuard {
-	g := &knobGuard{sigs: make(chan os.Signal, 2), grace: restoreGrace, say: say}
+	g := &knobGuard{sigs: make(chan os.Signal, 2), kill: make(chan struct{}), grace: restoreGrace, say: say}
 	signal.Notify(g.sigs, os.Interrupt, syscall.SIGTERM)
 	go g.onSignals(cancel)
 	return g
@@ -228,27 +242,66 @@ func newKnobGuard(cancel context.CancelFunc, say func(string)) *knobGuard {
 
 func (g *knobGuard) onSignals(cancel context.CancelFunc) {
 	for s := range g.sigs {
+		again := g.signalled(s)
+		cancel()
+		if again {
+			g.killCommand()
+		}
 		g.mu.Lock()
-		again := g.interrupted != nil
-		g.interrupted = s
 		wait := g.restored
 		g.mu.Unlock()
-		cancel()
-		if !again && wait != nil {
+		if wait == nil {
+			continue
+		}
+		// The experiment restores once the recording under way has
+		// ended; a second signal hurries that on, and only a recording
+		// stuck past grace has the guard restore under it.
+		deadline := time.After(g.grace)
+	waiting:
+		for {
 			select {
 			case <-wait:
-				continue
-			case <-time.After(g.grace):
+				break waiting
 			case s := <-g.sigs:
+				g.signalled(s)
+				g.killCommand()
+			case <-deadline:
 				g.mu.Lock()
-				g.interrupted = s
+				g.early = g.recording
 				g.mu.Unlock()
+				if err := g.restore(); err != nil {
+					g.say(err.Error())
+				}
+				break waiting
 			}
 		}
-		if err := g.restore(); err != nil {
-			g.say(err.Error())
-		}
 	}
+}
+
+// signalled records s as the signal that stopped the experiment, and says
+// whether one had already.
+func (g *knobGuard) signalled(s os.Signal) (again bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	again = g.interrupted != nil
+	g.interrupted = s
+	return again
+}
+
+func (g *knobGuard) setRecording(on bool) {
+	g.mu.Lock()
+	g.recording = on
+	g.mu.Unlock()
+}
+
+func (g *knobGuard) killCommand() { g.killOnce.Do(func() { close(g.kill) }) }
+
+// restoredEarly says whether the guard restored the knobs while a
+// recording was still under way (it did not end within grace).
+func (g *knobGuard) restoredEarly() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.early
 }
 
 // set records what was applied, for restore to put back.

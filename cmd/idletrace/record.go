@@ -22,7 +22,7 @@ stderr: it gets no terminal signals (Ctrl-C reaches idletrace, which stops
 it) and must not read the terminal (a background group). The recording
 stops when COMMAND exits, at the end of --duration, or on SIGINT/SIGTERM to
 idletrace; in the last two cases idletrace stops COMMAND: SIGTERM to its
-process group, SIGKILL %v later. The summary says how COMMAND ended, and the
+process group, SIGKILL %v later (at once on a second SIGINT/SIGTERM). The summary says how COMMAND ended, and the
 trace stores it (idletrace info).
 
 Exit status: 0 when the recording succeeded and COMMAND, if any, exited with
@@ -77,8 +77,9 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if err := checkOutput(*out, "", *force); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, kill, stop := stopSignals()
 	defer stop()
+	opts.KillCommand = kill
 	if len(command) == 0 && *dur == 0 && !*quiet {
 		fmt.Fprintln(stderr, "idletrace record: recording; stop with Ctrl-C")
 	}
@@ -90,6 +91,34 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		return exitStatus(code) // the summary has said how COMMAND ended
 	}
 	return nil
+}
+
+// stopSignals turns SIGINT and SIGTERM into a recording's stops: the
+// first cancels ctx (the recording stops, its command gets SIGTERM and
+// CommandGrace), the second closes kill (the command is killed at once).
+// stop ends the watch.
+func stopSignals() (ctx context.Context, kill <-chan struct{}, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	killc := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case <-sigs:
+			case <-done:
+				return
+			}
+			if n == 0 {
+				cancel()
+				continue
+			}
+			close(killc)
+			return
+		}
+	}()
+	return ctx, killc, func() { signal.Stop(sigs); close(done); cancel() }
 }
 
 // recordTrace records one trace as opts say, with a progress line on a

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/idletrace/idletrace/pkg/record"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,4 +183,35 @@ func TestRecordSignalStopsCommand(t *testing.T) {
 			}
 		})
 	}
+	// A second SIGINT kills a command that ignores SIGTERM at once,
+	// rather than after record.CommandGrace.
+	t.Run("second SIGINT", func(t *testing.T) {
+		arg := fmt.Sprintf("%d", 5000+os.Getpid()%1000*10+7)
+		cmd := exec.Command(binPath, "record", "-q", "-o", filepath.Join(dir, "twice.trace"), "--", "sh", "-c", "trap '' TERM; sleep "+arg+"; true")
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(sleepers(arg)) == 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		first := time.Now()
+		cmd.Process.Signal(syscall.SIGINT)
+		time.Sleep(300 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGINT)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("record: %v (stderr %q)", err, errb.String())
+		}
+		if took := time.Since(first); took >= record.CommandGrace {
+			t.Errorf("record took %v after the first SIGINT: the second did not kill the command at once (grace %v)", took, record.CommandGrace)
+		}
+		if want := "sh killed by SIGKILL when the recording was interrupted"; !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr %q does not say %q", errb.String(), want)
+		}
+		for _, p := range sleepers(arg) {
+			exec.Command("kill", "-9", p).Run()
+		}
+	})
 }

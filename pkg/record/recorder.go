@@ -34,14 +34,18 @@ import (
 
 // Options say what and how to record.
 type Options struct {
-	Output      string        // trace file path
-	Force       bool          // overwrite an existing file
-	Duration    time.Duration // 0: until the command exits or ctx ends
-	CPUs        []int         // nil: all
-	NoIO        bool
-	KernelBTF   string   // external BTF for kernels without /sys/kernel/btf/vmlinux
-	RingBytes   int      // ring buffer size (power of two pages); 0: default
-	Command     []string // run this and stop when it exits
+	Output    string        // trace file path
+	Force     bool          // overwrite an existing file
+	Duration  time.Duration // 0: until the command exits or ctx ends
+	CPUs      []int         // nil: all
+	NoIO      bool
+	KernelBTF string   // external BTF for kernels without /sys/kernel/btf/vmlinux
+	RingBytes int      // ring buffer size (power of two pages); 0: default
+	Command   []string // run this and stop when it exits
+	// KillCommand, closed, has a command the recording is stopping
+	// killed at once rather than given CommandGrace after SIGTERM (a
+	// second Ctrl-C).
+	KillCommand <-chan struct{}
 	ToolVersion string
 	BPFStats    bool // enable kernel BPF run-time statistics (costs ~2 clock reads per event)
 	// ClassicTracepoints skips tp_btf and uses the classic tracepoint for
@@ -924,14 +928,27 @@ func (r *recording) stopCommand(c *command, reason string, loopErr error, end *t
 		return nil
 	}
 	var err error
-	wait := func(sig syscall.Signal) {
+	// A kill request ends the SIGTERM's grace: the loop's context, and
+	// the wait after it.
+	killed, stopKilled := context.WithCancel(context.Background())
+	defer stopKilled()
+	if r.opts.KillCommand != nil {
+		go func() {
+			select {
+			case <-r.opts.KillCommand:
+				stopKilled()
+			case <-killed.Done():
+			}
+		}()
+	}
+	wait := func(sig syscall.Signal, ctx context.Context) {
 		c.signal(sig)
 		until := time.Now().Add(CommandGrace)
 		if loopErr == nil && err == nil {
 			limit := time.NewTimer(CommandGrace)
-			_, err = r.loop(context.Background(), limit.C, c.done)
+			_, err = r.loop(ctx, limit.C, c.done)
 			limit.Stop()
-			if err == nil {
+			if err == nil && ctx.Err() == nil {
 				return // the command ended, or the grace period did
 			}
 		}
@@ -939,12 +956,13 @@ func (r *recording) stopCommand(c *command, reason string, loopErr error, end *t
 		// one above's only tick.
 		select {
 		case <-c.done:
+		case <-ctx.Done():
 		case <-time.After(time.Until(until)):
 		}
 	}
-	wait(syscall.SIGTERM)
+	wait(syscall.SIGTERM, killed)
 	if !c.exited() {
-		wait(syscall.SIGKILL)
+		wait(syscall.SIGKILL, context.Background())
 	}
 	c.record(end, reason)
 	return err
