@@ -18,11 +18,11 @@ import (
 // `whatif --measured` and `experiment` print.
 func compareTraces(before, after string, pol model.Policy, o replayOptions, stderr io.Writer) (*analysis.ComparisonReport, error) {
 	profileName := o.profile
-	bmeta, err := traceMeta(before, stderr)
+	bmeta, bend, err := traceHead(before, stderr)
 	if err != nil {
 		return nil, err
 	}
-	ameta, err := traceMeta(after, stderr)
+	ameta, aend, err := traceHead(after, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +69,7 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 		Recorded:    recordedOn(bmeta, ameta),
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("knobs as recorded: before %s; after %s", knobs(bmeta), knobs(ameta)))
+	rep.Notes = append(rep.Notes, commandFailedNotes(before, bmeta, bend, after, ameta, aend)...)
 	if n := analysis.PolicyNotRunNote(pol, ameta, sameFile(before, after) || analysis.SameRecording(bmeta, ameta)); n != "" {
 		rep.Notes = append(rep.Notes, n)
 	}
@@ -152,13 +153,31 @@ func workloadMovedNotes(before, after string, stderr io.Writer) ([]string, error
 	return analysis.WorkloadMovedNotes(counts[0], counts[1], before, after), nil
 }
 
-func traceMeta(path string, stderr io.Writer) (*trace.Metadata, error) {
+func traceHead(path string, stderr io.Writer) (*trace.Metadata, *trace.End, error) {
 	r, err := openTrace(path, stderr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer r.Close()
-	return r.Meta, nil
+	return r.Meta, r.End, nil
+}
+
+// commandFailedNotes says which recording's COMMAND failed on its own
+// (exited non-zero, or a signal not idletrace's killed it): that
+// recording measured a failure, not the workload.
+func commandFailedNotes(before string, bmeta *trace.Metadata, bend *trace.End, after string, ameta *trace.Metadata, aend *trace.End) []string {
+	var notes []string
+	for _, t := range []struct {
+		path string
+		meta *trace.Metadata
+		end  *trace.End
+	}{{before, bmeta, bend}, {after, ameta, aend}} {
+		if t.end.CommandStatus() == 0 || len(t.meta.Command) == 0 {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("the workload failed in %s's recording (%s): its figures are of the failure, not of the workload", t.path, t.end.CommandEnded(t.meta.Command[0])))
+	}
+	return notes
 }
 
 // sameStates: a measurement answers a prediction only on the same machine,

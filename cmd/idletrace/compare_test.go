@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -265,6 +266,35 @@ func TestExperimentHaltpoll(t *testing.T) {
 	}
 	if !heldP50 {
 		t.Error("no wake_latency_ns.p50 figure")
+	}
+}
+
+// TestExperimentCommandFails: a workload that fails on its own is no
+// measurement of the policy: the report says which recording it failed
+// in, and experiment exits with its status, as record and time do (a new
+// user's `sh -c 'exit 3'` gave a full report and exit 0).
+func TestExperimentCommandFails(t *testing.T) {
+	requireHaltpoll(t)
+	dir := t.TempDir()
+	r := runBin(t, "experiment", "--policy", "haltpoll+guest_halt_poll_ns=200us", "-o", dir, "-q", "--format", "json",
+		"--", "sh", "-c", "sleep 0.5; exit 3")
+	if r.code != 3 {
+		t.Errorf("exit %d, want COMMAND's 3; stderr %s", r.code, r.stderr)
+	}
+	if got := readParam(t); got != "0" {
+		t.Errorf("guest_halt_poll_ns is %s after the experiment, want 0 restored", got)
+	}
+	var out struct {
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("report JSON: %v\n%s", err, r.stdout)
+	}
+	for _, file := range []string{"before.trace", "after.trace"} {
+		want := "the workload failed in " + filepath.Join(dir, file) + "'s recording (sh exited with status 3)"
+		if !slices.ContainsFunc(out.Notes, func(n string) bool { return strings.Contains(n, want) }) {
+			t.Errorf("notes %q lack %q", out.Notes, want)
+		}
 	}
 }
 

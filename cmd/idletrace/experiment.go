@@ -125,12 +125,23 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	// The pairs alternate (before, after, before, after, ...) so that a
 	// drift of the machine over the runs falls on both sides alike.
 	var reps []*analysis.ComparisonReport
+	// failed is the first status COMMAND failed with on its own, which
+	// the experiment exits with after its report (as record and time do;
+	// the report's notes say which recording).
+	failed := 0
+	noteFailure := func(sum *record.Summary) {
+		if code := sum.End.CommandStatus(); code != 0 && failed == 0 {
+			failed = code
+		}
+	}
 	for _, pair := range pairs {
 		before, after := pair[0], pair[1]
 		say("recording " + before + " as the machine is")
-		if _, err := recordTrace(ctx, opts(before), *quiet, stderr); err != nil {
+		sum, err := recordTrace(ctx, opts(before), *quiet, stderr)
+		if err != nil {
 			return err
 		}
+		noteFailure(sum)
 		if err := guard.stopped(); err != nil {
 			return err
 		}
@@ -144,8 +155,11 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 		}
 		say("recording " + after + " under " + pol.Spec)
 		guard.setRecording(true)
-		_, rerr := recordTrace(ctx, opts(after), *quiet, stderr)
+		sum, rerr := recordTrace(ctx, opts(after), *quiet, stderr)
 		guard.setRecording(false)
+		if rerr == nil {
+			noteFailure(sum)
+		}
 		if guard.restoredEarly() {
 			// Its last records and end snapshot are of the machine as it
 			// was, not of the policy: no measurement of it.
@@ -169,7 +183,13 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	}
 	rep := analysis.CombineRuns(reps)
 	rep.Command = argv("experiment", args)
-	return analysis.RenderComparison(stdout, rep, *format)
+	if err := analysis.RenderComparison(stdout, rep, *format); err != nil {
+		return err
+	}
+	if failed != 0 {
+		return exitStatus(failed)
+	}
+	return nil
 }
 
 // removeTraces removes the pairs' traces that exist.
