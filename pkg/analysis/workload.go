@@ -96,16 +96,46 @@ const workloadMovedPoints = 20
 // of a CPU's refused share.
 const workloadMinPeriods = 100
 
+// TickComparable says whether two recordings' shares of periods in which
+// the kernel could not stop the tick can be held to each other as the
+// workload's. The recorder reads the next event the kernel last computed
+// (tick_sched's timer_expires), computed only where the governor asks for
+// the sleep length or asks to stop the tick: ladder at every entry,
+// haltpoll only with no poll window and no zero latency limit
+// (haltpoll_select, drivers/cpuidle/governors/haltpoll.c v6.18, then
+// returns the halt state with stop_tick left set), menu and teo as their
+// prediction goes. Between recordings under different governors, PM QoS
+// limits or haltpoll windows, the policy itself changes how often it is
+// fresh: a new user's haltpoll experiments (qos=0, guest_halt_poll_ns=,
+// a move to menu) were told the workload moved "which no policy does" by a
+// share their policy had moved. So: the same governor, the same global
+// latency limit, and haltpoll only with both windows 0.
+func TickComparable(before, after *trace.Metadata) bool {
+	if before == nil || after == nil || before.CPUIdleGovernor != after.CPUIdleGovernor ||
+		before.PMQoS.CPUDMALatencyUs != after.PMQoS.CPUDMALatencyUs {
+		return false
+	}
+	switch before.CPUIdleGovernor {
+	case "ladder", "menu", "teo":
+		return true
+	case "haltpoll":
+		return before.HaltPoll != nil && after.HaltPoll != nil && before.HaltPoll.GuestHaltPollNs == 0 && after.HaltPoll.GuestHaltPollNs == 0 &&
+			before.PMQoS.CPUDMALatencyUs != 0
+	}
+	return false
+}
+
 // WorkloadMovedNote begins every note WorkloadMovedNotes writes.
 const WorkloadMovedNote = "the workload moved between the recordings"
 
 // WorkloadMovedNotes say, for a prediction held to a measurement, on
 // which CPUs the kernel refused to stop the tick in a share of the periods
-// that moved by workloadMovedPoints or more between BEFORE and AFTER,
-// and on which the idle share of the CPU's time (over each recording's
-// span) moved by as much; none where nothing did. Each begins
+// that moved by workloadMovedPoints or more between BEFORE and AFTER
+// (where TickComparable says the two recordings' shares can be held to
+// each other), and on which the idle share of the CPU's time (over each
+// recording's span) moved by as much; none where nothing did. Each begins
 // WorkloadMovedNote.
-func WorkloadMovedNotes(before, after Workloads, beforeName, afterName string) []string {
+func WorkloadMovedNotes(before, after Workloads, tickComparable bool, beforeName, afterName string) []string {
 	var tick, idle []string
 	moved := func(b, a float64) bool { return math.Abs(a-b)*100 >= workloadMovedPoints-1e-9 } // (float: 30 % − 10 % is 19.999…)
 	bSpan, aSpan := before.span(), after.span()
@@ -115,7 +145,7 @@ func WorkloadMovedNotes(before, after Workloads, beforeName, afterName string) [
 		if !ok { // not recorded in AFTER
 			continue
 		}
-		if b.TickKnown >= workloadMinPeriods && a.TickKnown >= workloadMinPeriods {
+		if tickComparable && b.TickKnown >= workloadMinPeriods && a.TickKnown >= workloadMinPeriods {
 			bs, as := float64(b.TickRefused)/float64(b.TickKnown), float64(a.TickRefused)/float64(a.TickKnown)
 			if moved(bs, as) {
 				tick = append(tick, fmt.Sprintf("CPU %d's %.0f %% before, %.0f %% after", c, 100*bs, 100*as))

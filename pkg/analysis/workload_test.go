@@ -89,7 +89,13 @@ func TestWorkloadMovedNotes(t *testing.T) {
 		{"a CPU not recorded after", Workloads{0: idle(90, 5000), 1: idle(40, 5000)}, Workloads{1: idle(40, 5000)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			notes := WorkloadMovedNotes(tc.before, tc.after, "b.trace", "a.trace")
+			notes := WorkloadMovedNotes(tc.before, tc.after, true, "b.trace", "a.trace")
+			// Where the shares are not comparable, no tick note.
+			for _, n := range WorkloadMovedNotes(tc.before, tc.after, false, "b.trace", "a.trace") {
+				if strings.Contains(n, "stop the tick") {
+					t.Errorf("a tick note where the shares cannot be compared: %q", n)
+				}
+			}
 			if len(notes) != len(tc.want) {
 				t.Fatalf("notes %q, want %d", notes, len(tc.want))
 			}
@@ -119,5 +125,36 @@ func TestCombineRunsKeepsWorkloadNotes(t *testing.T) {
 	}
 	if len(first.Notes) != 1 {
 		t.Errorf("the first pair's own notes were changed: %q", first.Notes)
+	}
+}
+
+// TestTickComparable: the tick-refused shares are held to each other only
+// where the policy cannot have changed how often the kernel computed them.
+func TestTickComparable(t *testing.T) {
+	meta := func(gov string, qos int64, window uint64) *trace.Metadata {
+		m := &trace.Metadata{CPUIdleGovernor: gov, PMQoS: trace.PMQoS{CPUDMALatencyUs: qos}}
+		if gov == "haltpoll" {
+			m.HaltPoll = &trace.HaltPollParams{GuestHaltPollNs: window}
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after *trace.Metadata
+		want          bool
+	}{
+		{"menu both", meta("menu", -1, 0), meta("menu", -1, 0), true},
+		{"ladder both", meta("ladder", -1, 0), meta("ladder", -1, 0), true},
+		{"haltpoll, no windows", meta("haltpoll", -1, 0), meta("haltpoll", -1, 0), true},
+		// A new user's experiments.
+		{"haltpoll, a window after", meta("haltpoll", -1, 0), meta("haltpoll", -1, 200000), false},
+		{"haltpoll, qos=0 after", meta("haltpoll", -1, 0), meta("haltpoll", 0, 0), false},
+		{"haltpoll, qos=0 both: stop_tick never set", meta("haltpoll", 0, 0), meta("haltpoll", 0, 0), false},
+		{"haltpoll to menu", meta("haltpoll", -1, 0), meta("menu", 20, 0), false},
+		{"menu, qos after", meta("menu", -1, 0), meta("menu", 20, 0), false},
+	} {
+		if got := TickComparable(tc.before, tc.after); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
