@@ -346,3 +346,18 @@ func TestComparisonHeadNamesTheProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatUsSmall: a comparison's small latencies keep two significant
+// digits, so that an error on them can be checked from the table.
+func TestFormatUsSmall(t *testing.T) {
+	for _, tc := range []struct {
+		ns   float64
+		want string
+	}{
+		{0, "0"}, {1.3, "0.0013"}, {-1.3, "-0.0013"}, {4.9, "0.0049"}, {5, "0.01"}, {30, "0.03"}, {1000, "1.00"}, {250_000, "250"},
+	} {
+		if got := formatUsSmall(tc.ns); got != tc.want {
+			t.Errorf("formatUsSmall(%v) = %q, want %q", tc.ns, got, tc.want)
+		}
+	}
+}
