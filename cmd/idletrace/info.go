@@ -90,7 +90,11 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	p("recorded", "%s by idletrace %s", when, cmp.Or(m.ToolVersion, "unknown")) // "unknown time, by idletrace dev"
 	if len(m.Command) > 0 {
-		p("command", "%s", strings.Join(m.Command, " "))
+		quoted := make([]string, len(m.Command))
+		for i, a := range m.Command {
+			quoted[i] = analysis.ShellQuote(a) // sh -c 'exit 3', not sh -c exit 3
+		}
+		p("command", "%s", strings.Join(quoted, " "))
 	}
 	p("host", "%s, %s, %s (recorded: %s)", cmp.Or(m.Hostname, "unknown"), cmp.Or(m.CPUModel, "unknown"), analysis.Count(m.NumCPUs, "CPU"), host.FormatCPUList(m.RecordedCPUs))
 	p("kernel", "%s, HZ=%s, NO_HZ=%s", cmp.Or(m.KernelRelease, "unknown"), hz, cmp.Or(m.NoHZ, "unknown"))

@@ -92,6 +92,18 @@ func TestInfoPMQoSChanges(t *testing.T) {
 	}
 }
 
+// TestInfoCommandQuoted: the recorded command prints as a shell would
+// take it back (a new user read `sh -c exit 3` as another command).
+func TestInfoCommandQuoted(t *testing.T) {
+	meta := &trace.Metadata{NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "intel_idle", Command: []string{"sh", "-c", "sleep 1; exit 3"}}
+	path := filepath.Join(t.TempDir(), "t.trace")
+	tracetest.WriteFile(t, path, meta, tracetest.Periods(4, 1, 1, 1e6, 5e5), nil)
+	r := runBin(t, "info", path)
+	if r.code != 0 || !strings.Contains(r.stdout, "command:           sh -c 'sleep 1; exit 3'\n") {
+		t.Errorf("info: exit %d, stderr %q, command not quoted:\n%s", r.code, r.stderr, r.stdout)
+	}
+}
+
 // TestInfoJSONNames: info's JSON names the end record's loss counters and
 // the chunk summaries in snake_case, as every other report does, with the
 // values the trace holds (the file keeps the loss counters under Go's
