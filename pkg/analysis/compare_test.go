@@ -55,6 +55,17 @@ func TestLessDeviceDrift(t *testing.T) {
 	if r := by["task_io_latency_ns.p50"]; r.Measured == nil || *r.Measured != 1_500_000 {
 		t.Errorf("task IO p50: %+v", r)
 	}
+	// A device mean moved by one outlier, its median not: the mean's row
+	// keeps the whole measured change (no drift to take out).
+	outlier := measured
+	outlier.IODeviceLatencyNs = &model.LatencySummary{Count: 100, Mean: 1_200_000 - 77_000, P50: 1_200_000, P99: 2_400_000}
+	beforeOutlier := before
+	beforeOutlier.IODeviceLatencyNs = &model.LatencySummary{Count: 100, Mean: 1_200_000, P50: 1_200_000, P99: 2_400_000}
+	for _, r := range ComparisonFigures(&beforeOutlier, &predicted, &outlier, []string{"C1"}) {
+		if r.Figure == "task_io_latency_ns.mean_less_device_drift" && (r.Measured == nil || *r.Measured != 1_500_000) {
+			t.Errorf("%s: %+v, want the measured 1,500,000: the device's median did not move", r.Figure, r)
+		}
+	}
 	// A device "drift" larger than the latency it is taken from (another
 	// workload's IO): no negative latency, an empty value.
 	other := io(1_500_000, 1_420_000, 3_000_000)
