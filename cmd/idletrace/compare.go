@@ -177,7 +177,7 @@ func commandFailedNotes(before string, bmeta *trace.Metadata, bend *trace.End, a
 		if t.end.CommandStatus() == 0 || len(t.meta.Command) == 0 {
 			continue
 		}
-		notes = append(notes, fmt.Sprintf("the workload failed in %s's recording (%s): its figures are of the failure, not of the workload", t.path, t.end.CommandEnded(t.meta.Command[0])))
+		notes = append(notes, fmt.Sprintf(analysis.WorkloadFailedNote+"%s's recording (%s): its figures are of the failure, not of the workload", t.path, t.end.CommandEnded(t.meta.Command[0])))
 	}
 	return notes
 }

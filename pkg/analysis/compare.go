@@ -43,6 +43,44 @@ type ComparisonReport struct {
 	Runs int
 }
 
+// WorkloadFailedNote begins the note on a recording whose COMMAND failed
+// on its own.
+const WorkloadFailedNote = "the workload failed in "
+
+// unlikeRunFactor: a run whose recording replayed fewer than a quarter,
+// or more than four times, the median idle periods of its side (the
+// befores, the afters) is not like the others.
+const unlikeRunFactor = 4
+
+// unlikeRunsNotes name the runs whose before or after recording was
+// unlike the others of its side in idle periods: a new user's third
+// before recording had 53 against 52,332 (its CPUs busy throughout), and
+// the medians hid it, the before spread of a table's exit latencies 0.
+func unlikeRunsNotes(reps []*ComparisonReport) []string {
+	var notes []string
+	for _, side := range []struct {
+		name   string
+		result func(*ComparisonReport) model.Result
+		trace  func(*ComparisonReport) string
+	}{
+		{"before", func(r *ComparisonReport) model.Result { return r.Before }, func(r *ComparisonReport) string { return r.BeforeTrace }},
+		{"after", func(r *ComparisonReport) model.Result { return r.Measured }, func(r *ComparisonReport) string { return r.AfterTrace }},
+	} {
+		n := make([]float64, len(reps))
+		for i, r := range reps {
+			n[i] = float64(side.result(r).IdlePeriods)
+		}
+		m := median(n)
+		for i, r := range reps {
+			if m > 0 && (n[i]*unlikeRunFactor < m || n[i] > m*unlikeRunFactor) {
+				notes = append(notes, fmt.Sprintf("%s replayed %.0f idle periods against a median of %.0f over the runs' %s recordings: that run's workload was not like the others' (its figures still enter the medians)",
+					side.trace(r), n[i], m, side.name))
+			}
+		}
+	}
+	return notes
+}
+
 // CombineRuns makes one report of an experiment recorded as several
 // before/after pairs, alternately: each figure's before is the median of
 // the pairs' befores, and its predicted and measured values are that
@@ -66,11 +104,12 @@ func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
 	out.Notes = slices.Clone(out.Notes)
 	for _, r := range reps[1:] {
 		for _, n := range r.Notes {
-			if strings.HasPrefix(n, WorkloadMovedNote) {
+			if strings.HasPrefix(n, WorkloadMovedNote) || strings.HasPrefix(n, WorkloadFailedNote) {
 				out.Notes = append(out.Notes, n)
 			}
 		}
 	}
+	out.Notes = append(out.Notes, unlikeRunsNotes(reps)...)
 	out.Figures = nil
 	for i, f := range reps[0].Figures {
 		var col [3][]float64

@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"fmt"
+	"github.com/idletrace/idletrace/pkg/model"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,6 +127,27 @@ func TestCombineRunsKeepsWorkloadNotes(t *testing.T) {
 	}
 	if len(first.Notes) != 1 {
 		t.Errorf("the first pair's own notes were changed: %q", first.Notes)
+	}
+}
+
+// TestCombineRunsUnlikeRuns: a run whose recording replayed far fewer (or
+// more) idle periods than the others of its side is named, and a later
+// run's failed workload is kept.
+func TestCombineRunsUnlikeRuns(t *testing.T) {
+	run := func(i int, before, after uint64, notes ...string) *ComparisonReport {
+		return &ComparisonReport{Policy: "menu", BeforeTrace: fmt.Sprintf("before-%d.trace", i), AfterTrace: fmt.Sprintf("after-%d.trace", i),
+			Before: model.Result{IdlePeriods: before}, Measured: model.Result{IdlePeriods: after}, Notes: notes}
+	}
+	failed := WorkloadFailedNote + "after-2.trace's recording (sh exited with status 3): …"
+	rep := CombineRuns([]*ComparisonReport{run(1, 52332, 50000), run(2, 51000, 49000, failed), run(3, 53, 51000)})
+	got := strings.Join(rep.Notes, "|")
+	for _, want := range []string{failed, "before-3.trace replayed 53 idle periods against a median of 51000 over the runs' before recordings"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("notes %q lack %q", got, want)
+		}
+	}
+	if strings.Contains(got, "after-") && strings.Contains(got, "over the runs' after recordings") {
+		t.Errorf("an after run named unlike, all within a factor 4: %q", got)
 	}
 }
 
