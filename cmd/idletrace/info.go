@@ -105,8 +105,9 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		p("cpuidle", "driver %s, governor %s", cmp.Or(m.CPUIdleDriver, "unknown"), cmp.Or(m.CPUIdleGovernor, "unknown"))
 	}
 	if len(m.States) > 0 {
+		table := m.TableCPU()
 		var names []string
-		for _, s := range m.States[0].States {
+		for _, s := range table.States {
 			d := ""
 			if s.Disabled {
 				d = " disabled"
@@ -117,7 +118,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			}
 			names = append(names, fmt.Sprintf("%s (%s/%d µs%s)", s.Name, exit, s.TargetResidencyNs/1000, d))
 		}
-		p("states (cpu0)", "%s", strings.Join(names, ", "))
+		p(fmt.Sprintf("states (cpu%d)", table.CPU), "%s", strings.Join(names, ", "))
 	} else if noDriver {
 		p("states", "none: no cpuidle driver, the kernel used its default idle routine (HLT)")
 	} else {

@@ -245,13 +245,7 @@ func recordedTable(meta *trace.Metadata) (*Profile, error) {
 		}
 		return p, nil
 	}
-	cs := meta.States[0]
-	for _, c := range meta.States {
-		if c.CPU == 0 {
-			cs = c
-			break
-		}
-	}
+	cs := meta.TableCPU()
 	if len(cs.States) > MaxStates {
 		return nil, fmt.Errorf("recorded profile: CPU %d has %d idle states, more than the kernel's %d", cs.CPU, len(cs.States), MaxStates)
 	}

@@ -531,3 +531,21 @@ func (m *Metadata) NoCPUIdleDriver() bool { return m.CPUIdleDriver == CPUIdleDri
 // HaltPollRan says the haltpoll governor chose the recording's idle states
 // (sysfs names a governor without a driver too, where none runs).
 func (m *Metadata) HaltPollRan() bool { return m.CPUIdleGovernor == "haltpoll" && !m.NoCPUIdleDriver() }
+
+// TableCPU is the state table a report shows for the machine: the first
+// recorded CPU's (a --cpus 1 recording's is CPU 1's, not CPU 0's, which
+// it did not record), else CPU 0's, else the first listed. The zero
+// CPUStates where the trace has no table.
+func (m *Metadata) TableCPU() CPUStates {
+	if len(m.States) == 0 {
+		return CPUStates{}
+	}
+	for _, want := range append(slices.Clone(m.RecordedCPUs), 0) {
+		for _, c := range m.States {
+			if c.CPU == want {
+				return c
+			}
+		}
+	}
+	return m.States[0]
+}

@@ -950,3 +950,26 @@ func TestPMQoSRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestTableCPU: the table a report shows is a recorded CPU's.
+func TestTableCPU(t *testing.T) {
+	tables := []CPUStates{{CPU: 0, States: []StateInfo{{Name: "C1"}}}, {CPU: 1, States: []StateInfo{{Name: "C1"}, {Name: "C6"}}}}
+	for _, tc := range []struct {
+		name     string
+		recorded []int
+		states   []CPUStates
+		want     int
+	}{
+		{"all CPUs", []int{0, 1}, tables, 0},
+		{"--cpus 1", []int{1}, tables, 1},
+		{"a recorded CPU without a table", []int{3}, tables, 0},
+		{"no CPU 0 table", []int{3}, tables[1:], 1},
+		{"none", []int{0}, nil, -1},
+	} {
+		m := &Metadata{RecordedCPUs: tc.recorded, States: tc.states}
+		got := m.TableCPU()
+		if (tc.want < 0 && len(got.States) != 0) || (tc.want >= 0 && got.CPU != tc.want) {
+			t.Errorf("%s: CPU %d's table (%d states), want CPU %d's", tc.name, got.CPU, len(got.States), tc.want)
+		}
+	}
+}
