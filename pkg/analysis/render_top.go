@@ -399,7 +399,9 @@ type TopEnd struct {
 // RenderTopEnd writes top's closing summary, wrapped at TopPipeWidth, the
 // lines after the first indented.
 func RenderTopEnd(w io.Writer, e TopEnd) error {
-	s := fmt.Sprintf("idletrace top: %.1fs (%s): %s, %s; %s; %s",
+	// In all, to the stop: the last frame's "since start" ends at its own
+	// second, and a new user read the difference as a miscount.
+	s := fmt.Sprintf("idletrace top: %.1fs (%s): %s, %s in all, to the stop (the last frame counted to its own second); %s; %s",
 		e.ElapsedSec, e.StopReason, Count(e.IdlePeriods, "idle period"), Count(e.BlockIOs, "IO request"), e.Kept, e.Loss)
 	_, err := io.WriteString(w, WrapWords(strings.Fields(s), TopPipeWidth, "", "  "))
 	return err

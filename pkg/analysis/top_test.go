@@ -281,7 +281,7 @@ func TestTopPiped(t *testing.T) {
 		}
 	}
 	joined := strings.Join(strings.Fields(out), " ")
-	for _, want := range []string{status, "idletrace top: 5.0s (quit): 133 idle periods, 538 IO requests; temporary trace removed; not recorded 3:"} {
+	for _, want := range []string{status, "idletrace top: 5.0s (quit): 133 idle periods, 538 IO requests in all, to the stop (the last frame counted to its own second); temporary trace removed; not recorded 3:"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
