@@ -240,7 +240,7 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, dir string
 		return err
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(files[0])
+		outfile.RemovePartial(files[0])
 		return err
 	}
 	warn(sum)

@@ -95,7 +95,7 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		outfile.Discard(f)
 	} else if err = f.Close(); err != nil {
-		os.Remove(*out)
+		outfile.RemovePartial(*out)
 	}
 	if err != nil {
 		if n := importer.LineOf(err); n > 0 {

@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCreate(t *testing.T) {
@@ -108,5 +110,42 @@ func TestRemove(t *testing.T) {
 	}
 	if err := Remove(path); err != nil {
 		t.Errorf("Remove of a file nobody writes: %v", err)
+	}
+}
+
+// TestNotRegular: what is no regular file (a device behind a symlink, a
+// FIFO) is neither locked, nor removed by Discard, and Remove does not
+// open it (an open of a FIFO waits for a writer).
+func TestNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "null")
+	if err := os.Symlink(os.DevNull, link); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Create(link, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Discard(f) // a failed write to -o /dev/null
+	if _, err := os.Stat(link); err != nil {
+		t.Errorf("Discard removed what -o named, a device: %v", err)
+	}
+	RemovePartial(link)
+	if _, err := os.Lstat(link); err != nil {
+		t.Errorf("RemovePartial removed a link to a device: %v", err)
+	}
+	fifo := filepath.Join(dir, "before.trace")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- Remove(fifo) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Remove of a FIFO: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Remove of a FIFO waited for a writer")
 	}
 }
