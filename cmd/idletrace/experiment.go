@@ -136,6 +136,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, pair := range pairs {
 		before, after := pair[0], pair[1]
+		if err := guard.stopped(); err != nil { // a signal during the last pair's comparison
+			return err
+		}
 		say("recording " + before + " as the machine is")
 		sum, err := recordTrace(ctx, opts(before), *quiet, stderr)
 		if err != nil {
@@ -180,6 +183,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		reps = append(reps, rep)
+	}
+	if err := guard.stopped(); err != nil {
+		return err
 	}
 	rep := analysis.CombineRuns(reps)
 	rep.Command = argv("experiment", args)
@@ -244,6 +250,7 @@ type knobGuard struct {
 	sigs        chan os.Signal
 	kill        chan struct{} // closed at the second signal (record.Options.KillCommand)
 	killOnce    sync.Once
+	done        chan struct{} // closed by close: onSignals returns
 	grace       time.Duration
 	say         func(string)
 }
@@ -254,14 +261,20 @@ type knobGuard struct {
 const restoreGrace = 2*record.CommandGrace + time.Second
 
 func newKnobGuard(cancel context.CancelFunc, say func(string)) *knobGuard {
-	g := &knobGuard{sigs: make(chan os.Signal, 2), kill: make(chan struct{}), grace: restoreGrace, say: say}
+	g := &knobGuard{sigs: make(chan os.Signal, 2), kill: make(chan struct{}), done: make(chan struct{}), grace: restoreGrace, say: say}
 	signal.Notify(g.sigs, os.Interrupt, syscall.SIGTERM)
 	go g.onSignals(cancel)
 	return g
 }
 
 func (g *knobGuard) onSignals(cancel context.CancelFunc) {
-	for s := range g.sigs {
+	for {
+		var s os.Signal
+		select {
+		case s = <-g.sigs:
+		case <-g.done:
+			return
+		}
 		again := g.signalled(s)
 		cancel()
 		if again {
@@ -289,6 +302,9 @@ func (g *knobGuard) onSignals(cancel context.CancelFunc) {
 				g.mu.Lock()
 				g.early = g.recording
 				g.mu.Unlock()
+				if g.restoredEarly() {
+					g.say(fmt.Sprintf("the recording under way did not end within %v of the signal: restoring the knobs under it (its trace will be removed)", g.grace))
+				}
 				if err := g.restore(); err != nil {
 					g.say(err.Error())
 				}
@@ -380,4 +396,5 @@ func (g *knobGuard) close() {
 		g.say(err.Error())
 	}
 	signal.Stop(g.sigs)
+	close(g.done)
 }

@@ -115,6 +115,9 @@ func stopSignals() (ctx context.Context, kill <-chan struct{}, stop func()) {
 				continue
 			}
 			close(killc)
+			// A third signal takes its default action: idletrace ends at
+			// once (the file keeps what its complete chunks hold).
+			signal.Stop(sigs)
 			return
 		}
 	}()

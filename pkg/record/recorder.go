@@ -143,7 +143,7 @@ func Record(ctx context.Context, opts Options) (*Summary, error) {
 	if rec.w, err = trace.NewWriter(rec.file, meta); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", opts.Output, err)
 	}
-	cmd, err := rec.launchCommand(detach)
+	cmd, err := rec.launchCommand(ctx, detach)
 	if err != nil {
 		return nil, err
 	}
@@ -330,8 +330,10 @@ func tickSpin(hz int) time.Duration {
 // launchCommand starts the command to record, if there is one. One found
 // by checkCommand but not startable leaves no trace of it: the programs
 // are detached, and the file is closed and removed.
-func (rec *recording) launchCommand(detach func()) (*command, error) {
-	if len(rec.opts.Command) == 0 {
+func (rec *recording) launchCommand(ctx context.Context, detach func()) (*command, error) {
+	// Stopped while the programs loaded (a Ctrl-C, an experiment's
+	// signal): the command is not started only to be stopped at once.
+	if len(rec.opts.Command) == 0 || ctx.Err() != nil {
 		return nil, nil
 	}
 	cmd, err := startCommand(rec.opts.Command)
