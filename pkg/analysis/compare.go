@@ -501,15 +501,18 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 	return header, rows
 }
 
-// formatUsSmall is FormatUsF with two significant digits below 0.005 µs
-// rather than 0: a comparison's error is of the figures, and a measured
-// 0.0013 µs shown as 0 beside an error of 2,302 % read as a division by
-// zero.
+// formatUsSmall is FormatUsF with two significant digits, in plain
+// decimals, below 0.01 µs rather than 0 or 0.00: a comparison's error is
+// of the figures, and a measured 0.0013 µs shown as 0 beside an error of
+// 2,302 % read as a division by zero.
 func formatUsSmall(ns float64) string {
-	if a := math.Abs(ns / 1000); a > 0 && a < 0.005 {
-		return strconv.FormatFloat(ns/1000, 'g', 2, 64)
+	us := ns / 1000
+	a := math.Abs(us)
+	if a == 0 || a >= 0.01 {
+		return FormatUsF(ns)
 	}
-	return FormatUsF(ns)
+	digits := 1 - int(math.Floor(math.Log10(a))) // two significant
+	return strconv.FormatFloat(us, 'f', digits, 64)
 }
 
 func comparisonHead(rep *ComparisonReport) []string {

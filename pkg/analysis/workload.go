@@ -100,29 +100,49 @@ const workloadMinPeriods = 100
 // the kernel could not stop the tick can be held to each other as the
 // workload's. The recorder reads the next event the kernel last computed
 // (tick_sched's timer_expires), computed only where the governor asks for
-// the sleep length or asks to stop the tick: ladder at every entry,
-// haltpoll only with no poll window and no zero latency limit
+// the sleep length, or the idle loop stops the tick (asked to, or already
+// stopped) and can_stop_idle_tick lets it: with ladder at every such
+// entry, haltpoll only with no poll window and no zero latency limit
 // (haltpoll_select, drivers/cpuidle/governors/haltpoll.c v6.18, then
 // returns the halt state with stop_tick left set), menu and teo as their
-// prediction goes. Between recordings under different governors, PM QoS
+// candidate states go. Between recordings under different governors, PM QoS
 // limits or haltpoll windows, the policy itself changes how often it is
 // fresh: a new user's haltpoll experiments (qos=0, guest_halt_poll_ns=,
 // a move to menu) were told the workload moved "which no policy does" by a
-// share their policy had moved. So: the same governor, the same global
-// latency limit, and haltpoll only with both windows 0.
+// share their policy had moved. So: the same governor, the same known
+// global latency limit; for menu and teo, whose query follows the states
+// they may choose, the same disabled states; haltpoll only with both
+// windows 0 and a limit known not to be 0.
 func TickComparable(before, after *trace.Metadata) bool {
 	if before == nil || after == nil || before.CPUIdleGovernor != after.CPUIdleGovernor ||
-		before.PMQoS.CPUDMALatencyUs != after.PMQoS.CPUDMALatencyUs {
+		before.PMQoS.CPUDMALatencyUs != after.PMQoS.CPUDMALatencyUs || before.PMQoS.CPUDMALatencyUs < 0 {
 		return false
 	}
 	switch before.CPUIdleGovernor {
-	case "ladder", "menu", "teo":
+	case "ladder":
 		return true
+	case "menu", "teo":
+		return slices.Equal(disabledStates(before), disabledStates(after))
 	case "haltpoll":
 		return before.HaltPoll != nil && after.HaltPoll != nil && before.HaltPoll.GuestHaltPollNs == 0 && after.HaltPoll.GuestHaltPollNs == 0 &&
 			before.PMQoS.CPUDMALatencyUs != 0
 	}
 	return false
+}
+
+// disabledStates lists "cpu/state" for every state a recording's tables
+// mark disabled.
+func disabledStates(m *trace.Metadata) []string {
+	var out []string
+	for _, c := range m.States {
+		for _, s := range c.States {
+			if s.Disabled {
+				out = append(out, fmt.Sprintf("%d/%d", c.CPU, s.Index))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // WorkloadMovedNote begins every note WorkloadMovedNotes writes.

@@ -154,27 +154,35 @@ func TestCombineRunsUnlikeRuns(t *testing.T) {
 // TestTickComparable: the tick-refused shares are held to each other only
 // where the policy cannot have changed how often the kernel computed them.
 func TestTickComparable(t *testing.T) {
+	const none = trace.PMQoSNoGlobalLimitUs // what a trace records without a limit
 	meta := func(gov string, qos int64, window uint64) *trace.Metadata {
-		m := &trace.Metadata{CPUIdleGovernor: gov, PMQoS: trace.PMQoS{CPUDMALatencyUs: qos}}
+		m := &trace.Metadata{CPUIdleGovernor: gov, PMQoS: trace.PMQoS{CPUDMALatencyUs: qos},
+			States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{{Index: 0, Name: "POLL"}, {Index: 1, Name: "C1"}, {Index: 2, Name: "C6"}}}}}
 		if gov == "haltpoll" {
 			m.HaltPoll = &trace.HaltPollParams{GuestHaltPollNs: window}
 		}
 		return m
 	}
+	c6Off := meta("teo", none, 0)
+	c6Off.States[0].States[2].Disabled = true
 	for _, tc := range []struct {
 		name          string
 		before, after *trace.Metadata
 		want          bool
 	}{
-		{"menu both", meta("menu", -1, 0), meta("menu", -1, 0), true},
-		{"ladder both", meta("ladder", -1, 0), meta("ladder", -1, 0), true},
-		{"haltpoll, no windows", meta("haltpoll", -1, 0), meta("haltpoll", -1, 0), true},
+		{"menu both", meta("menu", none, 0), meta("menu", none, 0), true},
+		{"ladder both", meta("ladder", none, 0), meta("ladder", none, 0), true},
+		{"haltpoll, no windows", meta("haltpoll", none, 0), meta("haltpoll", none, 0), true},
+		{"the limit unreadable (-1)", meta("menu", -1, 0), meta("menu", -1, 0), false},
 		// A new user's experiments.
-		{"haltpoll, a window after", meta("haltpoll", -1, 0), meta("haltpoll", -1, 200000), false},
-		{"haltpoll, qos=0 after", meta("haltpoll", -1, 0), meta("haltpoll", 0, 0), false},
+		{"haltpoll, a window after", meta("haltpoll", none, 0), meta("haltpoll", none, 200000), false},
+		{"haltpoll, qos=0 after", meta("haltpoll", none, 0), meta("haltpoll", 0, 0), false},
 		{"haltpoll, qos=0 both: stop_tick never set", meta("haltpoll", 0, 0), meta("haltpoll", 0, 0), false},
-		{"haltpoll to menu", meta("haltpoll", -1, 0), meta("menu", 20, 0), false},
-		{"menu, qos after", meta("menu", -1, 0), meta("menu", 20, 0), false},
+		{"haltpoll to menu", meta("haltpoll", none, 0), meta("menu", 20, 0), false},
+		{"menu, qos after", meta("menu", none, 0), meta("menu", 20, 0), false},
+		// teo queries the sleep length as its candidates go: disable= moves that.
+		{"teo, C6 disabled after", meta("teo", none, 0), c6Off, false},
+		{"teo, C6 disabled in both", c6Off, c6Off, true},
 	} {
 		if got := TickComparable(tc.before, tc.after); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

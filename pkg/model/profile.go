@@ -227,7 +227,8 @@ func recordedTable(meta *trace.Metadata) (*Profile, error) {
 	if rel == "" {
 		rel = "unknown kernel"
 	}
-	if meta.NoCPUIdleDriver() || len(meta.States) == 0 || len(meta.States[0].States) == 0 {
+	cs := meta.TableCPU()
+	if meta.NoCPUIdleDriver() || len(cs.States) == 0 {
 		why := "the kernel had no cpuidle driver, so no governor ran and it idled in default_idle_call (HLT, traced as state 1)"
 		if meta.CPUIdleDriver == "" {
 			// An imported capture: neither a driver nor a table is known.
@@ -245,7 +246,6 @@ func recordedTable(meta *trace.Metadata) (*Profile, error) {
 		}
 		return p, nil
 	}
-	cs := meta.TableCPU()
 	if len(cs.States) > MaxStates {
 		return nil, fmt.Errorf("recorded profile: CPU %d has %d idle states, more than the kernel's %d", cs.CPU, len(cs.States), MaxStates)
 	}

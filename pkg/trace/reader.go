@@ -614,6 +614,14 @@ func (r *Reader) partialChunkWarning(i int, reason string, delivered uint32) {
 	}
 	c := &r.chunks[i]
 	delivered = min(delivered, c.records)
+	if delivered == c.records && c.records > 0 {
+		// Every record the header names came out; the fault is in bytes
+		// after them (a header that undercounts its columns): nothing
+		// skipped, nothing counted as damage.
+		r.warn("chunk at offset %d is malformed (%s) after its %s, which were read; its remaining bytes were ignored",
+			c.off, reason, countOf(uint64(c.records), c.typ.String()+" record"))
+		return
+	}
 	r.addDamage(c, c.records-delivered)
 	what := "skipped it (" + countOf(uint64(c.records), c.typ.String()+" record") + ")"
 	if delivered > 0 {

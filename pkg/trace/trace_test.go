@@ -405,6 +405,23 @@ func TestMalformedChunkDamage(t *testing.T) {
 	if !slices.ContainsFunc(r.Warnings(), func(w string) bool { return strings.Contains(w, wantMsg) }) {
 		t.Errorf("warnings %q, want %q", r.Warnings(), wantMsg)
 	}
+
+	// A header that claims one record fewer: every record it names comes
+	// out, the bytes after them are ignored, and nothing is damage.
+	binary.LittleEndian.PutUint32(h[16:], victim.records-1)
+	binary.LittleEndian.PutUint32(h[44:], crc32.Checksum(h[:44], castagnoli))
+	r, err = NewNamedReader(bytes.NewReader(bad), int64(len(bad)), "t.trace")
+	must(t, err)
+	got = readAll(t, r)
+	if len(got.idle) != len(want.idle)-1 {
+		t.Errorf("%d idle periods read, want the %d the header names", len(got.idle), len(want.idle)-1)
+	}
+	if d := r.Damage(); d.Any() {
+		t.Errorf("damage %+v, want none: nothing was skipped", d)
+	}
+	if !slices.ContainsFunc(r.Warnings(), func(w string) bool { return strings.Contains(w, "its remaining bytes were ignored") }) {
+		t.Errorf("warnings %q do not say the bytes after the records were ignored", r.Warnings())
+	}
 }
 
 func isSubsequence[T comparable](got, all []T) bool {
