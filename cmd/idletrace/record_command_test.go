@@ -141,6 +141,24 @@ func TestRecordCommandNotStarted(t *testing.T) {
 	}
 }
 
+// recordSleeper starts `idletrace record -o path -- command...`, whose
+// command runs `sleep arg`, and returns once that sleep runs, with the
+// recorder's stderr and a deadline 10 s after the start.
+func recordSleeper(t *testing.T, path, arg string, command ...string) (*exec.Cmd, *strings.Builder, time.Time) {
+	t.Helper()
+	cmd := exec.Command(binPath, append([]string{"record", "-q", "-o", path, "--"}, command...)...)
+	errb := &strings.Builder{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sleepers(arg)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return cmd, errb, deadline
+}
+
 // TestRecordSignalStopsCommand: SIGTERM to idletrace stops COMMAND as the
 // duration's end does (exit 0: the recording stopped as asked), and
 // SIGKILL to idletrace takes COMMAND with it.
@@ -150,16 +168,7 @@ func TestRecordSignalStopsCommand(t *testing.T) {
 	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			arg := fmt.Sprintf("%d", 5000+os.Getpid()%1000*10+i)
-			cmd := exec.Command(binPath, "record", "-q", "-o", filepath.Join(dir, fmt.Sprintf("s%d.trace", i)), "--", "sleep", arg)
-			var errb strings.Builder
-			cmd.Stderr = &errb
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			deadline := time.Now().Add(10 * time.Second)
-			for len(sleepers(arg)) == 0 && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
+			cmd, errb, deadline := recordSleeper(t, filepath.Join(dir, fmt.Sprintf("s%d.trace", i)), arg, "sleep", arg)
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -187,16 +196,7 @@ func TestRecordSignalStopsCommand(t *testing.T) {
 	// rather than after record.CommandGrace.
 	t.Run("second SIGINT", func(t *testing.T) {
 		arg := fmt.Sprintf("%d", 5000+os.Getpid()%1000*10+7)
-		cmd := exec.Command(binPath, "record", "-q", "-o", filepath.Join(dir, "twice.trace"), "--", "sh", "-c", "trap '' TERM; sleep "+arg+"; true")
-		var errb strings.Builder
-		cmd.Stderr = &errb
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for len(sleepers(arg)) == 0 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		cmd, errb, _ := recordSleeper(t, filepath.Join(dir, "twice.trace"), arg, "sh", "-c", "trap '' TERM; sleep "+arg+"; true")
 		first := time.Now()
 		cmd.Process.Signal(syscall.SIGINT)
 		time.Sleep(300 * time.Millisecond)
