@@ -22,8 +22,8 @@ stderr: it gets no terminal signals (Ctrl-C reaches idletrace, which stops
 it) and must not read the terminal (a background group). The recording
 stops when COMMAND exits, at the end of --duration, or on SIGINT/SIGTERM to
 idletrace; in the last two cases idletrace stops COMMAND: SIGTERM to its
-process group, SIGKILL %v later (at once on a second SIGINT/SIGTERM). The summary says how COMMAND ended, and the
-trace stores it (idletrace info).
+process group, SIGKILL %v later (at once on a second SIGINT/SIGTERM). The
+summary says how COMMAND ended, and the trace stores it (idletrace info).
 
 Exit status: 0 when the recording succeeded and COMMAND, if any, exited with
 status 0 or was stopped by idletrace; COMMAND's own status when it exited

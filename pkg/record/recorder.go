@@ -943,7 +943,7 @@ func (r *recording) stopCommand(c *command, reason string, loopErr error, end *t
 			}
 		}()
 	}
-	wait := func(sig syscall.Signal, ctx context.Context) {
+	wait := func(ctx context.Context, sig syscall.Signal) {
 		c.signal(sig)
 		until := time.Now().Add(CommandGrace)
 		if loopErr == nil && err == nil {
@@ -962,9 +962,9 @@ func (r *recording) stopCommand(c *command, reason string, loopErr error, end *t
 		case <-time.After(time.Until(until)):
 		}
 	}
-	wait(syscall.SIGTERM, killed)
+	wait(killed, syscall.SIGTERM)
 	if !c.exited() {
-		wait(syscall.SIGKILL, context.Background())
+		wait(context.Background(), syscall.SIGKILL)
 	}
 	c.record(end, reason)
 	return err
