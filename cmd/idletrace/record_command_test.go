@@ -215,3 +215,17 @@ func TestRecordSignalStopsCommand(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordDevNull: -o /dev/null --force records and exits 0 (a device
+// has nothing to sync; fsync gave EINVAL and exit 1), and leaves the
+// device as it was.
+func TestRecordDevNull(t *testing.T) {
+	testenv.RequireRecorder(t)
+	r := runBin(t, "record", "-q", "-o", os.DevNull, "--force", "-d", "1s")
+	if r.code != 0 {
+		t.Errorf("record -o %s: exit %d, stderr %q", os.DevNull, r.code, r.stderr)
+	}
+	if fi, err := os.Stat(os.DevNull); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("%s is no longer a character device: %v %v", os.DevNull, fi, err)
+	}
+}

@@ -445,8 +445,12 @@ func (rec *recording) closeTrace(meta *trace.Metadata, end *trace.End, loopErr e
 		}
 		return sum, fmt.Errorf("writing %s: %w (the file keeps everything up to its last complete chunk)", rec.opts.Output, loopErr)
 	}
-	if err := rec.file.Sync(); err != nil {
-		return sum, fmt.Errorf("writing %s: %w", rec.opts.Output, err)
+	// A device given as -o (/dev/null) has nothing to sync: fsync gives
+	// EINVAL there.
+	if fi, err := rec.file.Stat(); err == nil && fi.Mode().IsRegular() {
+		if err := rec.file.Sync(); err != nil {
+			return sum, fmt.Errorf("writing %s: %w", rec.opts.Output, err)
+		}
 	}
 	return sum, nil
 }
