@@ -321,3 +321,43 @@ func TestWhatifStatesBeyondProfile(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
 	}
 }
+
+// TestFtraceRoundTripRecording: an ftrace export limited to one CPU
+// imports back as a recording of that CPU, with the kernel release, HZ and
+// host of the original (a new user's --cpus 1 export came back as two
+// CPUs, CPU 0 "0 % idle", with kernel and HZ unknown).
+func TestFtraceRoundTripRecording(t *testing.T) {
+	dir := t.TempDir()
+	text, imported := filepath.Join(dir, "t.txt"), filepath.Join(dir, "t.trace")
+	if r := runBin(t, "export", bundledTrace, "--format", "ftrace", "--cpus", "1", "-q", "-o", text); r.code != 0 {
+		t.Fatalf("export: exit %d: %s", r.code, r.stderr)
+	}
+	if r := runBin(t, "import", text, "-q", "-o", imported); r.code != 0 {
+		t.Fatalf("import: exit %d: %s", r.code, r.stderr)
+	}
+	type meta struct {
+		KernelRelease string `json:"kernel_release"`
+		HZ            int    `json:"hz"`
+		Hostname      string `json:"hostname"`
+		RecordedCPUs  []int  `json:"recorded_cpus"`
+	}
+	var orig, back struct {
+		Metadata meta `json:"metadata"`
+	}
+	for _, c := range []struct {
+		path string
+		v    any
+	}{{bundledTrace, &orig}, {imported, &back}} {
+		r := runBin(t, "info", c.path, "--format", "json")
+		if err := json.Unmarshal([]byte(r.stdout), c.v); err != nil {
+			t.Fatalf("info %s: %v", c.path, err)
+		}
+	}
+	o, b := orig.Metadata, back.Metadata
+	if b.KernelRelease != o.KernelRelease || b.HZ != o.HZ || b.Hostname != o.Hostname || o.KernelRelease == "" {
+		t.Errorf("imported kernel %q, HZ %d, host %q; recorded %q, %d, %q", b.KernelRelease, b.HZ, b.Hostname, o.KernelRelease, o.HZ, o.Hostname)
+	}
+	if !slices.Equal(b.RecordedCPUs, []int{1}) {
+		t.Errorf("imported recorded CPUs %v, want [1], the CPU the export listed", b.RecordedCPUs)
+	}
+}

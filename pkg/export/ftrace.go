@@ -218,7 +218,7 @@ func (f *ftracer) writeHeader(lines uint64) {
 #                              |||| /     delay
 #           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
 #              | |         |   |||||     |         |
-`, lines, lines, f.ncpus, f.eventsLine()+f.statesLines()+f.driverLine()+f.governorLine()+f.haltPollLine()+f.qos.headerLine(f.ncpus))
+`, lines, lines, f.ncpus, f.eventsLine()+f.recordingLine()+f.statesLines()+f.driverLine()+f.governorLine()+f.haltPollLine()+f.qos.headerLine(f.ncpus))
 	w.WriteString("clusterA:\n")
 	for cpu := range f.ncpus {
 		if f.listed[cpu] {
@@ -317,6 +317,21 @@ func (f *ftracer) driverLine() string {
 		return ""
 	}
 	return trace.ExportDriverHeader + " " + f.meta.CPUIdleDriver + "\n"
+}
+
+// recordingLine gives what the import cannot learn from the events
+// (trace.ExportRecordingHeader): kernel, HZ, host, and the CPUs listed.
+func (f *ftracer) recordingLine() string {
+	var cpus []int
+	for c, on := range f.listed {
+		if on {
+			cpus = append(cpus, c)
+		}
+	}
+	if s := trace.ExportRecording(f.meta, cpus); s != "" {
+		return trace.ExportRecordingHeader + " " + s + "\n"
+	}
+	return ""
 }
 
 // governorLine names the recording's cpuidle governor

@@ -291,6 +291,7 @@ type pass struct {
 	// The header's facts, where it has them.
 	headerCPUs int
 	driver     string                    // the recording's cpuidle driver, from idletrace's export (trace.ExportDriverHeader)
+	recording  trace.ExportedRecording   // kernel, HZ, host and listed CPUs, from idletrace's export (trace.ExportRecordingHeader)
 	governor   string                    // and its governor (trace.ExportGovernorHeader)
 	haltPoll   *trace.HaltPollParams     // and haltpoll's parameters (trace.ExportHaltPollHeader)
 	states     map[int][]trace.StateInfo // idletrace's ftrace export's header (idlestat's part: no exit latencies)
@@ -399,6 +400,9 @@ func (p *pass) line(s string) error {
 			}
 			if g, ok := strings.CutPrefix(t, trace.ExportGovernorHeader); ok && strings.TrimSpace(g) != "" {
 				p.governor = strings.TrimSpace(g)
+			}
+			if r, ok := strings.CutPrefix(t, trace.ExportRecordingHeader); ok {
+				p.recording = trace.ParseExportRecording(r)
 			}
 			if h, ok := strings.CutPrefix(t, trace.ExportHaltPollHeader); ok {
 				if hp, err := trace.ParseHaltPoll(h); err == nil {
@@ -858,6 +862,12 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 	for c := range n {
 		m.RecordedCPUs = append(m.RecordedCPUs, c)
 	}
+	// idletrace's export says what it knew: an export limited by --cpus
+	// lists only those, the others' idle periods are not in it (not busy).
+	if r := p.recording; len(r.CPUs) > 0 && slices.Max(r.CPUs) < n {
+		m.RecordedCPUs = slices.Clone(r.CPUs)
+	}
+	m.KernelRelease, m.HZ, m.Hostname = p.recording.KernelRelease, p.recording.HZ, p.recording.Hostname
 	table := func(c int) []trace.StateInfo {
 		if o.States != nil {
 			return o.States

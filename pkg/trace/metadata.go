@@ -200,6 +200,78 @@ const ExportGovernorHeader = "# idletrace cpuidle governor:"
 //	# idletrace haltpoll: guest_halt_poll_ns=0 grow=2 shrink=2 grow_start=50000 allow_shrink=true
 const ExportHaltPollHeader = "# idletrace haltpoll:"
 
+// ExportRecordingHeader opens the comment line idletrace's ftrace export
+// writes with what its import cannot learn from the events: the kernel
+// release, HZ, the host and the CPUs the file lists (an export limited by
+// --cpus, so that the import does not take the others for busy
+// throughout). ExportRecording and ParseExportRecording write and read it.
+//
+//	# idletrace recording: kernel=6.18.44 hz=250 host=vm cpus=1,3
+const ExportRecordingHeader = "# idletrace recording:"
+
+// ExportRecording is the line's fields for m with these CPUs listed; a
+// field whose value is unknown or not one word is left out.
+func ExportRecording(m *Metadata, cpus []int) string {
+	var f []string
+	word := func(s string) bool { return s != "" && !strings.ContainsAny(s, " \t=") }
+	if word(m.KernelRelease) {
+		f = append(f, "kernel="+m.KernelRelease)
+	}
+	if m.HZ > 0 {
+		f = append(f, fmt.Sprintf("hz=%d", m.HZ))
+	}
+	if word(m.Hostname) {
+		f = append(f, "host="+m.Hostname)
+	}
+	if len(cpus) > 0 {
+		s := make([]string, len(cpus))
+		for i, c := range cpus {
+			s[i] = strconv.Itoa(c)
+		}
+		f = append(f, "cpus="+strings.Join(s, ","))
+	}
+	return strings.Join(f, " ")
+}
+
+// ExportedRecording is what an ExportRecordingHeader line says.
+type ExportedRecording struct {
+	KernelRelease string
+	HZ            int
+	Hostname      string
+	CPUs          []int
+}
+
+// ParseExportRecording reads the line's fields (after the header); fields
+// it does not know, or cannot read, are left out, as in any capture.
+func ParseExportRecording(s string) ExportedRecording {
+	var r ExportedRecording
+	for _, kv := range strings.Fields(s) {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "kernel":
+			r.KernelRelease = v
+		case "hz":
+			if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 10000 {
+				r.HZ = n
+			}
+		case "host":
+			r.Hostname = v
+		case "cpus":
+			var cpus []int
+			for _, c := range strings.Split(v, ",") {
+				n, err := strconv.Atoi(c)
+				if err != nil || n < 0 || n >= MaxCPUs {
+					cpus = nil
+					break
+				}
+				cpus = append(cpus, n)
+			}
+			r.CPUs = cpus
+		}
+	}
+	return r
+}
+
 // FormatHaltPoll gives h as `info` shows it and the export writes it.
 func FormatHaltPoll(h *HaltPollParams) string {
 	return fmt.Sprintf("guest_halt_poll_ns=%d grow=%d shrink=%d grow_start=%d allow_shrink=%t",
