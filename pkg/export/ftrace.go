@@ -328,8 +328,8 @@ func (f *ftracer) recordingLine() string {
 			cpus = append(cpus, c)
 		}
 	}
-	if s := trace.ExportRecording(f.meta, cpus); s != "" {
-		return trace.ExportRecordingHeader + " " + s + "\n"
+	if items := trace.ExportRecording(f.meta, cpus); len(items) > 0 {
+		return string(appendComment(nil, trace.ExportRecordingHeader, items))
 	}
 	return ""
 }

@@ -402,7 +402,7 @@ func (p *pass) line(s string) error {
 				p.governor = strings.TrimSpace(g)
 			}
 			if r, ok := strings.CutPrefix(t, trace.ExportRecordingHeader); ok {
-				p.recording = trace.ParseExportRecording(r)
+				p.recording.Add(r)
 			}
 			if h, ok := strings.CutPrefix(t, trace.ExportHaltPollHeader); ok {
 				if hp, err := trace.ParseHaltPoll(h); err == nil {
@@ -865,7 +865,7 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 	// idletrace's export says what it knew: an export limited by --cpus
 	// lists only those, the others' idle periods are not in it (not busy).
 	if r := p.recording; len(r.CPUs) > 0 && slices.Max(r.CPUs) < n {
-		m.RecordedCPUs = slices.Clone(r.CPUs)
+		m.RecordedCPUs = slices.Sorted(slices.Values(r.CPUs))
 	}
 	m.KernelRelease, m.HZ, m.Hostname = p.recording.KernelRelease, p.recording.HZ, p.recording.Hostname
 	table := func(c int) []trace.StateInfo {

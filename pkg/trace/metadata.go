@@ -200,20 +200,27 @@ const ExportGovernorHeader = "# idletrace cpuidle governor:"
 //	# idletrace haltpoll: guest_halt_poll_ns=0 grow=2 shrink=2 grow_start=50000 allow_shrink=true
 const ExportHaltPollHeader = "# idletrace haltpoll:"
 
-// ExportRecordingHeader opens the comment line idletrace's ftrace export
+// ExportRecordingHeader opens the comment lines idletrace's ftrace export
 // writes with what its import cannot learn from the events: the kernel
 // release, HZ, the host and the CPUs the file lists (an export limited by
 // --cpus, so that the import does not take the others for busy
-// throughout). ExportRecording and ParseExportRecording write and read it.
+// throughout). ExportRecording gives the fields, which the export spreads
+// over lines of this prefix as it does its other comments (idlestat reads
+// lines in 256-byte pieces); ExportedRecording.Add reads them back.
 //
 //	# idletrace recording: kernel=6.18.44 hz=250 host=vm cpus=1,3
 const ExportRecordingHeader = "# idletrace recording:"
 
-// ExportRecording is the line's fields for m with these CPUs listed; a
-// field whose value is unknown or not one word is left out.
-func ExportRecording(m *Metadata, cpus []int) string {
+// exportCPUsPerField bounds the CPUs in one cpus= field, which keeps each
+// short enough to share a line.
+const exportCPUsPerField = 16
+
+// ExportRecording is the fields for m with these CPUs listed; a field
+// whose value is unknown or not one word is left out, and the CPUs go in
+// as many cpus= fields as they need.
+func ExportRecording(m *Metadata, cpus []int) []string {
 	var f []string
-	word := func(s string) bool { return s != "" && !strings.ContainsAny(s, " \t=") }
+	word := func(s string) bool { return s != "" && len(s) < 100 && !strings.ContainsAny(s, " \t=") }
 	if word(m.KernelRelease) {
 		f = append(f, "kernel="+m.KernelRelease)
 	}
@@ -223,17 +230,19 @@ func ExportRecording(m *Metadata, cpus []int) string {
 	if word(m.Hostname) {
 		f = append(f, "host="+m.Hostname)
 	}
-	if len(cpus) > 0 {
-		s := make([]string, len(cpus))
-		for i, c := range cpus {
+	for len(cpus) > 0 {
+		n := min(len(cpus), exportCPUsPerField)
+		s := make([]string, n)
+		for i, c := range cpus[:n] {
 			s[i] = strconv.Itoa(c)
 		}
 		f = append(f, "cpus="+strings.Join(s, ","))
+		cpus = cpus[n:]
 	}
-	return strings.Join(f, " ")
+	return f
 }
 
-// ExportedRecording is what an ExportRecordingHeader line says.
+// ExportedRecording is what the ExportRecordingHeader lines say.
 type ExportedRecording struct {
 	KernelRelease string
 	HZ            int
@@ -241,11 +250,11 @@ type ExportedRecording struct {
 	CPUs          []int
 }
 
-// ParseExportRecording reads the line's fields (after the header); fields
-// it does not know, or cannot read, are left out, as in any capture.
-func ParseExportRecording(s string) ExportedRecording {
-	var r ExportedRecording
-	for _, kv := range strings.Fields(s) {
+// Add reads one line's fields (after the header): its CPUs join those of
+// the lines before. Fields it does not know, or cannot read, are left
+// out, as in any capture.
+func (r *ExportedRecording) Add(line string) {
+	for _, kv := range strings.Fields(line) {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "kernel":
@@ -257,19 +266,13 @@ func ParseExportRecording(s string) ExportedRecording {
 		case "host":
 			r.Hostname = v
 		case "cpus":
-			var cpus []int
 			for _, c := range strings.Split(v, ",") {
-				n, err := strconv.Atoi(c)
-				if err != nil || n < 0 || n >= MaxCPUs {
-					cpus = nil
-					break
+				if n, err := strconv.Atoi(c); err == nil && n >= 0 && n < MaxCPUs && !slices.Contains(r.CPUs, n) {
+					r.CPUs = append(r.CPUs, n)
 				}
-				cpus = append(cpus, n)
 			}
-			r.CPUs = cpus
 		}
 	}
-	return r
 }
 
 // FormatHaltPoll gives h as `info` shows it and the export writes it.

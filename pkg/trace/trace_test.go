@@ -990,3 +990,29 @@ func TestTableCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestExportRecording: the recording's fields read back, the CPUs of a
+// big machine in fields short enough for the export to spread over lines
+// idlestat can read, joined again from however many lines.
+func TestExportRecording(t *testing.T) {
+	m := &Metadata{KernelRelease: "6.18.44-fc-v1300", HZ: 250, Hostname: "db-17"}
+	cpus := make([]int, 256)
+	for i := range cpus {
+		cpus[i] = i
+	}
+	items := ExportRecording(m, cpus)
+	var r ExportedRecording
+	for i, item := range items {
+		if len(item) > 100 {
+			t.Errorf("field %d is %d bytes: %q", i, len(item), item)
+		}
+		r.Add(item) // one field a line: the most the export splits them
+	}
+	if r.KernelRelease != m.KernelRelease || r.HZ != m.HZ || r.Hostname != m.Hostname || !slices.Equal(r.CPUs, cpus) {
+		t.Errorf("read back %+v", r)
+	}
+	// Not one word, or unknown: left out, not mangled.
+	if got := ExportRecording(&Metadata{Hostname: "a b"}, nil); len(got) != 0 {
+		t.Errorf("fields %q for a host with a blank and nothing else known", got)
+	}
+}
