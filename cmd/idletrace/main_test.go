@@ -170,6 +170,8 @@ func TestBadInput(t *testing.T) {
 		{"measured with two policies", []string{"whatif", bundledTrace, "--policy", "menu", "--policy", "teo", "--measured", bundledTrace}, 2, "exactly one --policy"},
 		{"measured without a policy", []string{"whatif", bundledTrace, "--measured", bundledTrace}, 2, "exactly one --policy"},
 		// The measurement runs on the machine's own table: a prediction on spr's set beside it compares states it lacks.
+		{"profiles recorded", []string{"profiles", "recorded"}, 2, `"recorded" is a trace's own table, not a built-in`},
+		{"profiles in capitals", []string{"profiles", "HSW"}, 2, `no built-in profile "HSW": the names are lower case (hsw)`},
 		{"measured on another table", []string{"whatif", bundledTrace, "--policy", "menu", "--measured", bundledTrace, "--profile", "spr"}, 2, "--profile spr: --measured measures on the recorded machine's own state table"},
 		{"experiment on another table", []string{"experiment", "--policy", "menu", "--profile", "spr", "--", "true"}, 2, "--profile spr: experiment measures on the recorded machine's own state table"},
 		{"experiment unknown policy", []string{"experiment", "--policy", "schedutil", "--", "true"}, 2, "schedutil"},

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -140,6 +141,12 @@ func Builtin(name string, hz int) (*Profile, error) {
 			p.States = append(p.States, st)
 		}
 		return p, nil
+	}
+	switch {
+	case name == "recorded" || name == "measured":
+		return nil, fmt.Errorf("%q is a trace's own table, not a built-in: whatif TRACE --profile %s replays on it, and info TRACE shows the recorded one", name, name)
+	case slices.Contains(BuiltinNames(), strings.ToLower(name)):
+		return nil, fmt.Errorf("no built-in profile %q: the names are lower case (%s)", name, strings.ToLower(name))
 	}
 	return nil, fmt.Errorf("no built-in profile %q (built-in: %s)", name, strings.Join(BuiltinNames(), ", "))
 }
