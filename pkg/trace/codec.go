@@ -239,13 +239,13 @@ type decoder struct {
 	qos   PMQoSChange
 	loss  Loss
 	// delivered counts the records of the chunk being decoded that were
-	// handed to the visitor: a chunk found malformed part way has given
-	// that many, and only the rest are lost to the damage.
+	// handed to the visitor (Reader.deliver zeroes it per chunk): a chunk
+	// found malformed part way has given that many, and only the rest are
+	// lost to the damage.
 	delivered uint32
 }
 
 func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePeriod) error) error {
-	d.delivered = 0
 	var bad bool
 	cols := d.cols[:idleColumns]
 	present, err := splitColumns(raw, cols, idleMinColumns, &bad)
@@ -371,7 +371,6 @@ func (d *decoder) decodeIdle(raw []byte, n uint32, skip Fields, fn func(*IdlePer
 }
 
 func (d *decoder) decodeBlockIO(raw []byte, n uint32, skip Fields, fn func(*BlockIO) error) error {
-	d.delivered = 0
 	var bad bool
 	cols := d.cols[:blockIOColumns]
 	present, err := splitColumns(raw, cols, blockIOMinColumns, &bad)
@@ -488,7 +487,6 @@ func skipFlagged(c *colReader, flags []byte, n int, bit byte) int {
 }
 
 func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) error) error {
-	d.delivered = 0
 	var bad bool
 	cols := d.cols[:haltPollColumns]
 	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
@@ -519,7 +517,6 @@ func (d *decoder) decodeHaltPoll(raw []byte, n uint32, fn func(*HaltPollChange) 
 }
 
 func (d *decoder) decodePMQoS(raw []byte, n uint32, fn func(*PMQoSChange) error) error {
-	d.delivered = 0
 	var bad bool
 	cols := d.cols[:pmQoSColumns]
 	if _, err := splitColumns(raw, cols, len(cols), &bad); err != nil {
@@ -551,7 +548,6 @@ func (d *decoder) decodePMQoS(raw []byte, n uint32, fn func(*PMQoSChange) error)
 }
 
 func (d *decoder) decodeLoss(raw []byte, n uint32, fn func(*Loss) error) error {
-	d.delivered = 0
 	var bad bool
 	cols := d.cols[:lossColumns]
 	present, err := splitColumns(raw, cols, lossMinColumns, &bad)

@@ -811,6 +811,7 @@ func (r *Reader) deliver(i int, h chunkHeader, raw []byte, loadErr error, v Visi
 		}
 	}
 	var err error
+	r.dec.delivered = 0
 	switch r.chunks[i].typ {
 	case ChunkIdle:
 		err = r.dec.decodeIdle(raw, h.records, v.Skip, v.Idle)
