@@ -76,7 +76,7 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 	if own.profile == "measured" {
 		rep.Notes = append(rep.Notes, "before and measured are each trace's recorded choices on its own measured profile (each state's exit latency replaced by the median wake-up latency measured in that trace), as the prediction is on BEFORE's")
 	}
-	moved, err := workloadMovedNotes(before, after, stderr)
+	moved, err := workloadMovedNotes(before, after, analysis.TickComparable(bmeta, ameta), stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -137,22 +137,20 @@ func predictionReference(pol model.Policy, meta *trace.Metadata) []model.Policy 
 }
 
 // workloadMovedNotes are analysis.WorkloadMovedNotes on the two traces.
-func workloadMovedNotes(before, after string, stderr io.Writer) ([]string, error) {
+func workloadMovedNotes(before, after string, tickComparable bool, stderr io.Writer) ([]string, error) {
 	var counts [2]analysis.Workloads
-	var metas [2]*trace.Metadata
 	for i, path := range []string{before, after} {
 		r, err := openTrace(path, stderr)
 		if err != nil {
 			return nil, err
 		}
-		metas[i] = r.Meta
 		counts[i], err = analysis.CountWorkloads(r.Reader)
 		r.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	return analysis.WorkloadMovedNotes(counts[0], counts[1], analysis.TickComparable(metas[0], metas[1]), before, after), nil
+	return analysis.WorkloadMovedNotes(counts[0], counts[1], tickComparable, before, after), nil
 }
 
 func traceHead(path string, stderr io.Writer) (*trace.Metadata, *trace.End, error) {
