@@ -99,9 +99,7 @@ func Remove(path string) error {
 // would then take away. Only a regular file is removed: a failed import
 // to -o /dev/null must not take /dev/null away.
 func Discard(f *os.File) {
-	if regular(f) {
-		os.Remove(f.Name())
-	}
+	RemovePartial(f.Name())
 	f.Close()
 }
 

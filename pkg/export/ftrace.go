@@ -313,7 +313,7 @@ func (f *ftracer) statesLines() string {
 // driverLine names the recording's cpuidle driver (trace.ExportDriverHeader);
 // none for an import, which does not know it.
 func (f *ftracer) driverLine() string {
-	if f.meta.CPUIdleDriver == "" || !isWord(f.meta.CPUIdleDriver) {
+	if f.meta.CPUIdleDriver == "" || !trace.ExportWord(f.meta.CPUIdleDriver) {
 		return ""
 	}
 	return trace.ExportDriverHeader + " " + f.meta.CPUIdleDriver + "\n"
@@ -337,7 +337,7 @@ func (f *ftracer) recordingLine() string {
 // governorLine names the recording's cpuidle governor
 // (trace.ExportGovernorHeader); none for an import, which does not know it.
 func (f *ftracer) governorLine() string {
-	if f.meta.CPUIdleGovernor == "" || !isWord(f.meta.CPUIdleGovernor) {
+	if f.meta.CPUIdleGovernor == "" || !trace.ExportWord(f.meta.CPUIdleGovernor) {
 		return ""
 	}
 	return trace.ExportGovernorHeader + " " + f.meta.CPUIdleGovernor + "\n"
@@ -350,16 +350,6 @@ func (f *ftracer) haltPollLine() string {
 		return ""
 	}
 	return trace.ExportHaltPollHeader + " " + trace.FormatHaltPoll(f.meta.HaltPoll) + "\n"
-}
-
-// isWord: s is one word, as a header comment line carries it.
-func isWord(s string) bool {
-	for _, c := range s {
-		if c <= ' ' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // idlestatLineMax bounds the header's comment lines. idlestat 0.8 reads

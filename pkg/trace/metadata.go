@@ -220,7 +220,7 @@ const exportCPUsPerField = 16
 // as many cpus= fields as they need.
 func ExportRecording(m *Metadata, cpus []int) []string {
 	var f []string
-	word := func(s string) bool { return s != "" && len(s) < 100 && !strings.ContainsAny(s, " \t=") }
+	word := func(s string) bool { return s != "" && len(s) < 100 && ExportWord(s) && !strings.Contains(s, "=") }
 	if word(m.KernelRelease) {
 		f = append(f, "kernel="+m.KernelRelease)
 	}
@@ -240,6 +240,17 @@ func ExportRecording(m *Metadata, cpus []int) []string {
 		cpus = cpus[n:]
 	}
 	return f
+}
+
+// ExportWord says s is one word, as the export's header comment lines
+// carry a value: no blank or control character.
+func ExportWord(s string) bool {
+	for _, c := range s {
+		if c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // ExportedRecording is what the ExportRecordingHeader lines say.
