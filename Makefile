@@ -104,10 +104,11 @@ demo: build ## record a few seconds here (or use the bundled trace) and show sta
 bench: build ## idletrace vs perf record on the same workload, and Go benchmarks
 	@scripts/bench.sh $(BIN)
 
-fuzz: ## fuzz the trace reader, and the profile files' and policy specs' parsers with the replay (FUZZTIME=10m for the long run)
+fuzz: ## fuzz the trace reader, the profile files' and policy specs' parsers with the replay, and the commands on well-formed but odd traces (FUZZTIME=10m for the long run)
 	$(GO) test ./pkg/trace/ -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $${FUZZTIME:-60s} -fuzzminimizetime 1s
 	$(GO) test ./pkg/model/ -run '^$$' -fuzz '^FuzzProfileReplay$$' -fuzztime $${FUZZTIME:-60s} -fuzzminimizetime 1s
 	$(GO) test ./pkg/model/ -run '^$$' -fuzz '^FuzzPolicyReplay$$' -fuzztime $${FUZZTIME:-60s} -fuzzminimizetime 1s
+	$(GO) test ./cmd/idletrace/ -run '^$$' -fuzz '^FuzzCommandsOnTrace$$' -fuzztime $${FUZZTIME:-60s} -fuzzminimizetime 1s
 
 clean:
 	rm -rf bin

@@ -51,7 +51,8 @@ func pinMenu(t *testing.T, tab *table, iv [8]uint32, in selInput, cases []versio
 }
 
 // 80606f4eb8d7 ("cpuidle: governors: menu: Always check timers with tick
-// stopped", 7.0) reached 6.18.y in 6.18.14: with the tick stopped and a
+// stopped", 7.0) reached 6.18.y in 6.18.14 and 6.19.y in 6.19.4 (the
+// 6.19.4-rc1 review series, patch 044/781): with the tick stopped and a
 // typical interval ≤ 15 µs, menu queries the next timer and the
 // stopped-tick override uses it instead of KTIME_MAX.
 func TestMenuStoppedTickTimerQuery61814(t *testing.T) {
@@ -61,6 +62,8 @@ func TestMenuStoppedTickTimerQuery61814(t *testing.T) {
 			{Version{6, 18, 13}, 4},
 			{Version{6, 18, 14}, 3}, // next timer 200 µs: C3 (100 µs), not C6 (400 µs)
 			{Version{6, 19, -1}, 4},
+			{Version{6, 19, 3}, 4},
+			{Version{6, 19, 4}, 3},
 			{Version{7, 0, -1}, 3},
 		})
 }

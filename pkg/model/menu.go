@@ -11,7 +11,8 @@ import (
 // (6.19: the polling override only for states with target residency
 // < RESIDENCY_THRESHOLD_NS) in 6.18.3, and 80606f4eb8d7 (7.0: "Always
 // check timers with tick stopped") in 6.18.14 (the 6.18.3-rc1 and
-// 6.18.14-rc1 stable review series, Dec 2025 and Feb 2026). Constants from
+// 6.18.14-rc1 stable review series, Dec 2025 and Feb 2026); 6.19.y took
+// the second in 6.19.4 (6.19.4-rc1, patch 044/781). Constants from
 // menu.c and gov.h: 6 buckets, 8 intervals, RESOLUTION 1024, DECAY 8,
 // MAX_INTERESTING 50 ms, RESIDENCY_THRESHOLD_NS 15 µs.
 //
@@ -29,7 +30,7 @@ import (
 //   < 6.17  residency check before the latency check in the main loop
 //   ≥ 6.18  polling override also needs exit latency ≤ prediction
 //   ≥ 6.19 (and 6.18.3+) polling override needs target residency < 15 µs
-//   ≥ 7.0 (and 6.18.14+) timers always queried with the tick stopped
+//   ≥ 7.0 (and 6.18.14+, 6.19.4+) timers always queried with the tick stopped
 //   ≥ 7.1   stopped-tick override only when the timer is beyond 2 ticks
 //           (SAFE_TIMER_RANGE_NS, queued for 7.1 in linux-pm)
 //   ≥ 6.17  UINT_MAX into the intervals per attempt aborted after its
@@ -49,7 +50,7 @@ type menuFlags struct {
 	latencyFirst       bool // 779b1a1cb13a, 6.17
 	pollElOverride     bool // db86f55bf81a, 6.18
 	pollResThresh      bool // 07d815701274, 6.19 (6.18.3)
-	alwaysQueryStopped bool // 80606f4eb8d7, 7.0 (6.18.14)
+	alwaysQueryStopped bool // 80606f4eb8d7, 7.0 (6.18.14, 6.19.4)
 	safeTimer          bool // e57c2bf2e89d, 7.1
 	abortPush          bool // fa3fa55de0d6, 6.17: UINT_MAX after an aborted entry
 	margin             bool
@@ -88,7 +89,7 @@ func menuFlagsFor(v Version) menuFlags {
 		latencyFirst:       v.AtLeast(6, 17) || stable612(44),
 		pollElOverride:     v.AtLeast(6, 18) || stable612(58),
 		pollResThresh:      v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3 || stable612(64),
-		alwaysQueryStopped: v.AtLeast(7, 0) || v.Is(6, 18) && v.Patch >= 14 || stable612(75),
+		alwaysQueryStopped: v.AtLeast(7, 0) || v.Is(6, 18) && v.Patch >= 14 || v.Is(6, 19) && v.Patch >= 4 || stable612(75),
 		safeTimer:          v.AtLeast(7, 1),
 		abortPush:          v.AtLeast(6, 17) || stable612(43) || stable61(157),
 	}
