@@ -59,12 +59,16 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 	if err != nil {
 		return nil, err
 	}
+	work, err := countWorkloads(before, after, stderr)
+	if err != nil {
+		return nil, err
+	}
 	b, p, m := brep.Results[0], prep.Results[len(prep.Results)-1], arep.Results[0]
 	states := analysis.ComparisonStates(prep.Profile, b, p, m)
 	rep := &analysis.ComparisonReport{
 		Policy: pol.Spec, BeforeTrace: before, AfterTrace: after, Profile: prep.Profile,
 		Before: b, Predicted: p, Measured: m,
-		Figures:     analysis.ComparisonFigures(&b, &p, &m, states),
+		Figures:     analysis.ComparisonFigures(&b, &p, &m, states, work[0], work[1]),
 		Assumptions: prep.Assumptions,
 		Recorded:    recordedOn(bmeta, ameta),
 	}
@@ -76,11 +80,7 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 	if own.profile == "measured" {
 		rep.Notes = append(rep.Notes, "before and measured are each trace's recorded choices on its own measured profile (each state's exit latency replaced by the median wake-up latency measured in that trace), as the prediction is on BEFORE's")
 	}
-	moved, err := workloadMovedNotes(before, after, analysis.TickComparable(bmeta, ameta), stderr)
-	if err != nil {
-		return nil, err
-	}
-	rep.Notes = append(rep.Notes, moved...)
+	rep.Notes = append(rep.Notes, analysis.WorkloadMovedNotes(work[0].CPUs, work[1].CPUs, analysis.TickComparable(bmeta, ameta), before, after)...)
 	for _, n := range prep.Notes {
 		rep.Notes = append(rep.Notes, "before ("+before+"): "+n)
 	}
@@ -136,21 +136,21 @@ func predictionReference(pol model.Policy, meta *trace.Metadata) []model.Policy 
 	return []model.Policy{ref}
 }
 
-// workloadMovedNotes are analysis.WorkloadMovedNotes on the two traces.
-func workloadMovedNotes(before, after string, tickComparable bool, stderr io.Writer) ([]string, error) {
-	var counts [2]analysis.Workloads
+// countWorkloads counts the two traces' workloads (analysis.CountWorkloads).
+func countWorkloads(before, after string, stderr io.Writer) ([2]*analysis.Workload, error) {
+	var work [2]*analysis.Workload
 	for i, path := range []string{before, after} {
 		r, err := openTrace(path, stderr)
 		if err != nil {
-			return nil, err
+			return work, err
 		}
-		counts[i], err = analysis.CountWorkloads(r.Reader)
+		work[i], err = analysis.CountWorkloads(r.Reader)
 		r.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return work, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	return analysis.WorkloadMovedNotes(counts[0], counts[1], tickComparable, before, after), nil
+	return work, nil
 }
 
 func traceHead(path string, stderr io.Writer) (*trace.Metadata, *trace.End, error) {

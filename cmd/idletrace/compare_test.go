@@ -57,7 +57,8 @@ func TestWhatifMeasuredAgainstItself(t *testing.T) {
 	}
 	want := map[string]bool{"wake_latency_ns.mean": false, "wake_latency_ns.p50": false, "wake_latency_ns.p99": false,
 		"io_latency_ns.mean": false, "io_latency_ns.p50": false, "io_latency_ns.p99": false,
-		"state_share.POLL": false, "state_share.HLT": false, "above_share": false, "below_share": false}
+		"state_share.POLL": false, "state_share.HLT": false, "above_share": false, "below_share": false,
+		"traced_wake_latency_ns.p50": false, "traced_wake_latency_ns.p99": false, "idle_periods_per_s": false, "idle_share": false}
 	for _, f := range c.Comparison.Figures {
 		want[f.Figure] = true
 		if strings.HasPrefix(f.Figure, "task_io_latency_ns.") {
@@ -89,7 +90,7 @@ func TestWhatifMeasuredAgainstItself(t *testing.T) {
 
 	for _, format := range []string{"text", "markdown", "html"} {
 		r := runBin(t, "whatif", bundledTrace, "--policy", spec, "--measured", bundledTrace, "--format", format)
-		if r.code != 0 || !strings.Contains(r.stdout, "no change measured") || !strings.Contains(r.stdout, "Wake latency p99") {
+		if r.code != 0 || !strings.Contains(r.stdout, "no change measured") || !strings.Contains(r.stdout, "Exit latency per wake-up p99") || !strings.Contains(r.stdout, "Traced wake latency p99") || !strings.Contains(r.stdout, "Idle periods per s") {
 			t.Errorf("%s: exit %d, report:\n%s\nstderr %s", format, r.code, r.stdout, r.stderr)
 		}
 	}
@@ -98,6 +99,12 @@ func TestWhatifMeasuredAgainstItself(t *testing.T) {
 	for _, f := range decodeComparison(t, r.stdout).Comparison.Figures {
 		if strings.HasPrefix(f.Figure, "task_io_latency_ns.") {
 			continue // not in the bundled trace
+		}
+		if strings.HasPrefix(f.Figure, "traced_wake_latency_ns.") {
+			if f.Predicted != nil || f.Before == nil {
+				t.Errorf("recorded: %s predicted %v, before %v: traced, not predicted", f.Figure, f.Predicted, f.Before)
+			}
+			continue
 		}
 		if f.Predicted == nil || *f.Predicted != *f.Before {
 			t.Errorf("recorded: %s predicted %v, before %v", f.Figure, f.Predicted, f.Before)

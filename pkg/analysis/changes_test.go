@@ -97,7 +97,7 @@ func TestComparisonChangeLine(t *testing.T) {
 	predicted.Changes.Against = "recorded"
 	rep := &ComparisonReport{Policy: predicted.Policy, BeforeTrace: "a.trace", AfterTrace: "b.trace", Profile: w.Profile,
 		Before: before, Predicted: predicted, Measured: before,
-		Figures: ComparisonFigures(&before, &predicted, &before, ComparisonStates(w.Profile, before))}
+		Figures: ComparisonFigures(&before, &predicted, &before, ComparisonStates(w.Profile, before), nil, nil)}
 	want := "Prediction: menu+blkqos=10us/3ms: against recorded, changed none of 41,000 wake-ups"
 	for _, format := range []string{"text", "markdown", "html"} {
 		var buf bytes.Buffer

@@ -113,12 +113,16 @@ func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
 	out.Figures = nil
 	for i, f := range reps[0].Figures {
 		var col [3][]float64
+		samples := f.Samples // the fewest of any pair's
 		for _, r := range reps {
 			if i >= len(r.Figures) || r.Figures[i].Figure != f.Figure {
 				col = [3][]float64{} // the pairs' tables differ (another state set): no median
 				break
 			}
 			g := r.Figures[i]
+			for k := range samples {
+				samples[k] = min(samples[k], g.Samples[k])
+			}
 			for k, v := range []*float64{g.Before, g.Predicted, g.Measured} {
 				if v != nil {
 					col[k] = append(col[k], *v)
@@ -143,6 +147,9 @@ func CombineRuns(reps []*ComparisonReport) *ComparisonReport {
 			v[k] = &m
 		}
 		row := figureRow(f.Figure, f.Label, f.Unit, v)
+		if f.Unit == "ns" {
+			row = withSamples(row, samples)
+		}
 		if b := col[0]; len(b) == len(reps) {
 			spread := slices.Max(b) - slices.Min(b)
 			row.BeforeSpread = &spread
@@ -190,6 +197,32 @@ type FigureRow struct {
 	BeforeSpread *float64
 	// WithinNoise: the measured change is no larger than BeforeSpread.
 	WithinNoise bool
+	// Samples are how many values a latency figure's before, predicted and
+	// measured values come from (0 where not a latency, or missing).
+	Samples [3]uint64
+	// FewSamples: before or measured comes from fewer samples than its
+	// statistic needs (minSamples): its errors say nothing.
+	FewSamples bool
+}
+
+// minSamples is how many values a latency statistic needs before its
+// change means anything: a p99 of fewer than 100 is their maximum, and a
+// mean or median of fewer than 10 moves with any one of them. A new
+// user's experiment showed a task IO p99 off by 100 % from 6, 3, 1 and 4
+// waits.
+func minSamples(figure string) uint64 {
+	if strings.HasSuffix(figure, ".p99") {
+		return 100
+	}
+	return 10
+}
+
+// withSamples records row's sample counts and whether they are too few.
+func withSamples(row FigureRow, samples [3]uint64) FigureRow {
+	row.Samples = samples
+	need := minSamples(row.Figure)
+	row.FewSamples = row.Before != nil && samples[0] < need || row.Measured != nil && samples[2] < need
+	return row
 }
 
 // latencyFigures are the latency distributions compared, each by its mean,
@@ -198,7 +231,7 @@ var latencyFigures = []struct {
 	key, label string
 	get        func(*model.Result) *model.LatencySummary
 }{
-	{"wake_latency_ns", "Wake latency", func(r *model.Result) *model.LatencySummary { return &r.WakeLatencyNs }},
+	{"wake_latency_ns", "Exit latency per wake-up", func(r *model.Result) *model.LatencySummary { return &r.WakeLatencyNs }},
 	{"task_io_latency_ns", "Task IO latency", func(r *model.Result) *model.LatencySummary { return r.TaskIOLatencyNs }},
 	{"io_latency_ns", "IO latency", func(r *model.Result) *model.LatencySummary { return r.IOLatencyNs }},
 	// Predicted unchanged by construction: its measured change is the
@@ -216,8 +249,12 @@ const (
 // ComparisonFigures compares before, predicted and measured figure by
 // figure: for each latency in latencyFigures its mean, p50 and p99; the
 // share of idle time in each of states; above and below as shares of each
-// result's selections.
-func ComparisonFigures(before, predicted, measured *model.Result, states []string) []FigureRow {
+// result's selections. With the two recordings' workloads (nil: none),
+// also the traced wake latency after the exit latency the replay charges
+// (before and measured: no replay predicts it), and at the end the
+// workload's pace and idle share (predicted as before's: the replay keeps
+// the recorded idle periods), which say where the workload itself moved.
+func ComparisonFigures(before, predicted, measured *model.Result, states []string, beforeWork, afterWork *Workload) []FigureRow {
 	var rows []FigureRow
 	three := func(get func(*model.Result) *float64) [3]*float64 {
 		return [3]*float64{get(before), get(predicted), get(measured)}
@@ -225,20 +262,33 @@ func ComparisonFigures(before, predicted, measured *model.Result, states []strin
 	add := func(figure, label, unit string, v [3]*float64) {
 		rows = append(rows, figureRow(figure, label, unit, v))
 	}
-	for _, lf := range latencyFigures {
-		stat := func(pick func(*model.LatencySummary) float64) func(*model.Result) *float64 {
-			return func(r *model.Result) *float64 {
-				s := lf.get(r)
-				if s == nil || s.Count == 0 {
-					return nil
+	addLatency := func(key, label string, s [3]*model.LatencySummary) {
+		for _, stat := range []struct {
+			name string
+			pick func(*model.LatencySummary) float64
+		}{
+			{"mean", func(s *model.LatencySummary) float64 { return s.Mean }},
+			{"p50", func(s *model.LatencySummary) float64 { return float64(s.P50) }},
+			{"p99", func(s *model.LatencySummary) float64 { return float64(s.P99) }},
+		} {
+			var v [3]*float64
+			var n [3]uint64
+			for i, si := range s {
+				if si != nil && si.Count > 0 {
+					x := stat.pick(si)
+					v[i], n[i] = &x, si.Count
 				}
-				v := pick(s)
-				return &v
 			}
+			rows = append(rows, withSamples(figureRow(key+"."+stat.name, label+" "+stat.name, "ns", v), n))
 		}
-		add(lf.key+".mean", lf.label+" mean", "ns", three(stat(func(s *model.LatencySummary) float64 { return s.Mean })))
-		add(lf.key+".p50", lf.label+" p50", "ns", three(stat(func(s *model.LatencySummary) float64 { return float64(s.P50) })))
-		add(lf.key+".p99", lf.label+" p99", "ns", three(stat(func(s *model.LatencySummary) float64 { return float64(s.P99) })))
+	}
+	work := beforeWork != nil && afterWork != nil
+	for i, lf := range latencyFigures {
+		addLatency(lf.key, lf.label, [3]*model.LatencySummary{lf.get(before), lf.get(predicted), lf.get(measured)})
+		if i == 0 && work {
+			b, a := beforeWork.TracedWake.Summary(), afterWork.TracedWake.Summary()
+			addLatency("traced_wake_latency_ns", "Traced wake latency", [3]*model.LatencySummary{&b, nil, &a})
+		}
 	}
 	rows = append(rows, lessDeviceDrift(rows)...)
 	for _, st := range states {
@@ -258,6 +308,17 @@ func ComparisonFigures(before, predicted, measured *model.Result, states []strin
 	}
 	add("above_share", "Above", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Above })))
 	add("below_share", "Below", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Below })))
+	if work {
+		asBefore := func(get func(Workloads) float64) [3]*float64 {
+			b, a := get(beforeWork.CPUs), get(afterWork.CPUs)
+			if b == 0 || a == 0 { // a span too short to say
+				return [3]*float64{}
+			}
+			return [3]*float64{&b, &b, &a}
+		}
+		add("idle_periods_per_s", "Idle periods per s", "per_s", asBefore(Workloads.PeriodsPerSecond))
+		add("idle_share", "Idle share of CPU time", "share", asBefore(Workloads.IdleShare))
+	}
 	return rows
 }
 
@@ -298,8 +359,8 @@ func lessDeviceDrift(rows []FigureRow) []FigureRow {
 					m = &v
 				}
 			}
-			out = append(out, figureRow(a.key+"."+stat+"_less_device_drift", a.label+" "+stat+", less the device's drift", "ns",
-				[3]*float64{f.Before, f.Predicted, m}))
+			out = append(out, withSamples(figureRow(a.key+"."+stat+"_less_device_drift", a.label+" "+stat+", less the device's drift", "ns",
+				[3]*float64{f.Before, f.Predicted, m}), f.Samples))
 		}
 	}
 	return out
@@ -318,13 +379,11 @@ func figureRow(figure, label, unit string, v [3]*float64) FigureRow {
 		e := math.Abs(*p-*m) / math.Abs(*m)
 		row.RelativeError = &e
 	}
-	if b != nil && p != nil && m != nil {
-		if noChange(unit, *b, *m) {
-			row.NoChangeMeasured = true
-		} else {
-			e := math.Abs((*p-*b)-(*m-*b)) / math.Abs(*m-*b)
-			row.ChangeError = &e
-		}
+	if b != nil && m != nil && noChange(unit, *b, *m) {
+		row.NoChangeMeasured = true // a fact of the measurement, predicted or not (traced figures)
+	} else if b != nil && p != nil && m != nil {
+		e := math.Abs((*p-*b)-(*m-*b)) / math.Abs(*m-*b)
+		row.ChangeError = &e
 	}
 	return row
 }
@@ -399,6 +458,10 @@ type ComparisonFigureJSON struct {
 	// Only for an experiment of more than one run (see FigureRow).
 	BeforeSpread *float64 `json:"before_spread,omitempty"`
 	WithinNoise  bool     `json:"within_noise,omitempty"`
+	// Samples: a latency figure's value counts, [before, predicted,
+	// measured]; FewSamples: too few for its errors (FigureRow).
+	Samples    *[3]uint64 `json:"samples,omitempty"`
+	FewSamples bool       `json:"few_samples,omitempty"`
 }
 
 const noChangeRule = "a measured change within 0.1 % of the larger of before and measured (latencies) or 0.05 points (shares) is no change: change_error is then null and no_change_measured true"
@@ -428,7 +491,10 @@ func comparisonJSONDoc(rep *ComparisonReport) *comparisonDocJSON {
 			Before: f.Before, Predicted: f.Predicted, Measured: f.Measured,
 			PredictedChange: diff(f.Predicted, f.Before), MeasuredChange: diff(f.Measured, f.Before),
 			ChangeError: f.ChangeError, NoChangeMeasured: f.NoChangeMeasured, RelativeError: f.RelativeError,
-			BeforeSpread: f.BeforeSpread, WithinNoise: f.WithinNoise})
+			BeforeSpread: f.BeforeSpread, WithinNoise: f.WithinNoise, FewSamples: f.FewSamples})
+		if f.Unit == "ns" {
+			d.Comparison.Figures[len(d.Comparison.Figures)-1].Samples = &f.Samples
+		}
 	}
 	return d
 }
@@ -447,6 +513,8 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 			return dash
 		case unit == "share":
 			return FormatPct(*v)
+		case unit == "per_s":
+			return model.FormatCount(uint64(math.Round(*v)))
 		}
 		return formatUsSmall(*v)
 	}
@@ -458,6 +526,12 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 			return "0 pts" // not "-0.0 pts"
 		case unit == "share":
 			return fmt.Sprintf("%+.1f pts", *v*100)
+		case unit == "per_s" && math.Round(*v) == 0:
+			return "0"
+		case unit == "per_s" && *v > 0:
+			return "+" + model.FormatCount(uint64(math.Round(*v)))
+		case unit == "per_s":
+			return "-" + model.FormatCount(uint64(math.Round(-*v)))
 		}
 		if s := formatUsSmall(*v); *v > 0 && s != "0" {
 			return "+" + s
@@ -479,6 +553,7 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 		if f.WithinNoise && !f.NoChangeMeasured {
 			ce += " (within noise)"
 		}
+		few := f.FewSamples && !f.NoChangeMeasured
 		re := dash
 		switch {
 		case f.Unit == "share" && f.Predicted != nil && f.Measured != nil && noChange(f.Unit, *f.Predicted, *f.Measured):
@@ -486,6 +561,13 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 			re = "≤ 0.05 pts"
 		case f.RelativeError != nil:
 			re = FormatPct(*f.RelativeError)
+		}
+		if few {
+			n := f.Samples[0]
+			if f.Measured != nil && (f.Before == nil || f.Samples[2] < n) {
+				n = f.Samples[2]
+			}
+			ce, re = fmt.Sprintf("few samples (%s)", model.FormatCount(n)), dash
 		}
 		row := []string{label, val(f.Unit, f.Before), val(f.Unit, f.Predicted), val(f.Unit, f.Measured),
 			change(f.Unit, diff(f.Predicted, f.Before)), change(f.Unit, diff(f.Measured, f.Before)), ce, re}
@@ -523,7 +605,8 @@ func comparisonHead(rep *ComparisonReport) []string {
 	head := []string{
 		fmt.Sprintf("Policy %s, predicted from %s (%d idle periods) on %s.", rep.Policy, rep.BeforeTrace, rep.Predicted.IdlePeriods, prof),
 		fmt.Sprintf("Before: %s as recorded. Measured: %s as recorded, on its own table (%d idle periods). "+
-			"Wake latency in all three is each wake-up's exit latency in the table, as the replay charges it (stats gives the latency measured from each wake request).",
+			"Exit latency per wake-up, in all three, is the table's exit latency of the state each wake-up left, as the replay charges it; "+
+			"traced wake latency is what each recording measured from the wake request to the idle exit (stats' figure), which no replay predicts.",
 			rep.BeforeTrace, rep.AfterTrace, rep.Measured.IdlePeriods),
 	}
 	if p := rep.Profile; p != nil && p.Source != "" && p.Name != "recorded" && p.Name != "measured" {
@@ -546,7 +629,7 @@ func comparisonHead(rep *ComparisonReport) []string {
 }
 
 const comparisonCaption = "Error on change: |(predicted − before) − (measured − before)| / |measured − before|, how far the predicted change is from the measured one (\"no change measured\" where the measured change is within 0.1 % of a latency or 0.05 points of a share). " +
-	"Error: |predicted − measured| / measured (\"≤ 0.05 pts\" for shares that close, whose ratio near zero divides by noise). Wake latency: the exit latency a wake-up pays; task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections."
+	"Error: |predicted − measured| / measured (\"≤ 0.05 pts\" for shares that close, whose ratio near zero divides by noise). Few samples: a p99 from fewer than 100 values, or a mean or p50 from fewer than 10, whose errors are not given. Idle periods per s and idle share of CPU time: the workload's own pace and load, which the replay keeps as before's; task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections."
 
 func renderComparisonDoc(d *doc, rep *ComparisonReport) error {
 	d.command(rep.Command)

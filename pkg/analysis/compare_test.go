@@ -26,7 +26,7 @@ func TestLessDeviceDrift(t *testing.T) {
 	// the device drifted +60.
 	before, predicted, measured := io(1_260_000, 1_200_000, 1_200_000), io(1_410_000, 1_350_000, 1_200_000), io(1_500_000, 1_420_000, 1_260_000)
 	by := map[string]FigureRow{}
-	for _, r := range ComparisonFigures(&before, &predicted, &measured, []string{"C1"}) {
+	for _, r := range ComparisonFigures(&before, &predicted, &measured, []string{"C1"}, nil, nil) {
 		by[r.Figure] = r
 	}
 	for _, c := range []struct {
@@ -62,7 +62,7 @@ func TestLessDeviceDrift(t *testing.T) {
 	beforeOutlier := before
 	beforeOutlier.IODeviceLatencyNs = &model.LatencySummary{Count: 100, Mean: 1_200_000, P50: 1_200_000, P99: 2_400_000}
 	found := false
-	for _, r := range ComparisonFigures(&beforeOutlier, &predicted, &outlier, []string{"C1"}) {
+	for _, r := range ComparisonFigures(&beforeOutlier, &predicted, &outlier, []string{"C1"}, nil, nil) {
 		if r.Figure == "task_io_latency_ns.mean_less_device_drift" {
 			found = true
 			if r.Measured == nil || *r.Measured != 1_500_000 {
@@ -76,7 +76,7 @@ func TestLessDeviceDrift(t *testing.T) {
 	// A device "drift" larger than the latency it is taken from (another
 	// workload's IO): no negative latency, an empty value.
 	other := io(1_500_000, 1_420_000, 3_000_000)
-	for _, r := range ComparisonFigures(&before, &predicted, &other, []string{"C1"}) {
+	for _, r := range ComparisonFigures(&before, &predicted, &other, []string{"C1"}, nil, nil) {
 		if strings.HasSuffix(r.Figure, "_less_device_drift") && r.Measured != nil {
 			t.Errorf("%s: measured %g with the device 1.8 ms slower", r.Figure, *r.Measured)
 		}
@@ -96,7 +96,7 @@ func TestComparisonFigures(t *testing.T) {
 	measured := model.Result{Policy: "recorded", Selections: 2000, Above: 0, Below: 200,
 		WakeLatencyNs: model.LatencySummary{Count: 10, Mean: 50_000, P50: 80_040, P99: 10_000},
 		StateShare:    map[string]float64{"POLL": 0.1, "C1": 0.9}}
-	rows := ComparisonFigures(&before, &predicted, &measured, []string{"POLL", "C1", "C6"})
+	rows := ComparisonFigures(&before, &predicted, &measured, []string{"POLL", "C1", "C6"}, nil, nil)
 	by := map[string]FigureRow{}
 	for _, r := range rows {
 		by[r.Figure] = r
@@ -196,6 +196,103 @@ func TestComparisonFigures(t *testing.T) {
 	}
 }
 
+// TestComparisonSamplesAndWorkload: a latency figure from too few values
+// shows "few samples" instead of its errors (a new user's task IO p99 read
+// as 100 % off, from 6 waits before and 4 after), the traced wake latency
+// sits beside the charged one, before and measured only, and the
+// workload's pace and idle share are predicted as before's.
+func TestComparisonSamplesAndWorkload(t *testing.T) {
+	lat := func(n uint64, us float64) *model.LatencySummary {
+		return &model.LatencySummary{Count: n, Mean: us * 1000, P50: uint64(us * 1000), P99: uint64(us * 2000)}
+	}
+	before := model.Result{Policy: "recorded", Selections: 1000, WakeLatencyNs: *lat(1000, 1), TaskIOLatencyNs: lat(6, 861), StateShare: map[string]float64{"C1": 1}}
+	predicted := model.Result{Policy: "menu", Selections: 1000, WakeLatencyNs: *lat(1000, 1), TaskIOLatencyNs: lat(6, 861), StateShare: map[string]float64{"C1": 1}}
+	measured := model.Result{Policy: "recorded", Selections: 1500, WakeLatencyNs: *lat(1500, 1), TaskIOLatencyNs: lat(4, 170), StateShare: map[string]float64{"C1": 1}}
+	work := func(periods, idleNs uint64, wakeUs ...uint64) *Workload {
+		w := &Workload{CPUs: Workloads{0: {Periods: periods, IdleNs: idleNs, FirstNs: 1e9, LastNs: 3e9}, 1: {}}}
+		for _, us := range wakeUs {
+			w.TracedWake.Record(us * 1000)
+		}
+		return w
+	}
+	bw, aw := work(130_000, 1e9, 18, 18, 18), work(169_000, 0.4e9, 16, 16, 16)
+	rows := ComparisonFigures(&before, &predicted, &measured, []string{"C1"}, bw, aw)
+	by := map[string]FigureRow{}
+	var order []string
+	for _, r := range rows {
+		by[r.Figure] = r
+		order = append(order, r.Figure)
+	}
+	for _, tc := range []struct {
+		figure string
+		few    bool
+	}{
+		{"wake_latency_ns.p99", false},
+		{"task_io_latency_ns.p50", true}, // 4 after: under 10
+		{"task_io_latency_ns.p99", true},
+		{"task_io_latency_ns.p50_less_device_drift", true},
+		{"traced_wake_latency_ns.p50", true}, // 3 wake-ups each
+	} {
+		if r, ok := by[tc.figure]; !ok || r.FewSamples != tc.few {
+			t.Errorf("%s: few samples %v (samples %v), want %v", tc.figure, r.FewSamples, r.Samples, tc.few)
+		}
+	}
+	if r := by["task_io_latency_ns.p99"]; r.Samples != [3]uint64{6, 6, 4} {
+		t.Errorf("task IO p99 samples %v, want [6 6 4]", r.Samples)
+	}
+	if r := by["traced_wake_latency_ns.mean"]; r.Before == nil || *r.Before != 18_000 || r.Predicted != nil || r.Measured == nil || *r.Measured != 16_000 {
+		t.Errorf("traced wake mean: %+v, want 18 µs before, none predicted, 16 µs measured", r)
+	}
+	if i := slices.Index(order, "traced_wake_latency_ns.mean"); i < 1 || order[i-1] != "wake_latency_ns.p99" {
+		t.Errorf("traced wake latency not right after the charged exit latency: %v", order)
+	}
+	pace := by["idle_periods_per_s"]
+	if pace.Before == nil || *pace.Before != 65_000 || pace.Predicted == nil || *pace.Predicted != 65_000 || pace.Measured == nil || *pace.Measured != 84_500 {
+		t.Errorf("idle periods per s: %+v, want 65,000 before and predicted, 84,500 measured", pace)
+	}
+	// Two CPUs over 2 s, CPU 0 idle 1 s then 0.4 s: 25 % and 10 %.
+	if r := by["idle_share"]; r.Before == nil || math.Abs(*r.Before-0.25) > 1e-12 || r.Measured == nil || math.Abs(*r.Measured-0.1) > 1e-12 {
+		t.Errorf("idle share: %+v, want 25 %% before, 10 %% measured", r)
+	}
+
+	rep := &ComparisonReport{Policy: "menu", BeforeTrace: "a.trace", AfterTrace: "b.trace", Profile: &model.Profile{Name: "recorded"},
+		Before: before, Predicted: predicted, Measured: measured, Figures: rows}
+	var buf bytes.Buffer
+	if err := RenderComparison(&buf, rep, "text"); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{
+		`Task IO latency p99 µs[^\n]*few samples \(4\)[^\n]*│ +— │`,
+		`Traced wake latency p50 µs +│ +18\.0 │ +— │ +16\.0 │`,
+		`Idle periods per s +│ +65,000 │ +65,000 │ +84,500 │ +0 │ +\+19,500 │`,
+		`Exit latency per wake-up p50 µs`,
+	} {
+		if !regexp.MustCompile(row).MatchString(buf.String()) {
+			t.Errorf("no row matching %q in\n%s", row, buf.String())
+		}
+	}
+	buf.Reset()
+	if err := RenderComparison(&buf, rep, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Comparison struct {
+			Figures []ComparisonFigureJSON `json:"figures"`
+		} `json:"comparison"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range doc.Comparison.Figures {
+		switch {
+		case f.Figure == "task_io_latency_ns.p99" && (!f.FewSamples || f.Samples == nil || *f.Samples != [3]uint64{6, 6, 4}):
+			t.Errorf("JSON %s: few_samples %v, samples %v", f.Figure, f.FewSamples, f.Samples)
+		case f.Unit != "ns" && f.Samples != nil:
+			t.Errorf("JSON %s: samples on a %s figure", f.Figure, f.Unit)
+		}
+	}
+}
+
 // TestCombineRuns: an experiment of several before/after pairs reports each
 // figure's median before, before plus the median of the pairs' own
 // changes as predicted and measured, the errors from those, and how far
@@ -209,7 +306,7 @@ func TestCombineRuns(t *testing.T) {
 		}
 		b, p, m := res(before), res(predicted), res(measured)
 		return &ComparisonReport{Policy: "menu+disable=C6", BeforeTrace: "before-1.trace", AfterTrace: "after-1.trace",
-			Before: b, Predicted: p, Measured: m, Figures: ComparisonFigures(&b, &p, &m, []string{"C1"})}
+			Before: b, Predicted: p, Measured: m, Figures: ComparisonFigures(&b, &p, &m, []string{"C1"}, nil, nil)}
 	}
 	for _, tc := range []struct {
 		name                        string
@@ -298,7 +395,7 @@ func TestCombineRunsMissing(t *testing.T) {
 			return r
 		}
 		b, p, m := res(before), res(predicted), res(measured)
-		return &ComparisonReport{Before: b, Predicted: p, Measured: m, Figures: ComparisonFigures(&b, &p, &m, []string{"C1"})}
+		return &ComparisonReport{Before: b, Predicted: p, Measured: m, Figures: ComparisonFigures(&b, &p, &m, []string{"C1"}, nil, nil)}
 	}
 	nan := math.NaN()
 	for _, tc := range []struct {

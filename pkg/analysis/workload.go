@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idletrace/idletrace/pkg/latency"
 	"github.com/idletrace/idletrace/pkg/trace"
 )
 
@@ -33,10 +34,23 @@ type CPUWorkload struct {
 // first recording cannot follow.
 type Workloads map[uint32]CPUWorkload
 
+// Workload is what a trace's idle periods say of the workload rather
+// than of the governor: per CPU (Workloads), and each wake-up's latency
+// as traced, from the remote wake request to the idle exit
+// (IdlePeriod.WakeLatencyNs, what stats reports per state), over every
+// CPU and state. A comparison sets the traced latency beside the exit
+// latencies the replay charges: the replay predicts the second, and a
+// guest's wake-ups pay far more than its table's 1 µs.
+type Workload struct {
+	CPUs       Workloads
+	TracedWake latency.Histogram
+}
+
 // CountWorkloads scans r's idle periods. Every CPU the trace recorded
 // has an entry, one without a period too (busy throughout).
-func CountWorkloads(r *trace.Reader) (Workloads, error) {
-	out := Workloads{}
+func CountWorkloads(r *trace.Reader) (*Workload, error) {
+	w := &Workload{CPUs: Workloads{}}
+	out := w.CPUs
 	for _, c := range r.Meta.RecordedCPUs {
 		if c >= 0 {
 			out[uint32(c)] = CPUWorkload{}
@@ -59,9 +73,40 @@ func CountWorkloads(r *trace.Reader) (Workloads, error) {
 			}
 		}
 		out[p.CPU] = c
+		if lat, ok := p.WakeLatencyNs(); ok {
+			w.TracedWake.Record(lat)
+		}
 		return nil
 	}})
-	return out, err
+	return w, err
+}
+
+// PeriodsPerSecond is the idle periods of every CPU per second of the
+// recording's span; 0 for a span too short to say.
+func (w Workloads) PeriodsPerSecond() float64 {
+	span := w.span()
+	if span < workloadMinSpanNs {
+		return 0
+	}
+	var n uint64
+	for _, c := range w {
+		n += c.Periods
+	}
+	return float64(n) / (float64(span) / 1e9)
+}
+
+// IdleShare is the CPUs' idle time over the recording's span (every
+// recorded CPU's); 0 for a span too short to say.
+func (w Workloads) IdleShare() float64 {
+	span := w.span()
+	if span < workloadMinSpanNs || len(w) == 0 {
+		return 0
+	}
+	var idle uint64
+	for _, c := range w {
+		idle += c.IdleNs
+	}
+	return float64(idle) / (float64(span) * float64(len(w)))
 }
 
 // span is the time from the first period's entry to the last's exit
@@ -69,13 +114,15 @@ func CountWorkloads(r *trace.Reader) (Workloads, error) {
 // or the end is not idle then).
 func (w Workloads) span() uint64 {
 	var first, last uint64
+	seen := false
 	for _, c := range w {
 		if c.Periods == 0 {
 			continue
 		}
-		if first == 0 || c.FirstNs < first {
+		if !seen || c.FirstNs < first {
 			first = c.FirstNs
 		}
+		seen = true
 		last = max(last, c.LastNs)
 	}
 	return last - min(first, last)

@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"github.com/idletrace/idletrace/pkg/model"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,9 @@ func TestCountWorkloads(t *testing.T) {
 		if i%2 == 1 {
 			p.TickStoppable = trace.Yes // CPU 1: always stoppable
 		}
+		if i%4 == 0 { // CPU 0's every other period ended by a reschedule IPI, 1 or 5 µs after its request
+			p.WakeCause, p.WakeRequestNs = trace.WakeIPIResched, p.ExitNs-uint64(1_000+4_000*(i/4%2))
+		}
 		if err := w.AddIdle(&p); err != nil {
 			t.Fatal(err)
 		}
@@ -54,8 +58,38 @@ func TestCountWorkloads(t *testing.T) {
 		0: {TickKnown: 150, TickRefused: 100, Periods: 200, IdleNs: 200 * 10_000, FirstNs: 2_000_000, LastNs: 2_000_000 + 398*50_000 + 10_000},
 		1: {TickKnown: 200, TickRefused: 0, Periods: 200, IdleNs: 200 * 10_000, FirstNs: 2_050_000, LastNs: 2_000_000 + 399*50_000 + 10_000},
 	}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Errorf("got %+v, want %+v", got, want)
+	if len(got.CPUs) != len(want) || got.CPUs[0] != want[0] || got.CPUs[1] != want[1] {
+		t.Errorf("got %+v, want %+v", got.CPUs, want)
+	}
+	// 100 traced wake-ups, half at 1 µs, half at 5: the mean is 3 µs.
+	if s := got.TracedWake.Summary(); s.Count != 100 || s.Mean != 3_000 || s.Max != 5_000 {
+		t.Errorf("traced wake latency %+v, want 100 wake-ups, mean 3 µs, max 5 µs", s)
+	}
+	// A 20 ms span says nothing of the pace or the idle share.
+	if r, i := got.CPUs.PeriodsPerSecond(), got.CPUs.IdleShare(); r != 0 || i != 0 {
+		t.Errorf("over 20 ms: %v periods/s, idle share %v; want 0 (too short to say)", r, i)
+	}
+}
+
+// TestWorkloadPace: idle periods per second and the idle share over the
+// span of every CPU's periods, a busy CPU counted as never idle.
+func TestWorkloadPace(t *testing.T) {
+	cpu := func(periods, idleNs, first, last uint64) CPUWorkload {
+		return CPUWorkload{Periods: periods, IdleNs: idleNs, FirstNs: first, LastNs: last}
+	}
+	for _, tc := range []struct {
+		name       string
+		w          Workloads
+		rate, idle float64
+	}{
+		{"two CPUs over 1 s", Workloads{0: cpu(1000, 500e6, 0, 1e9), 1: cpu(3000, 250e6, 0.5e9, 1e9)}, 4000, 0.375},
+		{"one CPU busy throughout", Workloads{0: cpu(200, 800e6, 1e9, 2e9), 1: {}}, 200, 0.4},
+		{"too short", Workloads{0: cpu(10, 5e6, 0, 50e6)}, 0, 0},
+		{"no CPU", Workloads{}, 0, 0},
+	} {
+		if r, i := tc.w.PeriodsPerSecond(), tc.w.IdleShare(); math.Abs(r-tc.rate) > 1e-9 || math.Abs(i-tc.idle) > 1e-9 {
+			t.Errorf("%s: %v periods/s, idle share %v; want %v, %v", tc.name, r, i, tc.rate, tc.idle)
+		}
 	}
 }
 

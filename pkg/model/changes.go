@@ -208,11 +208,11 @@ func blkqosReason(in whyInput) string {
 	case in.ioWoke == 0:
 		return head + ": no completion woke an idle CPU"
 	case in.ioLimited*2 > in.ioWoke && in.ioChanged == 0:
-		return fmt.Sprintf("%s, where %s's states already met its %s µs limit", head, in.ref.Spec, fmtUs(p.BlkQoSLimitNs))
+		return fmt.Sprintf("%s, where %s's states already met the %s µs limit", head, in.ref.Spec, fmtUs(p.BlkQoSLimitNs))
 	case in.ioLimited*2 > in.ioWoke:
 		// The completions it changed are those where the limit bit: say
 		// how few, not that the reference met it everywhere.
-		return fmt.Sprintf("%s, where %s's states already met its %s µs limit at all but the %s it changed",
+		return fmt.Sprintf("%s, where %s's states already met the %s µs limit at all but the %s it changed",
 			head, in.ref.Spec, fmtUs(p.BlkQoSLimitNs), FormatCount(in.ioChanged))
 	}
 	woke, wokeAll := dominantCPUs(in.wokePerCPU)

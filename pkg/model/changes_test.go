@@ -61,11 +61,11 @@ func TestChangeReason(t *testing.T) {
 		{"blkqos: limited, states already within", with(base("menu+blkqos=10us/3ms", "menu"), func(in *whyInput) {
 			in.ioLimited = 80
 			in.issuePerCPU, in.wokePerCPU = []uint64{500}, []uint64{100}
-		}), "limited 80 of 100 IO wake-ups, where menu's states already met its 10 µs limit"},
+		}), "limited 80 of 100 IO wake-ups, where menu's states already met the 10 µs limit"},
 		{"blkqos: limited, states within but at a few", with(base("menu+blkqos=10us/3ms", "menu"), func(in *whyInput) {
 			in.ioLimited, in.ioChanged = 80, 1
 			in.issuePerCPU, in.wokePerCPU = []uint64{500}, []uint64{100}
-		}), "limited 80 of 100 IO wake-ups, where menu's states already met its 10 µs limit at all but the 1 it changed"},
+		}), "limited 80 of 100 IO wake-ups, where menu's states already met the 10 µs limit at all but the 1 it changed"},
 		{"margin where menu seldom found the tick stopped", with(base("menu+margin=25", "menu"), func(in *whyInput) {
 			in.wakeChanged, in.selections, in.stoppedRuns, in.marginOther = 2, 1200, 114, 51
 		}), "the margin acts only where menu found the tick already stopped with a prediction under a tick: 114 of 1,200 selections, 51 of them given a prediction other than the next timer"},
