@@ -89,7 +89,8 @@ func (c *ExitLatencyCheck) NoteOtherTable(recorded *model.Profile, other string)
 	}
 	return "the recording's machine took far longer to wake than its own table says (" + far +
 		"): the recorded idle periods and IO latencies keep that cost, and the replay takes out only the table's exit latency, so the figures on " + other +
-		" carry a wake-up cost its machine may not pay (on a VM, the host's wake-up path)"
+		" carry a wake-up cost its machine may not pay (on a VM, the host's wake-up path), and its governors, seeing idle periods that much longer, choose deeper states than on " +
+		other + " itself; a short-idle workload (a ping-pong, a poll limit's question) is best recorded where it runs"
 }
 
 // far lists prof's halted states whose measured wake-up median is far

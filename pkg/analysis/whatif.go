@@ -232,6 +232,16 @@ func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, 
 	}
 	states := shownStates(rep)
 	shareHeader = append([]string{"Policy"}, states...)
+	// How the polling went, beside the time in POLL, where the table polls.
+	polls := false
+	if rep.Profile != nil {
+		for _, s := range rep.Profile.States {
+			polls = polls || s.Polling
+		}
+	}
+	if polls {
+		shareHeader = append(shareHeader, "Woke polling", "Poll time-outs")
+	}
 	for i := range rep.Results {
 		r := &rep.Results[i]
 		io := dash
@@ -257,10 +267,16 @@ func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, 
 		for _, st := range states {
 			share = append(share, FormatPct(r.StateShare[st]))
 		}
+		if polls {
+			share = append(share, countPct(r.WakeupsPolling, r.WakeLatencyNs.Count), model.FormatCount(r.PollTimeouts))
+		}
 		shareRows = append(shareRows, share)
 	}
 	return costHeader, costRows, shareHeader, shareRows
 }
+
+const pollCaption = "Woke polling: the wake-ups that found the CPU in a polling state, which pay no exit latency, and their share of the policy's wake-ups. " +
+	"Poll time-outs: the polls that ran out of their limit, after which the governor chose again."
 
 func profileLine(p *model.Profile) string {
 	if p == nil {
@@ -323,6 +339,9 @@ func renderWhatifDoc(d *doc, rep *WhatifReport) error {
 		d.heading("Share of idle time per state")
 		if err := d.table(shareHeader, shareRows, 0); err != nil {
 			return err
+		}
+		if slices.Contains(shareHeader, "Woke polling") {
+			d.para(pollCaption)
 		}
 	}
 	d.bullets(rep.Notes)

@@ -915,6 +915,17 @@ func TestPollChaining(t *testing.T) {
 	if sel(0) != 1 || sel(1) < 4 {
 		t.Errorf("selections in the last episode: %d (250us window), %d (20us), want 1 and ≥ 4", sel(0), sel(1))
 	}
+	// The poll counts: the 250us window caught the wake-up polling with no
+	// time-out; the 20us one timed out before every selection but the first.
+	woke := func(k int) uint64 { return after[k].WakeupsPolling - before[k].WakeupsPolling }
+	timeouts := func(k int) uint64 { return after[k].PollTimeouts - before[k].PollTimeouts }
+	if woke(0) != 1 || timeouts(0) != 0 || timeouts(1) != sel(1)-1 {
+		t.Errorf("last episode: 250us window woke polling %d, %d time-outs; 20us window %d time-outs in %d selections; want 1, 0, %d",
+			woke(0), timeouts(0), timeouts(1), sel(1), sel(1)-1)
+	}
+	if before[0].WakeupsPolling != 16 || before[0].WakeupsPolling > before[0].WakeLatencyNs.Count {
+		t.Errorf("history: %d of %d wake-ups polling, want all 16", before[0].WakeupsPolling, before[0].WakeLatencyNs.Count)
+	}
 }
 
 func TestAssumptions(t *testing.T) {

@@ -264,6 +264,9 @@ func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool, wakeEl 
 	cs.kernelRes = -1
 	a, b := row.classify(res)
 	ps.count(a, b)
+	if pollTO {
+		ps.pollTimeouts++
+	}
 	if ps.obs != nil {
 		ps.obsBuf = [8]int64{obsEnd, int64(s), res, int64(b2int(tickWake)<<1 | b2int(pollTO))}
 		ps.obs(&ps.obsBuf)

@@ -47,6 +47,7 @@ type polSim struct {
 	hpOwnWindow bool
 
 	periods, selections, above, below uint64
+	pollTimeouts                      uint64
 	timeNs                            []int64
 	energy                            float64 // busy-core × ns
 	// awakeNs is the time between the periods of one idle episode (a
