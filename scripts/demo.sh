@@ -33,3 +33,6 @@ echo "== idletrace whatif $trace --profile spr --policy menu --policy menu+margi
 "$bin" whatif "$trace" --profile spr --policy menu --policy menu+margin=25 --policy menu+blkqos=10us/3ms --policy oracle --format html -o "$out/whatif.html" --force || exit 1
 echo
 echo "== HTML report with plots: $out/whatif.html"
+if [ -e "$out/idletrace-workload.dat" ]; then
+  echo "== $out/ also keeps the workload's $(du -h "$out/idletrace-workload.dat" | cut -f1) data file, so that the next demo need not lay it out again (rm -r $out removes all of it)"
+fi

@@ -46,7 +46,7 @@ func init() {
 		{"experiment", "--policy SPEC [--runs N] [-d DURATION] [--cpus LIST] [--profile NAME|PATH] [--io FILTER] [-o DIR] [--format text|markdown|json|html] [--force] [-q] -- COMMAND [ARG...]", "record COMMAND, apply the policy's knobs to the running kernel, record it again, restore, compare (needs root)", runExperiment},
 		{"export", "FILE --format csv|parquet|ftrace|perfetto [-o DIR|FILE] [--table NAME] [--cpus LIST] [--from DURATION] [--to DURATION] [--io FILTER] [--stats-window] [--force]", "write the idle periods and block IO requests as tables (CSV or Parquet) for SQL tools, or as ftrace text for idlestat and Perfetto", runExport},
 		{"import", "FILE [-o OUT.trace] [--format auto|perf-script|ftrace] [--profile NAME|FILE] [--events LIST] [--force]", "turn a perf script, trace-cmd report or ftrace text capture of cpu_idle and block events into a trace file", runImport},
-		{"profiles", "[NAME] [--format text|json]", "list or show the built-in machine profiles", runProfiles},
+		{"profiles", "[NAME] [--hz N] [--format text|json]", "list or show the built-in machine profiles", runProfiles},
 		{"top", "[-d DURATION] [--cpus LIST] [-o FILE] [--no-io] [--force]", "live per-CPU view, refreshed every second: idle states, wake causes, wake latency, IO wake-ups, PM QoS limits (needs root; records to a temporary file unless -o)", runTop},
 	}
 }
