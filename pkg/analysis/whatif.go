@@ -332,7 +332,7 @@ func renderWhatifDoc(d *doc, rep *WhatifReport) error {
 		}
 		d.para("Poll limit: how long POLL may spin before the governor chooses again (cpuidle_poll_time); — where there is no polling state " +
 			"or the limit moves per CPU and in time (haltpoll's window: the notes give the module parameters each haltpoll policy polled by). " +
-			"Wake latency: exit latency paid per wake-up. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
+			"Wake mean/p50/p99/max: the exit latency each wake-up pays under the policy (the table's, of the state it left), not the wake-up latency stats traces from each wake request. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
 			"with their share of the policy's selections (the core counts them per stay; a policy may select more than once a period). Energy: over the idle episodes (a busy core while a policy woke within one), relative to the first policy. " +
 			"Agreement: share of the recorded selections this policy makes the same way (defined on the recorded and measured profiles only: " +
 			"the kernel chose among the recorded machine's states).")
