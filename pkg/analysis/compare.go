@@ -177,7 +177,7 @@ func median(v []float64) float64 {
 type FigureRow struct {
 	Figure string // its JSON name: wake_latency_ns.p50, state_share.POLL, above_share
 	Label  string // for people: "Wake latency p50"
-	Unit   string // "ns" or "share" (a fraction of 1)
+	Unit   string // "ns", "share" or "per_s" (a fraction of 1)
 	// Before, Predicted and Measured are nil where a result lacks the
 	// figure (no wake-ups, no IO).
 	Before, Predicted, Measured *float64
@@ -250,10 +250,10 @@ const (
 // figure: for each latency in latencyFigures its mean, p50 and p99; the
 // share of idle time in each of states; above and below as shares of each
 // result's selections. With the two recordings' workloads (nil: none),
-// also the traced wake latency after the exit latency the replay charges
-// (before and measured: no replay predicts it), and at the end the
-// workload's pace and idle share (predicted as before's: the replay keeps
-// the recorded idle periods), which say where the workload itself moved.
+// also the traced wake latency after the exit latency the replay charges,
+// and at the end the workload's pace and idle share, which say where the
+// workload itself moved: before and measured only, as no replay predicts
+// them (it keeps the recorded idle periods).
 func ComparisonFigures(before, predicted, measured *model.Result, states []string, beforeWork, afterWork *Workload) []FigureRow {
 	var rows []FigureRow
 	three := func(get func(*model.Result) *float64) [3]*float64 {
@@ -309,15 +309,16 @@ func ComparisonFigures(before, predicted, measured *model.Result, states []strin
 	add("above_share", "Above", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Above })))
 	add("below_share", "Below", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Below })))
 	if work {
-		asBefore := func(get func(Workloads) float64) [3]*float64 {
-			b, a := get(beforeWork.CPUs), get(afterWork.CPUs)
-			if b == 0 || a == 0 { // a span too short to say
+		// Not predicted: the replay keeps before's idle periods.
+		measuredOnly := func(get func(*Workload) float64) [3]*float64 {
+			b, a := get(beforeWork), get(afterWork)
+			if b == 0 || a == 0 { // a window too short to say
 				return [3]*float64{}
 			}
-			return [3]*float64{&b, &b, &a}
+			return [3]*float64{&b, nil, &a}
 		}
-		add("idle_periods_per_s", "Idle periods per s", "per_s", asBefore(Workloads.PeriodsPerSecond))
-		add("idle_share", "Idle share of CPU time", "share", asBefore(Workloads.IdleShare))
+		add("idle_periods_per_s", "Idle periods per s", "per_s", measuredOnly((*Workload).PeriodsPerSecond))
+		add("idle_share", "Idle share of CPU time", "share", measuredOnly((*Workload).IdleShare))
 	}
 	return rows
 }
@@ -464,7 +465,7 @@ type ComparisonFigureJSON struct {
 	FewSamples bool       `json:"few_samples,omitempty"`
 }
 
-const noChangeRule = "a measured change within 0.1 % of the larger of before and measured (latencies) or 0.05 points (shares) is no change: change_error is then null and no_change_measured true"
+const noChangeRule = "a measured change within 0.1 % of the larger of before and measured (latencies, rates) or 0.05 points (shares) is no change: change_error is then null and no_change_measured true"
 
 func diff(a, b *float64) *float64 {
 	if a == nil || b == nil {
@@ -553,7 +554,7 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 		if f.WithinNoise && !f.NoChangeMeasured {
 			ce += " (within noise)"
 		}
-		few := f.FewSamples && !f.NoChangeMeasured
+		few := f.FewSamples
 		re := dash
 		switch {
 		case f.Unit == "share" && f.Predicted != nil && f.Measured != nil && noChange(f.Unit, *f.Predicted, *f.Measured):
@@ -606,7 +607,7 @@ func comparisonHead(rep *ComparisonReport) []string {
 		fmt.Sprintf("Policy %s, predicted from %s (%d idle periods) on %s.", rep.Policy, rep.BeforeTrace, rep.Predicted.IdlePeriods, prof),
 		fmt.Sprintf("Before: %s as recorded. Measured: %s as recorded, on its own table (%d idle periods). "+
 			"Exit latency per wake-up, in all three, is the table's exit latency of the state each wake-up left, as the replay charges it; "+
-			"traced wake latency is what each recording measured from the wake request to the idle exit (stats' figure), which no replay predicts.",
+			"traced wake latency is what each recording measured from the wake request to the idle exit (stats' per-state figures, pooled over every state), which no replay predicts.",
 			rep.BeforeTrace, rep.AfterTrace, rep.Measured.IdlePeriods),
 	}
 	if p := rep.Profile; p != nil && p.Source != "" && p.Name != "recorded" && p.Name != "measured" {
@@ -629,7 +630,7 @@ func comparisonHead(rep *ComparisonReport) []string {
 }
 
 const comparisonCaption = "Error on change: |(predicted − before) − (measured − before)| / |measured − before|, how far the predicted change is from the measured one (\"no change measured\" where the measured change is within 0.1 % of a latency or 0.05 points of a share). " +
-	"Error: |predicted − measured| / measured (\"≤ 0.05 pts\" for shares that close, whose ratio near zero divides by noise). Few samples: a p99 from fewer than 100 values, or a mean or p50 from fewer than 10, whose errors are not given. Idle periods per s and idle share of CPU time: the workload's own pace and load, which the replay keeps as before's; task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections."
+	"Error: |predicted − measured| / measured (\"≤ 0.05 pts\" for shares that close, whose ratio near zero divides by noise). Few samples: a p99 from fewer than 100 values, or a mean or p50 from fewer than 10, whose errors are not given. Idle periods per s and idle share of CPU time: the workload's own pace and load over stats' window, which no replay predicts (it keeps before's idle periods); task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections."
 
 func renderComparisonDoc(d *doc, rep *ComparisonReport) error {
 	d.command(rep.Command)

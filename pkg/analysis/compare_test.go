@@ -200,7 +200,7 @@ func TestComparisonFigures(t *testing.T) {
 // shows "few samples" instead of its errors (a new user's task IO p99 read
 // as 100 % off, from 6 waits before and 4 after), the traced wake latency
 // sits beside the charged one, before and measured only, and the
-// workload's pace and idle share are predicted as before's.
+// workload's pace and idle share are measured, not predicted.
 func TestComparisonSamplesAndWorkload(t *testing.T) {
 	lat := func(n uint64, us float64) *model.LatencySummary {
 		return &model.LatencySummary{Count: n, Mean: us * 1000, P50: uint64(us * 1000), P99: uint64(us * 2000)}
@@ -247,8 +247,8 @@ func TestComparisonSamplesAndWorkload(t *testing.T) {
 		t.Errorf("traced wake latency not right after the charged exit latency: %v", order)
 	}
 	pace := by["idle_periods_per_s"]
-	if pace.Before == nil || *pace.Before != 65_000 || pace.Predicted == nil || *pace.Predicted != 65_000 || pace.Measured == nil || *pace.Measured != 84_500 {
-		t.Errorf("idle periods per s: %+v, want 65,000 before and predicted, 84,500 measured", pace)
+	if pace.Before == nil || *pace.Before != 65_000 || pace.Predicted != nil || pace.Measured == nil || *pace.Measured != 84_500 || pace.ChangeError != nil || pace.RelativeError != nil {
+		t.Errorf("idle periods per s: %+v, want 65,000 before, 84,500 measured, nothing predicted and no errors", pace)
 	}
 	// Two CPUs over 2 s, CPU 0 idle 1 s then 0.4 s: 25 % and 10 %.
 	if r := by["idle_share"]; r.Before == nil || math.Abs(*r.Before-0.25) > 1e-12 || r.Measured == nil || math.Abs(*r.Measured-0.1) > 1e-12 {
@@ -264,7 +264,7 @@ func TestComparisonSamplesAndWorkload(t *testing.T) {
 	for _, row := range []string{
 		`Task IO latency p99 µs[^\n]*few samples \(4\)[^\n]*│ +— │`,
 		`Traced wake latency p50 µs +│ +18\.0 │ +— │ +16\.0 │`,
-		`Idle periods per s +│ +65,000 │ +65,000 │ +84,500 │ +0 │ +\+19,500 │`,
+		`Idle periods per s +│ +65,000 │ +— │ +84,500 │ +— │ +\+19,500 │ +— │ +— │`,
 		`Exit latency per wake-up p50 µs`,
 	} {
 		if !regexp.MustCompile(row).MatchString(buf.String()) {

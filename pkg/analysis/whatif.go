@@ -268,7 +268,15 @@ func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, 
 			share = append(share, FormatPct(r.StateShare[st]))
 		}
 		if polls {
-			share = append(share, countPct(r.WakeupsPolling, r.WakeLatencyNs.Count), model.FormatCount(r.PollTimeouts))
+			timeouts := dash
+			if r.PollTimeouts != nil {
+				timeouts = model.FormatCount(*r.PollTimeouts)
+			}
+			woke := model.FormatCount(r.WakeupsPolling)
+			if n := r.WakeLatencyNs.Count; n > 0 {
+				woke += " (" + FormatPct(float64(r.WakeupsPolling)/float64(n)) + ")"
+			}
+			share = append(share, woke, timeouts)
 		}
 		shareRows = append(shareRows, share)
 	}
@@ -276,7 +284,7 @@ func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, 
 }
 
 const pollCaption = "Woke polling: the wake-ups that found the CPU in a polling state, which pay no exit latency, and their share of the policy's wake-ups. " +
-	"Poll time-outs: the polls that ran out of their limit, after which the governor chose again."
+	"Poll time-outs: the polls that ran out of their limit, after which the governor chose again (recorded: the kernel's; — for the oracle, which has none)."
 
 func profileLine(p *model.Profile) string {
 	if p == nil {

@@ -37,13 +37,18 @@ type Workloads map[uint32]CPUWorkload
 // Workload is what a trace's idle periods say of the workload rather
 // than of the governor: per CPU (Workloads), and each wake-up's latency
 // as traced, from the remote wake request to the idle exit
-// (IdlePeriod.WakeLatencyNs, what stats reports per state), over every
-// CPU and state. A comparison sets the traced latency beside the exit
-// latencies the replay charges: the replay predicts the second, and a
-// guest's wake-ups pay far more than its table's 1 µs.
+// (IdlePeriod.WakeLatencyNs, what stats reports per state), pooled over
+// every CPU and state. A comparison sets the traced latency beside the
+// exit latencies the replay charges: the replay predicts the second, and a
+// guest's wake-ups pay far more than its table's 1 µs. Only the periods
+// stats counts are counted (those whose exit falls in their CPU's window
+// between the snapshots), so the figures are stats' on the same trace.
 type Workload struct {
 	CPUs       Workloads
 	TracedWake latency.Histogram
+	// WindowNs is the window between the snapshots (stats' duration_ns);
+	// 0 where a snapshot is missing and the periods' own span stands in.
+	WindowNs uint64
 }
 
 // CountWorkloads scans r's idle periods. Every CPU the trace recorded
@@ -51,12 +56,25 @@ type Workload struct {
 func CountWorkloads(r *trace.Reader) (*Workload, error) {
 	w := &Workload{CPUs: Workloads{}}
 	out := w.CPUs
-	for _, c := range r.Meta.RecordedCPUs {
+	recorded := r.Meta.RecordedCPUs
+	if len(recorded) == 0 { // every CPU
+		for c := range min(r.Meta.NumCPUs, maxCPUs) {
+			recorded = append(recorded, c)
+		}
+	}
+	for _, c := range recorded {
 		if c >= 0 {
 			out[uint32(c)] = CPUWorkload{}
 		}
 	}
+	rules := NewRules(r.Meta, r.End)
+	if start, end := trace.SnapshotWindow(r.Meta, r.End); start > 0 && end != math.MaxUint64 && end > start {
+		w.WindowNs = end - start
+	}
 	err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error {
+		if !rules.Valid(p) || !rules.IdleInWindow(p) {
+			return nil
+		}
 		c := out[p.CPU]
 		if c.Periods == 0 || p.EntryNs < c.FirstNs {
 			c.FirstNs = p.EntryNs
@@ -81,32 +99,41 @@ func CountWorkloads(r *trace.Reader) (*Workload, error) {
 	return w, err
 }
 
+// window is the time the counts cover: the snapshots' window, else the
+// span of the periods.
+func (w *Workload) window() uint64 {
+	if w.WindowNs > 0 {
+		return w.WindowNs
+	}
+	return w.CPUs.span()
+}
+
 // PeriodsPerSecond is the idle periods of every CPU per second of the
-// recording's span; 0 for a span too short to say.
-func (w Workloads) PeriodsPerSecond() float64 {
-	span := w.span()
+// window; 0 for one too short to say.
+func (w *Workload) PeriodsPerSecond() float64 {
+	span := w.window()
 	if span < workloadMinSpanNs {
 		return 0
 	}
 	var n uint64
-	for _, c := range w {
+	for _, c := range w.CPUs {
 		n += c.Periods
 	}
 	return float64(n) / (float64(span) / 1e9)
 }
 
-// IdleShare is the CPUs' idle time over the recording's span (every
-// recorded CPU's); 0 for a span too short to say.
-func (w Workloads) IdleShare() float64 {
-	span := w.span()
-	if span < workloadMinSpanNs || len(w) == 0 {
+// IdleShare is the CPUs' idle time over the window, of every recorded
+// CPU (a busy one too); 0 for a window too short to say.
+func (w *Workload) IdleShare() float64 {
+	span := w.window()
+	if span < workloadMinSpanNs || len(w.CPUs) == 0 {
 		return 0
 	}
 	var idle uint64
-	for _, c := range w {
+	for _, c := range w.CPUs {
 		idle += c.IdleNs
 	}
-	return float64(idle) / (float64(span) * float64(len(w)))
+	return float64(idle) / (float64(span) * float64(len(w.CPUs)))
 }
 
 // span is the time from the first period's entry to the last's exit

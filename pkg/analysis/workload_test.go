@@ -66,13 +66,14 @@ func TestCountWorkloads(t *testing.T) {
 		t.Errorf("traced wake latency %+v, want 100 wake-ups, mean 3 µs, max 5 µs", s)
 	}
 	// A 20 ms span says nothing of the pace or the idle share.
-	if r, i := got.CPUs.PeriodsPerSecond(), got.CPUs.IdleShare(); r != 0 || i != 0 {
+	if r, i := got.PeriodsPerSecond(), got.IdleShare(); r != 0 || i != 0 {
 		t.Errorf("over 20 ms: %v periods/s, idle share %v; want 0 (too short to say)", r, i)
 	}
 }
 
 // TestWorkloadPace: idle periods per second and the idle share over the
-// span of every CPU's periods, a busy CPU counted as never idle.
+// snapshots' window, else the span of every CPU's periods, a busy CPU
+// counted as never idle.
 func TestWorkloadPace(t *testing.T) {
 	cpu := func(periods, idleNs, first, last uint64) CPUWorkload {
 		return CPUWorkload{Periods: periods, IdleNs: idleNs, FirstNs: first, LastNs: last}
@@ -80,16 +81,68 @@ func TestWorkloadPace(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		w          Workloads
+		windowNs   uint64
 		rate, idle float64
 	}{
-		{"two CPUs over 1 s", Workloads{0: cpu(1000, 500e6, 0, 1e9), 1: cpu(3000, 250e6, 0.5e9, 1e9)}, 4000, 0.375},
-		{"one CPU busy throughout", Workloads{0: cpu(200, 800e6, 1e9, 2e9), 1: {}}, 200, 0.4},
-		{"too short", Workloads{0: cpu(10, 5e6, 0, 50e6)}, 0, 0},
-		{"no CPU", Workloads{}, 0, 0},
+		{"two CPUs over 1 s", Workloads{0: cpu(1000, 500e6, 1e9, 2e9), 1: cpu(3000, 250e6, 1.5e9, 2e9)}, 0, 4000, 0.375},
+		{"one CPU busy throughout", Workloads{0: cpu(200, 800e6, 1e9, 2e9), 1: {}}, 0, 200, 0.4},
+		{"the snapshots' 2 s window", Workloads{0: cpu(200, 800e6, 1e9, 2e9), 1: {}}, 2e9, 100, 0.2},
+		{"too short", Workloads{0: cpu(10, 5e6, 1, 50e6)}, 0, 0, 0},
+		{"no CPU", Workloads{}, 1e9, 0, 0},
 	} {
-		if r, i := tc.w.PeriodsPerSecond(), tc.w.IdleShare(); math.Abs(r-tc.rate) > 1e-9 || math.Abs(i-tc.idle) > 1e-9 {
+		w := &Workload{CPUs: tc.w, WindowNs: tc.windowNs}
+		if r, i := w.PeriodsPerSecond(), w.IdleShare(); math.Abs(r-tc.rate) > 1e-9 || math.Abs(i-tc.idle) > 1e-9 {
 			t.Errorf("%s: %v periods/s, idle share %v; want %v, %v", tc.name, r, i, tc.rate, tc.idle)
 		}
+	}
+}
+
+// TestWorkloadAgreesWithStats: on the bundled recording, the comparison's
+// workload figures are stats' own: the periods it counts per CPU over its
+// window, its idle fractions, and its wake-up latencies pooled over the
+// states.
+func TestWorkloadAgreesWithStats(t *testing.T) {
+	open := func() *trace.Reader {
+		r, err := trace.Open("../../testdata/demo.trace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	st, err := StatsFromReader(open())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := CountWorkloads(open())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var periods, wakes uint64
+	var idle float64
+	for _, c := range st.CPUs {
+		periods += c.Periods
+		idle += c.IdleFraction / float64(len(st.CPUs))
+		if got := w.CPUs[uint32(c.CPU)].Periods; got != c.Periods {
+			t.Errorf("CPU %d: %d periods, stats %d", c.CPU, got, c.Periods)
+		}
+	}
+	for _, s := range st.WakeLatencyNs {
+		wakes += s.Count
+	}
+	if w.WindowNs != st.DurationNs {
+		t.Errorf("window %d ns, stats' duration %d", w.WindowNs, st.DurationNs)
+	}
+	if want := float64(periods) / (float64(st.DurationNs) / 1e9); math.Abs(w.PeriodsPerSecond()-want) > 1e-6*want {
+		t.Errorf("%.1f periods/s, stats' counts give %.1f", w.PeriodsPerSecond(), want)
+	}
+	// Each CPU's window is its own instants (a few µs apart), the pooled
+	// share the snapshots'.
+	if math.Abs(w.IdleShare()-idle) > 1e-3 {
+		t.Errorf("idle share %.5f, stats' idle fractions %.5f", w.IdleShare(), idle)
+	}
+	if n := w.TracedWake.Count(); n != wakes || n == 0 {
+		t.Errorf("%d traced wake-ups, stats %d", n, wakes)
 	}
 }
 

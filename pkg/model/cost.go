@@ -65,8 +65,11 @@ func (ps *polSim) result(r *Replay) Result {
 	// tick wake-ups would pay for more idle time than one that wakes, and
 	// seem to cost more.
 	res := Result{Policy: ps.pol.Spec, IdlePeriods: ps.periods, Above: ps.above, Below: ps.below,
-		Selections: ps.selections, EnergyBusyCoreSeconds: (ps.energy + busyCorePower*float64(ps.awakeNs)) / 1e9,
-		PollTimeouts: ps.pollTimeouts}
+		Selections: ps.selections, EnergyBusyCoreSeconds: (ps.energy + busyCorePower*float64(ps.awakeNs)) / 1e9}
+	if ps.kind != GovOracle {
+		n := ps.pollTimeouts
+		res.PollTimeouts = &n
+	}
 	for i, n := range ps.wakeCount {
 		if i < ps.tab.n && ps.tab.polling[i] {
 			res.WakeupsPolling += n

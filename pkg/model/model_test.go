@@ -918,7 +918,7 @@ func TestPollChaining(t *testing.T) {
 	// The poll counts: the 250us window caught the wake-up polling with no
 	// time-out; the 20us one timed out before every selection but the first.
 	woke := func(k int) uint64 { return after[k].WakeupsPolling - before[k].WakeupsPolling }
-	timeouts := func(k int) uint64 { return after[k].PollTimeouts - before[k].PollTimeouts }
+	timeouts := func(k int) uint64 { return *after[k].PollTimeouts - *before[k].PollTimeouts }
 	if woke(0) != 1 || timeouts(0) != 0 || timeouts(1) != sel(1)-1 {
 		t.Errorf("last episode: 250us window woke polling %d, %d time-outs; 20us window %d time-outs in %d selections; want 1, 0, %d",
 			woke(0), timeouts(0), timeouts(1), sel(1), sel(1)-1)

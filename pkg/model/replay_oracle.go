@@ -29,8 +29,11 @@ func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
 		ps.agreeHit++
 	}
 	cs.state, cs.open = s, true
-	if pi.kind == endGenuine {
+	switch {
+	case pi.kind == endGenuine:
 		ps.wakeCount[s]++
+	case pi.kind == endPoll && t.polling[s]:
+		ps.pollTimeouts++ // the kernel's own
 	}
 	return t.paidLatency(s)
 }

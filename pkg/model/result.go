@@ -43,12 +43,14 @@ type Result struct {
 	Selections            uint64  `json:"selections"`
 	EnergyBusyCoreSeconds float64 `json:"energy_units"` // energy over the idle episodes in busy-core-seconds (the profile's relative state powers × time, a busy core for the time the policy woke within an episode), not joules
 	// WakeupsPolling: the wake-ups that found the CPU in a polling state
-	// (they pay no exit latency); PollTimeouts: the polls that ran out of
-	// their limit (cpuidle_poll_time, or haltpoll's window) and had the
-	// governor choose again. What a poll limit's question turns on (seed
-	// 000: polls too short to catch a ping-pong's wake-up).
-	WakeupsPolling uint64 `json:"wakeups_polling"`
-	PollTimeouts   uint64 `json:"poll_timeouts"`
+	// (they pay no exit latency; WakeLatencyNs counts them at 0);
+	// PollTimeouts: the polls that ran out of their limit
+	// (cpuidle_poll_time, or haltpoll's window) and had the governor
+	// choose again, the recorded ones for the recorded policy; null for
+	// the oracle, which has no limit. What a poll limit's question turns
+	// on (seed 000: polls too short to catch a ping-pong's wake-up).
+	WakeupsPolling uint64  `json:"wakeups_polling"`
+	PollTimeouts   *uint64 `json:"poll_timeouts"`
 	// WakeLatencyCDF and IOLatencyCDF are sorted (value, cumulative fraction)
 	// points for plots; not part of the JSON contract.
 	WakeLatencyCDF []CDFPoint `json:"-"`
