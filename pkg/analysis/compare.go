@@ -176,8 +176,8 @@ func median(v []float64) float64 {
 // FigureRow is one figure before, predicted and measured, and the errors.
 type FigureRow struct {
 	Figure string // its JSON name: wake_latency_ns.p50, state_share.POLL, above_share
-	Label  string // for people: "Wake latency p50"
-	Unit   string // "ns", "share" or "per_s" (a fraction of 1)
+	Label  string // for people: "Exit latency per wake-up p50"
+	Unit   string // "ns", "share" (a fraction of 1) or "per_s"
 	// Before, Predicted and Measured are nil where a result lacks the
 	// figure (no wake-ups, no IO).
 	Before, Predicted, Measured *float64
