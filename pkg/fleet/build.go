@@ -171,6 +171,7 @@ func WhatifRows(k Key, rep *analysis.WhatifReport, ioFilter string) []WhatifRow 
 		r.PolicyIndex, r.Policy = int32(i), res.Policy
 		r.IdlePeriods, r.Selections = int64(res.IdlePeriods), int64(res.Selections)
 		r.PollLimitNs = u64p(res.PollLimitNs)
+		r.WakeupsPolling, r.PollTimeouts = int64(res.WakeupsPolling), u64p(res.PollTimeouts)
 		w := summaryCols(&res.WakeLatencyNs, res.WakeLatencyNs.Count)
 		r.PolicyWakeLatency = PolicyWakeLatency{Count: *w.Count, Mean: w.Mean, P50: w.P50, P99: w.P99, P999: w.P999, Max: w.Max}
 		if res.IOLatencyNs != nil {

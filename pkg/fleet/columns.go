@@ -97,6 +97,8 @@ var WhatifColumns = slices.Concat([]Column{
 	{"idle_periods", "int64", "", "", "idle periods replayed and counted: those entered up to the end snapshot, the few before the start snapshot too, so a few more than the stats trace row's idle_periods"},
 	{"selections", "int64", "", "", "the policy's decisions: more than idle_periods where its polls time out or ticks wake it and it selects again, fewer where it sleeps through a recorded chain of periods (a poll time-out or tick wake-up the CPU went straight back to idle from) in one stay, as the oracle always does; above and below count among them"},
 	{"poll_limit_ns", "int64 or NULL", nsUnit, "", "how long POLL may spin; NULL without a polling state, where the policy disables it, or where it varies (haltpoll)"},
+	{"wakeups_polling", "int64", "", "", "wake-ups that found the CPU in a polling state (paying no exit latency; among wake_latency_ns_count)"},
+	{"poll_timeouts", "int64 or NULL", "", "", "polls that ran out of their limit and had the governor choose again (the recorded policy: the kernel's own); NULL for the oracle, which has no limit"},
 	{"wake_latency_ns_count", "int64", "", "", "wake-ups under the policy, each paying the profile's exit latency of the state it found the CPU in (0 while polling; modelled, not the stats rows' measured request-to-exit latency)"},
 	{"wake_latency_ns_mean", "float64 or NULL", nsUnit, "", "their mean exit latency (whatif's wake_latency_ns); NULL without one"},
 }, quantileColumnsOf("wake_latency_ns", "", "NULL without one", "exact: each state's exit latency, counted"), []Column{

@@ -145,6 +145,10 @@ type WhatifRow struct {
 	IdlePeriods int64   `parquet:"idle_periods" json:"idle_periods"`
 	Selections  int64   `parquet:"selections" json:"selections"`
 	PollLimitNs *int64  `parquet:"poll_limit_ns,optional" json:"poll_limit_ns"`
+	// WakeupsPolling and PollTimeouts: whatif's wakeups_polling and
+	// poll_timeouts (null for the oracle).
+	WakeupsPolling int64  `parquet:"wakeups_polling" json:"wakeups_polling"`
+	PollTimeouts   *int64 `parquet:"poll_timeouts,optional" json:"poll_timeouts"`
 	PolicyWakeLatency
 	IOLatency
 	IOWokeIdle *int64 `parquet:"io_woke_idle,optional" json:"io_woke_idle"`

@@ -547,7 +547,8 @@ func TestWhatifRows(t *testing.T) {
 			t.Errorf("row %d: %s %s %s %s %d %s", i, r.Kind, r.Host, r.Trace, r.Profile, r.PolicyIndex, r.Policy)
 		}
 		if r.IdlePeriods != int64(res.IdlePeriods) || r.Selections != int64(res.Selections) || r.Above != int64(res.Above) || r.Below != int64(res.Below) ||
-			ptr(r.PollLimitNs) != ptr(res.PollLimitNs) || ptr(r.IOWokeIdle) != ptr(res.IOWokeIdle) || res.IdlePeriods == 0 {
+			ptr(r.PollLimitNs) != ptr(res.PollLimitNs) || ptr(r.IOWokeIdle) != ptr(res.IOWokeIdle) || res.IdlePeriods == 0 ||
+			r.WakeupsPolling != int64(res.WakeupsPolling) || ptr(r.PollTimeouts) != ptr(res.PollTimeouts) {
 			t.Errorf("row %d: %+v\nresult %+v", i, r, res)
 		}
 		w := res.WakeLatencyNs
