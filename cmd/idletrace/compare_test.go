@@ -283,8 +283,13 @@ func TestExperimentHaltpoll(t *testing.T) {
 func TestExperimentCommandFails(t *testing.T) {
 	requireHaltpoll(t)
 	dir := t.TempDir()
+	// The workload's own output goes to stderr: the JSON report on stdout
+	// stays whole (perf bench's "# Running ..." lines had opened it).
 	r := runBin(t, "experiment", "--policy", "haltpoll+guest_halt_poll_ns=200us", "-o", dir, "-q", "--format", "json",
-		"--", "sh", "-c", "sleep 0.5; exit 3")
+		"--", "sh", "-c", "echo workload-says-hello; sleep 0.5; exit 3")
+	if n := strings.Count(r.stderr, "workload-says-hello"); n != 2 || strings.Contains(r.stdout, "workload-says-hello") {
+		t.Errorf("the workload's line %d times on stderr (want 2: once a recording), on stdout: %v", n, strings.Contains(r.stdout, "workload-says-hello"))
+	}
 	if r.code != 3 {
 		t.Errorf("exit %d, want COMMAND's 3; stderr %s", r.code, r.stderr)
 	}

@@ -107,7 +107,8 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	defer guard.close()
 
 	opts := func(out string) record.Options {
-		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, ToolVersion: version, CPUs: cpuSet, KillCommand: guard.kill,
+		// The workload's output goes where the logs do: stdout is the report's.
+		return record.Options{Output: out, Force: *force, Duration: *dur, Command: command, CommandStdout: stderr, ToolVersion: version, CPUs: cpuSet, KillCommand: guard.kill,
 			Warn: func(msg string) { fmt.Fprintln(stderr, "idletrace record: warning:", msg) }}
 	}
 	if *force {

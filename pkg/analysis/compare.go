@@ -221,7 +221,8 @@ func minSamples(figure string) uint64 {
 func withSamples(row FigureRow, samples [3]uint64) FigureRow {
 	row.Samples = samples
 	need := minSamples(row.Figure)
-	row.FewSamples = row.Before != nil && samples[0] < need || row.Measured != nil && samples[2] < need
+	// Where before or measured is missing there are no errors to withhold.
+	row.FewSamples = row.Before != nil && row.Measured != nil && (samples[0] < need || samples[2] < need)
 	return row
 }
 
@@ -239,6 +240,11 @@ var latencyFigures = []struct {
 	// figures' measured change that no policy made.
 	{"io_device_latency_ns", "IO device latency", func(r *model.Result) *model.LatencySummary { return r.IODeviceLatencyNs }},
 }
+
+// nearLatencyNs: a predicted latency this close to the measured one is
+// shown as within it rather than as a ratio (text only: JSON keeps
+// relative_error), as two shares within 0.05 points are.
+const nearLatencyNs = 10
 
 // Measured changes this small count as none (see noChange).
 const (
@@ -308,6 +314,20 @@ func ComparisonFigures(before, predicted, measured *model.Result, states []strin
 	}
 	add("above_share", "Above", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Above })))
 	add("below_share", "Below", "share", three(ofSelections(func(r *model.Result) uint64 { return r.Below })))
+	// How the polling went: what a poll limit's change is about.
+	add("wakeups_polling_share", "Wake-ups found polling", "share", three(func(r *model.Result) *float64 {
+		if r.WakeLatencyNs.Count == 0 {
+			return nil
+		}
+		v := float64(r.WakeupsPolling) / float64(r.WakeLatencyNs.Count)
+		return &v
+	}))
+	add("poll_timeouts_share", "Poll time-outs", "share", three(func(r *model.Result) *float64 {
+		if r.PollTimeouts == nil { // the oracle: no limit
+			return nil
+		}
+		return ofSelections(func(r *model.Result) uint64 { return *r.PollTimeouts })(r)
+	}))
 	if work {
 		// Not predicted: the replay keeps before's idle periods.
 		measuredOnly := func(get func(*Workload) float64) [3]*float64 {
@@ -317,7 +337,7 @@ func ComparisonFigures(before, predicted, measured *model.Result, states []strin
 			}
 			return [3]*float64{&b, nil, &a}
 		}
-		add("idle_periods_per_s", "Idle periods per s", "per_s", measuredOnly((*Workload).PeriodsPerSecond))
+		add("idle_periods_per_s", "Idle periods per s, all CPUs", "per_s", measuredOnly((*Workload).PeriodsPerSecond))
 		add("idle_share", "Idle share of CPU time", "share", measuredOnly((*Workload).IdleShare))
 	}
 	return rows
@@ -560,6 +580,9 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 		case f.Unit == "share" && f.Predicted != nil && f.Measured != nil && noChange(f.Unit, *f.Predicted, *f.Measured):
 			// 0.012 % against 0.006 % is "85 %" off: noise, not an error.
 			re = "≤ 0.05 pts"
+		case f.Unit == "ns" && f.Predicted != nil && f.Measured != nil && math.Abs(*f.Predicted-*f.Measured) < nearLatencyNs:
+			// 2.4 ns against 0.87 ns is "177 %" off, but both are none.
+			re = "≤ 0.01 µs"
 		case f.RelativeError != nil:
 			re = FormatPct(*f.RelativeError)
 		}
@@ -630,7 +653,7 @@ func comparisonHead(rep *ComparisonReport) []string {
 }
 
 const comparisonCaption = "Error on change: |(predicted − before) − (measured − before)| / |measured − before|, how far the predicted change is from the measured one (\"no change measured\" where the measured change is within 0.1 % of a latency or 0.05 points of a share). " +
-	"Error: |predicted − measured| / measured (\"≤ 0.05 pts\" for shares that close, whose ratio near zero divides by noise). Few samples: a p99 from fewer than 100 values, or a mean or p50 from fewer than 10, whose errors are not given. Idle periods per s and idle share of CPU time: the workload's own pace and load over stats' window, which no replay predicts (it keeps before's idle periods); task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections."
+	"Error: |predicted − measured| / measured (\"≤ 0.05 pts\" for shares that close, whose ratio near zero divides by noise). Error \"≤ 0.01 µs\": latencies within 10 ns of each other. Few samples: a p99 from fewer than 100 values, or a mean or p50 from fewer than 10, whose errors are not given. Idle periods per s and idle share of CPU time: the workload's own pace and load over stats' window, which no replay predicts (it keeps before's idle periods); task IO latency: block issue to the issuing task running again; IO latency: block issue to completion; above/below: shares of each result's selections (by the cpuidle core's rule, the kernel's own count: a poll the wake-up came late to counts as below); wake-ups found polling: of the wake-ups; poll time-outs: of the selections."
 
 func renderComparisonDoc(d *doc, rep *ComparisonReport) error {
 	d.command(rep.Command)

@@ -215,6 +215,10 @@ func TestComparisonSamplesAndWorkload(t *testing.T) {
 		}
 		return w
 	}
+	n := func(v uint64) *uint64 { return &v }
+	before.WakeupsPolling, before.PollTimeouts = 100, n(10)       // of 1,000 wake-ups and selections
+	predicted.WakeupsPolling, predicted.PollTimeouts = 900, n(100) // a longer poll: most wake-ups caught
+	measured.WakeupsPolling, measured.PollTimeouts = 1200, n(150)  // of 1,500
 	bw, aw := work(130_000, 1e9, 18, 18, 18), work(169_000, 0.4e9, 16, 16, 16)
 	rows := ComparisonFigures(&before, &predicted, &measured, []string{"C1"}, bw, aw)
 	by := map[string]FigureRow{}
@@ -230,7 +234,7 @@ func TestComparisonSamplesAndWorkload(t *testing.T) {
 		{"wake_latency_ns.p99", false},
 		{"task_io_latency_ns.p50", true}, // 4 after: under 10
 		{"task_io_latency_ns.p99", true},
-		{"task_io_latency_ns.p50_less_device_drift", true},
+		{"task_io_latency_ns.p50_less_device_drift", false}, // no device figure: no measured value, no errors to withhold
 		{"traced_wake_latency_ns.p50", true}, // 3 wake-ups each
 	} {
 		if r, ok := by[tc.figure]; !ok || r.FewSamples != tc.few {
@@ -250,6 +254,20 @@ func TestComparisonSamplesAndWorkload(t *testing.T) {
 	if pace.Before == nil || *pace.Before != 65_000 || pace.Predicted != nil || pace.Measured == nil || *pace.Measured != 84_500 || pace.ChangeError != nil || pace.RelativeError != nil {
 		t.Errorf("idle periods per s: %+v, want 65,000 before, 84,500 measured, nothing predicted and no errors", pace)
 	}
+	for _, tc := range []struct {
+		figure    string
+		b, p, m   float64
+		changeErr float64
+	}{
+		{"wakeups_polling_share", 0.1, 0.9, 0.8, 0.1 / 0.7}, // predicted +0.8, measured +0.7
+		{"poll_timeouts_share", 0.01, 0.1, 0.1, 0},
+	} {
+		r := by[tc.figure]
+		if r.Before == nil || math.Abs(*r.Before-tc.b) > 1e-12 || r.Predicted == nil || math.Abs(*r.Predicted-tc.p) > 1e-12 ||
+			r.Measured == nil || math.Abs(*r.Measured-tc.m) > 1e-12 || r.ChangeError == nil || math.Abs(*r.ChangeError-tc.changeErr) > 1e-9 {
+			t.Errorf("%s: %+v, want %v → %v predicted, %v measured, error on change %v", tc.figure, r, tc.b, tc.p, tc.m, tc.changeErr)
+		}
+	}
 	// Two CPUs over 2 s, CPU 0 idle 1 s then 0.4 s: 25 % and 10 %.
 	if r := by["idle_share"]; r.Before == nil || math.Abs(*r.Before-0.25) > 1e-12 || r.Measured == nil || math.Abs(*r.Measured-0.1) > 1e-12 {
 		t.Errorf("idle share: %+v, want 25 %% before, 10 %% measured", r)
@@ -264,11 +282,20 @@ func TestComparisonSamplesAndWorkload(t *testing.T) {
 	for _, row := range []string{
 		`Task IO latency p99 µs[^\n]*few samples \(4\)[^\n]*│ +— │`,
 		`Traced wake latency p50 µs +│ +18\.0 │ +— │ +16\.0 │`,
-		`Idle periods per s +│ +65,000 │ +— │ +84,500 │ +— │ +\+19,500 │ +— │ +— │`,
-		`Exit latency per wake-up p50 µs`,
+		`Idle periods per s, all CPUs +│ +65,000 │ +— │ +84,500 │ +— │ +\+19,500 │ +— │ +— │`,
+		`Exit latency per wake-up p50 µs[^\n]*≤ 0\.01 µs`, // 1 µs predicted and measured: not "0 %"
+		`Wake-ups found polling +│ +10\.0 % │ +90\.0 % │ +80\.0 % │`,
 	} {
 		if !regexp.MustCompile(row).MatchString(buf.String()) {
 			t.Errorf("no row matching %q in\n%s", row, buf.String())
+		}
+	}
+	// The oracle has no poll limit: its time-outs are no figure.
+	oracle := predicted
+	oracle.PollTimeouts = nil
+	for _, r := range ComparisonFigures(&before, &oracle, &measured, []string{"C1"}, nil, nil) {
+		if r.Figure == "poll_timeouts_share" && (r.Predicted != nil || r.ChangeError != nil) {
+			t.Errorf("poll time-outs predicted %v for a policy without a limit", *r.Predicted)
 		}
 	}
 	buf.Reset()

@@ -3,6 +3,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -55,13 +56,16 @@ type command struct {
 	done chan struct{} // closed once it has been waited for
 }
 
-// startCommand starts argv with the recorder's stdin, stdout and stderr.
-// The command is killed should the recorder die (Pdeathsig, which follows
-// the thread that started it: that thread stays locked to the goroutine
-// that waits for it).
-func startCommand(argv []string) (*command, error) {
+// startCommand starts argv with the recorder's stdin, stdout (or stdout
+// where given) and stderr. The command is killed should the recorder die
+// (Pdeathsig, which follows the thread that started it: that thread stays
+// locked to the goroutine that waits for it).
+func startCommand(argv []string, stdout io.Writer) (*command, error) {
 	c := &command{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if stdout != nil {
+		c.cmd.Stdout = stdout
+	}
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	started := make(chan error, 1)
 	go func() {

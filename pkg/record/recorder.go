@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -42,6 +43,11 @@ type Options struct {
 	KernelBTF string   // external BTF for kernels without /sys/kernel/btf/vmlinux
 	RingBytes int      // ring buffer size (power of two pages); 0: default
 	Command   []string // run this and stop when it exits
+	// CommandStdout is where the command's standard output goes; nil: the
+	// recorder's own (os.Stdout). experiment sends it to stderr, where its
+	// report on stdout stays whole (a JSON report began with the
+	// workload's lines).
+	CommandStdout io.Writer
 	// KillCommand, closed, has a command the recording is stopping
 	// killed at once rather than given CommandGrace after SIGTERM (a
 	// second Ctrl-C).
@@ -336,7 +342,7 @@ func (rec *recording) launchCommand(ctx context.Context, detach func()) (*comman
 	if len(rec.opts.Command) == 0 || ctx.Err() != nil {
 		return nil, nil
 	}
-	cmd, err := startCommand(rec.opts.Command)
+	cmd, err := startCommand(rec.opts.Command, rec.opts.CommandStdout)
 	if err != nil {
 		detach()
 		_ = rec.w.Close(&trace.End{StopReason: "error: " + err.Error()})
