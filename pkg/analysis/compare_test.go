@@ -216,7 +216,7 @@ func TestComparisonSamplesAndWorkload(t *testing.T) {
 		return w
 	}
 	n := func(v uint64) *uint64 { return &v }
-	before.WakeupsPolling, before.PollTimeouts = 100, n(10)       // of 1,000 wake-ups and selections
+	before.WakeupsPolling, before.PollTimeouts = 100, n(10)        // of 1,000 wake-ups and selections
 	predicted.WakeupsPolling, predicted.PollTimeouts = 900, n(100) // a longer poll: most wake-ups caught
 	measured.WakeupsPolling, measured.PollTimeouts = 1200, n(150)  // of 1,500
 	bw, aw := work(130_000, 1e9, 18, 18, 18), work(169_000, 0.4e9, 16, 16, 16)
@@ -235,7 +235,7 @@ func TestComparisonSamplesAndWorkload(t *testing.T) {
 		{"task_io_latency_ns.p50", true}, // 4 after: under 10
 		{"task_io_latency_ns.p99", true},
 		{"task_io_latency_ns.p50_less_device_drift", false}, // no device figure: no measured value, no errors to withhold
-		{"traced_wake_latency_ns.p50", true}, // 3 wake-ups each
+		{"traced_wake_latency_ns.p50", true},                // 3 wake-ups each
 	} {
 		if r, ok := by[tc.figure]; !ok || r.FewSamples != tc.few {
 			t.Errorf("%s: few samples %v (samples %v), want %v", tc.figure, r.FewSamples, r.Samples, tc.few)
