@@ -26,7 +26,7 @@ import (
 // apply: whatif models them all, the running kernel changes only some.
 const experimentPolicyNote = "experiment applies exactly one policy, and only what the running kernel can change: a governor, disable=, qos= " +
 	"and haltpoll's guest_halt_poll_*, on a kernel with a cpuidle driver; margin=, poll=, kernel=, maxcstate=, blkqos= and oracle " +
-	"are whatif's models alone."
+	"are whatif's models alone. COMMAND's standard output goes to standard error, with experiment's logs: the report is stdout's."
 
 func runExperiment(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("experiment", stderr)

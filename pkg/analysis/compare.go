@@ -200,8 +200,9 @@ type FigureRow struct {
 	// Samples are how many values a latency figure's before, predicted and
 	// measured values come from (0 where not a latency, or missing).
 	Samples [3]uint64
-	// FewSamples: before or measured comes from fewer samples than its
-	// statistic needs (minSamples): its errors say nothing.
+	// FewSamples: before and measured are both there and one comes from
+	// fewer samples than its statistic needs (minSamples): its errors say
+	// nothing.
 	FewSamples bool
 }
 
@@ -587,10 +588,7 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 			re = FormatPct(*f.RelativeError)
 		}
 		if few {
-			n := f.Samples[0]
-			if f.Measured != nil && (f.Before == nil || f.Samples[2] < n) {
-				n = f.Samples[2]
-			}
+			n := min(f.Samples[0], f.Samples[2])
 			ce, re = fmt.Sprintf("few samples (%s)", model.FormatCount(n)), dash
 		}
 		row := []string{label, val(f.Unit, f.Before), val(f.Unit, f.Predicted), val(f.Unit, f.Measured),

@@ -27,11 +27,13 @@ type CPUWorkload struct {
 // stop the tick where a timer-wheel timer is due within it, or RCU or
 // irq_work need it (tick_nohz_next_event, kernel/time/tick-sched.c); no
 // governor or policy decides that, and the replay takes it from the
-// recording. Nor does a policy move a CPU's idle share by tens of
-// points: a policy changes the µs a wake-up costs, not where the work
-// runs. So either moving between two recordings of one workload says the
-// workload or the kernel's own work moved, which a prediction from the
-// first recording cannot follow.
+// recording. Nor does a policy move work from one CPU to another: it
+// changes the µs a wake-up costs, which can change the workload's pace
+// (every CPU busier or idler alike: polling made a guest's ping-pong 4×
+// faster), not where the work runs. So a refused share that moved, or one
+// CPU busier while another got idler, says the workload or the kernel's
+// own work moved, which a prediction from the first recording cannot
+// follow.
 type Workloads map[uint32]CPUWorkload
 
 // Workload is what a trace's idle periods say of the workload rather

@@ -146,6 +146,12 @@ func TestWorkloadAgreesWithStats(t *testing.T) {
 	}
 }
 
+// withTick gives c refused of known periods' tick states.
+func withTick(c CPUWorkload, refused, known uint64) CPUWorkload {
+	c.TickRefused, c.TickKnown = refused, known
+	return c
+}
+
 func TestWorkloadMovedNotes(t *testing.T) {
 	tick := func(refused, known uint64) CPUWorkload { return CPUWorkload{TickKnown: known, TickRefused: refused} }
 	idle := func(pct, periods uint64) CPUWorkload {
@@ -175,6 +181,11 @@ func TestWorkloadMovedNotes(t *testing.T) {
 		{"every CPU busier", Workloads{0: idle(48, 5000), 1: idle(46, 5000)}, Workloads{0: idle(21, 20000), 1: idle(19, 20000)}, nil},
 		{"every CPU idler", Workloads{0: idle(20, 5000), 1: idle(25, 5000)}, Workloads{0: idle(60, 2000), 1: idle(70, 2000)}, nil},
 		{"one CPU moved, the other not", Workloads{0: idle(50, 5000), 1: idle(50, 5000)}, Workloads{0: idle(80, 5000), 1: idle(45, 5000)}, nil},
+		// The tick note stands on its own: every CPU busier drops the
+		// idle note only.
+		{"tick moved, every CPU busier", Workloads{0: withTick(idle(48, 5000), 100, 1000), 1: withTick(idle(46, 5000), 100, 1000)},
+			Workloads{0: withTick(idle(21, 20000), 400, 1000), 1: withTick(idle(19, 20000), 100, 1000)},
+			[][]string{{"CPU 0's 10 % before, 40 % after", "stop the tick"}}},
 		{"a recording too short to tell", Workloads{0: {Periods: 5, IdleNs: 5_000_000, FirstNs: 1_000_000, LastNs: 51_000_000}},
 			Workloads{0: {Periods: 5, IdleNs: 45_000_000, FirstNs: 1_000_000, LastNs: 51_000_000}}, nil},
 		// A CPU the work moved onto has few idle periods, and one with

@@ -541,6 +541,12 @@ func TestWhatifRows(t *testing.T) {
 	if len(rows) != len(rep.Results) || len(rows) != len(fleetPolicies) {
 		t.Fatalf("%d rows for %d results of %d policies", len(rows), len(rep.Results), len(fleetPolicies))
 	}
+	polled := false
+	defer func() {
+		if !polled {
+			t.Error("no policy's wake-ups found the CPU polling: the fixture does not exercise wakeups_polling")
+		}
+	}()
 	for i, r := range rows {
 		res := rep.Results[i]
 		if r.Kind != KindPolicy || r.Host != "override" || r.Trace != path || r.Profile != "recorded" || r.PolicyIndex != int32(i) || r.Policy != res.Policy {
@@ -550,6 +556,10 @@ func TestWhatifRows(t *testing.T) {
 			ptr(r.PollLimitNs) != ptr(res.PollLimitNs) || ptr(r.IOWokeIdle) != ptr(res.IOWokeIdle) || res.IdlePeriods == 0 ||
 			r.WakeupsPolling != int64(res.WakeupsPolling) || ptr(r.PollTimeouts) != ptr(res.PollTimeouts) {
 			t.Errorf("row %d: %+v\nresult %+v", i, r, res)
+		}
+		polled = polled || r.WakeupsPolling > 0
+		if (res.Policy == "oracle") != (r.PollTimeouts == nil) {
+			t.Errorf("row %d (%s): poll_timeouts %s: NULL for the oracle alone", i, res.Policy, ptr(r.PollTimeouts))
 		}
 		w := res.WakeLatencyNs
 		if r.PolicyWakeLatency.Count != int64(w.Count) || ptr(r.PolicyWakeLatency.P99) != fmt.Sprint(w.P99) || ptr(r.PolicyWakeLatency.Max) != fmt.Sprint(w.Max) {

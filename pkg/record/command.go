@@ -56,8 +56,8 @@ type command struct {
 	done chan struct{} // closed once it has been waited for
 }
 
-// startCommand starts argv with the recorder's stdin, stdout (or stdout
-// where given) and stderr. The command is killed should the recorder die
+// startCommand starts argv with the recorder's stdin, stdout (or the
+// writer given) and stderr. The command is killed should the recorder die
 // (Pdeathsig, which follows the thread that started it: that thread stays
 // locked to the goroutine that waits for it).
 func startCommand(argv []string, stdout io.Writer) (*command, error) {
@@ -65,6 +65,13 @@ func startCommand(argv []string, stdout io.Writer) (*command, error) {
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if stdout != nil {
 		c.cmd.Stdout = stdout
+		// A writer that is no file is fed through a pipe, and Wait waits
+		// for its end: a child the command left behind (setsid, a daemon)
+		// would hold it open and hide the command's exit. Wait no longer
+		// than a stop's grace for it.
+		if _, file := stdout.(*os.File); !file {
+			c.cmd.WaitDelay = CommandGrace
+		}
 	}
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	started := make(chan error, 1)
