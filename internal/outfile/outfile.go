@@ -30,7 +30,7 @@ func Create(path string, force bool) (*os.File, error) {
 	}
 	// Only a regular file is locked and cut: a device, tty or FIFO
 	// (-o /dev/null --force) is shared by design, and O_TRUNC ignored it.
-	if !regular(f) {
+	if !Regular(f) {
 		return f, nil
 	}
 	if err := lock(f, path); err != nil {
@@ -46,7 +46,9 @@ func Create(path string, force bool) (*os.File, error) {
 	return f, nil
 }
 
-func regular(f *os.File) bool {
+// Regular says f is a regular file: what may be locked, synced and
+// removed, unlike a device or FIFO given as the output (/dev/null).
+func Regular(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode().IsRegular()
 }

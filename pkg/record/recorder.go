@@ -453,7 +453,7 @@ func (rec *recording) closeTrace(meta *trace.Metadata, end *trace.End, loopErr e
 	}
 	// A device given as -o (/dev/null) has nothing to sync: fsync gives
 	// EINVAL there.
-	if fi, err := rec.file.Stat(); err == nil && fi.Mode().IsRegular() {
+	if outfile.Regular(rec.file) {
 		if err := rec.file.Sync(); err != nil {
 			return sum, fmt.Errorf("writing %s: %w", rec.opts.Output, err)
 		}
