@@ -90,7 +90,7 @@ staticcheck: ## staticcheck alone with lint's checks (what CI runs: 1 to 1.5 min
 # emulation's exit-latency check, the predicted-against-measured experiments
 # and the README's lab-rows section; the lab kernel, when not cached,
 # builds in the background meanwhile).
-test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12 under QEMU, then the lab's rows; writes testdata/kernel-matrix.*, testdata/lab-rows.* and the README's generated sections (CI=true: checks them)
+test-kernels: ## kernel matrix (root): host + Debian 6.1/6.12/7.3 under QEMU, then the lab's rows; writes testdata/kernel-matrix.*, testdata/lab-rows.* and the README's generated sections (CI=true: checks them)
 	PATH="$$PATH:/usr/local/go/bin" $(GO) test -count=1 -tags kernelfetch -run '^TestKernelFetch$$' ./scripts/matrixreport
 	scripts/kernel-matrix.sh
 	scripts/lab-rows.sh

@@ -55,21 +55,67 @@ cached_debs() {
 	done | sort -V
 }
 
-# kernel_deb SERIES: the path of the newest cached package of that series,
-# downloading the newest one apt knows when none is cached (or on refresh).
+# Kernels newer than bookworm's (7.3) come from trixie-backports, through
+# an apt of their own: its sources list, lists and cache under
+# $CACHE/apt-trixie-backports, so the host's apt sources are left as they
+# are. apt checks the suite's InRelease against debian-archive-keyring (the
+# bookworm package carries trixie's keys) as it does bookworm's.
+BACKPORTS_SUITE=trixie-backports
+backports_apt_dir() { echo "$CACHE/apt-$BACKPORTS_SUITE"; }
+backports_apt_opts() {
+	local d
+	d=$(backports_apt_dir)
+	echo "-o Dir::Etc::SourceList=$d/sources.list -o Dir::Etc::SourceParts=$d/empty" \
+		"-o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=$d/empty" \
+		"-o Dir::State::Lists=$d/lists -o Dir::Cache=$d/cache -o APT::Sandbox::User=root"
+}
+backports_updated=0
+backports_update() {
+	local d
+	[ $backports_updated = 1 ] && return 0
+	d=$(backports_apt_dir)
+	mkdir -p "$d/lists/partial" "$d/cache/archives/partial" "$d/empty"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $BACKPORTS_SUITE main" >"$d/sources.list"
+	# shellcheck disable=SC2046 # the options are words without spaces
+	apt-get $(backports_apt_opts) update -qq || { log "apt-get update of $BACKPORTS_SUITE failed"; return 1; }
+	backports_updated=1
+}
+
+# download_pkg APT_OPTS PKG: apt-get download PKG (apt's newest) into the cache.
+download_pkg() {
+	local opts=$1 pkg=$2
+	[ -n "$(cached_debs "${pkg}_*.deb")" ] && return 0
+	log "downloading $pkg"
+	# shellcheck disable=SC2086 # opts are words without spaces
+	(cd "$WORK" && apt-get $opts download -q "$pkg" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; return 1; }
+	mv "$WORK/${pkg}"_*.deb "$CACHE"/ || { log "apt-get download $pkg left no ${pkg}_*.deb"; return 1; }
+}
+
+# kernel_deb SERIES: the path of the newest cached package of that series
+# that holds its vmlinuz, downloading the newest one apt knows when none is
+# cached (or on refresh). Bookworm's kernels (6.1, 6.12) are one package,
+# linux-image-ABI-cloud-amd64-unsigned with /boot; trixie-backports' (7.x)
+# are split: linux-binary-ABI-cloud-amd64 holds
+# /usr/lib/modules/ABI/vmlinuz, linux-base-ABI-cloud-amd64 its config, and
+# both are cached (kernel_dir takes the second from the first's name).
 kernel_deb() {
 	local s=$1 pkg deb
 	# The series as a glob: 6.1 must not match 6.12 (hence the [.-]).
-	deb=$(cached_debs "linux-image-${s}[.-]*-cloud-amd64-unsigned_*.deb" | tail -1)
+	deb=$(cached_debs "linux-image-${s}[.-]*-cloud-amd64-unsigned_*.deb" | tail -1) || true # (no match: status 1)
+	[ -n "$deb" ] || deb=$(cached_debs "linux-binary-${s}[.-]*-cloud-amd64_*.deb" | tail -1) || true
 	if [ -z "$deb" ] || [ "${IDLETRACE_KERNEL_REFRESH:-}" = 1 ]; then
 		apt_update
 		# apt-cache takes a regex: the series' dots are escaped.
 		pkg=$(apt-cache search --names-only "^linux-image-${s//./\\.}[.-][^ ]*-cloud-amd64-unsigned\$" | awk '{print $1}' | sort -V | tail -1)
-		[ -n "$pkg" ] || { log "no Debian package for kernel $s"; return 1; }
-		if [ -z "$(cached_debs "${pkg}_*.deb")" ]; then
-			log "downloading $pkg"
-			(cd "$WORK" && apt-get download -q "$pkg" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; return 1; }
-			mv "$WORK/${pkg}"_*.deb "$CACHE"/ || { log "apt-get download $pkg left no ${pkg}_*.deb"; return 1; }
+		if [ -n "$pkg" ]; then
+			download_pkg "" "$pkg" || return 1
+		else
+			backports_update || return 1
+			# shellcheck disable=SC2046
+			pkg=$(apt-cache $(backports_apt_opts) search --names-only "^linux-binary-${s//./\\.}[.-][^ ]*-cloud-amd64\$" | awk '{print $1}' | sort -V | tail -1)
+			[ -n "$pkg" ] || { log "no Debian package for kernel $s (in bookworm or $BACKPORTS_SUITE)"; return 1; }
+			download_pkg "$(backports_apt_opts)" "$pkg" || return 1
+			download_pkg "$(backports_apt_opts)" "linux-base-${pkg#linux-binary-}" || return 1
 		fi
 		deb=$(cached_debs "${pkg}_*.deb" | tail -1)
 	fi
@@ -81,9 +127,11 @@ kernel_deb() {
 }
 
 # kernel_dir DEB: its /boot (vmlinuz, config), extracted once next to it, in a
-# directory named after the package file without .deb.
+# directory named after the package file without .deb. A linux-binary
+# package's vmlinuz and its linux-base's config (same version) are put in
+# that directory's boot/ under the names bookworm's packages give them.
 kernel_dir() {
-	local deb=$1 dir
+	local deb=$1 dir base basedeb rel
 	case "$deb" in
 	"$CACHE"/?*.deb) ;;
 	*)
@@ -96,8 +144,27 @@ kernel_dir() {
 	if [ ! -f "$dir/.done" ]; then
 		safe_rm "$dir" || return 1
 		mkdir -p "$dir"
-		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir" ./boot || { log "extracting $deb failed"; return 1; }
-		ls "$dir"/boot/vmlinuz-* >/dev/null 2>&1 || { log "$deb has no /boot/vmlinuz-*"; return 1; }
+		base=${deb##*/}
+		case "$base" in
+		linux-binary-*)
+			basedeb=$CACHE/linux-base-${base#linux-binary-}
+			[ -f "$basedeb" ] || { log "kernel_dir: no ${basedeb##*/} beside $base (its config)"; return 1; }
+			mkdir -p "$dir/x" "$dir/boot"
+			{ dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir/x" ./usr/lib/modules &&
+				dpkg-deb --fsys-tarfile "$basedeb" | tar -x -C "$dir/x" ./usr/lib/modules; } || { log "extracting $deb failed"; return 1; }
+			for rel in "$dir"/x/usr/lib/modules/*/vmlinuz; do
+				rel=${rel%/vmlinuz}
+				rel=${rel##*/}
+				mv "$dir/x/usr/lib/modules/$rel/vmlinuz" "$dir/boot/vmlinuz-$rel" &&
+					mv "$dir/x/usr/lib/modules/$rel/config" "$dir/boot/config-$rel" || { log "$base or ${basedeb##*/} lacks vmlinuz or config for $rel"; return 1; }
+			done
+			safe_rm "$dir/x"
+			;;
+		*)
+			dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir" ./boot || { log "extracting $deb failed"; return 1; }
+			;;
+		esac
+		ls "$dir"/boot/vmlinuz-* >/dev/null 2>&1 || { log "$deb has no vmlinuz"; return 1; }
 		touch "$dir/.done"
 	fi
 	echo "$dir"

@@ -2,7 +2,8 @@
 # Kernel matrix (make test-kernels): runs the recorder's kernel tests,
 # `idletrace record` with block IO, `idletrace stats`, the classic-tracepoint
 # fallback and a simulated kernel without BTF, on the host kernel and on
-# Debian's cloud kernels (bookworm: 6.1 and 6.12) booted under QEMU, and
+# Debian's cloud kernels (bookworm's 6.1 and 6.12, trixie-backports' 7.3)
+# booted under QEMU, and
 # prints one row per kernel. Needs root. Writes testdata/kernel-matrix.{json,md}
 # and the README's requirements section from the result; with CI=true (or
 # --check) it only checks that they still match the result: in what the project
@@ -17,7 +18,7 @@
 #                           scripts/kernel-cache.sh). --fetch only fills it:
 #                           downloads and extracts the kernels, prints
 #                           SERIES=DIR lines and exits
-#   IDLETRACE_KERNELS       Debian kernel series to boot (default "6.1 6.12");
+#   IDLETRACE_KERNELS       Debian kernel series to boot (default "6.1 6.12 7.3");
 #                           "lab" is the lab kernel (scripts/lab-kernel.sh,
 #                           built into the cache when missing)
 #   IDLETRACE_KERNEL_REFRESH=1  look for newer kernel packages even when cached
@@ -52,7 +53,7 @@ for a in "$@"; do
 done
 
 CACHE=${IDLETRACE_KERNEL_CACHE:-/var/cache/idletrace-kernels}
-SERIES=${IDLETRACE_KERNELS:-6.1 6.12}
+SERIES=${IDLETRACE_KERNELS:-6.1 6.12 7.3}
 CPUIDLE=${IDLETRACE_MATRIX_CPUIDLE:-acpi}
 SMP=2
 export PATH=/usr/local/go/bin:$PATH
@@ -236,7 +237,10 @@ mode=-write
 rc=0
 go run ./scripts/matrixreport $mode -out testdata/kernel-matrix -readme README.md "${targets[@]}" || rc=$?
 if [ -n "${IDLETRACE_MATRIX_KEEP:-}" ]; then
-	mkdir -p "$IDLETRACE_MATRIX_KEEP" && cp -r "$WORK"/host "$WORK"/6.* "$WORK"/lab "$IDLETRACE_MATRIX_KEEP"/ 2>/dev/null || true
+	mkdir -p "$IDLETRACE_MATRIX_KEEP"
+	for s in host $SERIES; do
+		[ -d "$WORK/$s" ] && cp -r "$WORK/$s" "$IDLETRACE_MATRIX_KEEP"/
+	done
 	log "results kept in $IDLETRACE_MATRIX_KEEP"
 fi
 log "done in $(($(date +%s) - t0)) s"

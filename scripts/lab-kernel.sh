@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The lab kernel (issue 9, item 2): Linux 6.12 from Debian's linux-source-6.12
-# package, `make tinyconfig` plus lab/kernel/lab.config, with the patches in
-# lab/kernel/*.patch (the lab switches, off by default), built once and kept
-# in the kernel cache next to the matrix's Debian kernels. Prints the
-# kernel's directory on stdout (logs go to stderr):
+# The lab kernel (issue 9, item 2): Linux SERIES (IDLETRACE_LAB_SERIES: 6.12,
+# the default and CI's, from bookworm's linux-source-6.12; or 7.3, from
+# trixie-backports' linux-source-7.3, whose teo is the 7.1 form), `make
+# tinyconfig` plus lab/kernel/lab.config, with the patches in
+# lab/kernel/SERIES/*.patch (the lab switches, off by default), built once
+# and kept in the kernel cache next to the matrix's Debian kernels. Prints
+# the kernel's directory on stdout (logs go to stderr):
 #
 #   DIR/boot/vmlinuz-RELEASE, DIR/boot/config-RELEASE  (as the matrix's
 #                                     extracted Debian kernels have them)
@@ -15,7 +17,9 @@
 #   DIR/build.txt                     key=value: release, package, how long
 #                                     the cold build took, where, when
 #   DIR/vmlinuz, DIR/config, DIR/build  links to the above, and
-#   $CACHE/lab-kernel                 a link to the newest DIR reported
+#   $CACHE/lab-kernel-SERIES          a link to the newest DIR of SERIES
+#                                     reported (scripts/lab.sh --kernel lab
+#                                     boots it)
 #
 # Usage: scripts/lab-kernel.sh [--cached]
 #   --cached  only report: print DIR if the kernel is built, else exit 1
@@ -28,8 +32,8 @@
 # build tools (flex, bison, bc, libelf-dev, dwarves, gcc, make).
 #
 # Environment: IDLETRACE_KERNEL_CACHE (default /var/cache/idletrace-kernels),
-# IDLETRACE_KERNEL_REFRESH=1 (look for a newer linux-source-6.12), as for
-# scripts/kernel-matrix.sh.
+# IDLETRACE_KERNEL_REFRESH=1 (look for a newer linux-source-SERIES), as for
+# scripts/kernel-matrix.sh; IDLETRACE_LAB_SERIES (6.12).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -42,7 +46,8 @@ for a in "$@"; do
 	esac
 done
 
-SERIES=6.12
+SERIES=${IDLETRACE_LAB_SERIES:-6.12}
+[ -d "lab/kernel/$SERIES" ] || { echo "lab-kernel: no lab kernel for Linux $SERIES (lab/kernel/ has: $(cd lab/kernel && ls -d [0-9]* | tr '\n' ' '))" >&2; exit 2; }
 # Bump when the build steps below change in a way that changes the result.
 RECIPE=1
 CACHE=${IDLETRACE_KERNEL_CACHE:-/var/cache/idletrace-kernels}
@@ -65,11 +70,20 @@ srcdeb=$(cached_debs "linux-source-${SERIES}_*.deb" | tail -1) || true # (no mat
 if [ $CACHED_ONLY = 0 ] && { [ -z "$srcdeb" ] || [ "${IDLETRACE_KERNEL_REFRESH:-}" = 1 ]; }; then
 	apt_update
 	pkg=linux-source-$SERIES
+	# bookworm's, else trixie-backports' (kernel-cache.sh's own apt).
+	opts=
 	ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')
-	[ -n "$ver" ] && [ "$ver" != "(none)" ] || { log "apt knows no $pkg"; exit 1; }
+	if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then
+		backports_update || exit 1
+		opts=$(backports_apt_opts)
+		# shellcheck disable=SC2086 # opts are words without spaces
+		ver=$(apt-cache $opts policy "$pkg" | awk '/Candidate:/ {print $2}')
+	fi
+	[ -n "$ver" ] && [ "$ver" != "(none)" ] || { log "apt knows no $pkg (in bookworm or $BACKPORTS_SUITE)"; exit 1; }
 	if [ -z "$(cached_debs "${pkg}_${ver//:/%3a}_*.deb")" ]; then
 		log "downloading $pkg $ver"
-		(cd "$WORK" && apt-get download -q "$pkg=$ver" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; exit 1; }
+		# shellcheck disable=SC2086
+		(cd "$WORK" && apt-get $opts download -q "$pkg=$ver" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; exit 1; }
 		mv "$WORK/${pkg}"_*.deb "$CACHE"/
 	fi
 	srcdeb=$(cached_debs "${pkg}_*.deb" | tail -1) || true
@@ -84,22 +98,23 @@ pkgver=${pkgver%_*.deb}
 
 hash=$( (
 	echo "recipe=$RECIPE package=$srcdeb"
-	for f in lab/kernel/lab.config lab/kernel/*.patch; do
+	for f in lab/kernel/lab.config lab/kernel/"$SERIES"/*.patch; do
 		[ -f "$f" ] && echo "$f" && cat "$f"
 	done
 ) | sha256sum | cut -c1-12)
 DIR=$CACHE/lab-$SERIES-${pkgver//[^A-Za-z0-9.+-]/_}-$hash
 
 # The names scripts/lab.sh looks for: DIR/vmlinuz, DIR/config, DIR/build
-# (the tree), and $CACHE/lab-kernel pointing at the newest DIR reported.
+# (the tree), and $CACHE/lab-kernel-SERIES pointing at the newest DIR of
+# the series reported.
 links() {
 	local rel
 	rel=$(sed -n 's/^release=//p' "$DIR/build.txt")
 	[ -e "$DIR/vmlinuz" ] || ln -s "boot/vmlinuz-$rel" "$DIR/vmlinuz"
 	[ -e "$DIR/config" ] || ln -s "boot/config-$rel" "$DIR/config"
 	[ -e "$DIR/build" ] || ln -s src "$DIR/build"
-	if [ "$(readlink "$CACHE/lab-kernel" 2>/dev/null)" != "${DIR##*/}" ]; then
-		ln -sfn "${DIR##*/}" "$CACHE/.lab-kernel.$$" && mv -fT "$CACHE/.lab-kernel.$$" "$CACHE/lab-kernel"
+	if [ "$(readlink "$CACHE/lab-kernel-$SERIES" 2>/dev/null)" != "${DIR##*/}" ]; then
+		ln -sfn "${DIR##*/}" "$CACHE/.lab-kernel.$$" && mv -fT "$CACHE/.lab-kernel.$$" "$CACHE/lab-kernel-$SERIES"
 	fi
 }
 report() {
@@ -149,7 +164,7 @@ log "extracting $srcdeb"
 dpkg-deb --fsys-tarfile "$CACHE/$srcdeb" | tar -xO "./usr/src/linux-source-$SERIES.tar.xz" | tar -xJ -C "$part"
 mv "$part/linux-source-$SERIES" "$part/src"
 src=$part/src
-for p in lab/kernel/*.patch; do
+for p in lab/kernel/"$SERIES"/*.patch; do
 	[ -f "$p" ] || continue
 	log "applying $p"
 	patch -d "$src" -p1 --forward --quiet <"$p" || { log "$p does not apply to $srcdeb"; exit 1; }

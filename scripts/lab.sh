@@ -22,9 +22,11 @@
 # Environment:
 #   IDLETRACE_KERNEL_CACHE   kernel packages, headers, built modules and the
 #                            lab kernel (default /var/cache/idletrace-kernels)
-#   IDLETRACE_LAB_KERNEL_DIR the lab kernel (default $CACHE/lab-kernel): vmlinuz,
-#                            config, and build/ (its tree, modules built: make
-#                            -C build M=... must work)
+#   IDLETRACE_LAB_KERNEL_DIR the lab kernel (default $CACHE/lab-kernel-SERIES):
+#                            vmlinuz, config, and build/ (its tree, modules
+#                            built: make -C build M=... must work)
+#   IDLETRACE_LAB_SERIES     the lab kernel's Linux series, 6.12 (default) or
+#                            7.3 (scripts/lab-kernel.sh)
 #   IDLETRACE_LAB_TIMEOUT    seconds before the VM is killed (default 3600)
 #   IDLETRACE_LAB_MEM        guest memory in MiB (default 2048)
 #   IDLETRACE_LAB_DISK       size of /data and of /out's disk (default 1G)
@@ -74,8 +76,9 @@ C-state table, selects the kernel's governor, and runs COMMAND as root
 there (idletrace and fio on PATH, --in's files in its directory, a scratch
 disk at /data; what it writes to /out comes back in --out).
 
-  --kernel    6.1, 6.12 (Debian's) or lab (6.12 with teo and the lab's
-              switches, built once by scripts/lab-kernel.sh)   default 6.12
+  --kernel    6.1, 6.12 (Debian's) or lab (6.12, or IDLETRACE_LAB_SERIES=7.3,
+              with teo and the lab's switches, built once by
+              scripts/lab-kernel.sh)                            default 6.12
   --profile   a built-in profile (idletrace profiles) or a profile file
                                                                 default spr
   --governor  menu, ladder, or teo (lab kernel only)            default menu
@@ -181,7 +184,7 @@ fi
 
 # --- kernel and module ---------------------------------------------------------
 if [ "$KERNEL" = lab ]; then
-	kdir=${IDLETRACE_LAB_KERNEL_DIR:-$CACHE/lab-kernel}
+	kdir=${IDLETRACE_LAB_KERNEL_DIR:-$CACHE/lab-kernel-${IDLETRACE_LAB_SERIES:-6.12}}
 	[ -f "$kdir/vmlinuz" ] && [ -f "$kdir/config" ] && [ -f "$kdir/build/Module.symvers" ] ||
 		die "--kernel lab: the lab kernel is not built yet (expected $kdir/vmlinuz, $kdir/config and $kdir/build/ with Module.symvers)"
 	vmlinuz=$kdir/vmlinuz config=$kdir/config kbuild=$kdir/build

@@ -441,7 +441,7 @@ func renderStatsIO(d *doc, s *Stats) error {
 		if n == 1 {
 			noun = "request"
 		}
-		parts := fmt.Sprintf("%d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their completion tracepoint ran without idletrace's programs)",
+		parts := fmt.Sprintf("%d whose issue was not traced (in flight at start, or completed without an issue of their own), %d not delivered by the kernel (their issue or completion tracepoint ran without idletrace's programs)",
 			*io.WithoutIssueInWindow, *io.UndeliveredInWindow)
 		mismatch := slices.ContainsFunc(s.Mismatches, func(m Mismatch) bool { return m.Kind == "block" })
 		room := accountRoom(io.Devices)

@@ -206,9 +206,8 @@ type IOStats struct {
 	// WithoutIssueInWindow is the number of completions in the window whose
 	// issue the recorder did not see (in flight at start, or completed
 	// without an issue of their own), and UndeliveredInWindow of those
-	// whose completion the kernel never
-	// delivered to the programs (trace.IOUndelivered; null without the
-	// snapshots). KernelDiffExplained: the kernel's completed counts exceed
+	// whose issue or completion the kernel never delivered to the programs
+	// (trace.IOUndelivered; null without the snapshots). KernelDiffExplained: the kernel's completed counts exceed
 	// the traced ones by exactly their sum, so they agree (or, where a
 	// snapshot's counts moved while read, by as much as the ranges allow).
 	WithoutIssueInWindow *uint64 `json:"without_traced_issue_in_window"`

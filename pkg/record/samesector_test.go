@@ -114,7 +114,7 @@ func TestRecordSameSector(t *testing.T) {
 	t.Logf("reads of one block: done %d (%d + %d), traced %d of sector %d, %d of them issued while another was in flight",
 		done, reads[0], reads[1], traced, sector, overlapping)
 	queues := hardwareQueues(disk)
-	t.Logf("fdatasyncs %d + %d; flushes traced %d (%d issued while another was in flight), kernel %d (%d hardware queues); %d completions not delivered by the kernel, %d requests in flight at start",
+	t.Logf("fdatasyncs %d + %d; flushes traced %d (%d issued while another was in flight), kernel %d (%d hardware queues); %d requests whose issue or completion the kernel did not deliver, %d in flight at start",
 		syncs[0], syncs[1], flushes, overlappingFlushes, kernelFlushes, queues, undelivered, acct.IOInFlightAtStart)
 	if done < 200 {
 		t.Fatalf("only %d reads of the block in %v: too few to put two in flight together", done, runFor)

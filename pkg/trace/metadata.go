@@ -533,17 +533,20 @@ func (b BlockCounter) Completed() uint64 {
 // IOUndelivered is how many completed requests, inside the snapshot window,
 // the kernel counted in /sys/block/DEV/stat without the trace holding them:
 // completions of requests issued before the recording (unmatched) and
-// completions the kernel never delivered to the BPF programs (orphaned:
-// counted exactly where the snapshots carry IORaised, else found as issues
-// left waiting). ok is false when the snapshots needed are missing.
+// requests whose issue or completion the kernel never delivered to the BPF
+// programs (orphaned: counted exactly where the snapshots carry IORaised,
+// else found as issues left waiting). An issue skipped (the kernel's
+// recursion guard: a block_rq_issue nested in another on the same CPU,
+// seen on 7.3) loses its request as surely as a completion skipped. ok is false when the
+// snapshots needed are missing.
 func IOUndelivered(start *Snapshot, end *End) (unmatched, orphaned uint64, ok bool) {
 	if start == nil || end == nil || end.Snapshot == nil {
 		return 0, 0, false
 	}
 	unmatched = subFloor(end.Snapshot.IOUnmatched, start.IOUnmatched)
 	if r0, r1 := start.IORaised, end.Snapshot.IORaised; r0 != nil && r1 != nil {
-		if _, completions, measured := r1.undeliveredSince(r0); measured {
-			return unmatched, completions, true
+		if issues, completions, measured := r1.undeliveredSince(r0); measured {
+			return unmatched, issues + completions, true
 		}
 	}
 	return unmatched, subFloor(end.Snapshot.IOOrphaned, start.IOOrphaned) + end.IOOrphanedAtStop, true

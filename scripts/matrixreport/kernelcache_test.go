@@ -92,3 +92,66 @@ func TestCachedLookup(t *testing.T) {
 		}
 	}
 }
+
+// buildDeb makes a minimal Debian package at path holding files (path in
+// the package → content).
+func buildDeb(t *testing.T, path, name string, files map[string]string) {
+	t.Helper()
+	root := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	control := "Package: " + name + "\nVersion: 7.3.4-1\nArchitecture: amd64\nMaintainer: test <t@example.org>\nDescription: test\n"
+	if err := os.MkdirAll(filepath.Join(root, "DEBIAN"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "DEBIAN", "control"), []byte(control), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, path).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb --build: %v: %s", err, out)
+	}
+}
+
+// TestSplitKernelPackage: trixie-backports' kernels come as linux-binary
+// (vmlinuz under /usr/lib/modules) and linux-base (its config); a cached
+// pair is found by its series and laid out as bookworm's /boot, and a
+// linux-binary without its linux-base is refused in one line naming it.
+func TestSplitKernelPackage(t *testing.T) {
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("no dpkg-deb on this machine")
+	}
+	cache := t.TempDir()
+	const rel = "7.3.4+deb13-cloud-amd64"
+	binName := "linux-binary-" + rel
+	bin := filepath.Join(cache, binName+"_7.3.4-1~bpo13+1_amd64.deb")
+	buildDeb(t, bin, binName, map[string]string{"usr/lib/modules/" + rel + "/vmlinuz": "kernel"})
+	out, err := cacheShell(t, cache, `kernel_deb "$1"`, "7.3")
+	if got := strings.TrimSpace(out); err != nil || got != bin {
+		t.Fatalf("kernel_deb 7.3: %v: %q, want %s", err, got, bin)
+	}
+	out, err = cacheShell(t, cache, `kernel_dir "$1"`, bin)
+	if err == nil || !strings.Contains(out, "linux-base-"+rel) {
+		t.Errorf("kernel_dir without linux-base: %v: %q, want a refusal naming linux-base-%s", err, out, rel)
+	}
+	baseName := "linux-base-" + rel
+	buildDeb(t, filepath.Join(cache, baseName+"_7.3.4-1~bpo13+1_amd64.deb"), baseName,
+		map[string]string{"usr/lib/modules/" + rel + "/config": "CONFIG_HZ=250\n"})
+	out, err = cacheShell(t, cache, `kernel_dir "$1"`, bin)
+	if err != nil {
+		t.Fatalf("kernel_dir: %v: %s", err, out)
+	}
+	dir := strings.TrimSpace(out)
+	for name, want := range map[string]string{"vmlinuz-" + rel: "kernel", "config-" + rel: "CONFIG_HZ=250\n"} {
+		b, err := os.ReadFile(filepath.Join(dir, "boot", name))
+		if err != nil || string(b) != want {
+			t.Errorf("boot/%s: %v: %q, want %q", name, err, b, want)
+		}
+	}
+}

@@ -49,7 +49,7 @@ func fetchInto(t *testing.T, cache string, empty bool) {
 	t.Helper()
 	series := os.Getenv("IDLETRACE_KERNELS")
 	if series == "" {
-		series = "6.1 6.12"
+		series = "6.1 6.12 7.3"
 	}
 	t.Logf("kernel cache %s (empty: %v), kernels %s", cache, empty, series)
 	cmd := exec.Command("bash", "../kernel-matrix.sh", "--fetch")
