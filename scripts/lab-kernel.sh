@@ -98,7 +98,7 @@ pkgver=${pkgver%_*.deb}
 
 hash=$( (
 	echo "recipe=$RECIPE package=$srcdeb"
-	for f in lab/kernel/lab.config lab/kernel/"$SERIES"/*.patch; do
+	for f in lab/kernel/lab.config lab/kernel/"$SERIES"/*.patch lab/kernel/"$SERIES"/config.sed; do
 		[ -f "$f" ] && echo "$f" && cat "$f"
 	done
 ) | sha256sum | cut -c1-12)
@@ -172,7 +172,14 @@ done
 
 kmake() { nice -n 10 make -C "$src" ARCH=x86_64 "$@"; }
 kmake -s tinyconfig >/dev/null
-(cd "$src" && scripts/kconfig/merge_config.sh -m .config "$ROOT/lab/kernel/lab.config" >"$WORK/merge.log" 2>&1) ||
+# The fragment under the series' option names (lab/kernel/SERIES/config.sed).
+fragment=$WORK/lab.config
+if [ -f "lab/kernel/$SERIES/config.sed" ]; then
+	sed -f "lab/kernel/$SERIES/config.sed" lab/kernel/lab.config >"$fragment"
+else
+	cp lab/kernel/lab.config "$fragment"
+fi
+(cd "$src" && scripts/kconfig/merge_config.sh -m .config "$fragment" >"$WORK/merge.log" 2>&1) ||
 	{ cat "$WORK/merge.log" >&2; exit 1; }
 kmake -s olddefconfig >/dev/null
 # Every line of the fragment must have survived (an unmet dependency drops
@@ -188,7 +195,7 @@ while IFS= read -r line; do
 		log "config: wanted '$line', got: $(grep -E "^(# )?$opt[= ]" "$src/.config" || echo 'not set (missing dependency)')"
 		bad=1
 	}
-done <lab/kernel/lab.config
+done <"$fragment"
 [ $bad = 0 ] || exit 1
 
 log "building (nice -n 10, make -j$(nproc)); 9-10 min on 2 shared CPUs"

@@ -163,9 +163,9 @@ func TestParsePolicy(t *testing.T) {
 		{"menu+kernel=banana", `policy "menu+kernel=banana": kernel: "banana" is not a kernel release`},
 		// Releases no model knows are refused, not silently given the
 		// nearest model (trial 11 item 7).
-		{"menu+kernel=2.6", `policy "menu+kernel=2.6": kernel: "2.6" is outside the releases modelled, 4.17 to 7.1`},
+		{"menu+kernel=2.6", `policy "menu+kernel=2.6": kernel: "2.6" is outside the releases modelled, 4.17 to 7.3`},
 		{"menu+kernel=4.16.9", `policy "menu+kernel=4.16.9": kernel: "4.16.9" is outside the releases modelled`},
-		{"menu+kernel=7.2", `policy "menu+kernel=7.2": kernel: "7.2" is outside the releases modelled`},
+		{"menu+kernel=7.4", `policy "menu+kernel=7.4": kernel: "7.4" is outside the releases modelled`},
 		{"menu+kernel=99.1", `policy "menu+kernel=99.1": kernel: "99.1" is outside the releases modelled`},
 		// Nor releases before the governor existed: teo came in 5.1,
 		// haltpoll in 5.4.

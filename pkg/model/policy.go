@@ -118,16 +118,18 @@ func (v Version) Is(major, minor int) bool { return v.Major == major && v.Minor 
 
 // NewestVersion is the newest mainline release whose governor behaviour is
 // modelled; used when neither kernel= nor the trace names one.
-var NewestVersion = Version{7, 0, -1}
+var NewestVersion = Version{7, 3, -1}
 
 // OldestModelled and LatestModelled bound kernel=: the first release of the
 // oldest rule modelled (the poll limit's CPUIDLE_POLL_MAX, 4.17, in
-// kernelPollRule) and the release of the newest change modelled (menu's
-// e57c2bf2e89d, 7.1). Outside them the models would answer for a kernel
-// they do not know.
+// kernelPollRule) and the newest release whose governors were read against
+// the models: 7.3 (Debian's 7.3.4 source, whose drivers/cpuidle is 7.1's
+// but for comments: the newest changes modelled are 7.1's, menu's
+// e57c2bf2e89d and teo's 106a2662e655). Outside them the models would
+// answer for a kernel they do not know.
 var (
 	OldestModelled = Version{4, 17, -1}
-	LatestModelled = Version{7, 1, -1}
+	LatestModelled = Version{7, 3, -1}
 )
 
 // firstRelease is the first mainline release of the governors younger than
@@ -410,7 +412,7 @@ var modifierTable = []Modifier{
 	},
 	{
 		Name: "kernel", Value: "VERSION",
-		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (teo from 5.1, haltpoll from 5.4; default: the recorded kernel's, else " + NewestVersion.String() + ", the newest release modelled whole; " + LatestModelled.String() + " only where named, for the one change of it modelled)",
+		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (teo from 5.1, its 6.19 and 7.0 intercept walk with the tick stopped taken as 7.1's; haltpoll from 5.4; default: the recorded kernel's, else " + NewestVersion.String() + ")",
 		Example: "menu+kernel=6.12",
 		set: func(p *Policy, val string) error {
 			v, err := ParseVersion(val)

@@ -16,13 +16,11 @@ package model
 // (shallowerAlways).
 //
 // Releases before 6.14 (kernel=6.12, or a trace recorded on one) run the
-// 6.11–6.13 form instead: teo612.go (newTEOFor picks). Left out: the rest
-// of the 6.19/7.0 rework (tick wake-up classification, zero-size bins,
-// max-intercepts bound, and 50db438231dc's reversed tick_intercepts test,
-// measured ≤ TICK_NSEC, of 6.19) — from 6.14 on, kernel= changes only
-// a03b2011808a; the replay runs the 6.18.y logic. 50db438231dc was Cc
-// stable, but no 6.18.y review series up to 6.18.44 carried it, and
-// 6.18.3's teo.c still counts measured ≥ TICK_NSEC, as this model does.
+// 6.11–6.13 form instead: teo612.go; 6.19 and later the reworked form:
+// teo619.go (newTEOFor picks). 50db438231dc (6.19's reversed
+// tick_intercepts test, measured ≤ TICK_NSEC) was Cc stable, but no
+// 6.18.y review series up to 6.18.44 carried it, and 6.18.3's teo.c still
+// counts measured ≥ TICK_NSEC, as this model does.
 
 const (
 	teoPulse      = 1024

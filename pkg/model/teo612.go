@@ -82,9 +82,13 @@ func teoForm612(v Version) bool { return !v.AtLeast(6, 14) }
 // a03b2011808a: 6.12.y from 6.12.64.
 func teo612ShallowerAlways(v Version) bool { return v.Is(6, 12) && v.Patch >= 64 }
 
-// newTEOFor is teo as release v runs it; shallowerAlways is
-// teoShallowerAlways(v) for the 6.14+ form.
+// newTEOFor is teo as release v runs it: the 6.11–6.13 form, the
+// 6.14–6.18 one (shallowerAlways is teoShallowerAlways(v)), or 6.19's and
+// later (teo619.go).
 func newTEOFor(t *table, v Version) governor {
+	if v.AtLeast(6, 19) {
+		return newTEO619(t, v)
+	}
 	if teoForm612(v) {
 		g := newTEO612(t)
 		g.shallowerAlways = teo612ShallowerAlways(v)
