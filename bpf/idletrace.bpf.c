@@ -375,10 +375,10 @@ static __always_inline __s64 next_hrtimer_without(struct hrtimer_cpu_base *cb, _
 		if (!n)
 			continue;
 		/* The rb_node opens the hrtimer. Its expiry is read through the
-		 * hrtimer, not the timerqueue_node it used to open: 7.3's hrtimer
-		 * opens a timerqueue_linked_node (an rb_node_linked, the rb_node
-		 * and two list pointers, then the expiry), and timerqueue_node's
-		 * offset read the list's prev pointer there. */
+		 * hrtimer, not the timerqueue_node it used to open: 7.2's and
+		 * 7.3's hrtimer opens a timerqueue_linked_node (an rb_node_linked,
+		 * the rb_node and two list pointers, then the expiry), and
+		 * timerqueue_node's offset read the list's prev pointer there. */
 		__s64 e = BPF_CORE_READ((struct hrtimer *)n, node.expires) - BPF_CORE_READ(b, offset);
 		if (e < next)
 			next = e;

@@ -250,10 +250,12 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if prof.Name != "measured" {
 		exits = analysis.NewExitLatencyCheck(r.Meta, r.End)
 	}
+	var sleepLengths analysis.SleepLengthCheck
 	idle := func(p *trace.IdlePeriod) error {
 		if window.Valid(p) && !window.IdleInWindow(p) && replay.Replays(p) { // as stats' outside_window counts, of those replayed
 			outside++
 		}
+		sleepLengths.Add(p)
 		if exits != nil {
 			exits.Add(p)
 		}
@@ -261,6 +263,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	}
 	if err := r.Scan(trace.Visitor{Idle: idle, BlockIO: replay.BlockIO}); err != nil {
 		return nil, err
+	}
+	if n := sleepLengths.Note(); n != "" && slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovMenu || p.Governor == model.GovTEO }) {
+		notes = append(notes, n)
 	}
 	recorded := slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovRecorded })
 	if outside > 0 && recorded && len(meta.States) > 0 { // only the recorded policy's counts have the kernel's to meet

@@ -985,3 +985,57 @@ func outsideCounts(t *testing.T, path string) (replayed, afterEnd, stats uint64)
 	t.Logf("stats: %d idle periods outside the window; whatif's notes: %d replayed, %d after the end", s.Outside.IdlePeriods, replayed, afterEnd)
 	return replayed, afterEnd, s.Outside.IdlePeriods
 }
+
+// TestWhatifMisreadSleepLengths: a recording whose sleep lengths lie
+// before the clock event device's next event (idletrace before 2026-12-07
+// on Linux 7.2+ read them as kernel pointers, 35 hours in the past) gets
+// a note when menu or teo is replayed on it, and none when they are sound.
+func TestWhatifMisreadSleepLengths(t *testing.T) {
+	meta := &trace.Metadata{KernelRelease: "7.3.4", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "acpi_idle",
+		States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
+			{Index: 1, Name: "C1", ExitLatencyNs: 10_000, TargetResidencyNs: 20_000}}}}}
+	for _, tc := range []struct {
+		name     string
+		timerNs  int64 // every period's sleep length; its next event is 2 ms
+		policy   string
+		wantNote bool
+	}{
+		{"misread", -128_618_965_245_034, "menu", true},
+		{"misread, teo", -128_618_965_245_034, "teo", true},
+		{"misread, ladder only", -128_618_965_245_034, "ladder", false},
+		{"sound", 3_000_000, "menu", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "sleep.trace")
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := trace.NewWriter(f, meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range tracetest.Periods(50, 1, 1, 1e6, 5e5) {
+				p.NextTimerNs, p.NextTimerKnown = tc.timerNs, true
+				p.NextEventNs, p.NextEventKnown = 2_000_000, true
+				if err := w.AddIdle(&p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r := runBin(t, "whatif", path, "--policy", tc.policy)
+			if r.code != 0 {
+				t.Fatalf("whatif: exit %d: %s", r.code, r.stderr)
+			}
+			got := strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "50 of 50 idle periods have a sleep length (next timer) over 10 µs before the clock event device's next event")
+			if got != tc.wantNote {
+				t.Errorf("the misread-sleep-length note: %v, want %v:\n%s", got, tc.wantNote, r.stdout)
+			}
+		})
+	}
+}

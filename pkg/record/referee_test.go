@@ -317,7 +317,7 @@ func TestKernelReferee(t *testing.T) {
 	// in the window), and in the end snapshot's, with their aborted
 	// attempts (the kernel counts them in the window, the trace does not).
 	slipStart, slipEnd := map[uint32]uint64{}, map[uint32]uint64{}
-	var next nextTimerFacts
+	var next analysis.SleepLengthCheck
 	slipped := func(s *trace.Snapshot, p *trace.IdlePeriod) bool {
 		from, to, ok := s.TickHold(int(p.CPU), r.Meta.RecordedCPUs)
 		return ok && p.EntryNs >= from && p.EntryNs <= to
@@ -356,7 +356,7 @@ func TestKernelReferee(t *testing.T) {
 				}
 			}
 			loop.add(p, statesOf[p.CPU])
-			next.add(p)
+			next.Add(p)
 			if p.TickStopped == trace.Yes {
 				tickStops[p.CPU]++
 			}
@@ -609,7 +609,23 @@ func TestKernelReferee(t *testing.T) {
 		}
 	})
 
-	t.Run("next-timer", func(t *testing.T) { next.check(t, r.Meta) })
+	// The sleep length the recorder read for each entry against the clock
+	// event device's next event, which the kernel itself programmed (7.3's
+	// hrtimer layout once made every sleep length a kernel pointer's
+	// value, which only the menu model's disagreement showed).
+	t.Run("next-timer", func(t *testing.T) {
+		if !r.Meta.Inputs.NextTimer {
+			t.Skip("the recording has no next-timer input on this kernel (no NO_HZ tick state to read)")
+		}
+		if next.Known == 0 {
+			t.Fatal("the recording says it reads the next timer, yet no idle period in the window has both it and the next event")
+		}
+		t.Logf("%d idle periods with a sleep length and a next event: %d with the sleep length over %d µs before the event (worst %d ns)",
+			next.Known, next.BeforeEvent, analysis.SleepLengthSlackNs/1000, next.WorstNs)
+		if next.Misread() {
+			t.Error(next.Note())
+		}
+	})
 
 	t.Run("wake-causes", func(t *testing.T) {
 		if periods == 0 {
@@ -692,60 +708,6 @@ func reasonSuffix(why string) string {
 		return ""
 	}
 	return ": " + why
-}
-
-// nextTimerFacts holds the sleep length the recorder read for each entry
-// (NextTimerNs, what tick_nohz_get_sleep_length gave the governor) to the
-// clock event device's programmed next event (NextEventNs), which the
-// kernel itself set: the device fires at the earliest timer, the tick
-// included, so the sleep length, the earliest timer were the tick
-// stopped, is never before it. 7.3's hrtimer layout once made every sleep
-// length a kernel pointer's value (35 hours in the past), which only the
-// menu model's disagreement showed. The converse, that with the tick
-// stopped the two agree, holds on the host (41,351 of 41,353) but not on
-// 7.3 (320 of 775 in its VM: a device left armed for an earlier timer,
-// hrtimer's lazy rearming), so it is logged, not held.
-type nextTimerFacts struct {
-	known, beforeEvent       uint64
-	stopped, stoppedAgreeing uint64
-	worst                    int64 // the most negative NextTimerNs − NextEventNs
-}
-
-// nextTimerSlackNs: the device may be programmed a little after the timer
-// it serves (its minimum delta); 10 µs is several of them under TCG.
-const nextTimerSlackNs = 10_000
-
-func (f *nextTimerFacts) add(p *trace.IdlePeriod) {
-	if !p.NextTimerKnown || !p.NextEventKnown {
-		return
-	}
-	f.known++
-	d := p.NextTimerNs - p.NextEventNs
-	if d < -nextTimerSlackNs {
-		f.beforeEvent++
-	}
-	f.worst = min(f.worst, d)
-	if p.TickStopped == trace.Yes {
-		f.stopped++
-		if d <= nextTimerSlackNs {
-			f.stoppedAgreeing++
-		}
-	}
-}
-
-func (f *nextTimerFacts) check(t *testing.T, meta *trace.Metadata) {
-	if !meta.Inputs.NextTimer {
-		t.Skip("the recording has no next-timer input on this kernel (no NO_HZ tick state to read)")
-	}
-	if f.known == 0 {
-		t.Fatal("the recording says it reads the next timer, yet no idle period in the window has both it and the next event")
-	}
-	t.Logf("%d idle periods with a sleep length and a next event: %d with the sleep length over %d µs before the event (worst %d ns); tick stopped at %d, of which %d within %d µs of it",
-		f.known, f.beforeEvent, nextTimerSlackNs/1000, f.worst, f.stopped, f.stoppedAgreeing, nextTimerSlackNs/1000)
-	// The host and the VMs: none before the event.
-	if f.beforeEvent*100 > f.known {
-		t.Errorf("%d of %d idle periods have a sleep length over %d µs before the clock event device's next event (worst %d ns): the recorder misreads the next timer", f.beforeEvent, f.known, nextTimerSlackNs/1000, f.worst)
-	}
 }
 
 // loopFacts gathers what the kernel's own tick states say about the
