@@ -167,7 +167,9 @@ func (ps *polSim) selectAt(c *cpuShared, cs *cpuSim, pi *periodInfo, segStart, t
 	if pi.tickFree {
 		tickFreeTo = pi.x
 	}
-	sleep := max(pi.nextTimer-cs.idleEntry, 0)
+	// Signed, as tick_nohz_get_sleep_length() gives it: menu clamps a
+	// negative one to 0 itself, teo keeps it (teo619.go's hit test).
+	sleep := pi.nextTimer - cs.idleEntry
 	dt, nb := ps.r.deltaTick(c, t, cs.idleEntry, sleep, deltaNext, stopped, pi.devStopped, tickFreeTo)
 	// Field by field: a composite literal is built on the stack and copied
 	// with wide loads that stall on the narrow stores just before them.

@@ -21,7 +21,7 @@ func (ps *polSim) shadowSelect(c *cpuShared, cs *cpuSim, pi *periodInfo) int {
 	if cs.shadow == nil {
 		cs.shadow = ps.newCPU().gov
 	}
-	sleep := max(pi.nextTimer-pi.idleEntry, 0)
+	sleep := pi.nextTimer - pi.idleEntry // signed, as in selectAt
 	dt, _ := ps.r.deltaTick(c, pi.e, pi.idleEntry, sleep, pi.deltaNext, pi.tickStopped, pi.devStopped, 0)
 	in := &cs.in // scratch, as in selectAt: a local would escape
 	in.latReq, in.sleepLen, in.deltaTick, in.tickStopped = ps.latReq(c, pi.e), sleep, dt, pi.tickStopped
