@@ -62,12 +62,25 @@ cached_debs() {
 # bookworm package carries trixie's keys) as it does bookworm's.
 BACKPORTS_SUITE=trixie-backports
 backports_apt_dir() { echo "$CACHE/apt-$BACKPORTS_SUITE"; }
-backports_apt_opts() {
+# backports_apt_args sets apt_args to that configuration's options, each one
+# word whatever the cache's path; backports_apt ARGS and backports_apt_cache
+# ARGS are apt-get and apt-cache with them.
+backports_apt_args() {
 	local d
 	d=$(backports_apt_dir)
-	echo "-o Dir::Etc::SourceList=$d/sources.list -o Dir::Etc::SourceParts=$d/empty" \
-		"-o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=$d/empty" \
-		"-o Dir::State::Lists=$d/lists -o Dir::Cache=$d/cache -o APT::Sandbox::User=root"
+	apt_args=(-o "Dir::Etc::SourceList=$d/sources.list" -o "Dir::Etc::SourceParts=$d/empty"
+		-o Dir::Etc::Preferences=/dev/null -o "Dir::Etc::PreferencesParts=$d/empty"
+		-o "Dir::State::Lists=$d/lists" -o "Dir::Cache=$d/cache" -o APT::Sandbox::User=root)
+}
+backports_apt() {
+	local apt_args
+	backports_apt_args
+	apt-get "${apt_args[@]}" "$@"
+}
+backports_apt_cache() {
+	local apt_args
+	backports_apt_args
+	apt-cache "${apt_args[@]}" "$@"
 }
 backports_updated=0
 backports_update() {
@@ -76,19 +89,18 @@ backports_update() {
 	d=$(backports_apt_dir)
 	mkdir -p "$d/lists/partial" "$d/cache/archives/partial" "$d/empty"
 	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $BACKPORTS_SUITE main" >"$d/sources.list"
-	# shellcheck disable=SC2046 # the options are words without spaces
-	apt-get $(backports_apt_opts) update -qq || { log "apt-get update of $BACKPORTS_SUITE failed"; return 1; }
+	backports_apt update -qq || { log "apt-get update of $BACKPORTS_SUITE failed"; return 1; }
 	backports_updated=1
 }
 
-# download_pkg APT_OPTS PKG: apt-get download PKG (apt's newest) into the cache.
+# download_pkg APT PKG[=VERSION]: APT download PKG (APT: apt-get, or
+# backports_apt) into the cache, unless a file of it is there.
 download_pkg() {
-	local opts=$1 pkg=$2
+	local apt=$1 pkg=${2%%=*}
 	[ -n "$(cached_debs "${pkg}_*.deb")" ] && return 0
-	log "downloading $pkg"
-	# shellcheck disable=SC2086 # opts are words without spaces
-	(cd "$WORK" && apt-get $opts download -q "$pkg" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; return 1; }
-	mv "$WORK/${pkg}"_*.deb "$CACHE"/ || { log "apt-get download $pkg left no ${pkg}_*.deb"; return 1; }
+	log "downloading $2"
+	(cd "$WORK" && "$apt" download -q "$2" >/dev/null 2>&1) || { log "apt-get download $2 failed"; return 1; }
+	mv "$WORK/${pkg}"_*.deb "$CACHE"/ || { log "apt-get download $2 left no ${pkg}_*.deb"; return 1; }
 }
 
 # kernel_deb SERIES: the path of the newest cached package of that series
@@ -97,25 +109,28 @@ download_pkg() {
 # linux-image-ABI-cloud-amd64-unsigned with /boot; trixie-backports' (7.x)
 # are split: linux-binary-ABI-cloud-amd64 holds
 # /usr/lib/modules/ABI/vmlinuz, linux-base-ABI-cloud-amd64 its config, and
-# both are cached (kernel_dir takes the second from the first's name).
+# a linux-binary counts as cached only beside its linux-base of the same
+# file name (kernel_dir takes the second from the first's name).
 kernel_deb() {
 	local s=$1 pkg deb
 	# The series as a glob: 6.1 must not match 6.12 (hence the [.-]).
 	deb=$(cached_debs "linux-image-${s}[.-]*-cloud-amd64-unsigned_*.deb" | tail -1) || true # (no match: status 1)
-	[ -n "$deb" ] || deb=$(cached_debs "linux-binary-${s}[.-]*-cloud-amd64_*.deb" | tail -1) || true
+	if [ -z "$deb" ]; then
+		deb=$(cached_debs "linux-binary-${s}[.-]*-cloud-amd64_*.deb" | tail -1) || true
+		[ -z "$deb" ] || [ -f "$CACHE/linux-base-${deb#linux-binary-}" ] || deb=
+	fi
 	if [ -z "$deb" ] || [ "${IDLETRACE_KERNEL_REFRESH:-}" = 1 ]; then
 		apt_update
 		# apt-cache takes a regex: the series' dots are escaped.
 		pkg=$(apt-cache search --names-only "^linux-image-${s//./\\.}[.-][^ ]*-cloud-amd64-unsigned\$" | awk '{print $1}' | sort -V | tail -1)
 		if [ -n "$pkg" ]; then
-			download_pkg "" "$pkg" || return 1
+			download_pkg apt-get "$pkg" || return 1
 		else
 			backports_update || return 1
-			# shellcheck disable=SC2046
-			pkg=$(apt-cache $(backports_apt_opts) search --names-only "^linux-binary-${s//./\\.}[.-][^ ]*-cloud-amd64\$" | awk '{print $1}' | sort -V | tail -1)
+			pkg=$(backports_apt_cache search --names-only "^linux-binary-${s//./\\.}[.-][^ ]*-cloud-amd64\$" | awk '{print $1}' | sort -V | tail -1)
 			[ -n "$pkg" ] || { log "no Debian package for kernel $s (in bookworm or $BACKPORTS_SUITE)"; return 1; }
-			download_pkg "$(backports_apt_opts)" "$pkg" || return 1
-			download_pkg "$(backports_apt_opts)" "linux-base-${pkg#linux-binary-}" || return 1
+			download_pkg backports_apt "$pkg" || return 1
+			download_pkg backports_apt "linux-base-${pkg#linux-binary-}" || return 1
 		fi
 		deb=$(cached_debs "${pkg}_*.deb" | tail -1)
 	fi

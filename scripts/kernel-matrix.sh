@@ -239,7 +239,7 @@ go run ./scripts/matrixreport $mode -out testdata/kernel-matrix -readme README.m
 if [ -n "${IDLETRACE_MATRIX_KEEP:-}" ]; then
 	mkdir -p "$IDLETRACE_MATRIX_KEEP"
 	for s in host $SERIES; do
-		[ -d "$WORK/$s" ] && cp -r "$WORK/$s" "$IDLETRACE_MATRIX_KEEP"/
+		[ -d "$WORK/$s" ] && { cp -r "$WORK/$s" "$IDLETRACE_MATRIX_KEEP"/ || log "keeping $s's results failed"; }
 	done
 	log "results kept in $IDLETRACE_MATRIX_KEEP"
 fi

@@ -71,19 +71,17 @@ if [ $CACHED_ONLY = 0 ] && { [ -z "$srcdeb" ] || [ "${IDLETRACE_KERNEL_REFRESH:-
 	apt_update
 	pkg=linux-source-$SERIES
 	# bookworm's, else trixie-backports' (kernel-cache.sh's own apt).
-	opts=
+	apt=apt-get
 	ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')
 	if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then
 		backports_update || exit 1
-		opts=$(backports_apt_opts)
-		# shellcheck disable=SC2086 # opts are words without spaces
-		ver=$(apt-cache $opts policy "$pkg" | awk '/Candidate:/ {print $2}')
+		apt=backports_apt
+		ver=$(backports_apt_cache policy "$pkg" | awk '/Candidate:/ {print $2}')
 	fi
 	[ -n "$ver" ] && [ "$ver" != "(none)" ] || { log "apt knows no $pkg (in bookworm or $BACKPORTS_SUITE)"; exit 1; }
 	if [ -z "$(cached_debs "${pkg}_${ver//:/%3a}_*.deb")" ]; then
-		log "downloading $pkg $ver"
-		# shellcheck disable=SC2086
-		(cd "$WORK" && apt-get $opts download -q "$pkg=$ver" >/dev/null 2>&1) || { log "apt-get download $pkg failed"; exit 1; }
+		(cd "$WORK" && "$apt" download -q "$pkg=$ver" >/dev/null 2>&1) || { log "apt-get download $pkg=$ver failed"; exit 1; }
+		log "downloaded $pkg $ver"
 		mv "$WORK/${pkg}"_*.deb "$CACHE"/
 	fi
 	srcdeb=$(cached_debs "${pkg}_*.deb" | tail -1) || true
@@ -99,7 +97,11 @@ pkgver=${pkgver%_*.deb}
 hash=$( (
 	echo "recipe=$RECIPE package=$srcdeb"
 	for f in lab/kernel/lab.config lab/kernel/"$SERIES"/*.patch lab/kernel/"$SERIES"/config.sed; do
-		[ -f "$f" ] && echo "$f" && cat "$f"
+		# (a series without config.sed: skipped, not a failed loop under
+		# pipefail)
+		[ -f "$f" ] || continue
+		echo "$f"
+		cat "$f"
 	done
 ) | sha256sum | cut -c1-12)
 DIR=$CACHE/lab-$SERIES-${pkgver//[^A-Za-z0-9.+-]/_}-$hash

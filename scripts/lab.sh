@@ -124,7 +124,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -ge 1 ] || usage
-case $KERNEL in 6.1 | 6.12 | lab) ;; *) echo "lab.sh: --kernel must be 6.1, 6.12 or lab" >&2; usage ;; esac
+case $KERNEL in 6.1 | 6.12 | lab) ;; *) echo "lab.sh: --kernel must be 6.1, 6.12 or lab (Linux 7.3: --kernel lab with IDLETRACE_LAB_SERIES=7.3)" >&2; usage ;; esac
 case $CPUS in '' | *[!0-9]* | 0) echo "lab.sh: --cpus must be a positive number" >&2; usage ;; esac
 case $GOVERNOR in '' | *[!a-z0-9_]*) echo "lab.sh: --governor must be a governor's name" >&2; usage ;; esac
 [ -z "$IN" ] || [ -d "$IN" ] || { echo "lab.sh: --in $IN is not a directory" >&2; usage; }
@@ -199,7 +199,9 @@ fi
 # which the lab does not use (TCG): said before booting.
 have=$(sed -n 's/^CONFIG_CPU_IDLE_GOV_\([A-Z0-9_]*\)=y$/\1/p' "$config" | tr 'A-Z' 'a-z' | grep -vx haltpoll | tr '\n' ' ')
 case " $have" in *" $GOVERNOR "*) ;; *)
-	die "governor $GOVERNOR is not in kernel $KERNEL (it has: ${have% }; haltpoll registers only under KVM, and the lab runs TCG)" ;;
+	hint=
+	[ "$KERNEL" != lab ] && [ "$GOVERNOR" = teo ] && hint="; teo is the lab kernel's: --kernel lab (IDLETRACE_LAB_SERIES=${IDLETRACE_LAB_SERIES:-6.12})"
+	die "governor $GOVERNOR is not in kernel $KERNEL (it has: ${have% }; haltpoll registers only under KVM, and the lab runs TCG$hint)" ;;
 esac
 ko=$(emu_module "$kbuild") || die "cannot build lab/idle_emu for $kbuild (see the lines above)"
 flock -u 9

@@ -267,6 +267,12 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if n := sleepLengths.Note(); n != "" && slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovMenu || p.Governor == model.GovTEO }) {
 		notes = append(notes, n)
 	}
+	for _, p := range pols {
+		if p.Kernel != nil && model.StableDiffers(p.Governor, *p.Kernel) {
+			notes = append(notes, fmt.Sprintf("%s models Linux %s as released (%s.0); the %s.y stable releases took later %s changes, which the model has: name one (kernel=%s.N, as uname -r gives it) to model a stable kernel",
+				p.Spec, p.Kernel, p.Kernel, p.Kernel, p.Governor, p.Kernel))
+		}
+	}
 	recorded := slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovRecorded })
 	if outside > 0 && recorded && len(meta.States) > 0 { // only the recorded policy's counts have the kernel's to meet
 		notes = append(notes, fmt.Sprintf("%d of the idle periods replayed lie outside the window the kernel's counters cover (stats compares that window only), so recorded's above/below can exceed what stats shows for the kernel", outside))

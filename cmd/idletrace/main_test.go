@@ -1006,28 +1006,13 @@ func TestWhatifMisreadSleepLengths(t *testing.T) {
 		{"sound", 3_000_000, "menu", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			periods := tracetest.Periods(50, 1, 1, 1e6, 5e5)
+			for i := range periods {
+				periods[i].NextTimerNs, periods[i].NextTimerKnown = tc.timerNs, true
+				periods[i].NextEventNs, periods[i].NextEventKnown = 2_000_000, true
+			}
 			path := filepath.Join(t.TempDir(), "sleep.trace")
-			f, err := os.Create(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := trace.NewWriter(f, meta)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range tracetest.Periods(50, 1, 1, 1e6, 5e5) {
-				p.NextTimerNs, p.NextTimerKnown = tc.timerNs, true
-				p.NextEventNs, p.NextEventKnown = 2_000_000, true
-				if err := w.AddIdle(&p); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			tracetest.WriteFile(t, path, meta, periods, nil)
 			r := runBin(t, "whatif", path, "--policy", tc.policy)
 			if r.code != 0 {
 				t.Fatalf("whatif: exit %d: %s", r.code, r.stderr)
@@ -1037,5 +1022,42 @@ func TestWhatifMisreadSleepLengths(t *testing.T) {
 				t.Errorf("the misread-sleep-length note: %v, want %v:\n%s", got, tc.wantNote, r.stdout)
 			}
 		})
+	}
+}
+
+// TestWhatifModelledRelease: each result names the kernel release its
+// governor follows, and kernel=6.12 (mainline 6.12.0) gets a note that the
+// 6.12.y stable releases model otherwise (a new user's 6.12 answer flipped
+// between kernel=6.12 and kernel=6.12.117 with nothing to say why).
+func TestWhatifModelledRelease(t *testing.T) {
+	r := runBin(t, "whatif", "../../testdata/demo.trace", "--format", "json",
+		"--policy", "recorded", "--policy", "menu+kernel=6.12", "--policy", "menu+kernel=6.12.117", "--policy", "teo", "--policy", "oracle")
+	if r.code != 0 {
+		t.Fatalf("whatif: exit %d: %s", r.code, r.stderr)
+	}
+	var rep struct {
+		Results []struct {
+			Policy          string `json:"policy"`
+			ModelledRelease string `json:"modelled_release"`
+		} `json:"results"`
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"recorded": "", "menu+kernel=6.12": "6.12", "menu+kernel=6.12.117": "6.12.117", "teo": "6.18.44", "oracle": ""}
+	for _, res := range rep.Results {
+		if w, ok := want[res.Policy]; !ok || res.ModelledRelease != w {
+			t.Errorf("%s: modelled_release %q, want %q", res.Policy, res.ModelledRelease, w)
+		}
+	}
+	var notes []string
+	for _, n := range rep.Notes {
+		if strings.Contains(n, "as released") {
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], "menu+kernel=6.12 models Linux 6.12 as released (6.12.0)") {
+		t.Errorf("release notes %q, want one for menu+kernel=6.12", notes)
 	}
 }

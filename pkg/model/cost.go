@@ -66,6 +66,9 @@ func (ps *polSim) result(r *Replay) Result {
 	// seem to cost more.
 	res := Result{Policy: ps.pol.Spec, IdlePeriods: ps.periods, Above: ps.above, Below: ps.below,
 		Selections: ps.selections, EnergyBusyCoreSeconds: (ps.energy + busyCorePower*float64(ps.awakeNs)) / 1e9}
+	if ps.kind != GovRecorded && ps.kind != GovOracle {
+		res.ModelledRelease = ps.release.String()
+	}
 	if ps.kind != GovOracle {
 		n := ps.pollTimeouts
 		res.PollTimeouts = &n

@@ -78,7 +78,7 @@ func TestTEOShallowerStateWithStoppedTick6183(t *testing.T) {
 		{Version{6, 18, -1}, 4}, // teo_state_ok rejects C3 (100 µs < tick): stays in C6
 		{Version{6, 18, 2}, 4},
 		{Version{6, 18, 3}, 3}, // C3 fits the 150 µs sleep length
-		{Version{7, 0, -1}, 3},
+		{Version{6, 18, 44}, 3},
 	} {
 		g := newTEO(tab)
 		g.shallowerAlways = teoShallowerAlways(tc.v)
@@ -161,6 +161,32 @@ func TestMenuStableBackportReleases(t *testing.T) {
 			if tc.flag(menuFlagsFor(before)) || !tc.flag(menuFlagsFor(v)) || !tc.flag(menuFlagsFor(Version{v.Major, v.Minor, 200})) {
 				t.Errorf("%s: want off in %v, on from %v", tc.name, before, v)
 			}
+		}
+	}
+}
+
+// TestStableDiffers: kernel=X.Y is mainline X.Y.0; where the X.Y.y stable
+// releases took later changes of the governor, whatif says so.
+func TestStableDiffers(t *testing.T) {
+	for _, tc := range []struct {
+		g    Governor
+		v    Version
+		want bool
+	}{
+		{GovMenu, Version{6, 12, -1}, true}, // iowait cap dropped in 6.12.44, and more
+		{GovMenu, Version{6, 1, -1}, true},
+		{GovMenu, Version{6, 18, -1}, true}, // 07d815701274 in 6.18.3, 80606f4eb8d7 in 6.18.14
+		{GovMenu, Version{6, 19, -1}, true}, // 80606f4eb8d7 in 6.19.4
+		{GovMenu, Version{6, 12, 117}, false},
+		{GovMenu, Version{7, 3, -1}, false},
+		{GovTEO, Version{6, 12, -1}, true}, // a03b2011808a in 6.12.64
+		{GovTEO, Version{6, 18, -1}, true}, // a03b2011808a in 6.18.3
+		{GovTEO, Version{6, 19, -1}, false},
+		{GovTEO, Version{7, 3, -1}, false},
+		{GovLadder, Version{6, 12, -1}, false},
+	} {
+		if got := StableDiffers(tc.g, tc.v); got != tc.want {
+			t.Errorf("StableDiffers(%s, %v) = %v, want %v", tc.g, tc.v, got, tc.want)
 		}
 	}
 }

@@ -132,6 +132,26 @@ var (
 	LatestModelled = Version{7, 3, -1}
 )
 
+// StableDiffers says whether release v, given without a patch level
+// (kernel=6.12, which is mainline 6.12.0), models governor g otherwise than
+// the later stable releases of its series do: 6.12.y and 6.1.y took later
+// menu changes, 6.12.y and 6.18.y one of teo's (menuFlagsFor,
+// teo612ShallowerAlways, teoShallowerAlways).
+func StableDiffers(g Governor, v Version) bool {
+	if v.Patch >= 0 {
+		return false
+	}
+	latest := Version{v.Major, v.Minor, 1 << 20}
+	switch g {
+	case GovMenu:
+		return menuFlagsFor(v) != menuFlagsFor(latest)
+	case GovTEO:
+		return teoForm612(v) && teo612ShallowerAlways(v) != teo612ShallowerAlways(latest) ||
+			!teoForm612(v) && !v.AtLeast(6, 19) && teoShallowerAlways(v) != teoShallowerAlways(latest)
+	}
+	return false
+}
+
 // firstRelease is the first mainline release of the governors younger than
 // OldestModelled: teo came with b26bf6ab716f (5.1), haltpoll with
 // 2cffe9f6b96f (5.4). menu and ladder are older than OldestModelled, oracle
@@ -420,7 +440,7 @@ var modifierTable = []Modifier{
 				return err
 			}
 			if !v.AtLeast(OldestModelled.Major, OldestModelled.Minor) || v.AtLeast(LatestModelled.Major, LatestModelled.Minor+1) {
-				return fmt.Errorf("%q is outside the releases modelled, %s to %s (the oldest and newest with a modelled rule)", val, OldestModelled, LatestModelled)
+				return fmt.Errorf("%q is outside the releases modelled, %s to %s (the oldest with a modelled rule, and the newest whose governors were read against the models)", val, OldestModelled, LatestModelled)
 			}
 			// A release without the governor has no form of it to model.
 			// Only kernel= is held to this: a trace's own older release

@@ -28,6 +28,7 @@ func policyErrorf(format string, a ...any) error { return &PolicyError{fmt.Sprin
 type polSim struct {
 	r        *Replay
 	pol      Policy
+	release  Version // the kernel release the governor follows
 	kind     Governor
 	gk       govKind // kind as a small integer for the hot paths
 	tab      *table
@@ -183,6 +184,7 @@ func newPolSim(r *Replay, prof *Profile, pol Policy, kv Version, onRecorded bool
 	if pol.Kernel != nil {
 		v = *pol.Kernel
 	}
+	ps.release = v
 	rule := pol.Poll
 	if rule == PollKernel {
 		rule = kernelPollRule(v)

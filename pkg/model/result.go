@@ -5,8 +5,13 @@ import "github.com/idletrace/idletrace/pkg/latency"
 // Result is what one policy would have cost over a trace. Field meanings and
 // JSON names are the contract in docs/DESIGN.md ("whatif --format json").
 type Result struct {
-	Policy      string `json:"policy"`
-	IdlePeriods uint64 `json:"idle_periods"`
+	Policy string `json:"policy"`
+	// ModelledRelease is the kernel release whose governor the policy
+	// follows ("6.12" is mainline 6.12.0, "6.12.117" that stable release):
+	// kernel=, else the recorded kernel's, else NewestVersion. Empty for
+	// recorded and oracle, which are no kernel's.
+	ModelledRelease string `json:"modelled_release,omitempty"`
+	IdlePeriods     uint64 `json:"idle_periods"`
 	// PollLimitNs is the poll time limit the policy applies (null without a
 	// polling state or where it varies per CPU and time, as with haltpoll).
 	PollLimitNs   *uint64         `json:"poll_limit_ns"`

@@ -12,8 +12,8 @@ package model
 // 6.18.3 took a03b2011808a from 6.19 ("Drop misguided target residency
 // check": the shallower state found when the candidate's target residency
 // exceeds the sleep length is used even if teo_state_ok rejects it with
-// the tick stopped); the model applies it for 6.18.3+ and 6.19+
-// (shallowerAlways).
+// the tick stopped); the model applies it from 6.18.3 (shallowerAlways;
+// teo619.go, which 6.19 and later run, takes it always).
 //
 // Releases before 6.14 (kernel=6.12, or a trace recorded on one) run the
 // 6.11–6.13 form instead: teo612.go; 6.19 and later the reworked form:
@@ -46,7 +46,8 @@ type teoGov struct {
 
 func newTEO(t *table) *teoGov { return &teoGov{t: t, lastIdx: -1} }
 
-// teoShallowerAlways says whether release v has a03b2011808a.
+// teoShallowerAlways says whether release v has a03b2011808a (of the
+// releases this form runs, 6.18.3 and later 6.18.y).
 func teoShallowerAlways(v Version) bool {
 	return v.AtLeast(6, 19) || v.Is(6, 18) && v.Patch >= 3
 }
@@ -100,6 +101,69 @@ func (t *table) teoStateOK(i int, tickStopped bool) bool {
 	return !tickStopped || t.tr[i] >= t.tick
 }
 
+// teoScan is what teo_select()'s first pass over the states finds, the
+// same from 6.11 to 7.3 but for 7.0's bin with the most intercepts.
+type teoScan struct {
+	// idx: the deepest enabled state (−1: none), idx0 the shallowest,
+	// constraint the deepest enabled one the latency limit allows (0 if
+	// none).
+	idx, idx0, constraint int
+	// idxIntercepts, idxHits: the sums over the bins below idx;
+	// intercepts over every bin but the deepest.
+	idxIntercepts, idxHits, intercepts uint32
+	// maxInterceptsIdx: the bin below the deepest with the most
+	// intercepts, the deeper on a tie, disabled states' bins included
+	// (a971f984b845, 7.0).
+	maxInterceptsIdx int
+}
+
+func (t *table) teoFirstScan(hits, intercepts *[MaxStates]uint32, latReq int64) teoScan {
+	s := teoScan{idx: -1, maxInterceptsIdx: -1}
+	if !t.disabled[0] {
+		s.idx = 0
+	}
+	var hitSum, maxIntercepts uint32
+	for i := 1; i < t.n; i++ {
+		s.intercepts += intercepts[i-1]
+		hitSum += hits[i-1]
+		if intercepts[i-1] >= maxIntercepts {
+			maxIntercepts, s.maxInterceptsIdx = intercepts[i-1], i-1
+		}
+		if t.disabled[i] {
+			continue
+		}
+		if s.idx < 0 {
+			s.idx0 = i
+		}
+		s.idx = i
+		if t.el[i] <= latReq {
+			s.constraint = i
+		}
+		s.idxIntercepts, s.idxHits = s.intercepts, hitSum
+	}
+	return s
+}
+
+// teoStart is what teo_select() does in every form after the update, up to
+// the metrics: no choice with fewer than two states or none enabled (state
+// 0, the tick kept), and with one enabled state no metrics to read (its
+// target residency for the duration, the next tick half a tick away).
+// done says the choice is made: idx and stop.
+func (t *table) teoStart(hits, intercepts *[MaxStates]uint32, in *selInput) (s teoScan, idx int, stop, done bool) {
+	if t.n < 2 {
+		return s, 0, false, true
+	}
+	s = t.teoFirstScan(hits, intercepts, in.latReq)
+	switch {
+	case s.idx < 0:
+		return s, 0, false, true
+	case s.idx == s.idx0:
+		idx, stop = t.teoEnd(s.idx, s.idx0, t.tr[s.idx], t.tick/2, in)
+		return s, idx, stop, true
+	}
+	return s, 0, false, false
+}
+
 // teoShallower is teo_find_shallower_state() (unchanged from 6.12 to 6.18).
 func (t *table) teoShallower(idx int, duration int64) int {
 	for i := idx - 1; i >= 0; i-- {
@@ -134,42 +198,17 @@ func (g *teoGov) selectState(in *selInput) (int, bool) {
 		g.update()
 		g.lastIdx = -1
 	}
-	deltaTick := t.tick / 2
 	g.sleepLength = int64(ktimeMax)
-	if t.n < 2 {
-		return 0, false
+	s, first, stop, done := t.teoStart(&g.hits, &g.intercepts, in)
+	if done {
+		return first, stop
 	}
-	idx, idx0, constraint := -1, 0, 0
-	var interceptSum, hitSum, idxInterceptSum, idxHitSum uint32
-	if !t.disabled[0] {
-		idx = 0
-	}
-	for i := 1; i < t.n; i++ {
-		interceptSum += g.intercepts[i-1]
-		hitSum += g.hits[i-1]
-		if t.disabled[i] {
-			continue
-		}
-		if idx < 0 {
-			idx0 = i
-		}
-		idx = i
-		if t.el[i] <= in.latReq {
-			constraint = i
-		}
-		idxInterceptSum, idxHitSum = interceptSum, hitSum
-	}
-	if idx < 0 {
-		return 0, false
-	}
+	idx, idx0, constraint := s.idx, s.idx0, s.constraint
+	idxInterceptSum, idxHitSum := s.idxIntercepts, s.idxHits
 	var duration int64
-	if idx == idx0 {
-		duration = t.tr[idx]
-		return t.teoEnd(idx, idx0, duration, deltaTick, in)
-	}
 	if 2*idxInterceptSum > g.total-idxHitSum {
 		firstSuitable := idx
-		interceptSum = 0
+		var interceptSum uint32
 		for i := idx - 1; i >= 0; i-- {
 			interceptSum += g.intercepts[i]
 			if 2*interceptSum > idxInterceptSum {
@@ -200,7 +239,7 @@ func (g *teoGov) selectState(in *selInput) (int, bool) {
 		return idx, false
 	}
 	duration = in.sleepLen
-	deltaTick = in.deltaTick
+	deltaTick := in.deltaTick
 	g.sleepLength = duration
 	if idx == 0 {
 		return idx, false

@@ -4,7 +4,7 @@ package model
 //
 // Follows drivers/cpuidle/governors/teo.c as Debian's linux-source-6.12
 // (6.12.117-1~deb12u1) has it, the source the lab kernel runs. teo.go
-// models the 6.14+ form. The releases:
+// models the 6.14–6.18 form, teo619.go 6.19's and later. The releases:
 //
 //   - 6.6 (21d28cd2fa5f, 6da8f9ba5a87, 2662342079f5 and the rest of that
 //     series): the sleep length queried only after the metrics picked a
@@ -22,7 +22,7 @@ package model
 //     check", per Debian's changelog of linux-source-6.12, under
 //     ChangeLog-6.12.64); no other teo change but a comment (6.12.11).
 //
-// Differences from the 6.14+ form (teo.go), each as teo.c of 6.12.117 has it:
+// Differences from the 6.14–6.18 form (teo.go), each as teo.c of 6.12.117 has it:
 //
 //   - teo_update: measured_ns is U64_MAX when time_span_ns (local_clock()
 //     from teo_select to teo_reflect) is at least sleep_length_ns: a wake-up
@@ -75,7 +75,7 @@ type teo612Gov struct {
 func newTEO612(t *table) *teo612Gov { return &teo612Gov{t: t, lastIdx: -1} }
 
 // teoForm612 says whether release v runs the 6.11–6.13 teo (teo612Gov)
-// rather than the 6.14+ one (teoGov).
+// rather than the 6.14–6.18 one (teoGov) or 6.19's and later (teo619Gov).
 func teoForm612(v Version) bool { return !v.AtLeast(6, 14) }
 
 // teo612ShallowerAlways says whether a release of the old form has
@@ -152,42 +152,18 @@ func (g *teo612Gov) selectState(in *selInput) (int, bool) {
 		g.update()
 		g.lastIdx = -1
 	}
-	deltaTick := t.tick / 2
 	g.sleepLength = int64(ktimeMax)
-	if t.n < 2 {
-		return 0, false
+	s, first, stop, done := t.teoStart(&g.hits, &g.intercepts, in)
+	if done {
+		return first, stop
 	}
-	idx, idx0, constraint := -1, 0, 0
-	var interceptSum, hitSum, idxInterceptSum, idxHitSum uint32
-	if !t.disabled[0] {
-		idx = 0
-	}
-	for i := 1; i < t.n; i++ {
-		interceptSum += g.intercepts[i-1]
-		hitSum += g.hits[i-1]
-		if t.disabled[i] {
-			continue
-		}
-		if idx < 0 {
-			idx0 = i
-		}
-		idx = i
-		if t.el[i] <= in.latReq {
-			constraint = i
-		}
-		idxInterceptSum, idxHitSum = interceptSum, hitSum
-	}
-	if idx < 0 {
-		return 0, false
-	}
-	if idx == idx0 {
-		return t.teoEnd(idx, idx0, t.tr[idx], deltaTick, in)
-	}
-	tickInterceptSum := interceptSum + g.intercepts[t.n-1]
+	idx, idx0, constraint := s.idx, s.idx0, s.constraint
+	idxInterceptSum, idxHitSum := s.idxIntercepts, s.idxHits
+	tickInterceptSum := s.intercepts + g.intercepts[t.n-1]
 	prevInterceptIdx := idx
 	if 2*idxInterceptSum > g.total-idxHitSum {
 		firstSuitable := idx
-		interceptSum = 0
+		var interceptSum uint32
 		for i := idx - 1; i >= 0; i-- {
 			interceptSum += g.intercepts[i]
 			if 2*interceptSum > idxInterceptSum {
@@ -225,7 +201,7 @@ func (g *teo612Gov) selectState(in *selInput) (int, bool) {
 		return idx, false
 	}
 	duration := in.sleepLen
-	deltaTick = in.deltaTick
+	deltaTick := in.deltaTick
 	g.sleepLength = duration
 	if t.tr[idx] > duration {
 		if i := t.teoShallower(idx, duration); g.shallowerAlways || t.teoStateOK(i, in.tickStopped) {

@@ -146,52 +146,22 @@ func (g *teo619Gov) selectState(in *selInput) (int, bool) {
 		g.update()
 		g.lastIdx = -1
 	}
-	deltaTick := t.tick / 2
 	g.sleepLength = int64(ktimeMax)
-	if t.n < 2 {
-		return 0, false
+	s, first, stop, done := t.teoStart(&g.hits, &g.intercepts, in)
+	if done {
+		return first, stop
 	}
-	idx, idx0, constraint := -1, 0, 0
-	var interceptSum, hitSum, idxInterceptSum, idxHitSum, maxIntercepts uint32
-	maxInterceptsIdx := -1
-	if !t.disabled[0] {
-		idx = 0
-	}
-	for i := 1; i < t.n; i++ {
-		interceptSum += g.intercepts[i-1]
-		hitSum += g.hits[i-1]
-		// The bin with the most intercepts, the deeper on a tie,
-		// disabled states' bins included.
-		if g.intercepts[i-1] >= maxIntercepts {
-			maxIntercepts, maxInterceptsIdx = g.intercepts[i-1], i-1
-		}
-		if t.disabled[i] {
-			continue
-		}
-		if idx < 0 {
-			idx0 = i
-		}
-		idx = i
-		if t.el[i] <= in.latReq {
-			constraint = i
-		}
-		idxInterceptSum, idxHitSum = interceptSum, hitSum
-	}
-	if idx < 0 {
-		return 0, false
-	}
-	if idx == idx0 {
-		return t.teoEnd(idx, idx0, t.tr[idx], deltaTick, in)
-	}
+	idx, idx0, constraint := s.idx, s.idx0, s.constraint
+	idxInterceptSum, idxHitSum := s.idxIntercepts, s.idxHits
 	if 2*idxInterceptSum > g.total-idxHitSum {
-		interceptSum = 0
+		var interceptSum uint32
 		for i := idx - 1; i >= idx0; i-- {
 			interceptSum += g.intercepts[i]
 			if t.disabled[i] {
 				continue
 			}
 			idx = i
-			if 2*interceptSum > idxInterceptSum && (!g.v70 || i <= maxInterceptsIdx) {
+			if 2*interceptSum > idxInterceptSum && (!g.v70 || i <= s.maxInterceptsIdx) {
 				break
 			}
 		}
@@ -204,7 +174,7 @@ func (g *teo619Gov) selectState(in *selInput) (int, bool) {
 		return idx, false
 	}
 	duration := in.sleepLen
-	deltaTick = in.deltaTick
+	deltaTick := in.deltaTick
 	g.sleepLength = duration
 	// 7.1: with the tick stopped and no timer within 2 ticks, a shallow
 	// candidate could leave the CPU there for long: the deepest state the

@@ -94,13 +94,15 @@ func TestLossAccountString(t *testing.T) {
 // same-sector check came up short by them); the orphan estimate stands in
 // only where the counts are not measured.
 func TestIOUndeliveredCountsIssues(t *testing.T) {
+	// The end's IOUnmatched counts the 7 skipped issues' completions (no
+	// issue to pair with) beside 3 requests issued before the recording.
 	start := &Snapshot{IOUnmatched: 1, IORaised: &IORaised{Issues: 10, IssueRuns: 10, Completions: 10, CompletionRuns: 10}}
 	for _, tc := range []struct {
 		name                    string
 		end                     *End
 		wantUnmatched, wantLost uint64
 	}{
-		{"issues and completions skipped", &End{Snapshot: &Snapshot{IOUnmatched: 4,
+		{"issues and completions skipped", &End{Snapshot: &Snapshot{IOUnmatched: 1 + 3 + 7,
 			IORaised: &IORaised{Issues: 50, IssueRuns: 43, Completions: 50, CompletionRuns: 48}}}, 3, 7 + 2},
 		{"not measured", &End{IOOrphanedAtStop: 2, Snapshot: &Snapshot{IOUnmatched: 1, IOOrphaned: 5}}, 0, 5 + 2},
 	} {

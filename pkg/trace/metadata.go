@@ -546,7 +546,10 @@ func IOUndelivered(start *Snapshot, end *End) (unmatched, orphaned uint64, ok bo
 	unmatched = subFloor(end.Snapshot.IOUnmatched, start.IOUnmatched)
 	if r0, r1 := start.IORaised, end.Snapshot.IORaised; r0 != nil && r1 != nil {
 		if issues, completions, measured := r1.undeliveredSince(r0); measured {
-			return unmatched, issues + completions, true
+			// A skipped issue's completion found no issue: the snapshots
+			// counted it unmatched, which here means issued before the
+			// recording. It moves to the undelivered.
+			return unmatched - min(issues, unmatched), issues + completions, true
 		}
 	}
 	return unmatched, subFloor(end.Snapshot.IOOrphaned, start.IOOrphaned) + end.IOOrphanedAtStop, true

@@ -129,20 +129,26 @@ func TestSplitKernelPackage(t *testing.T) {
 	}
 	cache := t.TempDir()
 	const rel = "7.3.4+deb13-cloud-amd64"
-	binName := "linux-binary-" + rel
+	binName, baseName := "linux-binary-"+rel, "linux-base-"+rel
 	bin := filepath.Join(cache, binName+"_7.3.4-1~bpo13+1_amd64.deb")
+	base := filepath.Join(cache, baseName+"_7.3.4-1~bpo13+1_amd64.deb")
 	buildDeb(t, bin, binName, map[string]string{"usr/lib/modules/" + rel + "/vmlinuz": "kernel"})
+	buildDeb(t, base, baseName, map[string]string{"usr/lib/modules/" + rel + "/config": "CONFIG_HZ=250\n"})
 	out, err := cacheShell(t, cache, `kernel_deb "$1"`, "7.3")
 	if got := strings.TrimSpace(out); err != nil || got != bin {
 		t.Fatalf("kernel_deb 7.3: %v: %q, want %s", err, got, bin)
 	}
-	out, err = cacheShell(t, cache, `kernel_dir "$1"`, bin)
-	if err == nil || !strings.Contains(out, "linux-base-"+rel) {
-		t.Errorf("kernel_dir without linux-base: %v: %q, want a refusal naming linux-base-%s", err, out, rel)
+	hidden := base + ".hidden"
+	if err := os.Rename(base, hidden); err != nil {
+		t.Fatal(err)
 	}
-	baseName := "linux-base-" + rel
-	buildDeb(t, filepath.Join(cache, baseName+"_7.3.4-1~bpo13+1_amd64.deb"), baseName,
-		map[string]string{"usr/lib/modules/" + rel + "/config": "CONFIG_HZ=250\n"})
+	out, err = cacheShell(t, cache, `kernel_dir "$1"`, bin)
+	if err == nil || !strings.Contains(out, baseName) {
+		t.Errorf("kernel_dir without linux-base: %v: %q, want a refusal naming %s", err, out, baseName)
+	}
+	if err := os.Rename(hidden, base); err != nil {
+		t.Fatal(err)
+	}
 	out, err = cacheShell(t, cache, `kernel_dir "$1"`, bin)
 	if err != nil {
 		t.Fatalf("kernel_dir: %v: %s", err, out)
