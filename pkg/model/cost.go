@@ -180,7 +180,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 		case GovMenu:
 			b.WriteString("menu follows the kernel release it models (kernel=, else the recorded one): mainline's, and for 6.12.y and 6.1.y the later menu commits their stable releases took (listed in Debian's changelogs); a 6.6.y or 5.15.y release gets the form of its mainline release, without the later changes its stable series took. ")
 		case GovTEO:
-			b.WriteString("teo follows the logic of the kernel release it models (kernel=, else the recorded one): the form of 6.13 and before, that of 6.14–6.18 (with or without the fix to its shallower-state check that 6.12.64 and 6.18.3 took), or the reworked one of 6.19 and later (tick wake-ups counted apart, metrics decayed to zero; from 7.0 the intercepts bound and the stricter hit; from 7.1, 7.3's, a stopped tick's query and its deeper state for a far timer), a trace that names no release taken as the newest (7.3); 6.19's and 7.0's intercept walk with the tick stopped is taken as 7.1's. ")
+			b.WriteString("teo follows the logic of the kernel release it models (kernel=, else the recorded one): the form of 6.13 and before, that of 6.14–6.18 (with or without the fix to its shallower-state check that 6.12.64 and 6.18.3 took), or the reworked one of 6.19 and later (tick wake-ups counted apart, metrics decayed to zero; from 7.0 the intercepts bound and the stricter hit; from 7.1, 7.3's, a stopped tick's query and its deeper state for a far timer), a trace that names no release taken as the newest (7.3). ")
 		}
 		if p.BlkQoSLimitNs >= 0 {
 			b.WriteString("blkqos limits the CPU that issued block IO from the issue until the timeout; an expiring limit does not wake the CPU. ")

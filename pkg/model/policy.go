@@ -432,7 +432,7 @@ var modifierTable = []Modifier{
 	},
 	{
 		Name: "kernel", Value: "VERSION",
-		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (teo from 5.1, its 6.19 and 7.0 intercept walk with the tick stopped taken as 7.1's; haltpoll from 5.4; default: the recorded kernel's, else " + NewestVersion.String() + ")",
+		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (teo from 5.1, haltpoll from 5.4; default: the recorded kernel's, else " + NewestVersion.String() + ")",
 		Example: "menu+kernel=6.12",
 		set: func(p *Policy, val string) error {
 			v, err := ParseVersion(val)

@@ -30,13 +30,13 @@ import "math"
 //     candidate shallower than the tick, the deepest state the latency
 //     limit allows whose target residency fits the sleep length is taken.
 //
-// Left out: 6.19's and 7.0's bound on the intercept walk with the tick
-// stopped (min_idx, the states whose target residency reaches the tick;
-// 7.0's zero-size-bin guard and its min_idx ≥ max-intercepts shortcut),
-// which 7.1 removed: for kernel=6.19 and 7.0 the walk is 7.1's, so their
-// choices with the tick stopped are approximate. A driver with one state
-// (7.0 stopped calling the governor then) is handled as before: state 0,
-// the tick kept.
+// 6.19's and 7.0's bound on the intercept walk with the tick stopped
+// (min_idx, the shallowest state whose target residency reaches the tick,
+// and 7.0's guard for states of equal residency), which 7.1 removed, follow
+// their patches on linux-pm (d834e68a0e8b, 4bd2221f231d, a971f984b845,
+// 106a2662e655): 7.1's reversed on 7.3's teo.c applies cleanly and gives
+// 7.0's. A driver with one state (7.0 stopped calling the governor then) is
+// handled as before: state 0, the tick kept.
 
 type teo619Gov struct {
 	t *table
@@ -154,8 +154,22 @@ func (g *teo619Gov) selectState(in *selInput) (int, bool) {
 	idx, idx0, constraint := s.idx, s.idx0, s.constraint
 	idxInterceptSum, idxHitSum := s.idxIntercepts, s.idxHits
 	if 2*idxInterceptSum > g.total-idxHitSum {
+		// 6.19 and 7.0: with the tick stopped, the walk stops short of the
+		// states shorter than the tick (min_idx; 7.1 dropped it for the
+		// far-timer rule below).
+		minIdx, walk := idx0, true
+		if !g.v71 && in.tickStopped {
+			for minIdx < idx && t.tr[minIdx] < t.tick {
+				minIdx++
+			}
+			// 7.0 (4bd2221f231d): not for a state that only shares the
+			// candidate's target residency.
+			walk = !g.v70 || t.tr[minIdx] != t.tr[idx]
+		}
+		// (7.0 took min_idx at once when it was at or deeper than the bin
+		// with the most intercepts and enabled: what the walk gives.)
 		var interceptSum uint32
-		for i := idx - 1; i >= idx0; i-- {
+		for i := idx - 1; walk && i >= minIdx; i-- {
 			interceptSum += g.intercepts[i]
 			if t.disabled[i] {
 				continue

@@ -15,9 +15,9 @@ func TestTEODecay(t *testing.T) {
 }
 
 // TestTEO619Form: histories that 6.19's, 7.0's and 7.1's teo.c answer
-// differently (Debian's linux-source-7.3 is 7.1's form; 6.19's and 7.0's
-// steps from their commits), each expected choice worked out by hand from
-// that source. On icx at HZ=250: POLL, C1 1/1, C1E 4/4, C6 170/600 µs,
+// differently (Debian's linux-source-7.3 is 7.1's form; 7.0's is 7.3's with
+// 106a2662e655 reversed, 6.19's 7.0's without a971f984b845 and
+// 4bd2221f231d), each expected choice worked out by hand from that source. On icx at HZ=250: POLL, C1 1/1, C1E 4/4, C6 170/600 µs,
 // TICK 4 ms.
 func TestTEO619Form(t *testing.T) {
 	prof, err := Builtin("icx", 250)
@@ -40,16 +40,25 @@ func TestTEO619Form(t *testing.T) {
 		want [3]choice
 	}{{
 		// 30 µs stays on a 10 ms timer are intercepts in C1E's bin,
-		// every one within a tick: the walk settles on C1E and
-		// tick_intercepts (8192 against a total of 9216) keep the
-		// tick for it, by 5/8 (6.19) or 2/3 (7.0). With the tick then
-		// stopped and the next timer 20 ms away (beyond 2 ticks), 7.1
-		// takes the deepest state that fits the sleep length, C6, where
-		// 6.19 and 7.0 stay in C1E.
-		name:    "stopped tick, far timer: 7.1 goes deep",
+		// every one within a tick: the intercepts call for a shallower
+		// state and tick_intercepts (8192 against a total of 9216) keep
+		// the tick for a shallow one, by 5/8 (6.19) or 2/3 (7.0+). With
+		// the tick then stopped and the next timer 20 ms away, all three
+		// end in C6, by two roads: 6.19's and 7.0's walk may not go below
+		// the shallowest state reaching the tick (min_idx; on icx none
+		// but the candidate, C6, does), while 7.1 walks to C1E and then,
+		// the timer beyond 2 ticks, takes the deepest state that fits.
+		name:    "stopped tick, far timer",
 		history: []teoStep{{in: sel(10_000_000, 3_000_000, false), res: 30_000}},
 		final:   sel(20_000_000, 20_000_000, true),
-		want:    [3]choice{{2, true}, {2, true}, {3, true}},
+		want:    [3]choice{{3, true}, {3, true}, {3, true}},
+	}, {
+		// The same with the next timer 5 ms away (within 2 ticks): 7.1
+		// stays in C1E, where min_idx keeps 6.19 and 7.0 in C6.
+		name:    "stopped tick, near timer: 7.1 stays shallow",
+		history: []teoStep{{in: sel(10_000_000, 3_000_000, false), res: 30_000}},
+		final:   sel(5_000_000, 5_000_000, true),
+		want:    [3]choice{{3, true}, {3, true}, {2, true}},
 	}, {
 		// 99 µs stays in C1E woken by a 100 µs timer: 6.19 counts
 		// them hits in C1E's bin (timer and measured idle, 97 µs, in
