@@ -615,7 +615,7 @@ func TestKernelReferee(t *testing.T) {
 	// value, which only the menu model's disagreement showed).
 	t.Run("next-timer", func(t *testing.T) {
 		if !r.Meta.Inputs.NextTimer {
-			t.Skip("the recording has no next-timer input on this kernel (no NO_HZ tick state to read)")
+			t.Skip("this kernel's BTF lists no hrtimer_bases or tick_cpu_sched in its per-CPU section, or it lacks the timer:hrtimer_expire_entry tracepoint: the recorder reads no next timer")
 		}
 		if next.Known == 0 {
 			t.Fatal("the recording says it reads the next timer, yet no idle period in the window has both it and the next event")
