@@ -52,7 +52,7 @@ test: build vet deps-test ## every test, kernel referee tests included (run as r
 
 # The tests that record or change the machine (they call testenv.RequireRecorder or
 # OwnMachine: skipped without root, failed under make test).
-RECORDER_TESTS = TestRecordKilled|TestRecordDevNull|TestRecordSameSector|TestRecordCommandEnd|TestRecordSignalStopsCommand|TestRecordDiskFull|TestRecordCapabilities|TestLossAccount|TestKernelReferee|TestGovernorFidelity|TestExperimentHaltpoll|TestExperimentSignalRestores|TestExperimentCommandFails|TestRunningKernel|TestTopTerminal|TestTopPipe|TestTopPipeClosed|TestTopPMQoS|TestRecordLive|TestRecordClassicBlockRecordNames|TestImportPerfRecord|TestRecordPMQoSChanges|TestImportPerfPMQoS
+RECORDER_TESTS = TestRecordKilled|TestRecordStopsOnTime|TestRecordDevNull|TestRecordSameSector|TestRecordCommandEnd|TestRecordSignalStopsCommand|TestRecordDiskFull|TestRecordCapabilities|TestLossAccount|TestKernelReferee|TestGovernorFidelity|TestExperimentHaltpoll|TestExperimentSignalRestores|TestExperimentCommandFails|TestRunningKernel|TestTopTerminal|TestTopPipe|TestTopPipeClosed|TestTopPMQoS|TestRecordLive|TestRecordClassicBlockRecordNames|TestImportPerfRecord|TestRecordPMQoSChanges|TestImportPerfPMQoS
 
 test-short: deps-duckdb deps-idlestat ## tests that need neither root nor BPF (every test but RECORDER_TESTS)
 	$(GO) test -count=1 -skip '^($(RECORDER_TESTS))$$' ./...
