@@ -97,6 +97,22 @@ var labCases = []labCase{
 	{"6.12", "gnr", "ladder", 0.99, "", nil},
 	{"6.12", "epyc", "ladder", 0.99, "", nil},
 	{"6.12", "seed000", "ladder", 0.99, "", nil},
+	// The other built-in tables: hsw's and skl's nine states (C10's exit
+	// latency 2.6 ms on hsw, its target residency 7.7 ms), srf's and adl's
+	// five (C6SP; adl's C8 and C10 without C1).
+	{"6.12", "hsw", "menu", 0.98, "", nil},
+	{"6.12", "skl", "menu", 0.98, "", nil},
+	{"6.12", "srf", "menu", 0.98, "", nil},
+	{"6.12", "adl", "menu", 0.98, "", nil},
+	{"6.1", "hsw", "menu", 0.98, "", nil},
+	{"6.12", "hsw", "ladder", 0.99, "", nil},
+	{"6.12", "skl", "ladder", 0.99, "", nil},
+	{"6.12", "srf", "ladder", 0.99, "", nil},
+	{"6.12", "adl", "ladder", 0.99, "", nil},
+	{"lab", "hsw", "teo", 0.98, "", nil},
+	{"lab", "skl", "teo", 0.98, "", nil},
+	{"lab", "srf", "teo", 0.98, "", nil},
+	{"lab", "adl", "teo", 0.98, "", nil},
 	// teo: Debian's kernels do not build it; the lab kernel does.
 	{"lab", "icx", "teo", 0.98, "", nil},
 	{"lab", "spr", "teo", 0.98, "", nil},
@@ -253,7 +269,7 @@ func runLabCase(t *testing.T, root, in string, c labCase) labRow {
 
 func shares(m map[string]float64) string {
 	var b strings.Builder
-	for _, s := range []string{"POLL", "C1", "C1E", "C2", "C3", "C6", "C6P", "C6S", "C6SP"} {
+	for _, s := range []string{"POLL", "C1", "C1E", "C2", "C3", "C6", "C6P", "C6S", "C6SP", "C7s", "C8", "C9", "C10"} {
 		if v, ok := m[s]; ok {
 			fmt.Fprintf(&b, "%s %.3f ", s, v)
 		}

@@ -26,6 +26,7 @@ import (
 // the second.
 type expCase struct {
 	name     string
+	profile  string // the emulated table; "" is icx
 	governor string // the VM's governor before the policy
 	setup    string // shell run before the experiment (after POLL is disabled)
 	policy   string
@@ -62,10 +63,14 @@ var tableBars = []expBar{
 const c6Off = "for f in /sys/devices/system/cpu/cpu*/cpuidle/state*; do [ \"$(cat $f/name)\" = C6 ] && echo 1 >$f/disable; done; true"
 
 var expCases = []expCase{
-	{"menu+disable=C6", "menu", "", "menu+disable=C6", tableBars},
-	{"menu+enable=C6 (from C6 disabled)", "menu", c6Off, "menu+enable=C6", tableBars},
-	{"menu+qos=20us", "menu", "", "menu+qos=20us", tableBars},
-	{"ladder → menu", "ladder", "", "menu", []expBar{
+	{"menu+disable=C6", "", "menu", "", "menu+disable=C6", tableBars},
+	{"menu+enable=C6 (from C6 disabled)", "", "menu", c6Off, "menu+enable=C6", tableBars},
+	{"menu+qos=20us", "", "menu", "", "menu+qos=20us", tableBars},
+	// hsw's nine states, the four deepest off (as intel_idle.max_cstate=4
+	// would leave them): its 1 ms reads' CPUs move from C7s-C10 (166-2600
+	// µs) to C6 (133 µs) and shallower.
+	{"hsw: the four deepest off", "hsw", "menu", "", "menu+disable=C7s,C8,C9,C10", tableBars},
+	{"ladder → menu", "", "ladder", "", "menu", []expBar{
 		{"state_share.C1", "points"}, {"state_share.C1E", "points"}, {"state_share.C6", "points"},
 		{"wake_latency_ns.p99", "relative"},
 	}},
@@ -115,7 +120,7 @@ func pinTracepoints() string {
 type expFigure = analysis.ComparisonFigureJSON
 
 // TestLabExperiment runs each experiment (but those IDLETRACE_LAB_EXPERIMENT_SKIP
-// names, comma-separated) on the lab kernel's icx table with
+// names, comma-separated) on the lab kernel's icx table (or the case's) with
 // POLL disabled (as the cross-governor cases, for the same reason: under
 // TCG a polling vCPU delays timer interrupts) and judges its bars. Results
 // go to IDLETRACE_LAB_EXPERIMENT_RESULTS (a JSON file) when set.
@@ -144,7 +149,11 @@ func TestLabExperiment(t *testing.T) {
 				script = strings.Replace(script, " && ", " ", 1)
 			}
 			for attempt := 1; ; attempt++ {
-				out := runLabCPUs(t, root, in, "lab", "icx", c.governor, expCPUs, script, expEnv...)
+				profile := c.profile
+				if profile == "" {
+					profile = "icx"
+				}
+				out := runLabCPUs(t, root, in, "lab", profile, c.governor, expCPUs, script, expEnv...)
 				keepLabOut(out, c.name)
 				checkPinned(t, out)
 				checkHousekeeping(t, out)
