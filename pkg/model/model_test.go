@@ -503,6 +503,21 @@ func mustBuiltin(t testing.TB, name string, hz int) *Profile {
 	return p
 }
 
+// exitMs is the named state's exit latency in ms: a stay that an interrupt
+// ends counts it in its time (endSegment), so the synthetic traces' shares
+// below add it to each period a policy puts in the state (their periods are
+// recorded in POLL, which pays none).
+func exitMs(t testing.TB, p *Profile, name string) float64 {
+	t.Helper()
+	for _, s := range p.States {
+		if s.Name == name {
+			return float64(s.ExitLatencyNs) / 1e6
+		}
+	}
+	t.Fatalf("%s has no state %s", p.Name, name)
+	return 0
+}
+
 func TestLadderPromotionAfterFour(t *testing.T) {
 	tab := newTable(seedIntel(250), nil, nil, -1)
 	g := newLadder(tab)
@@ -783,9 +798,11 @@ func TestBlkQoS(t *testing.T) {
 		}
 		res, _ := rp.Finish()
 		_ = states
-		// CPU 0 spent 2.5 ms limited and 2 ms free; CPU 1 1.5 ms free.
+		// CPU 0 spent 2.5 ms limited (C1E) and 2 ms free (C6); CPU 1 1.5 ms
+		// free: each stay with its state's exit latency.
 		c6 := res[0].StateShare["C6"]
-		wantC6 := (2.0 + 1.5) / (1.5 + 1.5 + 1.0 + 2.0)
+		c6x, c1ex := exitMs(t, prof, "C6"), exitMs(t, prof, "C1E")
+		wantC6 := (2.0 + c6x + 1.5 + c6x) / (1.5 + c1ex + 1.5 + c6x + 1.0 + c1ex + 2.0 + c6x)
 		if math.Abs(c6-wantC6) > 1e-9 {
 			t.Errorf("%s: C6 share %.4f, want %.4f (limited periods must stay in C1E or shallower)", spec, c6, wantC6)
 		}
@@ -1095,9 +1112,14 @@ func TestRecordedPMQoSChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		share := res[0].StateShare
-		total := 1.0 + 1.3 + 1.5 + 1.0 + 2.0
-		wantC6, wantPoll := (1.0+2.0)/total, 1.3/total
+		// Each stay with its state's exit latency; the limited ones in C1E.
+		c6x, c1ex := exitMs(t, prof, "C6"), exitMs(t, prof, "C1E")
 		if spec == "menu+qos=10us" { // its own limit keeps C6 out throughout
+			c6x = c1ex
+		}
+		total := 1.0 + c6x + 1.3 + 1.5 + c1ex + 1.0 + c1ex + 2.0 + c6x
+		wantC6, wantPoll := (1.0+2.0+2*c6x)/total, 1.3/total
+		if spec == "menu+qos=10us" {
 			wantC6 = 0
 		}
 		if math.Abs(share["C6"]-wantC6) > 1e-9 || math.Abs(share["POLL"]-wantPoll) > 1e-9 {
@@ -1138,8 +1160,10 @@ func TestPMQoSBeforeFirstChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c6 := res[0].StateShare["C6"]; math.Abs(c6-0.5) > 1e-9 {
-		t.Errorf("C6 share %.3f, want 0.5: the first period ran under the 5 µs limit the change's previous value gives", c6)
+	// 1 ms in C1E, then 1 ms in C6, each with its exit latency.
+	c6x, c1ex := exitMs(t, prof, "C6"), exitMs(t, prof, "C1E")
+	if c6, want := res[0].StateShare["C6"], (1+c6x)/(2+c6x+c1ex); math.Abs(c6-want) > 1e-9 {
+		t.Errorf("C6 share %.3f, want %.3f: the first period ran under the 5 µs limit the change's previous value gives", c6, want)
 	}
 }
 
@@ -1286,5 +1310,48 @@ func TestSetWindowIsTheTraceCutAtItsEnd(t *testing.T) {
 				t.Errorf("%s: the whole trace with its end gives %+v, the trace cut there %+v", specs[i], full[i], short[i])
 			}
 		}
+	}
+}
+
+// TestStayCountsOwnExitLatency: a stay an interrupt ended lasts, in the
+// policy's state, until the interrupt (the recorded exit less the recorded
+// state's exit latency) plus that state's own exit latency: what the
+// kernel's time counter would show. A 1 ms period recorded in spr's C6
+// (290 µs exit latency) is 712 µs in C1E (2 µs) when C6 is off, and the
+// oracle's choice is made for the 710 µs before the interrupt.
+func TestStayCountsOwnExitLatency(t *testing.T) {
+	prof := mustBuiltin(t, "spr", 250)
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, States: []trace.CPUStates{{CPU: 0}}}
+	for i, st := range prof.States { // the recorded table: the exit latency the recorded stay paid
+		meta.States[0].States = append(meta.States[0].States, trace.StateInfo{Index: i, Name: st.Name,
+			ExitLatencyNs: st.ExitLatencyNs, TargetResidencyNs: st.TargetResidencyNs, Polling: st.Polling})
+	}
+	const entry, d = 1_000_000, 1_000_000
+	s := &synth{periods: []trace.IdlePeriod{{CPU: 0, State: 3, EntryNs: entry, ExitNs: entry + d, WakeCause: trace.WakeTimer, WakeIRQ: -1,
+		NextTimerKnown: true, NextTimerNs: d, TickStopped: trace.Yes, TickStoppedBefore: trace.Yes}}}
+	res, rp := runReplay(t, prof, meta, []string{"menu", "menu+disable=C6", "oracle"}, s)
+	c6 := int64(prof.States[3].ExitLatencyNs)
+	for k, r := range res {
+		if len(r.StateShare) == 0 {
+			t.Fatalf("%s: no state", r.Policy)
+		}
+		tab := rp.pols[k].tab
+		for name, share := range r.StateShare {
+			if share == 0 {
+				continue
+			}
+			i := slices.IndexFunc(prof.States, func(st State) bool { return st.Name == name })
+			want := int64(d) // the recorded state: as it was recorded
+			if i != 3 {
+				want = d - c6 + tab.el[i]
+			}
+			wantEnergy := tab.power[i]*float64(want)/1e9 + tab.overhead[i]/1e9
+			if share != 1 || math.Abs(r.EnergyBusyCoreSeconds-wantEnergy) > 1e-12 {
+				t.Errorf("%s: %s share %.3f, energy %.9g; want one state for %d ns, energy %.9g", r.Policy, name, share, r.EnergyBusyCoreSeconds, want, wantEnergy)
+			}
+		}
+	}
+	if res[1].StateShare["C1E"] != 1 {
+		t.Errorf("menu+disable=C6 chose %v, want C1E", res[1].StateShare)
 	}
 }

@@ -254,14 +254,16 @@ func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool, wakeEl 
 	d := max(t-cs.segStart, 0)
 	s := cs.state
 	row := &ps.tab.rows[s]
-	ps.timeNs[s] += d
-	ps.energy += row.power*float64(d) + row.overhead
+	// What the kernel would measure (and count as the state's time): an
+	// interrupt arriving at t−wakeEl leaves s after s's own exit latency.
 	res := d
-	switch {
-	case cs.kernelRes >= 0:
-		res = cs.kernelRes
-	case wakeEl != noWake:
+	if wakeEl != noWake {
 		res = max(d+ps.tab.el[s]-wakeEl, 0)
+	}
+	ps.timeNs[s] += res
+	ps.energy += row.power*float64(res) + row.overhead
+	if cs.kernelRes >= 0 {
+		res = cs.kernelRes
 	}
 	cs.kernelRes = -1
 	a, b := row.classify(res)

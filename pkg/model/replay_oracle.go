@@ -42,7 +42,7 @@ func (ps *polSim) periodOracle(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	if cs.hold {
 		cs.hold = false
 		if !pi.chain {
-			ps.oracleEnd(cs, cs.holdAt, false)
+			ps.oracleEnd(cs, cs.holdAt, false, cs.holdWakeEl)
 		}
 	}
 	if !cs.open {
@@ -55,10 +55,13 @@ func (ps *polSim) periodOracle(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		cs.recCounts[pi.rec]++
 	}
 	if pi.kind == endGenuine {
-		s := ps.oracleEnd(cs, pi.x, true)
+		s := ps.oracleEnd(cs, pi.x, true, ps.r.wakeEl(pi))
 		return ps.tab.paidLatency(s)
 	}
-	cs.hold, cs.holdAt = true, pi.x
+	cs.hold, cs.holdAt, cs.holdWakeEl = true, pi.x, noWake
+	if pi.kind == endTick {
+		cs.holdWakeEl = ps.r.wakeEl(pi)
+	}
 	return 0
 }
 
@@ -105,12 +108,22 @@ func (ps *polSim) wholeStay(s int, d, res int64) {
 	ps.selections++
 }
 
-func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool) int {
+// oracleEnd chooses and accounts the episode that ends at end. An
+// interrupt ended it at end−wakeEl (the recorded state's exit latency; noWake:
+// none did): that is the episode's real length, and the chosen state's own
+// exit latency follows it, as endSegment counts a governor's stay.
+func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool, wakeEl int64) int {
 	d := max(end-cs.epStart, 0)
+	if wakeEl != noWake {
+		d = max(d-wakeEl, 0)
+	}
 	s := ps.oracleChoice(d, cs.latAtStart)
 	if ps.obs != nil {
 		ps.obsBuf = [8]int64{obsOracle, int64(s), d, cs.latAtStart}
 		ps.obs(&ps.obsBuf)
+	}
+	if wakeEl != noWake {
+		d += ps.tab.el[s]
 	}
 	ps.wholeStay(s, d, d)
 	if ps.r.agreement {

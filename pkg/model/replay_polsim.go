@@ -247,7 +247,7 @@ func (ps *polSim) flush(c *cpuShared) {
 		cs.open = false
 	case GovOracle:
 		if cs.open {
-			ps.oracleEnd(cs, cs.holdAt, false)
+			ps.oracleEnd(cs, cs.holdAt, false, cs.holdWakeEl)
 		}
 	default:
 		if cs.open {

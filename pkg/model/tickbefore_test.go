@@ -33,8 +33,11 @@ func TestTickStoppedBeforeIsTheGovernorInput(t *testing.T) {
 	}
 	stoppedBefore, _ := runReplay(t, prof, meta, []string{"menu"}, build(trace.Yes))
 	runningBefore, _ := runReplay(t, prof, meta, []string{"menu"}, build(trace.No))
+	// By time: a C6 stay counts its 290 µs exit latency beside the 20 µs
+	// idle, so menu's few C6 choices before its history fills (the next
+	// timer its only guide) are about a fifth of the running case's time.
 	deep, shallow := stoppedBefore[0].StateShare["C6"], runningBefore[0].StateShare["C6"]
-	if !(deep > 0.5 && shallow < 0.05) {
+	if !(deep > 0.95 && shallow < 0.3) {
 		t.Fatalf("C6 share with the tick stopped before the decision %.3f, running %.3f: the input is not TickStoppedBefore", deep, shallow)
 	}
 }
