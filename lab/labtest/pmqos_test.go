@@ -3,6 +3,7 @@
 package labtest
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -124,13 +125,14 @@ func deepPeriods(t *testing.T, r *trace.Reader, from, to uint64) (in, out [2]int
 	prof := r.Meta.States[0].States
 	byCPU := map[uint32][]trace.IdlePeriod{}
 	if err := r.Scan(trace.Visitor{Idle: func(p *trace.IdlePeriod) error {
-		byCPU[p.CPU] = append(byCPU[p.CPU], *p) // in order on each CPU, as the ring buffer delivers them
+		byCPU[p.CPU] = append(byCPU[p.CPU], *p)
 		return nil
 	}}); err != nil {
 		t.Fatal(err)
 	}
 	var skipped []string
 	for cpu, ps := range byCPU {
+		slices.SortFunc(ps, func(a, b trace.IdlePeriod) int { return cmp.Compare(a.EntryNs, b.EntryNs) })
 		atChange := slices.IndexFunc(ps, func(p trace.IdlePeriod) bool { return p.ExitNs >= from })
 		beforeRemoval := -1
 		for i, p := range ps {

@@ -110,3 +110,52 @@ func (c *ExitLatencyCheck) far(prof *model.Profile) string {
 	}
 	return strings.Join(far, "; ")
 }
+
+// Where a policy's idle time sits in states this slow to leave, the
+// first-order replay is at its weakest (lab/README.md, "Nine-state
+// tables": on hsw's table, one governor replayed on another's recording
+// was up to 20 points of idle time off in C9 and C10).
+const (
+	deepExitNs    = 500_000
+	deepShareNote = 0.05
+)
+
+// DeepStatesNote is whatif's note for results that put a share of the
+// idle time in states whose exit latency is as long as idle periods
+// commonly are: a wake-up that late moves what follows it, which a replay
+// of the recorded periods as they are cannot follow. "" when none does.
+func DeepStatesNote(prof *model.Profile, results []model.Result) string {
+	var names []string
+	var slowest uint64
+	deep := map[string]bool{}
+	for _, s := range prof.States {
+		if !s.Polling && s.ExitLatencyNs >= deepExitNs {
+			deep[s.Name] = true
+			names = append(names, s.Name)
+			slowest = max(slowest, s.ExitLatencyNs)
+		}
+	}
+	var who []string
+	for i, r := range results {
+		share := 0.0
+		for name, v := range r.StateShare {
+			if deep[name] {
+				share += v
+			}
+		}
+		if share >= deepShareNote {
+			spent := " spent "
+			if i > 0 && len(who) > 0 {
+				spent = " "
+			}
+			who = append(who, fmt.Sprintf("%s%s%.0f %%", r.Policy, spent, 100*share))
+		}
+	}
+	if len(who) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s of the idle time in %s, states whose exit latency (up to %s µs) is as long as idle periods commonly are: a wake-up that late delays what it starts "+
+		"(the work, the other CPUs it wakes, the next idle entry), which the replay, keeping the recorded idle periods as they are, does not follow, so those figures are first-order estimates "+
+		"(in the lab, on hsw's table, one governor replayed on another's recording put up to 20 points more or less of the idle time in C9 and C10 than that governor's own recording)",
+		strings.Join(who, ", "), strings.Join(names, " or "), FormatUs(slowest))
+}

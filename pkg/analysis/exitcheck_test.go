@@ -89,3 +89,38 @@ func TestExitLatencyCheckAgreesWithStats(t *testing.T) {
 		t.Errorf("medians %v, stats' %v", got, want)
 	}
 }
+
+func TestDeepStatesNote(t *testing.T) {
+	hsw, err := model.Builtin("hsw", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	icx, err := model.Builtin("icx", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := func(pol string, share map[string]float64) model.Result {
+		return model.Result{Policy: pol, StateShare: share}
+	}
+	for _, tc := range []struct {
+		name    string
+		prof    *model.Profile
+		results []model.Result
+		want    string // a prefix; "" for no note
+	}{
+		{"deep time in two policies", hsw, []model.Result{res("menu", map[string]float64{"C9": 0.2, "C10": 0.6, "C1E": 0.2}), res("teo", map[string]float64{"C10": 0.3, "C6": 0.7}),
+			res("menu+disable=C7s,C8,C9,C10", map[string]float64{"C6": 1})},
+			"menu spent 80 %, teo 30 % of the idle time in C9 or C10, states whose exit latency (up to 2600 µs)"},
+		{"only a later policy", hsw, []model.Result{res("menu", map[string]float64{"C6": 1}), res("ladder", map[string]float64{"C10": 0.5, "C6": 0.5})},
+			"ladder spent 50 % of the idle time in C9 or C10"},
+		{"under the share", hsw, []model.Result{res("menu", map[string]float64{"C10": 0.04, "C6": 0.96})}, ""},
+		{"no state that slow", icx, []model.Result{res("menu", map[string]float64{"C6": 1})}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DeepStatesNote(tc.prof, tc.results)
+			if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
+				t.Errorf("note %q, want it to begin %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -160,8 +160,16 @@ func changeReason(in whyInput) *string {
 	if len(p.Disable) > 0 && p.Governor != GovHaltpoll && len(rs) == n {
 		var never []string
 		for _, s := range p.Disable {
-			if in.refShare[s] == 0 {
-				never = append(never, s)
+			// disable= takes a name in any case (as the sysfs names are
+			// compared): the reference's shares are under the profile's.
+			name, share := s, 0.0
+			for k, v := range in.refShare {
+				if strings.EqualFold(k, s) {
+					name, share = k, v
+				}
+			}
+			if share == 0 {
+				never = append(never, name)
 			}
 		}
 		if len(never) == len(p.Disable) {

@@ -32,6 +32,8 @@ func TestChangeReason(t *testing.T) {
 		{"same spec", base("menu", "menu"), "the same policy as the reference"},
 		{"no wake-ups", with(base("menu+qos=1us", "menu"), func(in *whyInput) { in.wakeUps, in.ioWoke = 0, 0 }), "no wake-up in the trace to change"},
 		{"disable of a state the reference never entered", base("menu+disable=C6", "menu"), "menu never entered C6"},
+		{"disable names a state in another case", base("menu+disable=c6", "menu"), "menu never entered C6"},
+		{"disable in another case of a state the reference used", base("menu+disable=c1e", "menu"), "paid the same exit latency as menu at every wake-up"},
 		{"disable of a state the reference used, nothing changed, same states", with(base("menu+disable=C1", "menu"), func(in *whyInput) { in.sameStates = true }),
 			"chose the same state as menu in every period"},
 		{"nothing changed, other states", base("menu+disable=C1", "menu"), "paid the same exit latency as menu at every wake-up"},

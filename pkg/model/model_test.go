@@ -1354,4 +1354,9 @@ func TestStayCountsOwnExitLatency(t *testing.T) {
 	if res[1].StateShare["C1E"] != 1 {
 		t.Errorf("menu+disable=C6 chose %v, want C1E", res[1].StateShare)
 	}
+	// 710 µs is under C6's break-even (its 800 µs target residency): the
+	// oracle, choosing for the interval before the interrupt, takes C1E.
+	if res[2].StateShare["C1E"] != 1 {
+		t.Errorf("the oracle chose %v for the 710 µs before the interrupt, want C1E", res[2].StateShare)
+	}
 }

@@ -65,7 +65,7 @@ type builtin struct {
 var pollState = builtinState{name: "POLL", polling: true, desc: "CPUIDLE CORE POLL IDLE"}
 
 var builtins = []builtin{
-	{"hsw", "Intel Haswell client/server (intel_idle hsw_cstates)",
+	{"hsw", "Intel Haswell client/server (intel_idle hsw_cstates; Haswell-EP takes it with use_acpi: a state the firmware's _CST does not list starts disabled, so disable= those)",
 		"drivers/idle/intel_idle.c hsw_cstates, Linux 6.12.117 (the same values in a 6.17+ tree)",
 		[]builtinState{pollState, {name: "C1", exitUs: 2, residUs: 2}, {name: "C1E", exitUs: 10, residUs: 20},
 			{name: "C3", exitUs: 33, residUs: 100}, {name: "C6", exitUs: 133, residUs: 400}, {name: "C7s", exitUs: 166, residUs: 500},

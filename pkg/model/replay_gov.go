@@ -17,7 +17,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 				// CPU was busy until this entry (the kernel selected
 				// here and measures from here), not idle.
 				cs.needSelect = false
-				ps.awakeNs += max(pi.e-cs.holdAt, 0)
+				ps.awakeNs += max(pi.e-cs.holdAt-cs.lateNs, 0)
 				ps.selectAt(c, cs, pi, pi.e, pi.e)
 			}
 		} else {
@@ -127,7 +127,7 @@ func (ps *polSim) advance(c *cpuShared, cs *cpuSim, pi *periodInfo, until int64,
 		}
 		wake := int64(noWake)
 		if isTick {
-			wake = 0 // the policy's own tick: nothing of it is in the recording
+			wake = ownTick
 		}
 		ps.endSegment(cs, next, tickSeen, !isTick, wake)
 		ps.selectAt(c, cs, pi, next, next)
@@ -232,7 +232,12 @@ func (r *Replay) kernelStay(cs *cpuSim, pi *periodInfo) int64 {
 }
 
 // noWake: a stay that ends without an interrupt (a poll's time limit).
-const noWake = -1
+// ownTick: the policy's own tick, at the time the stay ends: nothing of it
+// is in the recording, and the next stay starts at that time.
+const (
+	noWake  = -1
+	ownTick = -2
+)
 
 // wakeEl is the exit latency of the recorded state that the wake-up ending
 // the recorded period paid inside it, as the kernel measures a stay
@@ -244,24 +249,32 @@ func (r *Replay) wakeEl(pi *periodInfo) int64 {
 	return r.recTab.el[pi.rec]
 }
 
-// endSegment closes the open stay at t. The time it adds is t minus its
-// start, on the recorded timeline; the stay the governor and the
-// above/below rules see is what the kernel would measure: an interrupt
-// arriving at t−wakeEl (the recorded state's exit latency, in the
-// recording) reaches the policy's state s, which takes its own exit
-// latency to leave. wakeEl noWake: no interrupt ended it.
+// endSegment closes the open stay at t. The stay the governor and the
+// above/below rules see, and the time and energy it adds, is what the
+// kernel would measure: an interrupt arriving at t−wakeEl (the recorded
+// state's exit latency, in the recording) reaches the policy's state s,
+// which takes its own exit latency to leave. wakeEl noWake: no interrupt
+// ended it; ownTick: the policy's own tick at t, whose exit latency the
+// governor sees but the time does not hold, as the next stay starts at t
+// (the first-order timeline). cs.lateNs keeps how much later than t the
+// stay ended, which the awake time before a chained re-selection gives
+// back.
 func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool, wakeEl int64) {
 	d := max(t-cs.segStart, 0)
 	s := cs.state
 	row := &ps.tab.rows[s]
-	// What the kernel would measure (and count as the state's time): an
-	// interrupt arriving at t−wakeEl leaves s after s's own exit latency.
-	res := d
-	if wakeEl != noWake {
+	res, stay := d, d
+	switch wakeEl {
+	case noWake:
+	case ownTick:
+		res = d + ps.tab.el[s]
+	default:
 		res = max(d+ps.tab.el[s]-wakeEl, 0)
+		stay = res
 	}
-	ps.timeNs[s] += res
-	ps.energy += row.power*float64(res) + row.overhead
+	cs.lateNs = stay - d
+	ps.timeNs[s] += stay
+	ps.energy += row.power*float64(stay) + row.overhead
 	if cs.kernelRes >= 0 {
 		res = cs.kernelRes
 	}
