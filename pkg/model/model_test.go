@@ -243,6 +243,11 @@ func TestProfileFiles(t *testing.T) {
 	if p, err := LoadProfile(bom, nil); err != nil || len(p.States) != 1 {
 		t.Fatalf("profile with a byte-order mark: %+v %v", p, err)
 	}
+	// A built-in's name in another case says how it is spelt (--profile
+	// HSW), as the profiles command does.
+	if _, err := LoadProfile("HSW", &trace.Metadata{HZ: 250}); err == nil || err.Error() != `profile "HSW": the built-in names are lower case (hsw)` {
+		t.Errorf("LoadProfile(HSW): %v", err)
+	}
 	bad := []struct{ body, want string }{
 		{`{"states": [{"name": "POLL", "exit_latency_us": 0, "target_residency_us": 0, "polling": true}, {"name": "C1", "exit_latency_us": 1, "target_residency_us": 1}, {"name": "C6", "exit_latency_us": -1, "target_residency_us": 4}]}`,
 			"states[2].exit_latency_us: must be >= 0"},

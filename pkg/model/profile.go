@@ -333,6 +333,9 @@ func LoadProfile(nameOrPath string, meta *trace.Metadata) (*Profile, error) {
 		return nil, ErrNeedsMeasurement
 	}
 	for _, b := range builtins {
+		if b.name != nameOrPath && strings.EqualFold(b.name, nameOrPath) {
+			return nil, fmt.Errorf("profile %q: the built-in names are lower case (%s)", nameOrPath, b.name)
+		}
 		if b.name == nameOrPath {
 			p, err := Builtin(b.name, hz)
 			if err != nil {
