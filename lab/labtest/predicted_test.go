@@ -148,11 +148,11 @@ func TestLabExperiment(t *testing.T) {
 			if c.setup == "" {
 				script = strings.Replace(script, " && ", " ", 1)
 			}
+			profile := c.profile
+			if profile == "" {
+				profile = "icx"
+			}
 			for attempt := 1; ; attempt++ {
-				profile := c.profile
-				if profile == "" {
-					profile = "icx"
-				}
 				out := runLabCPUs(t, root, in, "lab", profile, c.governor, expCPUs, script, expEnv...)
 				keepLabOut(out, c.name)
 				checkPinned(t, out)

@@ -136,7 +136,7 @@ func DeepStatesNote(prof *model.Profile, results []model.Result) string {
 		}
 	}
 	var who []string
-	for i, r := range results {
+	for _, r := range results {
 		share := 0.0
 		for name, v := range r.StateShare {
 			if deep[name] {
@@ -144,8 +144,8 @@ func DeepStatesNote(prof *model.Profile, results []model.Result) string {
 			}
 		}
 		if share >= deepShareNote {
-			spent := " spent "
-			if i > 0 && len(who) > 0 {
+			spent := " spent " // on the first named only
+			if len(who) > 0 {
 				spent = " "
 			}
 			who = append(who, fmt.Sprintf("%s%s%.0f %%", r.Policy, spent, 100*share))
