@@ -105,7 +105,7 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 			}
 			fmt.Fprintf(w, "</ul>\n<p class=\"caption\">%s</p>\n", esc(changesCaption))
 		}
-		fmt.Fprintf(w, "<p class=\"caption\">Poll limit: how long POLL may spin before the governor chooses again; — without a polling state or where it moves (haltpoll's window). Above/below: too deep/too shallow choices by the cpuidle core's rules (share of the policy's selections). Energy: over the idle episodes (a busy core while a policy woke within one), relative to the first policy. Agreement: share of the recorded selections made the same way.</p>\n")
+		fmt.Fprintf(w, "<p class=\"caption\">%s</p>\n", esc(costCaption))
 		fmt.Fprintf(w, "<h3>Share of idle time per state</h3>\n")
 		htmlTable(w, shareHeader, shareRows, true)
 		if slices.Contains(shareHeader, "Woke polling") {

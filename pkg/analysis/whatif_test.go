@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -260,5 +261,55 @@ func TestWhatifDegenerate(t *testing.T) {
 				t.Errorf("report %d, %s: %v", i, f, err)
 			}
 		}
+	}
+}
+
+// TestWhatifIOColumns: the cost table gives IO's median beside its tail,
+// each under its own header, and the task's where the trace has it.
+func TestWhatifIOColumns(t *testing.T) {
+	task := model.LatencySummary{Count: 50, Mean: 130000, P50: 120000, P99: 310000, Max: 500000}
+	withTask := sampleReport()
+	withTask.Results[0].TaskIOLatencyNs = &task
+	for _, c := range []struct {
+		name string
+		rep  *WhatifReport
+		// want: header → the first row's cell; absent: headers not shown.
+		want   map[string]string
+		absent []string
+	}{
+		{"device IO only", sampleReport(),
+			map[string]string{"IO p50 µs": FormatUs(80000), "IO p99 µs": FormatUs(150000)},
+			[]string{"Task IO p50 µs", "Task IO p99 µs"}},
+		{"task IO too", withTask,
+			map[string]string{"IO p50 µs": FormatUs(80000), "IO p99 µs": FormatUs(150000), "Task IO p50 µs": FormatUs(120000), "Task IO p99 µs": FormatUs(310000)},
+			nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			header, rows, _, _ := whatifTables(c.rep)
+			for _, r := range rows {
+				if len(r) != len(header) {
+					t.Fatalf("row %q has %d cells for %d headers", r[0], len(r), len(header))
+				}
+			}
+			for h, want := range c.want {
+				i := slices.Index(header, h)
+				if i < 0 {
+					t.Errorf("no %q column in %q", h, header)
+					continue
+				}
+				if got := rows[0][i]; got != want {
+					t.Errorf("%s: %q, want %q", h, got, want)
+				}
+				// The oracle's row has no IO: a dash, not a zero.
+				if got := rows[len(rows)-1][i]; got != dash {
+					t.Errorf("%s without IO: %q, want %q", h, got, dash)
+				}
+			}
+			for _, h := range c.absent {
+				if slices.Contains(header, h) {
+					t.Errorf("%q shown without task IO: %q", h, header)
+				}
+			}
+		})
 	}
 }
