@@ -15,7 +15,7 @@
 #
 # Environment: IDLETRACE_LAB_FIDELITY and IDLETRACE_LAB_CROSS choose the
 # fidelity rows and the cross-governor cases (see lab/labtest; the defaults
-# are what CI holds: 20 of the fidelity rows (below) and every
+# are what CI holds: 19 of the fidelity rows (below) and every
 # cross-governor pair:
 # ladder and menu on Debian 6.12's icx, ladder, menu and teo on the lab
 # kernel's icx and seed 000's table, and the got_idle_tick case on
@@ -27,21 +27,29 @@ cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# CI holds 20 of the 46 rows and leaves the rest to make test-lab: the
+# CI holds 19 of the 47 rows and leaves the rest to make test-lab: the
 # lab kernel's cold build (13-16 minutes of both CPUs) leaves CI no room
 # for more within 25 minutes. Held: Debian 6.12's menu on icx, gnr, epyc,
 # seed000 and hsw (nine states), its ladder on icx, gnr, seed000 and hsw;
-# 6.1's menu on icx and seed000; teo on icx, gnr, hsw and seed000; the lab
-# kernel's menu on icx (its menu.c is Debian 6.12's: the control row); the
-# what-if switches on icx. Left out: spr (its table is icx's four states
-# with other numbers), epyc's ladder and teo (three states), skl, srf and
-# adl (hsw's shapes, or gnr's five), the lab kernel's menu but on icx, 6.1
-# but on icx and seed000, and the switches on seed000 (6.12's ladder on
-# spr and the lab kernel's menu on seed000 left CI on 2026-12-07, when the
-# matrix's Linux 7.3 VM took their 40 s; hsw's three rows took the places
-# of spr's menu, epyc's ladder and epyc's teo on 2026-12-07). Empty: every
-# row.
-export IDLETRACE_LAB_FIDELITY=${IDLETRACE_LAB_FIDELITY-"6.12/icx/menu 6.12/gnr/menu 6.12/epyc/menu 6.12/seed000/menu 6.12/hsw/menu 6.12/icx/ladder 6.12/gnr/ladder 6.12/seed000/ladder 6.12/hsw/ladder 6.1/icx/* 6.1/seed000/* lab/icx/* lab/gnr/teo lab/hsw/teo lab/seed000/teo"}
+# 6.1's menu on icx and seed000; teo on icx, gnr and seed000 (the last
+# with POLL off, below); the lab kernel's menu on icx (its menu.c is
+# Debian 6.12's: the control row); the what-if switches on icx. Left out:
+# spr (its table is icx's four states with other numbers), epyc's ladder
+# and teo (three states), skl, srf and adl (hsw's shapes, or gnr's five),
+# the lab kernel's menu but on icx, 6.1 but on icx and seed000, and the
+# switches on seed000 (6.12's ladder on spr and the lab kernel's menu on
+# seed000 left CI on 2026-12-07, when the matrix's Linux 7.3 VM took their
+# 40 s; hsw's rows took the places of spr's menu, epyc's ladder and epyc's
+# teo on 2026-12-07). teo left CI on hsw and runs on seed 000 with POLL
+# disabled (+disable=POLL) since 2026-12-07: one CI rehearsal in five
+# failed the two rows. teo's choice can hang on a few units of its
+# metrics (thousands each): with POLL, in the long chains of poll
+# time-outs the emulator's late timer interrupts make, where its metrics
+# decay to their floors; on hsw's nine states also where its walk to a
+# shallower state crosses half of the intercepts within a few units
+# (lab/README.md, "teo in a chain of poll time-outs"). make test-lab runs
+# both with POLL. Empty: every row.
+export IDLETRACE_LAB_FIDELITY=${IDLETRACE_LAB_FIDELITY-"6.12/icx/menu 6.12/gnr/menu 6.12/epyc/menu 6.12/seed000/menu 6.12/hsw/menu 6.12/icx/ladder 6.12/gnr/ladder 6.12/seed000/ladder 6.12/hsw/ladder 6.1/icx/* 6.1/seed000/* lab/icx/* lab/gnr/teo lab/seed000/teo+disable=POLL"}
 export IDLETRACE_LAB_CROSS=${IDLETRACE_LAB_CROSS-"6.12/icx lab/icx lab/seed000 lab/c6long"}
 # The emulation's own check (issue 9 item 1: each state's measured wake-up
 # and IO latency against the table's exit latencies) on seed 000's table:
