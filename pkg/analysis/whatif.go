@@ -220,8 +220,8 @@ func agreement(a *float64) string {
 func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, shareHeader []string, shareRows [][]string) {
 	// The mean beside the quantiles: on a table of few states these snap to
 	// its exit latencies, and only the mean shows a share of wake-ups move.
-	// IO's median beside its tail: a synchronous reader's throughput
-	// follows the median, and experiment judges the task's p50.
+	// IO's median beside its tail: what a typical request waits, and
+	// what experiment judges (the task's p50).
 	costHeader = []string{"Policy", "Poll limit µs", "Wake mean µs", "Wake p50 µs", "Wake p99 µs", "Wake max µs", "IO p50 µs", "IO p99 µs", "Above", "Below", "Energy", "Agreement"}
 	// Task IO (what a process waiting for its IO sees) where the trace
 	// has it, beside the device's.

@@ -305,6 +305,20 @@ func TestWhatifIOColumns(t *testing.T) {
 					t.Errorf("%s without IO: %q, want %q", h, got, dash)
 				}
 			}
+			// Device IO before the task's, each median before its tail,
+			// all between the wake-ups and Above.
+			order := []string{"Wake max µs", "IO p50 µs", "IO p99 µs", "Task IO p50 µs", "Task IO p99 µs", "Above"}
+			last := -1
+			for _, h := range order {
+				i := slices.Index(header, h)
+				if i < 0 {
+					continue // absent (checked below)
+				}
+				if i <= last {
+					t.Errorf("%q out of order in %q", h, header)
+				}
+				last = i
+			}
 			for _, h := range c.absent {
 				if slices.Contains(header, h) {
 					t.Errorf("%q shown without task IO: %q", h, header)
