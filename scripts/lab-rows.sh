@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# CI holds 19 of the 47 rows and leaves the rest to make test-lab: the
+# CI holds 19 of the 50 rows and leaves the rest to make test-lab: the
 # lab kernel's cold build (13-16 minutes of both CPUs) leaves CI no room
 # for more within 25 minutes. Held: Debian 6.12's menu on icx, gnr, epyc,
 # seed000 and hsw (nine states), its ladder on icx, gnr, seed000 and hsw;
@@ -35,7 +35,8 @@ trap 'rm -rf "$tmp"' EXIT
 # with POLL off, below); the lab kernel's menu on icx (its menu.c is
 # Debian 6.12's: the control row); the what-if switches on icx. Left out:
 # spr (its table is icx's four states with other numbers), epyc's ladder
-# and teo (three states), skl, srf and adl (hsw's shapes, or gnr's five),
+# and teo (three states), skx (icx's shape), skl, srf and adl (hsw's
+# shapes, or gnr's five),
 # the lab kernel's menu but on icx, 6.1 but on icx and seed000, and the
 # switches on seed000 (6.12's ladder on spr and the lab kernel's menu on
 # seed000 left CI on 2026-12-07, when the matrix's Linux 7.3 VM took their

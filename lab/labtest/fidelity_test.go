@@ -104,7 +104,8 @@ var labCases = []labCase{
 	{"6.12", "seed000", "ladder", 0.99, "", nil},
 	// The other built-in tables: hsw's and skl's nine states (C10's exit
 	// latency 2.6 ms on hsw, its target residency 7.7 ms), srf's and adl's
-	// five (C6SP; adl's C8 and C10 without C1).
+	// five (C6SP; adl's C8 and C10 without C1), skx's four (icx's shape,
+	// C6 133/600 µs).
 	{"6.12", "hsw", "menu", 0.98, "", nil},
 	{"6.12", "skl", "menu", 0.98, "", nil},
 	{"6.12", "srf", "menu", 0.98, "", nil},
@@ -114,6 +115,9 @@ var labCases = []labCase{
 	{"6.12", "skl", "ladder", 0.99, "", nil},
 	{"6.12", "srf", "ladder", 0.99, "", nil},
 	{"6.12", "adl", "ladder", 0.99, "", nil},
+	{"6.12", "skx", "menu", 0.98, "", nil},
+	{"6.12", "skx", "ladder", 0.99, "", nil},
+	{"lab", "skx", "teo", 0.98, "", nil},
 	{"lab", "hsw", "teo", 0.98, "", nil},
 	{"lab", "skl", "teo", 0.98, "", nil},
 	{"lab", "srf", "teo", 0.98, "", nil},
@@ -244,6 +248,17 @@ func runLabCase(t *testing.T, root, in string, c labCase) labRow {
 	}
 	if r.Meta.CPUIdleGovernor != c.governor || r.Meta.CPUIdleDriver != "idle_emu" {
 		t.Fatalf("the trace says driver %q, governor %q", r.Meta.CPUIdleDriver, r.Meta.CPUIdleGovernor)
+	}
+	if c.pollOff() {
+		// The replay takes the disabled state from here: a POLL left on
+		// would make the row a POLL row under another name.
+		for _, cs := range r.Meta.States {
+			for _, st := range cs.States {
+				if st.Polling && !st.Disabled {
+					t.Fatalf("CPU %d's %s is enabled in the trace's table: the row disables it before recording", cs.CPU, st.Name)
+				}
+			}
+		}
 	}
 	o, err := fidelity.Replay(r, c.modelPolicy(), c.tellPollRule(t))
 	if err != nil {
