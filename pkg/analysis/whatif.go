@@ -246,22 +246,14 @@ func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, 
 	}
 	for i := range rep.Results {
 		r := &rep.Results[i]
-		io := []string{dash, dash}
-		if r.IOLatencyNs != nil && r.IOLatencyNs.Count > 0 {
-			io = []string{FormatUs(r.IOLatencyNs.P50), FormatUs(r.IOLatencyNs.P99)}
-		}
 		wake := []string{dash, dash, dash, dash}
 		if r.WakeLatencyNs.Count > 0 {
 			wake = []string{FormatUsF(r.WakeLatencyNs.Mean), FormatUs(r.WakeLatencyNs.P50), FormatUs(r.WakeLatencyNs.P99), FormatUs(r.WakeLatencyNs.Max)}
 		}
 		row := append([]string{r.Policy, pollLimit(r)}, wake...)
-		row = append(row, io...)
+		row = append(row, medianAndTail(r.IOLatencyNs)...)
 		if taskIO {
-			task := []string{dash, dash}
-			if t := r.TaskIOLatencyNs; t != nil && t.Count > 0 {
-				task = []string{FormatUs(t.P50), FormatUs(t.P99)}
-			}
-			row = append(row, task...)
+			row = append(row, medianAndTail(r.TaskIOLatencyNs)...)
 		}
 		row = append(row, countPct(r.Above, r.Selections), countPct(r.Below, r.Selections), energy(r.EnergyRel), agreement(r.Agreement))
 		costRows = append(costRows, row)
@@ -283,6 +275,15 @@ func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, 
 		shareRows = append(shareRows, share)
 	}
 	return costHeader, costRows, shareHeader, shareRows
+}
+
+// medianAndTail is a latency's p50 and p99 cells: dashes where the
+// trace has none to show.
+func medianAndTail(s *model.LatencySummary) []string {
+	if s == nil || s.Count == 0 {
+		return []string{dash, dash}
+	}
+	return []string{FormatUs(s.P50), FormatUs(s.P99)}
 }
 
 // costCaption reads the cost table, in the text report and the HTML one.
