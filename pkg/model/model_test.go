@@ -1322,8 +1322,12 @@ func TestSetWindowIsTheTraceCutAtItsEnd(t *testing.T) {
 // policy's state, until the interrupt (the recorded exit less the recorded
 // state's exit latency) plus that state's own exit latency: what the
 // kernel's time counter would show. A 1 ms period recorded in spr's C6
-// (290 µs exit latency) is 712 µs in C1E (2 µs) when C6 is off, and the
-// oracle's choice is made for the 710 µs before the interrupt.
+// (290 µs exit latency) is 712 µs in C1E (2 µs) when C6 is off, and 710
+// µs polling under qos=0. Its energy covers the whole recorded 1 ms in
+// every state: the work is the same, so the 288 µs C1E saves is idle time
+// later, not time for nothing (charged as counted, polling had cost less
+// than halting wherever periods are as short as exit latencies). The
+// oracle chooses for that 1 ms too: past C6's 800 µs break-even.
 func TestStayCountsOwnExitLatency(t *testing.T) {
 	prof := mustBuiltin(t, "spr", 250)
 	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, States: []trace.CPUStates{{CPU: 0}}}
@@ -1334,7 +1338,7 @@ func TestStayCountsOwnExitLatency(t *testing.T) {
 	const entry, d = 1_000_000, 1_000_000
 	s := &synth{periods: []trace.IdlePeriod{{CPU: 0, State: 3, EntryNs: entry, ExitNs: entry + d, WakeCause: trace.WakeTimer, WakeIRQ: -1,
 		NextTimerKnown: true, NextTimerNs: d, TickStopped: trace.Yes, TickStoppedBefore: trace.Yes}}}
-	res, rp := runReplay(t, prof, meta, []string{"menu", "menu+disable=C6", "oracle"}, s)
+	res, rp := runReplay(t, prof, meta, []string{"menu", "menu+disable=C6", "oracle", "menu+qos=0"}, s)
 	c6 := int64(prof.States[3].ExitLatencyNs)
 	for k, r := range res {
 		if len(r.StateShare) == 0 {
@@ -1350,7 +1354,7 @@ func TestStayCountsOwnExitLatency(t *testing.T) {
 			if i != 3 {
 				want = d - c6 + tab.el[i]
 			}
-			wantEnergy := tab.power[i]*float64(want)/1e9 + tab.overhead[i]/1e9
+			wantEnergy := tab.power[i]*float64(d)/1e9 + tab.overhead[i]/1e9
 			if share != 1 || math.Abs(r.EnergyBusyCoreSeconds-wantEnergy) > 1e-12 {
 				t.Errorf("%s: %s share %.3f, energy %.9g; want one state for %d ns, energy %.9g", r.Policy, name, share, r.EnergyBusyCoreSeconds, want, wantEnergy)
 			}
@@ -1359,9 +1363,16 @@ func TestStayCountsOwnExitLatency(t *testing.T) {
 	if res[1].StateShare["C1E"] != 1 {
 		t.Errorf("menu+disable=C6 chose %v, want C1E", res[1].StateShare)
 	}
-	// 710 µs is under C6's break-even (its 800 µs target residency): the
-	// oracle, choosing for the interval before the interrupt, takes C1E.
-	if res[2].StateShare["C1E"] != 1 {
-		t.Errorf("the oracle chose %v for the 710 µs before the interrupt, want C1E", res[2].StateShare)
+	if res[2].StateShare["C6"] != 1 {
+		t.Errorf("the oracle chose %v for a 1 ms period, want C6 (800 µs break-even)", res[2].StateShare)
+	}
+	if res[3].StateShare["POLL"] != 1 {
+		t.Fatalf("menu+qos=0 chose %v, want POLL", res[3].StateShare)
+	}
+	// Polling costs more than halting over the same time, however much
+	// sooner it is left.
+	if !(res[3].EnergyBusyCoreSeconds > res[1].EnergyBusyCoreSeconds && res[1].EnergyBusyCoreSeconds > res[0].EnergyBusyCoreSeconds) {
+		t.Errorf("energy: POLL %.9g, C1E %.9g, C6 %.9g; want POLL > C1E > C6",
+			res[3].EnergyBusyCoreSeconds, res[1].EnergyBusyCoreSeconds, res[0].EnergyBusyCoreSeconds)
 	}
 }

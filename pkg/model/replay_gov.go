@@ -17,7 +17,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 				// CPU was busy until this entry (the kernel selected
 				// here and measures from here), not idle.
 				cs.needSelect = false
-				ps.awakeNs += max(pi.e-cs.holdAt-cs.lateNs, 0)
+				ps.awakeNs += max(pi.e-cs.holdAt, 0)
 				ps.selectAt(c, cs, pi, pi.e, pi.e)
 			}
 		} else {
@@ -250,15 +250,18 @@ func (r *Replay) wakeEl(pi *periodInfo) int64 {
 }
 
 // endSegment closes the open stay at t. The stay the governor and the
-// above/below rules see, and the time and energy it adds, is what the
+// above/below rules see, and the time in state it adds, is what the
 // kernel would measure: an interrupt arriving at t−wakeEl (the recorded
 // state's exit latency, in the recording) reaches the policy's state s,
 // which takes its own exit latency to leave. wakeEl noWake: no interrupt
 // ended it; ownTick: the policy's own tick at t, whose exit latency the
 // governor sees but the time does not hold, as the next stay starts at t
-// (the first-order timeline). cs.lateNs keeps how much later than t the
-// stay ended, which the awake time before a chained re-selection gives
-// back.
+// (the first-order timeline). Its energy covers the recorded time, up to
+// t, whatever s's exit latency: the work is the same under every policy,
+// so a state left sooner than the recorded one leaves the time it saved
+// idle later, and one left later takes it from later idle time (charging
+// the stay as counted made polling, which pays no exit latency, look
+// cheaper than halting where periods are as short as exit latencies).
 func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool, wakeEl int64) {
 	d := max(t-cs.segStart, 0)
 	s := cs.state
@@ -272,9 +275,8 @@ func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool, wakeEl 
 		res = max(d+ps.tab.el[s]-wakeEl, 0)
 		stay = res
 	}
-	cs.lateNs = stay - d
 	ps.timeNs[s] += stay
-	ps.energy += row.power*float64(stay) + row.overhead
+	ps.energy += row.power*float64(d) + row.overhead
 	if cs.kernelRes >= 0 {
 		res = cs.kernelRes
 	}

@@ -23,7 +23,7 @@ func (ps *polSim) periodRecorded(cs *cpuSim, pi *periodInfo) int64 {
 		return 0
 	}
 	s := pi.rec
-	ps.wholeStay(s, pi.x-pi.e, pi.residency)
+	ps.wholeStay(s, pi.x-pi.e, pi.x-pi.e, pi.residency)
 	if ps.r.agreement {
 		ps.agreeN++
 		ps.agreeHit++
@@ -93,39 +93,40 @@ func (ps *polSim) oracleChoice(d int64, latReq int64) int {
 	return best
 }
 
-// wholeStay accounts one selection that stays in state s for d ns, as the
-// recorded and oracle policies make them: time, energy with the entry and
-// exit overhead, and the kernel's too-deep/too-shallow rule judged on a
-// residency of res ns (the kernel's own measure where the trace has it;
-// res < 0: a stay the kernel does not count).
-func (ps *polSim) wholeStay(s int, d, res int64) {
+// wholeStay accounts one selection that stays in state s for stayNs, as
+// the recorded and oracle policies make them: time in state, energy over
+// the recorded time it covers (windowNs, as endSegment charges it) with
+// the entry and exit overhead, and the kernel's too-deep/too-shallow rule
+// judged on a residency of res ns (the kernel's own measure where the
+// trace has it; res < 0: a stay the kernel does not count).
+func (ps *polSim) wholeStay(s int, stayNs, windowNs, res int64) {
 	t := ps.tab
-	ps.timeNs[s] += d
-	ps.energy += t.power[s]*float64(d) + t.overhead[s]
+	ps.timeNs[s] += stayNs
+	ps.energy += t.power[s]*float64(windowNs) + t.overhead[s]
 	if res >= 0 {
 		ps.count(t.rows[s].classify(res))
 	}
 	ps.selections++
 }
 
-// oracleEnd chooses and accounts the episode that ends at end. An
-// interrupt ended it at end−wakeEl (the recorded state's exit latency; noWake:
-// none did): that is the episode's real length, and the chosen state's own
-// exit latency follows it, as endSegment counts a governor's stay.
+// oracleEnd chooses and accounts the episode that ends at end. Its
+// energy covers the recorded episode whatever the state (endSegment says
+// why), so the oracle chooses for that length. An interrupt ended it at
+// end−wakeEl (the recorded state's exit latency; noWake: none did), and
+// the chosen state's own exit latency follows it in the time in state, as
+// endSegment counts a governor's stay.
 func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool, wakeEl int64) int {
-	d := max(end-cs.epStart, 0)
+	window := max(end-cs.epStart, 0)
+	s := ps.oracleChoice(window, cs.latAtStart)
+	stay := window
 	if wakeEl != noWake {
-		d = max(d-wakeEl, 0)
+		stay = max(window-wakeEl, 0) + ps.tab.el[s]
 	}
-	s := ps.oracleChoice(d, cs.latAtStart)
 	if ps.obs != nil {
-		ps.obsBuf = [8]int64{obsOracle, int64(s), d, cs.latAtStart}
+		ps.obsBuf = [8]int64{obsOracle, int64(s), stay, cs.latAtStart}
 		ps.obs(&ps.obsBuf)
 	}
-	if wakeEl != noWake {
-		d += ps.tab.el[s]
-	}
-	ps.wholeStay(s, d, d)
+	ps.wholeStay(s, stay, window, stay)
 	if ps.r.agreement {
 		for i, n := range cs.recCounts {
 			ps.agreeN += uint64(n)

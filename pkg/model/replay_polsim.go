@@ -54,9 +54,9 @@ type polSim struct {
 	// awakeNs is the time between the periods of one idle episode (a
 	// tick or poll time-out the CPU went straight back to idle from) that
 	// the policy spent awake, as the kernel did, rather than idle through
-	// it: a busy core's, so that a policy's energy covers the episode. It
-	// covers the same time for every policy but by the exit latencies:
-	// a stay an interrupt ends lasts its own state's (endSegment).
+	// it: a busy core's, so that a policy's energy covers the episode.
+	// With the stays' energy (endSegment), every policy's covers the same
+	// recorded time.
 	awakeNs          int64
 	wakeCount        []uint64
 	io               latency.Histogram
@@ -106,9 +106,6 @@ type cpuSim struct {
 	// holdWakeEl: the recorded exit latency in the wake-up that ended the
 	// held period (wakeEl), noWake for a poll time-out.
 	holdWakeEl int64
-	// lateNs: how much later than its recorded end the last closed stay
-	// left its state (endSegment; negative: earlier).
-	lateNs int64
 	// kernelRes is kernelStay for the stay being closed, -1 if none.
 	kernelRes    int64
 	pollDeadline int64
