@@ -220,6 +220,9 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 	if p.seen["cpu_idle"] == 0 {
 		return p.sum, errors.New("no power:cpu_idle events: record with -e power:cpu_idle" + cut)
 	}
+	if err := p.statesAgree(o.States); err != nil {
+		return p.sum, err
+	}
 	meta := p.metadata(o)
 	if _, err := in.Seek(0, io.SeekStart); err != nil {
 		return p.sum, err
@@ -644,6 +647,31 @@ func (p *pass) headerStates(t string) {
 	if len(sts) > 0 {
 		p.fullStates[cpu] = sts
 	}
+}
+
+// statesAgree refuses a table given (a profile's) whose states are not
+// named as those of the capture's own tables (idletrace's export lists the
+// recording's): the capture's state numbers then mean other states, and
+// stats would judge a haltpoll guest's periods by a server's table.
+func (p *pass) statesAgree(given []trace.StateInfo) error {
+	if len(given) == 0 {
+		return nil
+	}
+	names := func(sts []trace.StateInfo) string {
+		var n []string
+		for _, s := range sts {
+			n = append(n, s.Name)
+		}
+		return strings.Join(n, ", ")
+	}
+	for _, cpu := range slices.Sorted(maps.Keys(p.fullStates)) {
+		own := p.fullStates[cpu]
+		if names(own) != names(given) {
+			return fmt.Errorf("the capture's header gives CPU %d the states %s, the profile %s: import without a profile to keep the recording's table (whatif --profile replays it on another)",
+				cpu, names(own), names(given))
+		}
+	}
+	return nil
 }
 
 // maxHeaderStates bounds a table read from a header (the kernel allows 10

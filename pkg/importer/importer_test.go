@@ -411,6 +411,28 @@ func TestImportProfileStates(t *testing.T) {
 	}
 }
 
+// TestImportProfileAgainstHeader: a profile whose states are not named as
+// the capture's own table (idletrace's export header) is refused, naming
+// both; one that names them alike gives its numbers.
+func TestImportProfileAgainstHeader(t *testing.T) {
+	capture := trace.ExportStatesHeader + " cpu0: POLL:0:0:polling haltpoll%20idle:1000:1000\n" +
+		"  swapper 0 [000] 1.0: power:cpu_idle: state=1 cpu_id=0\n  swapper 0 [000] 1.5: power:cpu_idle: state=4294967295 cpu_id=0\n"
+	icx := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true}, {Index: 1, Name: "C1", ExitLatencyNs: 1000, TargetResidencyNs: 1000},
+		{Index: 2, Name: "C1E"}, {Index: 3, Name: "C6"}}
+	_, _, err := importString(t, capture, Options{States: icx})
+	if err == nil || !strings.Contains(err.Error(), "CPU 0 the states POLL, haltpoll idle, the profile POLL, C1, C1E, C6") {
+		t.Errorf("a profile unlike the header's table: %v", err)
+	}
+	same := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true}, {Index: 1, Name: "haltpoll idle", ExitLatencyNs: 5000, TargetResidencyNs: 5000}}
+	r, _, err := importString(t, capture, Options{States: same})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Meta.States) != 1 || r.Meta.States[0].States[1].ExitLatencyNs != 5000 {
+		t.Errorf("states %+v", r.Meta.States)
+	}
+}
+
 // No line makes the parsers panic.
 func FuzzImportLine(f *testing.F) {
 	for _, s := range []string{
