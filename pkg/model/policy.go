@@ -372,6 +372,13 @@ var modifierTable = []Modifier{
 			if err != nil {
 				return fmt.Errorf("%q is not a duration (%v)", val, err)
 			}
+			// The limit any kernel can hold: an s32 of microseconds.
+			if d%1000 != 0 {
+				return fmt.Errorf("%q: /dev/cpu_dma_latency takes whole microseconds", val)
+			}
+			if d/1000 > math.MaxInt32 {
+				return fmt.Errorf("%q: above the %d µs /dev/cpu_dma_latency holds", val, math.MaxInt32)
+			}
 			p.QoSNs = d
 			return nil
 		},

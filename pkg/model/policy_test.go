@@ -88,6 +88,9 @@ func TestPolicyErrors(t *testing.T) {
 		{"teo+poll=999ns", `policy "teo+poll=999ns": poll: 999ns is below 1us: poll_idle() reads the clock only once per 200 cpu_relax() loops`},
 		{"haltpoll+poll_ns=10us", `policy "haltpoll+poll_ns=10us": unknown modifier "poll_ns" (known: poll, margin, qos, blkqos, maxcstate, disable, enable, kernel, guest_halt_poll_ns,`},
 		{"haltpoll+halt_poll_ns=10us", `policy "haltpoll+halt_poll_ns=10us": unknown modifier "halt_poll_ns"`},
+		// PM QoS holds an s32 of microseconds, on any kernel.
+		{"menu+qos=0.5us", `policy "menu+qos=0.5us": qos: "0.5us": /dev/cpu_dma_latency takes whole microseconds`},
+		{"menu+qos=1h", `policy "menu+qos=1h": qos: "1h": above the 2147483647 µs /dev/cpu_dma_latency holds`},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			_, err := ParsePolicy(tc.spec)

@@ -12,7 +12,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -182,13 +181,7 @@ func PlanFor(pol model.Policy, root string) (*Plan, error) {
 
 	// qos= as a request held on /dev/cpu_dma_latency.
 	if pol.QoSNs >= 0 {
-		if pol.QoSNs%1000 != 0 {
-			return nil, refusef("policy %q: qos=: /dev/cpu_dma_latency takes whole microseconds", pol.Spec)
-		}
-		us := pol.QoSNs / 1000
-		if us > math.MaxInt32 {
-			return nil, refusef("policy %q: qos=: above the %d µs /dev/cpu_dma_latency holds", pol.Spec, math.MaxInt32)
-		}
+		us := pol.QoSNs / 1000 // ParsePolicy took whole µs that fit an s32
 		pl.qosPath = filepath.Join(root, "dev/cpu_dma_latency")
 		if _, err := os.Stat(pl.qosPath); err != nil {
 			return nil, refusef("policy %q: qos=: the running kernel has no %s", pol.Spec, pl.qosPath)

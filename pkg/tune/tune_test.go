@@ -190,7 +190,6 @@ func TestRefusals(t *testing.T) {
 		{withDriver, "teo", "no teo governor (available: ladder, menu, haltpoll)"},
 		{withDriver, "oracle", "oracle"},
 		{withDriver, "menu+disable=C6", `no state "C6" (states: POLL, haltpoll idle)`},
-		{withDriver, "menu+qos=1500ns", "whole microseconds"},
 		{noDriver, "menu", "no cpuidle driver"},
 		{noDriver, "haltpoll+guest_halt_poll_ns=200us", "no cpuidle driver"},
 	}
