@@ -287,7 +287,7 @@ func medianAndTail(s *model.LatencySummary) []string {
 }
 
 // costCaption reads the cost table, in the text report and the HTML one.
-const costCaption = "Poll limit: how long POLL may spin before the governor chooses again (cpuidle_poll_time); — where there is no polling state " +
+const costCaption = "Poll limit: how long POLL may spin before the governor chooses again (cpuidle_poll_time); — where there is no polling state, recorded without a cpuidle driver (no poll loop ran) " +
 	"or the limit moves per CPU and in time (haltpoll's window: the notes give the module parameters each haltpoll policy polled by). " +
 	"Wake mean/p50/p99/max: the exit latency each wake-up pays under the policy (the table's, of the state it left), not the wake-up latency stats traces from each wake request. " +
 	"IO p50/p99: block IO, issue to completion, with the policy's exit latency where the completion woke an idle CPU; " +

@@ -83,8 +83,9 @@ func (ps *polSim) result(r *Replay) Result {
 	}
 	// The recorded governor's limit is the generic one but under haltpoll,
 	// whose window moves per CPU and in time (the recording's, not one
-	// figure).
-	recordedWindow := ps.kind == GovRecorded && r.meta.HaltPollRan()
+	// figure), and without a cpuidle driver, where the kernel never polled
+	// (the table is the HLT it used, with the POLL a driver would add).
+	recordedWindow := ps.kind == GovRecorded && (r.meta.HaltPollRan() || r.meta.NoCPUIdleDriver())
 	// A policy that disables the polling state has no limit to show.
 	polls := ps.tab.n > 0 && ps.tab.polling[0] && !ps.tab.disabled[0]
 	if ps.kind != GovOracle && !ps.dynPoll && !recordedWindow && polls && ps.pollNs > 0 && ps.pollNs != noLimit {

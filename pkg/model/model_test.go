@@ -113,6 +113,21 @@ func TestSeed000PollLimits(t *testing.T) {
 			t.Errorf("%s: poll_limit_ns = %d, want null", spec, *res[0].PollLimitNs)
 		}
 	}
+	// Recorded without a cpuidle driver, the kernel never polled: none for
+	// recorded; a governor's what-if on the table still has the limit.
+	noDriver := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250, CPUIdleDriver: trace.CPUIdleDriverNone, States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{
+		{Index: 0, Name: "POLL", Polling: true}, {Index: 1, Name: "HLT", ExitLatencyNs: 1000, TargetResidencyNs: 1000}}}}}
+	recorded, err := LoadProfile("recorded", noDriver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := NewReplay(recorded, noDriver, []Policy{mustPolicy(t, "recorded"), mustPolicy(t, "menu")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := rp.Finish(); res[0].PollLimitNs != nil || res[1].PollLimitNs == nil {
+		t.Errorf("no cpuidle driver: poll_limit_ns recorded %v (want null), menu %v (want 20000)", res[0].PollLimitNs, res[1].PollLimitNs)
+	}
 }
 
 func TestParsePolicy(t *testing.T) {
