@@ -25,6 +25,7 @@ package importer
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -297,6 +298,7 @@ type pass struct {
 	recording  trace.ExportedRecording   // kernel, HZ, host and listed CPUs, from idletrace's export (trace.ExportRecordingHeader)
 	governor   string                    // and its governor (trace.ExportGovernorHeader)
 	haltPoll   *trace.HaltPollParams     // and haltpoll's parameters (trace.ExportHaltPollHeader)
+	perfHost   perfHeaderHost            // perf script --header's host, kernel and CPU
 	states     map[int][]trace.StateInfo // idletrace's ftrace export's header (idlestat's part: no exit latencies)
 	// fullStates: the whole tables idletrace's export lists in comments
 	// (trace.ExportStatesHeader), which take precedence.
@@ -407,6 +409,7 @@ func (p *pass) line(s string) error {
 			if r, ok := strings.CutPrefix(t, trace.ExportRecordingHeader); ok {
 				p.recording.Add(r)
 			}
+			p.perfHost.add(t)
 			if h, ok := strings.CutPrefix(t, trace.ExportHaltPollHeader); ok {
 				if hp, err := trace.ParseHaltPoll(h); err == nil {
 					p.haltPoll = hp
@@ -539,6 +542,30 @@ func detect(line string) string {
 		}
 	}
 	return Ftrace
+}
+
+// perfHeaderHost is what perf script --header says of the machine perf
+// recorded on ("# hostname : db-17", "# os release : 6.12.57", "# cpudesc :
+// ..."): the host that keys fleet rows, and the kernel whose governors a
+// what-if replays.
+type perfHeaderHost struct {
+	hostname, osRelease, cpuDesc string
+}
+
+func (h *perfHeaderHost) add(t string) {
+	k, v, ok := strings.Cut(strings.TrimPrefix(t, "#"), " : ")
+	if !ok {
+		return
+	}
+	v = strings.TrimSpace(v)
+	switch strings.TrimSpace(k) {
+	case "hostname":
+		h.hostname = v
+	case "os release":
+		h.osRelease = v
+	case "cpudesc":
+		h.cpuDesc = v
+	}
 }
 
 // header reads the lines before the first event: trace-cmd report's
@@ -896,6 +923,9 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 		m.RecordedCPUs = slices.Sorted(slices.Values(r.CPUs))
 	}
 	m.KernelRelease, m.HZ, m.Hostname = p.recording.KernelRelease, p.recording.HZ, p.recording.Hostname
+	m.KernelRelease = cmp.Or(m.KernelRelease, p.perfHost.osRelease)
+	m.Hostname = cmp.Or(m.Hostname, p.perfHost.hostname)
+	m.CPUModel = cmp.Or(m.CPUModel, p.perfHost.cpuDesc)
 	table := func(c int) []trace.StateInfo {
 		if o.States != nil {
 			return o.States

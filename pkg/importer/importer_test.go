@@ -692,6 +692,30 @@ func TestImportBlockEventsListed(t *testing.T) {
 	}
 }
 
+// TestImportPerfHeaderHost: perf script --header names the host, its
+// kernel and CPU; the import keeps them (fleet rows are keyed by host, and
+// a what-if replays that kernel's governors). idletrace's own export
+// header, where both are there, is the recording's word.
+func TestImportPerfHeaderHost(t *testing.T) {
+	idle := "         swapper     0 [000]    10.000010: power:cpu_idle: state=1 cpu_id=0\n" +
+		"         swapper     0 [000]    10.000052: power:cpu_idle: state=4294967295 cpu_id=0\n"
+	perf := "# ========\n# captured on    : Mon Dec  7 11:05:47 2026\n# hostname : db-17\n# os release : 6.12.57-cloud\n# perf version : 6.1.187\n# cpudesc : Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz\n# nrcpus online : 2\n"
+	r, _, err := importString(t, perf+idle, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := r.Meta; m.Hostname != "db-17" || m.KernelRelease != "6.12.57-cloud" || m.CPUModel != "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz" {
+		t.Errorf("host %q, kernel %q, CPU %q", m.Hostname, m.KernelRelease, m.CPUModel)
+	}
+	r, _, err = importString(t, trace.ExportRecordingHeader+" kernel=6.18.1 host=vm\n"+perf+idle, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := r.Meta; m.Hostname != "vm" || m.KernelRelease != "6.18.1" {
+		t.Errorf("with idletrace's header: host %q, kernel %q", m.Hostname, m.KernelRelease)
+	}
+}
+
 // TestImportLostCompletion: perf drops events without a LOST line; where
 // a completion is missing, the same device and sector's next issue shows
 // it, and the next completion pairs with that issue, not the stale one (a
