@@ -35,7 +35,7 @@ without --force included).
 
 func runRecord(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("record", stderr)
-	out := fs.StringP("output", "o", "idletrace.trace", "trace file to write")
+	out := fs.StringP("output", "o", "idletrace.trace", "trace file to write (-: standard output, not a terminal)")
 	dur := fs.DurationP("duration", "d", 0, "stop after this long (default: until COMMAND exits or SIGINT)")
 	cpus := fs.String("cpus", "", "record idle periods of these CPUs only (e.g. 0-3,8)")
 	noIO := fs.Bool("no-io", false, "do not record block IO")
@@ -62,6 +62,12 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if *dur < 0 || (*dur == 0 && fs.Changed("duration")) {
 		return usagef("--duration %v: must be positive (leave it out to record until COMMAND exits or SIGINT)", *dur)
 	}
+	if *out == "-" {
+		if isTerminal(stdout) {
+			return usagef("-o -: standard output is a terminal; redirect it (-o - > t.trace, or | ssh host 'cat > t.trace') or give a file")
+		}
+		*out, *force = "/dev/stdout", true // a stream: nothing to overwrite
+	}
 	if *ringMiB <= 0 || *ringMiB&(*ringMiB-1) != 0 || *ringMiB > 1024 {
 		return usagef("--ring-mib %d: must be a power of two between 1 and 1024", *ringMiB)
 	}
@@ -76,6 +82,9 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := checkOutput(*out, "", *force); err != nil {
 		return err
+	}
+	if toStdout(*out, stdout) {
+		opts.CommandStdout = stderr // COMMAND's output would land inside the trace
 	}
 	ctx, kill, stop := stopSignals()
 	defer stop()
@@ -150,6 +159,17 @@ func recordTrace(ctx context.Context, opts record.Options, quiet bool, stderr io
 		}
 	}
 	return sum, err
+}
+
+// toStdout says the output path is the file stdout writes to.
+func toStdout(path string, stdout io.Writer) bool {
+	f, ok := stdout.(*os.File)
+	if !ok {
+		return false
+	}
+	so, err1 := f.Stat()
+	po, err2 := os.Stat(path)
+	return err1 == nil && err2 == nil && os.SameFile(so, po)
 }
 
 func isTerminal(w io.Writer) bool {

@@ -229,3 +229,27 @@ func TestRecordDevNull(t *testing.T) {
 		t.Errorf("%s is no longer a character device: %v %v", os.DevNull, fi, err)
 	}
 }
+
+// TestRecordToStdout: -o - streams the trace to standard output (a pipe
+// here), COMMAND's own output goes to stderr rather than into it, and the
+// summary counts the bytes written (a pipe's size is 0).
+func TestRecordToStdout(t *testing.T) {
+	testenv.RequireRecorder(t)
+	r := runBin(t, "record", "-q", "-o", "-", "-d", "5s", "--", "sh", "-c", "echo from-the-command; sleep 0.5")
+	if r.code != 0 {
+		t.Fatalf("record -o -: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout, "from-the-command") || !strings.Contains(r.stderr, "from-the-command") {
+		t.Errorf("COMMAND's output went into the trace, or nowhere: stderr %q", r.stderr)
+	}
+	path := writeFile(t, "s.trace", []byte(r.stdout))
+	if info := runBin(t, "info", path); info.code != 0 || !strings.Contains(info.stdout, "from-the-command") {
+		t.Errorf("the streamed trace: info exit %d, %s%s", info.code, info.stdout, info.stderr)
+	}
+	if want := humanBytes(int64(len(r.stdout))); !strings.Contains(r.stderr, want) {
+		t.Errorf("the summary does not count the %d bytes streamed (%s): %q", len(r.stdout), want, r.stderr)
+	}
+	if _, err := os.Stat("-"); err == nil {
+		t.Errorf("record -o - made a file named -")
+	}
+}

@@ -437,7 +437,8 @@ func (rec *recording) closeTrace(meta *trace.Metadata, end *trace.End, loopErr e
 	}
 	sum.Loss = trace.NewLossAccount(end.Loss, meta.Start, end)
 	closeErr := rec.w.Close(end)
-	if fi, err := rec.file.Stat(); err == nil {
+	sum.FileBytes = rec.w.Stats().Bytes // a pipe's size (-o -) is 0
+	if fi, err := rec.file.Stat(); err == nil && fi.Mode().IsRegular() {
 		sum.FileBytes = fi.Size()
 	}
 	if loopErr == nil {
