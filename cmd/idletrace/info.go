@@ -74,7 +74,8 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			// Damage: what the damaged chunks held (stats' damage).
 			Damage   trace.Damage `json:"damage"`
 			Warnings []string     `json:"warnings"`
-		}{r.Meta, infoEndOf(r.End), loss, r.Chunks(), export.PMQoSChangeRows(qos), nQoS, r.Damage(), r.Warnings()})
+		}{r.Meta, infoEndOf(r.End), loss, r.Chunks(), export.PMQoSChangeRows(qos), nQoS, r.Damage(),
+			append([]string{}, r.Warnings()...)}) // [] as stats has it, not null
 	}
 	m := r.Meta
 	p := func(k, f string, a ...any) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", fmt.Sprintf(f, a...)) }

@@ -125,6 +125,9 @@ func TestInfoJSONNames(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
 		t.Fatalf("info --format json: exit %d, %v: %s", r.code, err, r.stderr)
 	}
+	if !strings.Contains(r.stdout, `"warnings": []`) && !strings.Contains(r.stdout, `"warnings":[]`) {
+		t.Errorf("no warnings must read [] as in stats, not null")
+	}
 	// The account is stats' on the same trace, where the end record's
 	// raw counts are not.
 	st := runBin(t, "stats", bundledTrace, "--format", "json")
