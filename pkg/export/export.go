@@ -420,9 +420,14 @@ func (e *exporter) ioRow(b *trace.BlockIO, woke bool, cause trace.WakeCause) {
 		}
 	}
 	if b.Tid != 0 { // 0: the trace does not record the task
-
 		v.tid, v.pid, v.comm = int32(b.Tid), int32(b.Tgid), b.Comm
-		row.Tid, row.Pid, row.Comm = &v.tid, &v.pid, &v.comm
+		row.Tid, row.Comm = &v.tid, &v.comm
+		// Only the idle task has tgid 0, and its tid is 0 too: a thread
+		// without one comes from a capture that shows no process (ftrace
+		// text's comm-TID), so its pid is unknown.
+		if b.Tgid != 0 {
+			row.Pid = &v.pid
+		}
 		if b.TaskWokenNs != 0 {
 			v.taskWoken = int64(b.TaskWokenNs)
 			row.TaskWokenNs = &v.taskWoken

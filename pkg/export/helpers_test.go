@@ -378,6 +378,9 @@ func writeSynth(t testing.TB, dir string, n int) string {
 			b.IssueNs, b.IssueCPU, b.CompleteCPU = b.CompleteNs-80*us, 1-cpu, cpu
 			if i%3 != 0 {
 				b.Tid, b.Tgid, b.Comm = uint32(1000+i%5), 1000, []string{"fio", `a,b "c"`}[(i/4)%2]
+				if i%6 == 2 { // imported from ftrace text: the thread, not its process
+					b.Tgid = 0
+				}
 				b.TaskWokenNs, b.TaskRunNs, b.TaskCPU = b.CompleteNs+1*us, b.CompleteNs+4*us, cpu
 			}
 			if err := w.AddBlockIO(&b); err != nil {
