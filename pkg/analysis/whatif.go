@@ -222,7 +222,7 @@ func whatifTables(rep *WhatifReport) (costHeader []string, costRows [][]string, 
 	// its exit latencies, and only the mean shows a share of wake-ups move.
 	// IO's median beside its tail: what a typical request waits, and
 	// what experiment judges (the task's p50).
-	costHeader = []string{"Policy", "Poll limit µs", "Wake mean µs", "Wake p50 µs", "Wake p99 µs", "Wake max µs", "IO p50 µs", "IO p99 µs", "Above", "Below", "Energy", "Agreement"}
+	costHeader = []string{"Policy", "Poll limit µs", "Exit mean µs", "Exit p50 µs", "Exit p99 µs", "Exit max µs", "IO p50 µs", "IO p99 µs", "Above", "Below", "Energy", "Agreement"}
 	// Task IO (what a process waiting for its IO sees) where the trace
 	// has it, beside the device's.
 	taskIO := false
@@ -289,7 +289,7 @@ func medianAndTail(s *model.LatencySummary) []string {
 // costCaption reads the cost table, in the text report and the HTML one.
 const costCaption = "Poll limit: how long POLL may spin before the governor chooses again (cpuidle_poll_time); — where there is no polling state, recorded without a cpuidle driver (no poll loop ran) " +
 	"or the limit moves per CPU and in time (haltpoll's window: the notes give the module parameters each haltpoll policy polled by). " +
-	"Wake mean/p50/p99/max: the exit latency each wake-up pays under the policy (the table's, of the state it left), not the wake-up latency stats traces from each wake request. " +
+	"Exit mean/p50/p99/max: the exit latency each wake-up pays under the policy (the table's, of the state it left), not the wake-up latency stats traces from each wake request. " +
 	"IO p50/p99: block IO, issue to completion, with the policy's exit latency where the completion woke an idle CPU; " +
 	"Task IO: issue to the waiting task running again, with the exit latencies of both CPUs set by the policy. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
 	"with their share of the policy's selections (the core counts them per stay; a policy may select more than once a period). Energy: over the idle episodes (a busy core while a policy woke within one), relative to the first policy. " +

@@ -307,7 +307,7 @@ func TestWhatifIOColumns(t *testing.T) {
 			}
 			// Device IO before the task's, each median before its tail,
 			// all between the wake-ups and Above.
-			order := []string{"Wake max µs", "IO p50 µs", "IO p99 µs", "Task IO p50 µs", "Task IO p99 µs", "Above"}
+			order := []string{"Exit max µs", "IO p50 µs", "IO p99 µs", "Task IO p50 µs", "Task IO p99 µs", "Above"}
 			last := -1
 			for _, h := range order {
 				i := slices.Index(header, h)
