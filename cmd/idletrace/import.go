@@ -33,8 +33,8 @@ with -e irq:irq_handler_entry -e irq_vectors:local_timer_entry
 -e timer:hrtimer_expire_entry (perf script --header lists them; for
 trace-cmd report and tracefs text, name them with --events); lacking one of
 the first five, they are unknown. Without --profile, the states are named by index (state0, ...)
-unless the capture's header lists them; a --profile whose states the header names otherwise is
-refused. PM QoS changes (the CPU latency
+unless the capture's header lists them; a --profile whose states the header names otherwise (or,
+where it has only idlestat's table, counts otherwise) is refused. PM QoS changes (the CPU latency
 limits whatif applies) are imported from -e power:pm_qos_update_target
 with the power:pm_qos_*_request and power:dev_pm_qos_*_request events.
 `

@@ -200,7 +200,7 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 		return Summary{}, err
 	}
 	p := newPass(format, nil)
-	p.profileStates = len(o.States)
+	p.given = o.States
 	for _, e := range o.Events {
 		name, err := declaredEvent(e)
 		if err != nil {
@@ -220,9 +220,6 @@ func Import(in io.ReadSeeker, o Options, out io.Writer) (Summary, error) {
 	}
 	if p.seen["cpu_idle"] == 0 {
 		return p.sum, errors.New("no power:cpu_idle events: record with -e power:cpu_idle" + cut)
-	}
-	if err := p.statesAgree(o.States); err != nil {
-		return p.sum, err
 	}
 	meta := p.metadata(o)
 	if _, err := in.Seek(0, io.SeekStart); err != nil {
@@ -303,9 +300,9 @@ type pass struct {
 	// fullStates: the whole tables idletrace's export lists in comments
 	// (trace.ExportStatesHeader), which take precedence.
 	fullStates map[int][]trace.StateInfo
-	// profileStates is the size of the table Options.States gives (0:
-	// none): a cpu_idle state beyond it is an error.
-	profileStates int
+	// given is the table Options.States gives (nil: none): a cpu_idle
+	// state beyond it is an error, and so is a header's table unlike it.
+	given []trace.StateInfo
 	// statesLineCPU is the CPU of the last fullStates line read (-1:
 	// none), statesLineBad whether a line of its run did not read.
 	statesLineCPU int
@@ -437,6 +434,9 @@ func (p *pass) line(s string) error {
 	}
 	if p.sum.Events == 0 {
 		p.endHeaderState()
+		if err := p.statesAgree(); err != nil {
+			return err
+		}
 		if p.format == Auto {
 			p.format = detect(s)
 			p.sum.Format = p.format
@@ -467,7 +467,7 @@ func (p *pass) line(s string) error {
 		// The table given (--profile) names every state the capture may
 		// enter: stats would skip a period beyond it as impossible while
 		// whatif replayed it.
-		if n := p.profileStates; n > 0 && state != cpuIdleExit && state >= uint64(n) {
+		if n := len(p.given); n > 0 && state != cpuIdleExit && state >= uint64(n) {
 			return fmt.Errorf("cpu_idle: state=%d is beyond the profile's %d states (0-%d): %q", state, n, n-1, clip(s))
 		}
 		if uint32(cpu) != ev.cpu {
@@ -678,9 +678,12 @@ func (p *pass) headerStates(t string) {
 
 // statesAgree refuses a table given (a profile's) whose states are not
 // named as those of the capture's own tables (idletrace's export lists the
-// recording's): the capture's state numbers then mean other states, and
-// stats would judge a haltpoll guest's periods by a server's table.
-func (p *pass) statesAgree(given []trace.StateInfo) error {
+// recording's), or, where only idlestat's part of the header is there
+// (names it may have cut), not as many: the capture's state numbers then
+// mean other states, and stats would judge a haltpoll guest's periods by a
+// server's table. It runs at the first event, when the header is read.
+func (p *pass) statesAgree() error {
+	given := p.given
 	if len(given) == 0 {
 		return nil
 	}
@@ -696,6 +699,15 @@ func (p *pass) statesAgree(given []trace.StateInfo) error {
 		if names(own) != names(given) {
 			return fmt.Errorf("the capture's header gives CPU %d the states %s, the profile %s: import without a profile to keep the recording's table (whatif --profile replays it on another)",
 				cpu, names(own), names(given))
+		}
+	}
+	if p.driver == trace.CPUIdleDriverNone {
+		return nil // idlestat's table then names the POLL and HLT the export assumed
+	}
+	for _, cpu := range slices.Sorted(maps.Keys(p.states)) {
+		if _, full := p.fullStates[cpu]; !full && len(p.states[cpu]) != len(given) {
+			return fmt.Errorf("the capture's header gives CPU %d %d states (%s), the profile %d (%s): import without a profile, or with one of the recording's machine",
+				cpu, len(p.states[cpu]), names(p.states[cpu]), len(given), names(given))
 		}
 	}
 	return nil

@@ -431,6 +431,23 @@ func TestImportProfileAgainstHeader(t *testing.T) {
 	if len(r.Meta.States) != 1 || r.Meta.States[0].States[1].ExitLatencyNs != 5000 {
 		t.Errorf("states %+v", r.Meta.States)
 	}
+	// A deeper capture's state beyond the profile: the header's table is
+	// what is said, not the state number.
+	deep := trace.ExportStatesHeader + " cpu0: POLL:0:0:polling C1:1000:1000 C1E:4000:4000 C6:170000:600000\n" +
+		"  swapper 0 [000] 1.0: power:cpu_idle: state=3 cpu_id=0\n  swapper 0 [000] 1.5: power:cpu_idle: state=4294967295 cpu_id=0\n"
+	if _, _, err := importString(t, deep, Options{States: same}); err == nil || !strings.Contains(err.Error(), "the states POLL, C1, C1E, C6, the profile POLL, haltpoll idle") {
+		t.Errorf("a 4-state capture with a 2-state profile: %v", err)
+	}
+	// idlestat's part of the header alone (an export of an import, whose
+	// exit latencies are unknown): its states are counted.
+	idlestat := "idlestat version = 0.8\ncpus=1\ncpuid 0:\n\tPOLL\n\t0\n\tC1\n\t1\n\tC6\n\t600\n" + strings.Repeat("\t(null)\n\t0\n", 13) +
+		"  swapper 0 [000] 1.0: power:cpu_idle: state=1 cpu_id=0\n  swapper 0 [000] 1.5: power:cpu_idle: state=4294967295 cpu_id=0\n"
+	if _, _, err := importString(t, idlestat, Options{States: same}); err == nil || !strings.Contains(err.Error(), "gives CPU 0 3 states (POLL, C1, C6), the profile 2") {
+		t.Errorf("idlestat's 3-state table with a 2-state profile: %v", err)
+	}
+	if _, _, err := importString(t, idlestat, Options{States: icx[:3]}); err != nil {
+		t.Errorf("idlestat's 3-state table with a 3-state profile: %v", err)
+	}
 }
 
 // No line makes the parsers panic.
