@@ -178,7 +178,7 @@ func Assumptions(prof *Profile, policies []Policy) string {
 	for _, p := range policies {
 		switch p.Governor {
 		case GovOracle:
-			b.WriteString("Oracle knows each idle period's real length and takes the state of least energy for it within the latency limit (the profile's powers and break-even overheads; of states that cost the same, the shallower): a lower bound on energy, not on latency, and not a governor. ")
+			b.WriteString("Oracle knows each idle episode's recorded length (a chain of periods the CPU went straight back to idle from is one) and takes the state of least energy for it within the latency limit (the profile's powers and break-even overheads; of states that cost the same, the shallower): a lower bound on energy, not on latency, and not a governor. ")
 		case GovMenu:
 			b.WriteString("menu follows the kernel release it models (kernel=, else the recorded one): mainline's, and for 6.12.y and 6.1.y the later menu commits their stable releases took (listed in Debian's changelogs); a 6.6.y or 5.15.y release gets the form of its mainline release, without the later changes its stable series took. ")
 		case GovTEO:

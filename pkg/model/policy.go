@@ -37,7 +37,7 @@ var governorTable = []GovernorInfo{
 	{GovTEO, "the timer events oriented governor: the next timer, corrected by recent early wake-ups"},
 	{GovLadder, "the ladder governor: steps one state deeper or shallower at a time"},
 	{GovHaltpoll, "the haltpoll governor of KVM guests: polls for a window it grows and shrinks, then halts"},
-	{GovOracle, "the least-energy state for each period knowing its real length: a lower bound on energy (not on latency), not a governor"},
+	{GovOracle, "the least-energy state for each idle episode knowing its recorded length: a lower bound on energy (not on latency), not a governor"},
 }
 
 // GovernorTable lists the governors with their meanings.

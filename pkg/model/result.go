@@ -46,7 +46,7 @@ type Result struct {
 	// where its polls time out or ticks wake it, fewer where one stay
 	// covers a recorded chain of periods (the oracle's episodes).
 	Selections            uint64  `json:"selections"`
-	EnergyBusyCoreSeconds float64 `json:"energy_units"` // energy over the idle episodes in busy-core-seconds (the profile's relative state powers × time, a busy core for the time the policy woke within an episode), not joules
+	EnergyBusyCoreSeconds float64 `json:"energy_units"` // energy over the idle episodes in busy-core-seconds (the profile's relative state powers × the recorded time of the stays, a busy core for the time the policy woke within an episode), not joules
 	// WakeupsPolling: the wake-ups that found the CPU in a polling state
 	// (they pay no exit latency; WakeLatencyNs counts them at 0);
 	// PollTimeouts: the polls that ran out of their limit
