@@ -1370,8 +1370,9 @@ func TestStayCountsOwnExitLatency(t *testing.T) {
 				want = d - c6 + tab.el[i]
 			}
 			wantEnergy := tab.power[i]*float64(d)/1e9 + tab.overhead[i]/1e9
-			if share != 1 || math.Abs(r.EnergyBusyCoreSeconds-wantEnergy) > 1e-12 {
-				t.Errorf("%s: %s share %.3f, energy %.9g; want one state for %d ns, energy %.9g", r.Policy, name, share, r.EnergyBusyCoreSeconds, want, wantEnergy)
+			got := rp.pols[k].timeNs[i]
+			if share != 1 || got != want || math.Abs(r.EnergyBusyCoreSeconds-wantEnergy) > 1e-12 {
+				t.Errorf("%s: %s share %.3f for %d ns, energy %.9g; want one state for %d ns, energy %.9g", r.Policy, name, share, got, r.EnergyBusyCoreSeconds, want, wantEnergy)
 			}
 		}
 	}

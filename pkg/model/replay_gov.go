@@ -47,8 +47,15 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		// its next tick came after x.
 		cs.nextTick = c.tickDelivered(ps.r.nextBoundary(c, pi.x))
 	}
-	if next, _ := cs.nextEvent(ps.tab); next < pi.x {
-		ps.advance(c, cs, pi, pi.x, pi.kind)
+	until := pi.x
+	if pi.kind == endGenuine {
+		// The interrupt came at x less the recorded state's exit latency:
+		// a poll time-out or tick of the policy's own after it never came
+		// (a 1 ms period recorded in C6 polled to a time-out after it).
+		until -= ps.r.wakeEl(pi)
+	}
+	if next, _ := cs.nextEvent(ps.tab); next < until {
+		ps.advance(c, cs, pi, until, pi.kind)
 	}
 	t := ps.tab
 	switch pi.kind {
