@@ -18,7 +18,7 @@ import (
 
 // recordCommandHelp is record --help's rule for COMMAND (README: "record").
 var recordCommandHelp = fmt.Sprintf(`COMMAND runs in its own process group, with idletrace's stdin, stdout and
-stderr: it gets no terminal signals (Ctrl-C reaches idletrace, which stops
+stderr (its stdout goes to stderr where the trace goes to stdout, -o -): it gets no terminal signals (Ctrl-C reaches idletrace, which stops
 it) and must not read the terminal (a background group). The recording
 stops when COMMAND exits, at the end of --duration, or on SIGINT/SIGTERM to
 idletrace; in the last two cases idletrace stops COMMAND: SIGTERM to its
@@ -62,12 +62,6 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if *dur < 0 || (*dur == 0 && fs.Changed("duration")) {
 		return usagef("--duration %v: must be positive (leave it out to record until COMMAND exits or SIGINT)", *dur)
 	}
-	if *out == "-" {
-		if isTerminal(stdout) {
-			return usagef("-o -: standard output is a terminal; redirect it (-o - > t.trace, or | ssh host 'cat > t.trace') or give a file")
-		}
-		*out, *force = "/dev/stdout", true // a stream: nothing to overwrite
-	}
 	if *ringMiB <= 0 || *ringMiB&(*ringMiB-1) != 0 || *ringMiB > 1024 {
 		return usagef("--ring-mib %d: must be a power of two between 1 and 1024", *ringMiB)
 	}
@@ -80,10 +74,16 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if opts.CPUs, err = cpuList(*cpus); err != nil {
 		return err
 	}
-	if err := checkOutput(*out, "", *force); err != nil {
+	if *out == "-" {
+		f, ok := stdout.(*os.File)
+		if !ok || isTerminal(stdout) {
+			return usagef("-o -: standard output is a terminal; redirect it (-o - > t.trace, or | ssh host 'cat > t.trace') or give a file")
+		}
+		opts.Output, opts.OutputFile = "stdout", f // fd 1 as it is: a socket, or a file opened for appending
+	} else if err := checkOutput(*out, "", *force); err != nil {
 		return err
 	}
-	if toStdout(*out, stdout) {
+	if *out == "-" || toStdout(*out, stdout) {
 		opts.CommandStdout = stderr // COMMAND's output would land inside the trace
 	}
 	ctx, kill, stop := stopSignals()

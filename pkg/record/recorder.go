@@ -35,14 +35,19 @@ import (
 
 // Options say what and how to record.
 type Options struct {
-	Output    string        // trace file path
-	Force     bool          // overwrite an existing file
-	Duration  time.Duration // 0: until the command exits or ctx ends
-	CPUs      []int         // nil: all
-	NoIO      bool
-	KernelBTF string   // external BTF for kernels without /sys/kernel/btf/vmlinux
-	RingBytes int      // ring buffer size (power of two pages); 0: default
-	Command   []string // run this and stop when it exits
+	Output string // trace file path
+	Force  bool   // overwrite an existing file
+	// OutputFile, when set, is written instead of a file created at
+	// Output, which then only names it in messages (record -o -: standard
+	// output, a pipe or whatever the shell opened). It is not locked, cut,
+	// removed or closed.
+	OutputFile *os.File
+	Duration   time.Duration // 0: until the command exits or ctx ends
+	CPUs       []int         // nil: all
+	NoIO       bool
+	KernelBTF  string   // external BTF for kernels without /sys/kernel/btf/vmlinux
+	RingBytes  int      // ring buffer size (power of two pages); 0: default
+	Command    []string // run this and stop when it exits
 	// CommandStdout is where the command's standard output goes; nil: the
 	// recorder's own (os.Stdout). experiment sends it to stderr, where its
 	// report on stdout stays whole (a JSON report began with the
@@ -287,11 +292,13 @@ func newRecording(opts Options, objs *bpfObjects, plan *attachPlan, online []int
 			closers[i]()
 		}
 	}
-	f, err := outfile.Create(opts.Output, opts.Force)
-	if err != nil {
-		return nil, nil, err
+	f := opts.OutputFile
+	if f == nil {
+		if f, err = outfile.Create(opts.Output, opts.Force); err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, func() { f.Close() })
 	}
-	closers = append(closers, func() { f.Close() })
 	rd, err := ringbuf.NewReader(objs.Events)
 	if err != nil {
 		release()
@@ -346,7 +353,9 @@ func (rec *recording) launchCommand(ctx context.Context, detach func()) (*comman
 	if err != nil {
 		detach()
 		_ = rec.w.Close(&trace.End{StopReason: "error: " + err.Error()})
-		outfile.Discard(rec.file)
+		if rec.opts.OutputFile == nil {
+			outfile.Discard(rec.file)
+		}
 		return nil, err
 	}
 	return cmd, nil
