@@ -423,8 +423,8 @@ func (e *exporter) ioRow(b *trace.BlockIO, woke bool, cause trace.WakeCause) {
 		v.tid, v.pid, v.comm = int32(b.Tid), int32(b.Tgid), b.Comm
 		row.Tid, row.Comm = &v.tid, &v.comm
 		// Only the idle task has tgid 0, and its tid is 0 too: a thread
-		// without one comes from a capture that shows no process (ftrace
-		// text's comm-TID), so its pid is unknown.
+		// without one comes from an import (perf script and ftrace text
+		// name the thread only), so its pid is unknown.
 		if b.Tgid != 0 {
 			row.Pid = &v.pid
 		}

@@ -137,7 +137,7 @@ var IORequestColumns = []Column{
 	{"woke_idle", "bool or NULL", "", "the completion woke an idle CPU (pkg/iowake's rule, the one stats and whatif use: that CPU's idle period, ended by a device interrupt or a function-call IPI, holds it or ended at most 50 µs before it); NULL where the trace has no wake causes or did not record the completing CPU's idle periods"},
 	{"woke_idle_cause", "string or NULL", "", "that idle period's wake cause (irq or ipi-call) where woke_idle"},
 	{"tid", "int32 or NULL", "", "the thread current at issue; NULL where the trace does not record the task"},
-	{"pid", "int32 or NULL", "", "its process (tgid); NULL likewise, and where the capture an import came from shows only the thread (ftrace text's `comm-TID`)"},
+	{"pid", "int32 or NULL", "", "its process (tgid); NULL likewise, and for an import (perf script, trace-cmd and tracefs text name the thread, not its process)"},
 	{"comm", "string or NULL", "", "its name; NULL likewise"},
 	{"task_woken_ns", "int64 or NULL", "ns", "when the issuing task was woken after the completion, CLOCK_MONOTONIC; NULL where it was not (it had not waited) or the trace does not record it"},
 	{"task_run_ns", "int64 or NULL", "ns", "when it ran again after that wake-up; NULL where not seen"},
