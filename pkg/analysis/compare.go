@@ -375,8 +375,12 @@ func lessDeviceDrift(rows []FigureRow) []FigureRow {
 			f, dev := byName[a.key+"."+stat], byName["io_device_latency_ns.p50"]
 			var m *float64
 			// Below zero the device's change was not its own drift (the
-			// recordings' IO differed, e.g. other workloads): left empty.
-			if f.Measured != nil && dev.Measured != nil && dev.Before != nil {
+			// recordings' IO differed, e.g. other workloads): left empty;
+			// so is a drift from too few requests to have one (a new
+			// user's after-recording held 1 IO: its 1,240 µs "less the
+			// drift" stood beside a measured 138).
+			enough := min(dev.Samples[0], dev.Samples[2]) >= minSamples(dev.Figure)
+			if f.Measured != nil && dev.Measured != nil && dev.Before != nil && enough {
 				if v := *f.Measured - (*dev.Measured - *dev.Before); v >= 0 {
 					m = &v
 				}

@@ -81,6 +81,15 @@ func TestLessDeviceDrift(t *testing.T) {
 			t.Errorf("%s: measured %g with the device 1.8 ms slower", r.Figure, *r.Measured)
 		}
 	}
+	// A device measured on one request after has no drift to take out: an
+	// empty value, not the task's less that one request's difference.
+	one := measured
+	one.IODeviceLatencyNs = &model.LatencySummary{Count: 1, Mean: 140_000, P50: 140_000, P99: 140_000}
+	for _, r := range ComparisonFigures(&before, &predicted, &one, []string{"C1"}, nil, nil) {
+		if strings.HasSuffix(r.Figure, "_less_device_drift") && r.Measured != nil {
+			t.Errorf("%s: measured %g from a device drift of one request", r.Figure, *r.Measured)
+		}
+	}
 }
 
 // TestComparisonFigures: the error on the change and the plain error, a
