@@ -935,6 +935,7 @@ func (p *pass) metadata(o Options) *trace.Metadata {
 		m.RecordedCPUs = slices.Sorted(slices.Values(r.CPUs))
 	}
 	m.KernelRelease, m.HZ, m.Hostname = p.recording.KernelRelease, p.recording.HZ, p.recording.Hostname
+	m.BlockDevices = slices.Clone(p.recording.BlockDevices)
 	m.KernelRelease = cmp.Or(m.KernelRelease, p.perfHost.osRelease)
 	m.Hostname = cmp.Or(m.Hostname, p.perfHost.hostname)
 	m.CPUModel = cmp.Or(m.CPUModel, p.perfHost.cpuDesc)

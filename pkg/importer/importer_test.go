@@ -724,12 +724,16 @@ func TestImportPerfHeaderHost(t *testing.T) {
 	if m := r.Meta; m.Hostname != "db-17" || m.KernelRelease != "6.12.57-cloud" || m.CPUModel != "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz" {
 		t.Errorf("host %q, kernel %q, CPU %q", m.Hostname, m.KernelRelease, m.CPUModel)
 	}
-	r, _, err = importString(t, trace.ExportRecordingHeader+" kernel=6.18.1 host=vm\n"+perf+idle, Options{})
+	r, _, err = importString(t, trace.ExportRecordingHeader+" kernel=6.18.1 host=vm dev=254:0:vda\n"+trace.ExportRecordingHeader+" dev=259:2:nvme0n1p2 dev=x\n"+perf+idle, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := r.Meta; m.Hostname != "vm" || m.KernelRelease != "6.18.1" {
 		t.Errorf("with idletrace's header: host %q, kernel %q", m.Hostname, m.KernelRelease)
+	}
+	// The export's devices name the block events' numbers again.
+	if want := []trace.BlockDevice{{Name: "vda", Major: 254}, {Name: "nvme0n1p2", Major: 259, Minor: 2}}; !slices.Equal(r.Meta.BlockDevices, want) {
+		t.Errorf("devices %+v, want %+v", r.Meta.BlockDevices, want)
 	}
 }
 

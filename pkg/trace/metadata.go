@@ -208,12 +208,20 @@ const ExportHaltPollHeader = "# idletrace haltpoll:"
 // over lines of this prefix as it does its other comments (idlestat reads
 // lines in 256-byte pieces); ExportedRecording.Add reads them back.
 //
-//	# idletrace recording: kernel=6.18.44 hz=250 host=vm cpus=1,3
+//	# idletrace recording: kernel=6.18.44 hz=250 host=vm cpus=1,3 dev=254:0:vda
+//
+// (dev=MAJOR:MINOR:NAME per block device: the text's block events name
+// only the numbers.)
 const ExportRecordingHeader = "# idletrace recording:"
 
 // exportCPUsPerField bounds the CPUs in one cpus= field, which keeps each
 // short enough to share a line.
 const exportCPUsPerField = 16
+
+// maxExportedDevices bounds the devices an import takes from a header, as
+// the stats builder bounds them (a corrupt header must not grow without
+// bound).
+const maxExportedDevices = 4096
 
 // ExportRecording is the fields for m with these CPUs listed; a field
 // whose value is unknown or not one word is left out, and the CPUs go in
@@ -239,6 +247,11 @@ func ExportRecording(m *Metadata, cpus []int) []string {
 		f = append(f, "cpus="+strings.Join(s, ","))
 		cpus = cpus[n:]
 	}
+	for _, d := range m.BlockDevices {
+		if word(d.Name) {
+			f = append(f, fmt.Sprintf("dev=%d:%d:%s", d.Major, d.Minor, d.Name))
+		}
+	}
 	return f
 }
 
@@ -259,6 +272,7 @@ type ExportedRecording struct {
 	HZ            int
 	Hostname      string
 	CPUs          []int
+	BlockDevices  []BlockDevice
 }
 
 // Add reads one line's fields (after the header): its CPUs join those of
@@ -281,6 +295,16 @@ func (r *ExportedRecording) Add(line string) {
 				if n, err := strconv.Atoi(c); err == nil && n >= 0 && n < MaxCPUs && !slices.Contains(r.CPUs, n) {
 					r.CPUs = append(r.CPUs, n)
 				}
+			}
+		case "dev":
+			parts := strings.SplitN(v, ":", 3)
+			if len(parts) != 3 || parts[2] == "" || len(r.BlockDevices) >= maxExportedDevices {
+				continue
+			}
+			major, err1 := strconv.ParseUint(parts[0], 10, 12)
+			minor, err2 := strconv.ParseUint(parts[1], 10, 20)
+			if err1 == nil && err2 == nil {
+				r.BlockDevices = append(r.BlockDevices, BlockDevice{Name: parts[2], Major: uint32(major), Minor: uint32(minor)})
 			}
 		}
 	}

@@ -995,7 +995,8 @@ func TestTableCPU(t *testing.T) {
 // big machine in fields short enough for the export to spread over lines
 // idlestat can read, joined again from however many lines.
 func TestExportRecording(t *testing.T) {
-	m := &Metadata{KernelRelease: "6.18.44-fc-v1300", HZ: 250, Hostname: "db-17"}
+	m := &Metadata{KernelRelease: "6.18.44-fc-v1300", HZ: 250, Hostname: "db-17",
+		BlockDevices: []BlockDevice{{Name: "vda", Major: 254}, {Name: "nvme0n1p2", Major: 259, Minor: 2}}}
 	cpus := make([]int, 256)
 	for i := range cpus {
 		cpus[i] = i
@@ -1008,7 +1009,7 @@ func TestExportRecording(t *testing.T) {
 		}
 		r.Add(item) // one field a line: the most the export splits them
 	}
-	if r.KernelRelease != m.KernelRelease || r.HZ != m.HZ || r.Hostname != m.Hostname || !slices.Equal(r.CPUs, cpus) {
+	if r.KernelRelease != m.KernelRelease || r.HZ != m.HZ || r.Hostname != m.Hostname || !slices.Equal(r.CPUs, cpus) || !slices.Equal(r.BlockDevices, m.BlockDevices) {
 		t.Errorf("read back %+v", r)
 	}
 	// Not one word, or unknown: left out, not mangled.
