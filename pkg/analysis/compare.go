@@ -548,8 +548,12 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 		switch {
 		case v == nil:
 			return dash
-		case unit == "share" && math.Abs(*v*100) < 0.05:
-			return "0 pts" // not "-0.0 pts"
+		case unit == "share" && math.Abs(*v*100) < 0.0005:
+			return "0 pts" // not "-0.000 pts"
+		case unit == "share" && math.Abs(*v*100) < 0.1:
+			// As fine as the shares it is the change of: 0 % to 0.017 %
+			// is +0.017 pts, not "0 pts".
+			return fmt.Sprintf("%+.3f pts", *v*100)
 		case unit == "share":
 			return fmt.Sprintf("%+.1f pts", *v*100)
 		case unit == "per_s" && math.Round(*v) == 0:
