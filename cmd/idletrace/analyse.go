@@ -334,6 +334,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if n := analysis.DeepStatesNote(prof, results); n != "" {
 		notes = append(notes, n)
 	}
+	if n := analysis.CountedTimeNote(results); n != "" {
+		notes = append(notes, n)
+	}
 	agreement := slices.ContainsFunc(results, func(r model.Result) bool { return r.Agreement != nil })
 	notes = append(notes, haltpollNotes(replay, pols, meta, agreement)...)
 	// What the reader skipped or could not read (truncation, damaged

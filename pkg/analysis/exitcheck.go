@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/idletrace/idletrace/pkg/latency"
@@ -158,4 +159,35 @@ func DeepStatesNote(prof *model.Profile, results []model.Result) string {
 		"(the work, the other CPUs it wakes, the next idle entry), which the replay, keeping the recorded idle periods as they are, does not follow, so those figures are first-order estimates "+
 		"(in the lab, on hsw's table, one governor replayed on another's recording put up to 20 points more or less of the idle time in C9 and C10 than that governor's own recording)",
 		strings.Join(who, ", "), strings.Join(names, " or "), FormatUs(slowest))
+}
+
+// countedFar is how far (as a ratio) the time a policy's shares divide may
+// stray from the recorded time its stays cover before whatif says so.
+const countedFar = 0.10
+
+// CountedTimeNote is whatif's note for policies whose state shares divide
+// a time far from the recorded one: the shares count each stay as the
+// kernel does, to its interrupt plus its own state's exit latency, while
+// the replay keeps the recording's timeline, so where the exit latencies
+// are as long as the idle periods the shares weigh time the workload
+// would have spent waiting (or, below the recorded time, exit latency the
+// policy saved), and do not match the energy, which covers the recorded
+// time. "" when none does.
+func CountedTimeNote(results []model.Result) string {
+	var who []string
+	for _, r := range results {
+		if r.RecordedTimeNs == 0 {
+			continue
+		}
+		ratio := float64(r.StateTimeNs) / float64(r.RecordedTimeNs)
+		if math.Abs(ratio-1) > countedFar {
+			who = append(who, fmt.Sprintf("%s %.2f×", r.Policy, ratio))
+		}
+	}
+	if len(who) == 0 {
+		return ""
+	}
+	return "the state shares count each stay as the kernel does, to its interrupt plus its own state's exit latency, and add up to another time than the recorded one their stays cover (" +
+		strings.Join(who, ", ") + "): those policies' exit latencies differ from the recorded states' by as much as the idle periods last, " +
+		"so their shares weigh time the work would have waited (or the exit latency they saved), which the replay, keeping the recorded timeline, does not move; the energy covers the recorded time"
 }

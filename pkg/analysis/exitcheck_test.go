@@ -124,3 +124,25 @@ func TestDeepStatesNote(t *testing.T) {
 		})
 	}
 }
+
+// TestCountedTimeNote: whatif says which policies' shares divide a time
+// more than 10 % from the recorded time their stays cover, and by how much.
+func TestCountedTimeNote(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		results []model.Result
+		want    string // "" : no note
+	}{
+		{"all close", []model.Result{{Policy: "menu", StateTimeNs: 105, RecordedTimeNs: 100}, {Policy: "teo", StateTimeNs: 92, RecordedTimeNs: 100}}, ""},
+		{"deeper", []model.Result{{Policy: "menu", StateTimeNs: 486, RecordedTimeNs: 100}, {Policy: "teo", StateTimeNs: 100, RecordedTimeNs: 100}}, "(menu 4.86×)"},
+		{"both ways", []model.Result{{Policy: "ladder", StateTimeNs: 207, RecordedTimeNs: 100}, {Policy: "haltpoll", StateTimeNs: 30, RecordedTimeNs: 100}}, "(ladder 2.07×, haltpoll 0.30×)"},
+		{"nothing recorded", []model.Result{{Policy: "menu", StateTimeNs: 5}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CountedTimeNote(tc.results)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("note %q, want one with %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -108,9 +108,11 @@ func renderWhatifHTML(out io.Writer, rep *WhatifReport) error {
 		fmt.Fprintf(w, "<p class=\"caption\">%s</p>\n", esc(costCaption))
 		fmt.Fprintf(w, "<h3>Share of idle time per state</h3>\n")
 		htmlTable(w, shareHeader, shareRows, true)
+		caption := shareCaption
 		if slices.Contains(shareHeader, "Woke polling") {
-			fmt.Fprintf(w, "<p class=\"caption\">%s</p>\n", esc(pollCaption))
+			caption += " " + pollCaption
 		}
+		fmt.Fprintf(w, "<p class=\"caption\">%s</p>\n", esc(caption))
 	}
 
 	// Plots.

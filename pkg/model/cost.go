@@ -65,7 +65,8 @@ func (ps *polSim) result(r *Replay) Result {
 	// tick wake-ups would pay for more idle time than one that wakes, and
 	// seem to cost more.
 	res := Result{Policy: ps.pol.Spec, IdlePeriods: ps.periods, Above: ps.above, Below: ps.below,
-		Selections: ps.selections, EnergyBusyCoreSeconds: (ps.energy + busyCorePower*float64(ps.awakeNs)) / 1e9}
+		Selections: ps.selections, EnergyBusyCoreSeconds: (ps.energy + busyCorePower*float64(ps.awakeNs)) / 1e9,
+		StateTimeNs: uint64(max(idleNs, 0)), RecordedTimeNs: uint64(max(ps.windowNs, 0))}
 	if ps.kind != GovRecorded && ps.kind != GovOracle {
 		res.ModelledRelease = ps.release.String()
 	}

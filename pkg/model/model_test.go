@@ -1371,7 +1371,7 @@ func TestStayCountsOwnExitLatency(t *testing.T) {
 			}
 			wantEnergy := tab.power[i]*float64(d)/1e9 + tab.overhead[i]/1e9
 			got := rp.pols[k].timeNs[i]
-			if share != 1 || got != want || math.Abs(r.EnergyBusyCoreSeconds-wantEnergy) > 1e-12 {
+			if share != 1 || got != want || math.Abs(r.EnergyBusyCoreSeconds-wantEnergy) > 1e-12 || r.StateTimeNs != uint64(want) || r.RecordedTimeNs != d {
 				t.Errorf("%s: %s share %.3f for %d ns, energy %.9g; want one state for %d ns, energy %.9g", r.Policy, name, share, got, r.EnergyBusyCoreSeconds, want, wantEnergy)
 			}
 		}

@@ -283,6 +283,7 @@ func (ps *polSim) endSegment(cs *cpuSim, t int64, tickWake, pollTO bool, wakeEl 
 		stay = res
 	}
 	ps.timeNs[s] += stay
+	ps.windowNs += d
 	ps.energy += row.power*float64(d) + row.overhead
 	if cs.kernelRes >= 0 {
 		res = cs.kernelRes

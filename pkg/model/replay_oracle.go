@@ -102,6 +102,7 @@ func (ps *polSim) oracleChoice(d int64, latReq int64) int {
 func (ps *polSim) wholeStay(s int, stayNs, windowNs, res int64) {
 	t := ps.tab
 	ps.timeNs[s] += stayNs
+	ps.windowNs += windowNs
 	ps.energy += t.power[s]*float64(windowNs) + t.overhead[s]
 	if res >= 0 {
 		ps.count(t.rows[s].classify(res))

@@ -51,6 +51,9 @@ type polSim struct {
 	pollTimeouts                      uint64
 	timeNs                            []int64
 	energy                            float64 // busy-core × ns
+	// windowNs is the recorded time the stays' energy covers (timeNs
+	// holds them as the kernel counts them).
+	windowNs int64
 	// awakeNs is the time between the periods of one idle episode (a
 	// tick or poll time-out the CPU went straight back to idle from) that
 	// the policy spent awake, as the kernel did, rather than idle through

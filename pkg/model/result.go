@@ -33,6 +33,14 @@ type Result struct {
 	// policy. Null where the trace does not record the task.
 	TaskIOLatencyNs *LatencySummary    `json:"task_io_latency_ns"`
 	StateShare      map[string]float64 `json:"state_share"`
+	// StateTimeNs is the time StateShare divides: the stays as the kernel
+	// counts them, each to its interrupt plus its own state's exit
+	// latency. RecordedTimeNs is the recorded time those stays cover,
+	// which the energy is over. Far apart where a policy's exit latencies
+	// are as long as the idle periods (first-order: the recording's
+	// timeline is kept).
+	StateTimeNs    uint64 `json:"state_time_ns"`
+	RecordedTimeNs uint64 `json:"recorded_time_ns"`
 	Above           uint64             `json:"above"`
 	Below           uint64             `json:"below"`
 	EnergyRel       float64            `json:"energy_rel"`
