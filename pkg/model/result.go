@@ -39,12 +39,12 @@ type Result struct {
 	// which the energy is over. Far apart where a policy's exit latencies
 	// are as long as the idle periods (first-order: the recording's
 	// timeline is kept).
-	StateTimeNs    uint64 `json:"state_time_ns"`
-	RecordedTimeNs uint64 `json:"recorded_time_ns"`
-	Above           uint64             `json:"above"`
-	Below           uint64             `json:"below"`
-	EnergyRel       float64            `json:"energy_rel"`
-	Agreement       *float64           `json:"agreement"`
+	StateTimeNs    uint64   `json:"state_time_ns"`
+	RecordedTimeNs uint64   `json:"recorded_time_ns"`
+	Above          uint64   `json:"above"`
+	Below          uint64   `json:"below"`
+	EnergyRel      float64  `json:"energy_rel"`
+	Agreement      *float64 `json:"agreement"`
 	// Changes is what the policy changed against the first policy of the
 	// replay, and why it changed little (see Changes).
 	Changes *Changes `json:"changes"`
