@@ -177,13 +177,19 @@ func changeReason(in whyInput) *string {
 		}
 	}
 	if p.QoSNs > 0 && p.Governor != GovHaltpoll && len(rs) == n {
-		var above []string
+		var above, slower []string
 		for s, el := range in.exitNs {
-			if el > p.QoSNs && in.refShare[s] > 0 {
-				above = append(above, s)
+			if el > p.QoSNs {
+				slower = append(slower, s)
+				if in.refShare[s] > 0 {
+					above = append(above, s)
+				}
 			}
 		}
-		if len(above) == 0 {
+		switch {
+		case len(slower) == 0:
+			rs = append(rs, fmt.Sprintf("no state of the table has an exit latency above %s µs", fmtUs(p.QoSNs)))
+		case len(above) == 0:
 			rs = append(rs, fmt.Sprintf("%s never entered a state with an exit latency above %s µs", refName, fmtUs(p.QoSNs)))
 		}
 	}

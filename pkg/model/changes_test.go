@@ -39,6 +39,7 @@ func TestChangeReason(t *testing.T) {
 		{"nothing changed, other states", base("menu+disable=C1", "menu"), "paid the same exit latency as menu at every wake-up"},
 		{"little but not nothing: no reason", with(base("menu+disable=C1", "menu"), func(in *whyInput) { in.wakeChanged = 3 }), ""},
 		{"qos above everything the reference entered", base("menu+qos=20us", "menu"), "menu never entered a state with an exit latency above 20 µs"},
+		{"qos above every state of the table", base("menu+qos=1ms", "menu"), "no state of the table has an exit latency above 1000 µs"},
 		{"qos below a state the reference entered", base("menu+qos=2us", "menu"), "paid the same exit latency as menu at every wake-up"},
 		{"haltpoll qos above 0", with(base("haltpoll+qos=20us", "haltpoll"), func(in *whyInput) { in.sameStates = true }),
 			"haltpoll honours only qos=0 (haltpoll_select polls when the latency limit is 0 and otherwise never compares it with an exit latency)"},
