@@ -128,3 +128,48 @@ func TestChainedPollKeepsIdleEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestNoPollAfterInterrupt: a governor's own poll time-outs stop at the
+// interrupt that ended the recorded period (its exit less the recorded
+// state's exit latency), not at the exit: a period recorded in spr's C6
+// (290 µs exit latency) woke at 11.91 ms, so a policy polling in 100 µs
+// slices selects for the last time at 11.9 ms, and its stay counts to the
+// interrupt.
+func TestNoPollAfterInterrupt(t *testing.T) {
+	prof, err := Builtin("spr", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.18.44", States: []trace.CPUStates{{CPU: 0}}}
+	for i, st := range prof.States {
+		meta.States[0].States = append(meta.States[0].States, trace.StateInfo{Index: i, Name: st.Name,
+			ExitLatencyNs: st.ExitLatencyNs, TargetResidencyNs: st.TargetResidencyNs, Polling: st.Polling})
+	}
+	const entry, exit = 10_000_000, 12_200_000
+	interrupt := int64(exit - prof.States[3].ExitLatencyNs)
+	rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+qos=0+poll=100us")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	rp.pols[0].obs = func(ev *[8]int64) {
+		if ev[0] == obsSelect {
+			last = ev[2]
+		}
+	}
+	p := trace.IdlePeriod{CPU: 0, State: 3, EntryNs: entry, ExitNs: exit, WakeCause: trace.WakeIPIResched, WakeIRQ: -1,
+		NrIOWait: -1, AbortsBefore: -1, NextTimerNs: 5_000_000, NextTimerKnown: true, TickStopped: trace.Yes, TickStoppedBefore: trace.Yes}
+	if err := rp.Idle(&p); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rp.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last >= interrupt || last < interrupt-100_000 {
+		t.Errorf("last selection at %d ns, want the last poll slice before the interrupt at %d", last, interrupt)
+	}
+	if res[0].StateTimeNs != uint64(interrupt-entry) || res[0].RecordedTimeNs != exit-entry {
+		t.Errorf("polled %d ns over %d recorded, want %d over %d", res[0].StateTimeNs, res[0].RecordedTimeNs, interrupt-entry, exit-entry)
+	}
+}

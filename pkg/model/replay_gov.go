@@ -2,7 +2,8 @@ package model
 
 // Governor stepping: how a governor model (menu, teo, ladder, haltpoll)
 // runs over a recorded period: it selects at the entry, runs its own poll
-// deadlines and tick wake-ups up to the recorded exit, and closes each stay
+// deadlines and tick wake-ups up to the interrupt that ended it (or the
+// recorded exit of a tick or poll time-out), and closes each stay
 // with the residency the kernel would have measured, which it reflects to
 // the governor. It is apart from the main loop because it is the bulk of
 // one policy's work per period; the tick arithmetic it relies on is in
@@ -62,7 +63,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	case endGenuine:
 		lat := t.paidLatency(cs.state)
 		cs.kernelRes = ps.r.kernelStay(cs, pi)
-		ps.endEpisode(cs, pi.x, true, ps.gotTick(cs, pi), ps.r.wakeEl(pi))
+		ps.endEpisode(cs, pi.x, true, ps.gotTick(cs, pi, until), ps.r.wakeEl(pi))
 		return lat
 	case endTick:
 		// The tick ends a halted stay, not a poll (poll_idle() leaves on
@@ -75,7 +76,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		}
 	case endPoll:
 		if cs.segOpen && t.polling[cs.state] && cs.pollDeadline <= pi.x+pollSnapNs {
-			ps.endSegment(cs, pi.x, ps.gotTick(cs, pi), true, noWake)
+			ps.endSegment(cs, pi.x, ps.gotTick(cs, pi, pi.x), true, noWake)
 			cs.needSelect = true
 		}
 	}
@@ -87,19 +88,20 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 }
 
 // gotTick is what the policy's reflect gets from tick_nohz_idle_got_tick()
-// when its open stay ends at the recorded exit: the recorded flag where it
+// when its open stay ends at the recorded exit, its interrupt at until: the
+// recorded flag where it
 // tells of the recorded stay alone (periodGotTick) and the model's tick was
 // in the state the recorded kernel's was (only a tick that came sets the
 // flag, kernel/time/tick-sched.c: a tick the model stopped never came;
 // believing it gave menu's model 45 ms samples on teo's recordings, up to
 // 3.3 points of the lab's c6long case), else the model's own: a tick came
-// while it polled with its tick running (a tick ends a halted stay, and a
-// stopped tick brings none).
-func (ps *polSim) gotTick(cs *cpuSim, pi *periodInfo) bool {
+// while it polled with its tick running, before the interrupt (a tick ends
+// a halted stay, and a stopped tick brings none).
+func (ps *polSim) gotTick(cs *cpuSim, pi *periodInfo, until int64) bool {
 	if !pi.gotTickOwn && cs.tickStopped == pi.devStopped {
 		return pi.gotTick
 	}
-	return cs.segOpen && cs.tickInPoll(ps.tab, pi.x)
+	return cs.segOpen && cs.tickInPoll(ps.tab, until)
 }
 
 // tickInPoll says whether the open stay polls with the tick running and

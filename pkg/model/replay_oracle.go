@@ -120,8 +120,8 @@ func (ps *polSim) oracleEnd(cs *cpuSim, end int64, counted bool, wakeEl int64) i
 	window := max(end-cs.epStart, 0)
 	s := ps.oracleChoice(window, cs.latAtStart)
 	stay := window
-	if wakeEl != noWake {
-		stay = max(window-wakeEl, 0) + ps.tab.el[s]
+	if wakeEl != noWake { // as endSegment counts it
+		stay = max(window+ps.tab.el[s]-wakeEl, 0)
 	}
 	if ps.obs != nil {
 		ps.obsBuf = [8]int64{obsOracle, int64(s), stay, cs.latAtStart}

@@ -34,8 +34,9 @@ type Result struct {
 	TaskIOLatencyNs *LatencySummary    `json:"task_io_latency_ns"`
 	StateShare      map[string]float64 `json:"state_share"`
 	// StateTimeNs is the time StateShare divides: the stays as the kernel
-	// counts them, each to its interrupt plus its own state's exit
-	// latency. RecordedTimeNs is the recorded time those stays cover,
+	// counts them, one an interrupt ended to the interrupt plus its own
+	// state's exit latency, others (a poll time-out, the policy's own
+	// tick) to their end. RecordedTimeNs is the recorded time those stays cover,
 	// which the energy is over. Far apart where a policy's exit latencies
 	// are as long as the idle periods (first-order: the recording's
 	// timeline is kept).
