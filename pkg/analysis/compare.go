@@ -548,14 +548,8 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 		switch {
 		case v == nil:
 			return dash
-		case unit == "share" && math.Abs(*v*100) < 0.0005:
-			return "0 pts" // not "-0.000 pts"
-		case unit == "share" && math.Abs(*v*100) < 0.1:
-			// As fine as the shares it is the change of: 0 % to 0.017 %
-			// is +0.017 pts, not "0 pts".
-			return fmt.Sprintf("%+.3f pts", *v*100)
 		case unit == "share":
-			return fmt.Sprintf("%+.1f pts", *v*100)
+			return formatShareChange(*v)
 		case unit == "per_s" && math.Round(*v) == 0:
 			return "0"
 		case unit == "per_s" && *v > 0:
@@ -617,6 +611,24 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 // decimals, below 0.01 µs rather than 0 or 0.00: a comparison's error is
 // of the figures, and a measured 0.0013 µs shown as 0 beside an error of
 // 2,302 % read as a division by zero.
+// formatShareChange gives a change of a share (a fraction) in points, as
+// finely as FormatPct gives the shares: 0 % to 0.017 % is +0.017 pts, not
+// "0 pts", and 0 % to 0.0004 % is +<0.001 pts.
+func formatShareChange(v float64) string {
+	pts := v * 100
+	switch {
+	case math.Abs(pts) < 1e-9: // two sums of the same shares
+		return "0 pts"
+	case pts > 0 && pts < 0.0005:
+		return "+<0.001 pts"
+	case pts < 0 && pts > -0.0005:
+		return "-<0.001 pts"
+	case math.Abs(pts) < 0.1:
+		return fmt.Sprintf("%+.3f pts", pts)
+	}
+	return fmt.Sprintf("%+.1f pts", pts)
+}
+
 func formatUsSmall(ns float64) string {
 	us := ns / 1000
 	a := math.Abs(us)

@@ -520,3 +520,25 @@ func TestFormatUsSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatShareChange: a change of a share is shown as finely as the
+// shares: never "0 pts" between two shares that differ.
+func TestFormatShareChange(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "0 pts"},
+		{0.3 - 0.1 - 0.2, "0 pts"}, // float noise
+		{0.00017, "+0.017 pts"},
+		{-0.00017, "-0.017 pts"},
+		{0.000004, "+<0.001 pts"},
+		{-0.000004, "-<0.001 pts"},
+		{0.0012, "+0.1 pts"},
+		{-0.25, "-25.0 pts"},
+	} {
+		if got := formatShareChange(tc.v); got != tc.want {
+			t.Errorf("formatShareChange(%g) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}

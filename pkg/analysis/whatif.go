@@ -297,7 +297,7 @@ const costCaption = "Poll limit: how long POLL may spin before the governor choo
 	"the kernel chose among the recorded machine's states)."
 
 // shareCaption reads the share table, in the text report and the HTML one.
-const shareCaption = "Shares of the time in states as the kernel's cpuidle time counters count it: each stay to its interrupt plus its own state's exit latency (the energy covers the recorded time instead)."
+const shareCaption = "Shares of the time in states as the kernel's cpuidle time counters count it: a stay an interrupt ended to the interrupt plus its own state's exit latency (the energy covers the recorded time instead)."
 
 const pollCaption = "Woke polling: the wake-ups that found the CPU in a polling state, which pay no exit latency, and their share of the policy's wake-ups. " +
 	"Poll time-outs: the polls that ran out of their limit, after which the governor chose again (recorded: the kernel's; — for the oracle, which has none)."
