@@ -320,7 +320,8 @@ func (f *ftracer) driverLine() string {
 }
 
 // recordingLine gives what the import cannot learn from the events
-// (trace.ExportRecordingHeader): kernel, HZ, host, and the CPUs listed.
+// (trace.ExportRecordingHeader): kernel, HZ, host, the CPUs listed and the
+// block devices' names.
 func (f *ftracer) recordingLine() string {
 	var cpus []int
 	for c, on := range f.listed {

@@ -292,7 +292,7 @@ type pass struct {
 	// The header's facts, where it has them.
 	headerCPUs int
 	driver     string                    // the recording's cpuidle driver, from idletrace's export (trace.ExportDriverHeader)
-	recording  trace.ExportedRecording   // kernel, HZ, host and listed CPUs, from idletrace's export (trace.ExportRecordingHeader)
+	recording  trace.ExportedRecording   // kernel, HZ, host, listed CPUs and devices, from idletrace's export (trace.ExportRecordingHeader)
 	governor   string                    // and its governor (trace.ExportGovernorHeader)
 	haltPoll   *trace.HaltPollParams     // and haltpoll's parameters (trace.ExportHaltPollHeader)
 	perfHost   perfHeaderHost            // perf script --header's host, kernel and CPU
@@ -377,6 +377,9 @@ func (p *pass) run(in io.Reader) error {
 		}
 		p.sum.Lines++
 		if err := p.line(sc.Text()); err != nil {
+			if he := (*headerError)(nil); errors.As(err, &he) {
+				return err // of the header, not of the line it ended at
+			}
 			return &lineError{p.sum.Lines, err.Error()}
 		}
 	}
@@ -676,6 +679,12 @@ func (p *pass) headerStates(t string) {
 	}
 }
 
+// headerError is an error of the capture's header as a whole, found at
+// its end (the first event), which names no line.
+type headerError struct{ msg string }
+
+func (e *headerError) Error() string { return e.msg }
+
 // statesAgree refuses a table given (a profile's) whose states are not
 // named as those of the capture's own tables (idletrace's export lists the
 // recording's), or, where only idlestat's part of the header is there
@@ -697,8 +706,8 @@ func (p *pass) statesAgree() error {
 	for _, cpu := range slices.Sorted(maps.Keys(p.fullStates)) {
 		own := p.fullStates[cpu]
 		if names(own) != names(given) {
-			return fmt.Errorf("the capture's header gives CPU %d the states %s, the profile %s: import without a profile to keep the recording's table (whatif --profile replays it on another)",
-				cpu, names(own), names(given))
+			return &headerError{fmt.Sprintf("the capture's header gives CPU %d the states %s, the profile %s: import without a profile to keep the recording's table (whatif --profile replays it on another)",
+				cpu, names(own), names(given))}
 		}
 	}
 	if p.driver == trace.CPUIdleDriverNone {
@@ -706,8 +715,8 @@ func (p *pass) statesAgree() error {
 	}
 	for _, cpu := range slices.Sorted(maps.Keys(p.states)) {
 		if _, full := p.fullStates[cpu]; !full && len(p.states[cpu]) != len(given) {
-			return fmt.Errorf("the capture's header gives CPU %d %d states (%s), the profile %d (%s): import without a profile, or with one of the recording's machine",
-				cpu, len(p.states[cpu]), names(p.states[cpu]), len(given), names(given))
+			return &headerError{fmt.Sprintf("the capture's header gives CPU %d %d states (%s), the profile %d (%s): import without a profile, or with one of the recording's machine",
+				cpu, len(p.states[cpu]), names(p.states[cpu]), len(given), names(given))}
 		}
 	}
 	return nil

@@ -303,8 +303,9 @@ func (r *ExportedRecording) Add(line string) {
 			}
 			major, err1 := strconv.ParseUint(parts[0], 10, 12)
 			minor, err2 := strconv.ParseUint(parts[1], 10, 20)
-			if err1 == nil && err2 == nil {
-				r.BlockDevices = append(r.BlockDevices, BlockDevice{Name: parts[2], Major: uint32(major), Minor: uint32(minor)})
+			d := BlockDevice{Name: parts[2], Major: uint32(major), Minor: uint32(minor)}
+			if err1 == nil && err2 == nil && !slices.Contains(r.BlockDevices, d) {
+				r.BlockDevices = append(r.BlockDevices, d)
 			}
 		}
 	}
