@@ -76,10 +76,13 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	}
 	if *out == "-" {
 		f, ok := stdout.(*os.File)
-		if !ok || isTerminal(stdout) {
+		if !ok {
+			return usagef("-o -: standard output is not a file descriptor; give a file")
+		}
+		if isTerminal(stdout) {
 			return usagef("-o -: standard output is a terminal; redirect it (-o - > t.trace, or | ssh host 'cat > t.trace') or give a file")
 		}
-		opts.Output, opts.OutputFile = "stdout", f // fd 1 as it is: a socket, or a file opened for appending
+		opts.Output, opts.OutputFile = "stdout", f // fd 1 as it is (a pipe, a socket, a file), not reopened
 	} else if err := checkOutput(*out, "", *force); err != nil {
 		return err
 	}

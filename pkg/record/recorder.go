@@ -446,8 +446,10 @@ func (rec *recording) closeTrace(meta *trace.Metadata, end *trace.End, loopErr e
 	}
 	sum.Loss = trace.NewLossAccount(end.Loss, meta.Start, end)
 	closeErr := rec.w.Close(end)
-	sum.FileBytes = rec.w.Stats().Bytes // a pipe's size (-o -) is 0
-	if fi, err := rec.file.Stat(); err == nil && fi.Mode().IsRegular() {
+	// What was written: a pipe's size (-o -) is 0, and a file stdout
+	// appends to holds more than the trace.
+	sum.FileBytes = rec.w.Stats().Bytes
+	if fi, err := rec.file.Stat(); err == nil && fi.Mode().IsRegular() && rec.opts.OutputFile == nil {
 		sum.FileBytes = fi.Size()
 	}
 	if loopErr == nil {
