@@ -49,11 +49,12 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		cs.nextTick = c.tickDelivered(ps.r.nextBoundary(c, pi.x))
 	}
 	until := pi.x
+	wakeEl := ps.r.wakeEl(pi)
 	if pi.kind == endGenuine {
 		// The interrupt came at x less the recorded state's exit latency:
 		// a poll time-out or tick of the policy's own after it never came
 		// (a 1 ms period recorded in C6 polled to a time-out after it).
-		until -= ps.r.wakeEl(pi)
+		until -= wakeEl
 	}
 	if next, _ := cs.nextEvent(ps.tab); next < until {
 		ps.advance(c, cs, pi, until, pi.kind)
@@ -63,7 +64,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	case endGenuine:
 		lat := t.paidLatency(cs.state)
 		cs.kernelRes = ps.r.kernelStay(cs, pi)
-		ps.endEpisode(cs, pi.x, true, ps.gotTick(cs, pi, until), ps.r.wakeEl(pi))
+		ps.endEpisode(cs, pi.x, true, ps.gotTick(cs, pi, until), wakeEl)
 		return lat
 	case endTick:
 		// The tick ends a halted stay, not a poll (poll_idle() leaves on
@@ -71,7 +72,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 		// got_idle_tick, which the poll's end reflects).
 		if !cs.tickStopped && cs.segOpen && !t.polling[cs.state] {
 			cs.kernelRes = ps.r.kernelStay(cs, pi)
-			ps.endSegment(cs, pi.x, true, false, ps.r.wakeEl(pi))
+			ps.endSegment(cs, pi.x, true, false, wakeEl)
 			cs.needSelect = true
 		}
 	case endPoll:
@@ -82,7 +83,7 @@ func (ps *polSim) periodGov(c *cpuShared, cs *cpuSim, pi *periodInfo) int64 {
 	}
 	cs.hold, cs.holdAt, cs.holdWakeEl = true, pi.x, noWake
 	if pi.kind == endTick {
-		cs.holdWakeEl = ps.r.wakeEl(pi)
+		cs.holdWakeEl = wakeEl
 	}
 	return 0
 }
