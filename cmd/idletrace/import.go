@@ -72,10 +72,7 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return usagef("--profile: %v", err)
 		}
-		for i, s := range p.States {
-			states = append(states, trace.StateInfo{Index: i, Name: s.Name, Desc: s.Desc, ExitLatencyNs: s.ExitLatencyNs,
-				TargetResidencyNs: s.TargetResidencyNs, Disabled: s.Disabled, Polling: s.Polling})
-		}
+		states = p.StateInfos()
 	}
 	if *out == "" {
 		*out = strings.TrimSuffix(path, filepath.Ext(path)) + ".trace"

@@ -140,11 +140,7 @@ func TestNoPollAfterInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.18.44", States: []trace.CPUStates{{CPU: 0}}}
-	for i, st := range prof.States {
-		meta.States[0].States = append(meta.States[0].States, trace.StateInfo{Index: i, Name: st.Name,
-			ExitLatencyNs: st.ExitLatencyNs, TargetResidencyNs: st.TargetResidencyNs, Polling: st.Polling})
-	}
+	meta := &trace.Metadata{HZ: 250, KernelRelease: "6.18.44", States: []trace.CPUStates{{CPU: 0, States: prof.StateInfos()}}}
 	const entry, exit = 10_000_000, 12_200_000
 	interrupt := int64(exit - prof.States[3].ExitLatencyNs)
 	rp, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "menu+qos=0+poll=100us")})

@@ -1345,11 +1345,8 @@ func TestSetWindowIsTheTraceCutAtItsEnd(t *testing.T) {
 // oracle chooses for that 1 ms too: past C6's 800 µs break-even.
 func TestStayCountsOwnExitLatency(t *testing.T) {
 	prof := mustBuiltin(t, "spr", 250)
-	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, States: []trace.CPUStates{{CPU: 0}}}
-	for i, st := range prof.States { // the recorded table: the exit latency the recorded stay paid
-		meta.States[0].States = append(meta.States[0].States, trace.StateInfo{Index: i, Name: st.Name,
-			ExitLatencyNs: st.ExitLatencyNs, TargetResidencyNs: st.TargetResidencyNs, Polling: st.Polling})
-	}
+	// The recorded table: the exit latency the recorded stay paid.
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, States: []trace.CPUStates{{CPU: 0, States: prof.StateInfos()}}}
 	const entry, d = 1_000_000, 1_000_000
 	s := &synth{periods: []trace.IdlePeriod{{CPU: 0, State: 3, EntryNs: entry, ExitNs: entry + d, WakeCause: trace.WakeTimer, WakeIRQ: -1,
 		NextTimerKnown: true, NextTimerNs: d, TickStopped: trace.Yes, TickStoppedBefore: trace.Yes}}}

@@ -656,3 +656,14 @@ func jsonType(t reflect.Type) string {
 	}
 	return "another type"
 }
+
+// StateInfos is the profile's table as a trace records one (index order):
+// what an import gives a capture without its own table.
+func (p *Profile) StateInfos() []trace.StateInfo {
+	out := make([]trace.StateInfo, 0, len(p.States))
+	for i, s := range p.States {
+		out = append(out, trace.StateInfo{Index: i, Name: s.Name, Desc: s.Desc, ExitLatencyNs: s.ExitLatencyNs,
+			TargetResidencyNs: s.TargetResidencyNs, Disabled: s.Disabled, Polling: s.Polling})
+	}
+	return out
+}
