@@ -302,9 +302,14 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	}
 	switch st := replay.Stats(); {
 	case st.IOCompletions > 0 && !meta.Inputs.WakeCauses:
-		notes = append(notes, fmt.Sprintf("the trace does not carry wake causes, so which of the %d block IO completions woke an idle CPU is unknown: every policy keeps the recorded IO latency, which no policy is predicted to change", st.IOCompletions))
+		notes = append(notes, fmt.Sprintf("the trace does not carry wake causes, so which of the %d block IO completions woke an idle CPU is unknown: every policy keeps the recorded IO latency, which is no prediction that it would not change", st.IOCompletions))
+	case st.IOCompletions > 0 && st.IOWokeUnknown == st.IOCompletions:
+		notes = append(notes, fmt.Sprintf("the %d block IO completions all came on CPUs whose idle periods the recording left out (record --cpus), so which woke an idle CPU is unknown: every policy keeps the recorded IO latency, which is no prediction that it would not change", st.IOCompletions))
 	case st.IOCompletions > 0:
 		notes = append(notes, fmt.Sprintf("%d of %d block IO completions woke an idle CPU (the rule is in the assumptions): the policies' exit latencies apply to those, the others keep their recorded latency", st.IOWokeIdle, st.IOCompletions))
+		if st.IOWokeUnknown > 0 {
+			notes = append(notes, fmt.Sprintf("%d of the %d block IO completions came on CPUs whose idle periods the recording left out (record --cpus): whether they woke one is unknown, and they keep their recorded latency under every policy", st.IOWokeUnknown, st.IOCompletions))
+		}
 	}
 	if st := replay.Stats(); st.IOUncertain > 0 {
 		notes = append(notes, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: up to %d IO completions kept their recorded latency that may have woken an idle CPU", st.IOUncertain))

@@ -394,8 +394,15 @@ func wokeIdleLine(s *Stats) string {
 	if !s.Inputs.WakeCauses {
 		return "How many of them woke an idle CPU is unknown: the trace does not carry wake causes."
 	}
-	return fmt.Sprintf("%d of them woke an idle CPU (%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
-		io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, io.Requests)), io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000)
+	if !io.WokeIdleKnown() {
+		return "How many of them woke an idle CPU is unknown: they all completed on CPUs whose idle periods the recording left out (record --cpus)."
+	}
+	known, of := io.Requests-io.WokeIdleUnknown, ""
+	if io.WokeIdleUnknown > 0 {
+		of = fmt.Sprintf(" of the %d completed on recorded CPUs; %d completed on CPUs the recording left out, unknown", known, io.WokeIdleUnknown)
+	}
+	return fmt.Sprintf("%d of them woke an idle CPU (%s%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
+		io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, known)), of, io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000)
 }
 
 // devicesRequests is every request the devices completed in the window,

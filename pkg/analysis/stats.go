@@ -199,8 +199,12 @@ type IOStats struct {
 	Unmatched uint64 `json:"unmatched"`
 	// WokeIdleCPU is the number of completions that woke an idle CPU (the
 	// rule in package iowake), split by the wake cause of the idle period.
+	// WokeIdleUnknown is the completions on CPUs whose idle periods the
+	// recording left out (record --cpus): whether they woke one is
+	// unknown, and WokeIdleCPU covers the others.
 	WokeIdleCPU        uint64            `json:"woke_idle_cpu"`
 	WokeIdleCPUByCause map[string]uint64 `json:"woke_idle_cpu_by_cause"`
+	WokeIdleUnknown    uint64            `json:"woke_idle_cpu_unknown"`
 	WokeWindowNs       uint64            `json:"woke_idle_cpu_window_ns"`
 	Devices            []DeviceStats     `json:"devices"`
 	// WithoutIssueInWindow is the number of completions in the window whose
@@ -218,15 +222,24 @@ type IOStats struct {
 	wakeCausesKnown bool
 }
 
-// MarshalJSON writes woke_idle_cpu as null where it is unknown.
+// WokeIdleKnown says whether WokeIdleCPU is known: the trace carries wake
+// causes and block IO, and some of the completions it counts came on a
+// recorded CPU (or there were none).
+func (s *IOStats) WokeIdleKnown() bool {
+	return s.wakeCausesKnown && (s.Requests == 0 || s.WokeIdleUnknown < s.Requests)
+}
+
+// MarshalJSON writes woke_idle_cpu and its split by cause as null where
+// it is unknown.
 func (s IOStats) MarshalJSON() ([]byte, error) {
 	type plain IOStats // without this method
 	out := struct {
 		plain
-		WokeIdleCPU *uint64 `json:"woke_idle_cpu"` // shadows plain's
+		WokeIdleCPU        *uint64           `json:"woke_idle_cpu"`          // shadows plain's
+		WokeIdleCPUByCause map[string]uint64 `json:"woke_idle_cpu_by_cause"` // likewise
 	}{plain: plain(s)}
-	if s.wakeCausesKnown {
-		out.WokeIdleCPU = &s.WokeIdleCPU
+	if s.WokeIdleKnown() {
+		out.WokeIdleCPU, out.WokeIdleCPUByCause = &s.WokeIdleCPU, s.WokeIdleCPUByCause
 	}
 	return json.Marshal(out)
 }

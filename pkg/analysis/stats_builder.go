@@ -127,9 +127,13 @@ type StatsBuilder struct {
 	lastDevID uint32
 	iowake    iowake.Matcher[uint32, struct{}] // a period's payload is its CPU
 	ioWoke    causeCounts                      // completions that woke an idle CPU, by the period's wake cause
-	losses    map[uint32]trace.Loss
-	outside   OutsideWindow
-	invalid   uint64
+	// recordedSet: the CPUs whose idle periods the trace keeps; a
+	// completion on another one is counted in ioWokeUnknown, not matched.
+	recordedSet   trace.CPUSet
+	ioWokeUnknown uint64
+	losses        map[uint32]trace.Loss
+	outside       OutsideWindow
+	invalid       uint64
 }
 
 // NewStatsBuilder prepares a builder. end may be nil (a trace cut short);
@@ -148,6 +152,7 @@ func NewStatsBuilder(meta *trace.Metadata, end *trace.End) *StatsBuilder {
 		devs:    map[uint32]*devAcc{},
 		losses:  map[uint32]trace.Loss{},
 	}
+	b.recordedSet = meta.RecordedCPUSet()
 	b.iowake.Match = func(cause trace.WakeCause, cpu uint32, _ struct{}) {
 		b.ioWoke[cause]++
 		if a := b.cpu(cpu); a != nil {
@@ -313,6 +318,10 @@ func (b *StatsBuilder) AddBlockIO(io *trace.BlockIO) error {
 	}
 	if io.Error != 0 {
 		b.ioErr++
+	}
+	if !b.recordedSet.Has(io.CompleteCPU) {
+		b.ioWokeUnknown++ // that CPU's idle periods are not in the trace
+		return nil
 	}
 	b.iowake.Completion(io.CompleteCPU, io.CompleteNs, struct{}{})
 	return nil

@@ -39,6 +39,7 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 			s.IO.WokeIdleCPUByCause[cause.String()] = n
 		}
 	}
+	s.IO.WokeIdleUnknown = b.ioWokeUnknown
 	s.IO.WokeWindowNs = iowake.WindowNs
 	s.IO.Devices = b.deviceStats()
 	// The kernel also counts completions whose issue the recorder did not

@@ -433,8 +433,10 @@ func TestIOWokeChunked(t *testing.T) {
 		}
 	}
 	// lead "idle": idle chunks run one chunk ahead of IO chunks; "io": the reverse.
+	meta := driverMeta()
+	meta.NumCPUs, meta.RecordedCPUs = 4, []int{0, 1, 2, 3}
 	for _, lead := range []string{"idle", "io"} {
-		b := NewStatsBuilder(driverMeta(), nil)
+		b := NewStatsBuilder(meta, nil)
 		maxHeld := 0
 		pi, ii := 0, 0
 		for pi < len(ps) || ii < len(ios) {

@@ -141,7 +141,7 @@ func StatsRows(k Key, s *analysis.Stats, periods PeriodsByCPUState) []StatsRow {
 	if s.Inputs.BlockIO {
 		io := &s.IO
 		r.IORequests, r.IOErrors = u64(io.Requests), u64(io.Errors)
-		if s.Inputs.WakeCauses {
+		if io.WokeIdleKnown() {
 			r.IOWokeIdle = u64(io.WokeIdleCPU)
 		}
 		r.IOLatency = IOLatency(summaryCols(&io.LatencyNs, io.Requests))

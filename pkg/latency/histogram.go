@@ -5,6 +5,7 @@
 package latency
 
 import (
+	"encoding/json"
 	"math"
 	"math/bits"
 )
@@ -164,6 +165,16 @@ type Summary struct {
 	P99   uint64  `json:"p99"`
 	P999  uint64  `json:"p999"`
 	Max   uint64  `json:"max"`
+}
+
+// MarshalJSON writes the figures of a Summary without samples as null:
+// there is no latency to give, and 0 would read as one.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	if s.Count == 0 {
+		return []byte(`{"count":0,"mean":null,"p50":null,"p99":null,"p999":null,"max":null}`), nil
+	}
+	type plain Summary // without this method
+	return json.Marshal(plain(s))
 }
 
 // Summary returns count, mean, p50, p99, p99.9 and max; the zero Summary

@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -168,5 +169,26 @@ func TestHistogramGrows(t *testing.T) {
 				t.Errorf("merged %+v, recorded together %+v", a.Summary(), all.Summary())
 			}
 		})
+	}
+}
+
+// TestSummaryJSONWithoutSamples: a latency without a sample reads null,
+// not 0 (which would read as a latency), and one with samples as numbers.
+func TestSummaryJSONWithoutSamples(t *testing.T) {
+	var h Histogram
+	for _, tc := range []struct {
+		record []uint64
+		want   string
+	}{
+		{nil, `{"count":0,"mean":null,"p50":null,"p99":null,"p999":null,"max":null}`},
+		{[]uint64{5}, `{"count":1,"mean":5,"p50":5,"p99":5,"p999":5,"max":5}`},
+	} {
+		for _, v := range tc.record {
+			h.Record(v)
+		}
+		b, err := json.Marshal(h.Summary())
+		if err != nil || string(b) != tc.want {
+			t.Errorf("after %v: %s (%v), want %s", tc.record, b, err, tc.want)
+		}
 	}
 }

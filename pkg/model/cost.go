@@ -98,14 +98,17 @@ func (ps *polSim) result(r *Replay) Result {
 		s := ps.io.Summary()
 		res.IOLatencyNs = &s
 		res.IOLatencyCDF = ps.io.CDF()
-		if r.meta.Inputs.WakeCauses || r.stats.IOWokeIdle > 0 { // else unknown, not none
-			n := r.stats.IOWokeIdle
-			res.IOWokeIdle = &n
-		}
 		if r.taskSeen || r.meta.Inputs.TaskIO {
 			t := ps.taskIO.Summary()
 			res.TaskIOLatencyNs = &t
 		}
+	}
+	// Known, or none, as stats' io.woke_idle_cpu (IOStats.WokeIdleKnown):
+	// the trace carries wake causes and block IO, and not every
+	// completion came on a CPU it left out.
+	if causes := r.meta.Inputs.WakeCauses && r.meta.Inputs.BlockIO; causes && (r.stats.IOCompletions == 0 || r.stats.IOWokeUnknown < r.stats.IOCompletions) || r.stats.IOWokeIdle > 0 {
+		n := r.stats.IOWokeIdle
+		res.IOWokeIdle = &n
 	}
 	res.StateShare = make(map[string]float64, ps.tab.n)
 	for i, t := range ps.timeNs {

@@ -64,6 +64,7 @@ type Replay struct {
 	stats          Stats
 	elScratch      []int64
 	ioMatch        iowake.Matcher[ioWakeCost, *ioReq] // the completing CPU's wake-up
+	recordedCPUs   trace.CPUSet                       // whose idle periods the trace has
 	taskMatch      iowake.Matcher[ioWakeCost, *ioReq] // the waiting task's CPU's
 	taskSeen       bool
 	// The recording's window, (startNs, endNs] (SetWindow): the IO
@@ -92,6 +93,7 @@ type Stats struct {
 	IOFilteredOut    uint64 // completed block requests in the window that the IO filter left out
 	IOOutsideWindow  uint64 // completed block requests outside the window, not counted (SetWindow), as stats
 	IOWokeIdle       uint64 // of which woke an idle CPU (package iowake's rule): the policies set their latency
+	IOWokeUnknown    uint64 // of the others, completions on CPUs whose idle periods the trace lacks (record --cpus): kept as recorded
 	IOUncertain      uint64 // of the others, completions the bounded matcher may have missed (see iowake.Matcher)
 	TaskIO           uint64 // of the completions, those whose task waited for them (iowake.TaskLatencyNs)
 	TaskWokeIdle     uint64 // of which the waiting task's CPU was idle and woken for it
@@ -151,7 +153,7 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 	if meta == nil {
 		meta = &trace.Metadata{}
 	}
-	r := &Replay{prof: prof, meta: meta, tick: prof.TickNs(), gotTickPerStay: GotTickPerStay(meta)}
+	r := &Replay{prof: prof, meta: meta, tick: prof.TickNs(), gotTickPerStay: GotTickPerStay(meta), recordedCPUs: meta.RecordedCPUSet()}
 	recProf, err := recordedTable(meta)
 	if err != nil {
 		return nil, err

@@ -114,7 +114,12 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 			req.pending = 2
 		}
 	}
-	r.ioMatch.Completion(b.CompleteCPU, b.CompleteNs, req)
+	if r.recordedCPUs.Has(b.CompleteCPU) {
+		r.ioMatch.Completion(b.CompleteCPU, b.CompleteNs, req)
+	} else { // whether it woke that CPU is unknown, as in stats
+		r.stats.IOWokeUnknown++
+		r.ioMissed(req)
+	}
 	if otherCPU {
 		r.taskMatch.Completion(b.TaskCPU, b.TaskWokenNs, req)
 	}

@@ -414,6 +414,33 @@ func (m *Metadata) RecordsCPU(cpu int) bool {
 	return len(m.RecordedCPUs) == 0 || slices.Contains(m.RecordedCPUs, cpu)
 }
 
+// CPUSet is a set of CPU numbers, read per record: RecordedCPUSet's.
+type CPUSet struct {
+	all bool
+	in  []bool
+}
+
+// Has says whether cpu is in the set.
+func (s CPUSet) Has(cpu uint32) bool { return s.all || int64(cpu) < int64(len(s.in)) && s.in[cpu] }
+
+// RecordedCPUSet is RecordsCPU as a set.
+func (m *Metadata) RecordedCPUSet() CPUSet {
+	if len(m.RecordedCPUs) == 0 {
+		return CPUSet{all: true}
+	}
+	var s CPUSet
+	for _, c := range m.RecordedCPUs {
+		if c < 0 || c >= MaxCPUs {
+			continue
+		}
+		for c >= len(s.in) {
+			s.in = append(s.in, false)
+		}
+		s.in[c] = true
+	}
+	return s
+}
+
 // WallClock pairs one monotonic instant with the wall-clock time at that instant.
 type WallClock struct {
 	MonotonicNs uint64 `json:"monotonic_ns"`
