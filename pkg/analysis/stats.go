@@ -352,6 +352,11 @@ func FilteredStatsEachPeriod(r *trace.Reader, f trace.IOFilter, eachPeriod func(
 	if err := r.Scan(b.Visitor()); err != nil { // loss records come with the scan
 		return nil, err
 	}
+	// The chunks stats does not read (haltpoll, PM QoS) are checked all
+	// the same: their damage is the file's, as info says it.
+	if err := r.Verify(); err != nil {
+		return nil, err
+	}
 	s := b.Finish(nil)
 	s.Damage = r.Damage()
 	s.Warnings = append(append([]string{}, r.Warnings()...), s.Warnings...)

@@ -1154,3 +1154,57 @@ func TestTickStopsAndLengths(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsSaysDamageItDoesNotRead: a damaged chunk of a kind stats does
+// not read (haltpoll changes) is the file's damage all the same: stats
+// counts and warns of it as info does (a new user's flipped byte in a
+// haltpoll chunk showed in info and whatif, and stats said nothing).
+func TestStatsSaysDamageItDoesNotRead(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, driverMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		p := period(uint32(i%2), 1, uint64(1_000_000+i*100_000), 40*us)
+		must(t, w.AddIdle(&p))
+	}
+	must(t, w.Flush())
+	for i := range 50 {
+		must(t, w.AddHaltPoll(&trace.HaltPollChange{TimeNs: uint64(2_000_000 + i*1000), CPU: 0, Grow: i%2 == 0, NewNs: uint32(i * 1000), OldNs: 1000}))
+	}
+	must(t, w.Close(&trace.End{StopReason: "duration"}))
+	data := buf.Bytes()
+	flipped := false
+	for off := 16; off+49 < len(data); off++ { // the haltpoll chunk's first payload byte
+		if string(data[off:off+4]) == "ICHK" && data[off+4] == byte(trace.ChunkHaltPoll) {
+			data[off+48] ^= 0x40
+			flipped = true
+			break
+		}
+	}
+	if !flipped {
+		t.Fatal("no haltpoll chunk in the trace")
+	}
+	r, err := trace.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := StatsFromReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Damage.Chunks != 1 || !strings.Contains(strings.Join(s.Warnings, "\n"), "haltpoll") {
+		t.Errorf("damage %+v, warnings %q: want the haltpoll chunk's", s.Damage, s.Warnings)
+	}
+	if got := totalPeriods(s); got != 100 {
+		t.Errorf("%d idle periods, want 100", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

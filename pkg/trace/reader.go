@@ -37,6 +37,9 @@ type Reader struct {
 	// (damagedAt: by offset), however often a scan meets it.
 	damage    Damage
 	damagedAt map[int64]bool
+	// checked marks the chunks a Scan or Verify has read and checked
+	// (indexed as chunks), which a later Verify need not read again.
+	checked []bool
 	// truncWarning is the index in warnings of the file's truncation, -1
 	// if none: the recording's missing end is said there, not again.
 	truncWarning int
@@ -650,9 +653,10 @@ func notTraceHint(head []byte) string {
 	return ""
 }
 
-// Verify reads every chunk and checks its header and checksum, without
-// decoding it, so that a command which reads only some of them (info)
-// finds the damage Scan would; damaged chunks become warnings.
+// Verify reads every chunk no Scan has read and checks its header and
+// checksum, without decoding it, so that a command which reads only some
+// of them (info; stats, which skips the haltpoll and PM QoS chunks) finds
+// the damage a full Scan would; damaged chunks become warnings.
 func (r *Reader) Verify() error {
 	if r.zdec == nil {
 		return r.errorf("reader is closed")
@@ -662,6 +666,10 @@ func (r *Reader) Verify() error {
 		case ChunkMetadata, ChunkEnd, ChunkIndex:
 			continue // read, and their damage said, at open
 		}
+		if r.isChecked(i) {
+			continue
+		}
+		r.markChecked(i)
 		stored := func(chunkHeader) *[]byte { return &r.stored }
 		if _, _, err := r.readPayload(stored, &r.chunks[i], true); err != nil {
 			var de *damageError
@@ -797,6 +805,7 @@ func (r *Reader) Scan(v Visitor) error {
 // deliver hands the records of chunk i, loaded as h and raw with error
 // loadErr, to v; a damaged or malformed chunk is warned about and skipped.
 func (r *Reader) deliver(i int, h chunkHeader, raw []byte, loadErr error, v Visitor) error {
+	r.markChecked(i)
 	if loadErr != nil {
 		var de *damageError
 		if errors.As(loadErr, &de) {
@@ -904,4 +913,13 @@ func (r *Reader) PMQoSChanges(limit int) ([]PMQoSChange, uint64, error) {
 		return nil
 	}})
 	return first, n, err
+}
+
+func (r *Reader) isChecked(i int) bool { return i < len(r.checked) && r.checked[i] }
+
+func (r *Reader) markChecked(i int) {
+	if i >= len(r.checked) {
+		r.checked = append(r.checked, make([]bool, max(i+1, len(r.chunks))-len(r.checked))...)
+	}
+	r.checked[i] = true
 }
