@@ -152,6 +152,9 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		if err == nil {
 			exportWarnings(stderr, sum)
 			emptyWindowWarning(stderr, r.Reader, opts, sum)
+			if !*quiet {
+				tableSummary(stderr, sum, tables, []string{"stdout"})
+			}
 		}
 		return err
 	}
@@ -185,20 +188,26 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	exportWarnings(stderr, sum)
 	emptyWindowWarning(stderr, r.Reader, opts, sum)
 	if !*quiet {
-		var parts []string
-		for i, t := range tables {
-			what := analysis.Count(sum.IdlePeriods, "idle period")
-			switch t {
-			case export.IORequests:
-				what = analysis.Count(sum.IORequests, "IO request")
-			case export.PMQoSChanges:
-				what = fmt.Sprintf("%d PM QoS limits and changes", sum.PMQoSRows)
-			}
-			parts = append(parts, fmt.Sprintf("%s to %s", what, files[i]))
-		}
-		fmt.Fprintf(stderr, "idletrace export: %s\n", strings.Join(parts, ", "))
+		tableSummary(stderr, sum, tables, files)
 	}
 	return nil
+}
+
+// tableSummary is the line that says what went where (to stderr: stdout
+// may be the table itself).
+func tableSummary(stderr io.Writer, sum export.Summary, tables, dests []string) {
+	var parts []string
+	for i, t := range tables {
+		what := analysis.Count(sum.IdlePeriods, "idle period")
+		switch t {
+		case export.IORequests:
+			what = analysis.Count(sum.IORequests, "IO request")
+		case export.PMQoSChanges:
+			what = fmt.Sprintf("%d PM QoS limits and changes", sum.PMQoSRows)
+		}
+		parts = append(parts, fmt.Sprintf("%s to %s", what, dests[i]))
+	}
+	fmt.Fprintf(stderr, "idletrace export: %s\n", strings.Join(parts, ", "))
 }
 
 // writeEvents writes the ftrace text or the Perfetto trace to the one
@@ -218,10 +227,20 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, dir string
 			fmt.Fprintf(stderr, "warning: %d %s had an impossible CPU or state number, a CPU the trace does not record or an end before their start, and were left out\n", sum.Invalid, what)
 		}
 	}
+	summary := func(sum export.Summary, dest string) {
+		switch {
+		case quiet:
+		case format == export.Perfetto:
+			fmt.Fprintf(stderr, "idletrace export: %s, %s and %d wake-request flows as %d Perfetto events to %s\n", analysis.Count(sum.IdlePeriods, "idle period"), analysis.Count(sum.IORequests, "IO request"), sum.Flows, sum.Events, dest)
+		default:
+			fmt.Fprintf(stderr, "idletrace export: %s and %s as %d ftrace events to %s\n", analysis.Count(sum.IdlePeriods, "idle period"), analysis.Count(sum.IORequests, "IO request"), sum.Events, dest)
+		}
+	}
 	if files == nil {
 		sum, err := write(r, opts, stdout)
 		if err == nil {
 			warn(sum)
+			summary(sum, "stdout")
 		}
 		return err
 	}
@@ -244,13 +263,7 @@ func writeEvents(r *trace.Reader, format string, opts export.Options, dir string
 		return err
 	}
 	warn(sum)
-	switch {
-	case quiet:
-	case format == export.Perfetto:
-		fmt.Fprintf(stderr, "idletrace export: %s, %s and %d wake-request flows as %d Perfetto events to %s\n", analysis.Count(sum.IdlePeriods, "idle period"), analysis.Count(sum.IORequests, "IO request"), sum.Flows, sum.Events, files[0])
-	default:
-		fmt.Fprintf(stderr, "idletrace export: %s and %s as %d ftrace events to %s\n", analysis.Count(sum.IdlePeriods, "idle period"), analysis.Count(sum.IORequests, "IO request"), sum.Events, files[0])
-	}
+	summary(sum, files[0])
 	return nil
 }
 

@@ -110,7 +110,7 @@ func TestExport(t *testing.T) {
 	}
 
 	t.Run("one CSV table to stdout", func(t *testing.T) {
-		r := runBin(t, "export", bundledTrace, "--format", "csv", "--table", "idle_periods")
+		r := runBin(t, "export", bundledTrace, "--format", "csv", "--table", "idle_periods", "-q")
 		if r.code != 0 || r.stderr != "" {
 			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 		}
@@ -197,7 +197,7 @@ func TestExport(t *testing.T) {
 		}
 		// A window over the records that writes no row of the table asked
 		// for is no empty window.
-		if r := runBin(t, "export", bundledTrace, "--format", "csv", "--table", "pm_qos_changes", "--from", "1s", "--to", "2s"); r.code != 0 || r.stderr != "" {
+		if r := runBin(t, "export", bundledTrace, "--format", "csv", "--table", "pm_qos_changes", "--from", "1s", "--to", "2s", "-q"); r.code != 0 || r.stderr != "" {
 			t.Errorf("pm_qos_changes over 1s-2s: exit %d, stderr %q", r.code, r.stderr)
 		}
 	})
@@ -217,4 +217,23 @@ func TestExport(t *testing.T) {
 			t.Errorf("empty io_requests.parquet: %d rows, %d columns", f.NumRows(), len(f.Schema().Columns()))
 		}
 	})
+}
+
+// TestExportSummaryToStdout: the one-line summary goes to stderr also
+// when the export itself goes to stdout, and -q drops it (a new user
+// found none without -o, against the README).
+func TestExportSummaryToStdout(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--format", "csv", "--table", "io_requests"}, "idletrace export: 58723 IO requests to stdout\n"},
+		{[]string{"--format", "ftrace"}, "idletrace export: 78448 idle periods and 58723 IO requests as 352790 ftrace events to stdout\n"},
+		{[]string{"--format", "ftrace", "-q"}, ""},
+	} {
+		res := runBin(t, append([]string{"export", bundledTrace}, tc.args...)...)
+		if res.code != 0 || res.stderr != tc.want || res.stdout == "" {
+			t.Errorf("%v: exit %d, stderr %q (want %q), %d bytes on stdout", tc.args, res.code, res.stderr, tc.want, len(res.stdout))
+		}
+	}
 }

@@ -58,7 +58,7 @@ func TestExportFtrace(t *testing.T) {
 	} else if _, err := os.Stat(filepath.Dir(typo)); err == nil {
 		t.Errorf("-o MISSING/FILE made %s", filepath.Dir(typo))
 	}
-	r = runBin(t, "export", bundledTrace, "--format", "ftrace", "--stats-window")
+	r = runBin(t, "export", bundledTrace, "--format", "ftrace", "--stats-window", "-q")
 	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "# entries-in-buffer/entries-written: 352712/352712   #P:2\n") {
 		t.Errorf("to stdout with --stats-window: exit %d, stderr %q, stdout %.600q", r.code, r.stderr, r.stdout)
 	}

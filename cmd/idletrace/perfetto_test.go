@@ -143,7 +143,7 @@ func TestExportPerfetto(t *testing.T) {
 	} else if named, _ := os.ReadFile(filepath.Join(dir, "demo.pftrace")); !bytes.Equal(named, data) {
 		t.Errorf("-o DIR: %s/demo.pftrace is not the export", dir)
 	}
-	if r := runBin(t, "export", bundledTrace, "--format", "perfetto", "--stats-window"); r.code != 0 || r.stderr != "" || r.stdout != string(data) {
+	if r := runBin(t, "export", bundledTrace, "--format", "perfetto", "--stats-window", "-q"); r.code != 0 || r.stderr != "" || r.stdout != string(data) {
 		t.Errorf("to stdout: exit %d, stderr %q, %d bytes (the file: %d)", r.code, r.stderr, len(r.stdout), len(data))
 	}
 	if r := runBin(t, "export", bundledTrace, "--format", "perfetto", "--table", "idle_periods"); r.code != 2 || !strings.Contains(r.stderr, "--table") || strings.Count(r.stderr, "\n") != 1 {
