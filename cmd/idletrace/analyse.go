@@ -291,7 +291,7 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 		notes = append(notes, fmt.Sprintf("%d block IO completions outside the window the kernel's counters cover were not counted in the IO figures, as stats does not count them", st.IOOutsideWindow))
 	}
 	if st := replay.Stats(); st.BadState > 0 {
-		notes = append(notes, fmt.Sprintf("%d of the idle periods were in a state beyond the profile's %d (the trace's states and the profile's differ): the recorded policy leaves them out, the others replay them; give the profile of the recording's machine", st.BadState, len(prof.States)))
+		notes = append(notes, fmt.Sprintf("%d of the idle periods were in a state beyond the profile's %d (the trace's states and the profile's differ): the recorded policy leaves them out (its energy, shares and exit latencies cover the rest only, so they compare with no other policy's), the others replay them; give the profile of the recording's machine", st.BadState, len(prof.States)))
 	}
 	if st := replay.Stats(); !ioFilter.Empty() && st.IOCompletions+st.IOFilteredOut > 0 {
 		if st.IOCompletions == 0 {
