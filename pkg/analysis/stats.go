@@ -217,17 +217,13 @@ type IOStats struct {
 	WithoutIssueInWindow *uint64 `json:"without_traced_issue_in_window"`
 	UndeliveredInWindow  *uint64 `json:"undelivered_in_window"`
 	KernelDiffExplained  bool    `json:"kernel_diff_explained"`
-	// wakeCausesKnown: the trace carries wake causes and block IO,
-	// without which WokeIdleCPU is unknown (null in JSON), not 0.
-	wakeCausesKnown bool
+	// wokeKnown: WokeIdleCPU is known (iowake.WokeKnown), else null in
+	// JSON, not 0.
+	wokeKnown bool
 }
 
-// WokeIdleKnown says whether WokeIdleCPU is known: the trace carries wake
-// causes and block IO, and some of the completions it counts came on a
-// recorded CPU (or there were none).
-func (s *IOStats) WokeIdleKnown() bool {
-	return s.wakeCausesKnown && (s.Requests == 0 || s.WokeIdleUnknown < s.Requests)
-}
+// WokeIdleKnown says whether WokeIdleCPU is known (iowake.WokeKnown).
+func (s *IOStats) WokeIdleKnown() bool { return s.wokeKnown }
 
 // MarshalJSON writes woke_idle_cpu and its split by cause as null where
 // it is unknown.

@@ -22,7 +22,6 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 	s.IO.Requests = b.io.Count()
 	s.IO.LatencyNs = b.io.Summary()
 	s.IO.Filter = b.ioFilter.Spec
-	s.IO.wakeCausesKnown = b.meta.Inputs.WakeCauses && b.meta.Inputs.BlockIO
 	if m.Inputs.TaskIO || b.taskIO.Count() > 0 {
 		t := b.taskIO.Summary()
 		s.IO.TaskLatencyNs, s.IO.TaskWaited = &t, t.Count
@@ -40,6 +39,7 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 		}
 	}
 	s.IO.WokeIdleUnknown = b.ioWokeUnknown
+	s.IO.wokeKnown = iowake.WokeKnown(m.Inputs, s.IO.Requests, s.IO.WokeIdleCPU, s.IO.WokeIdleUnknown)
 	s.IO.WokeWindowNs = iowake.WindowNs
 	s.IO.Devices = b.deviceStats()
 	// The kernel also counts completions whose issue the recorder did not

@@ -34,6 +34,15 @@ const maxCPUs = trace.MaxCPUs
 // time stamp is taken). Generous: it only delays pruning.
 const skewNs = 10_000_000
 
+// WokeKnown says whether the count of completions that woke an idle CPU
+// (woke, of completions) is known: some woke one, or the trace carries
+// wake causes and block IO and not every completion came on a CPU whose
+// idle periods the recording left out (onUnrecorded; record --cpus).
+// stats' io.woke_idle_cpu and whatif's io_woke_idle are null otherwise.
+func WokeKnown(in trace.Inputs, completions, woke, onUnrecorded uint64) bool {
+	return woke > 0 || in.WakeCauses && in.BlockIO && (completions == 0 || onUnrecorded < completions)
+}
+
 // Eligible says whether an idle period ended by this cause can have been
 // woken by a block IO completion.
 func Eligible(c trace.WakeCause) bool { return c == trace.WakeIRQ || c == trace.WakeIPICall }

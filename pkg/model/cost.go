@@ -103,10 +103,7 @@ func (ps *polSim) result(r *Replay) Result {
 			res.TaskIOLatencyNs = &t
 		}
 	}
-	// Known, or none, as stats' io.woke_idle_cpu (IOStats.WokeIdleKnown):
-	// the trace carries wake causes and block IO, and not every
-	// completion came on a CPU it left out.
-	if causes := r.meta.Inputs.WakeCauses && r.meta.Inputs.BlockIO; causes && (r.stats.IOCompletions == 0 || r.stats.IOWokeUnknown < r.stats.IOCompletions) || r.stats.IOWokeIdle > 0 {
+	if iowake.WokeKnown(r.meta.Inputs, r.stats.IOCompletions, r.stats.IOWokeIdle, r.stats.IOWokeUnknown) { // as stats' io.woke_idle_cpu
 		n := r.stats.IOWokeIdle
 		res.IOWokeIdle = &n
 	}
