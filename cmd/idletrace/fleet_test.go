@@ -17,28 +17,15 @@ import (
 // hostlessTrace is a short trace whose metadata names no host, as an
 // import's does.
 func hostlessTrace(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "hostless.trace")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := trace.NewWriter(f, &trace.Metadata{FormatVersion: trace.FormatVersion, KernelRelease: "6.18.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "none"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range uint64(20) {
-		if err := w.AddIdle(&trace.IdlePeriod{CPU: 0, State: 1, EntryNs: 1000 + i*100_000, ExitNs: 50_000 + i*100_000, WakeIRQ: -1}); err != nil {
-			t.Fatal(err)
+	meta := &trace.Metadata{FormatVersion: trace.FormatVersion, KernelRelease: "6.18.0", HZ: 250, NumCPUs: 1, RecordedCPUs: []int{0}, CPUIdleDriver: "none"}
+	return writeTrace(t, "hostless.trace", meta, &trace.End{StopReason: "duration"}, func(w *trace.Writer) error {
+		for i := range uint64(20) {
+			if err := w.AddIdle(&trace.IdlePeriod{CPU: 0, State: 1, EntryNs: 1000 + i*100_000, ExitNs: 50_000 + i*100_000, WakeIRQ: -1}); err != nil {
+				return err
+			}
 		}
-	}
-	if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+		return nil
+	})
 }
 
 // jsonRows are the JSON lines of a fleet file, each decoded.

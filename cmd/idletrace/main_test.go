@@ -847,17 +847,27 @@ func TestWhatifChanges(t *testing.T) {
 // emptyTrace writes a finished trace that holds no record: what a recording
 // stopped before anything happened leaves.
 func emptyTrace(t *testing.T) string {
+	meta := &trace.Metadata{FormatVersion: trace.FormatVersion, KernelRelease: "6.18.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1}}
+	return writeTrace(t, "empty.trace", meta, &trace.End{StopReason: "signal"}, func(*trace.Writer) error { return nil })
+}
+
+// writeTrace writes a trace of meta in a test's directory, its records
+// added by add, closed with end, and returns its path.
+func writeTrace(t *testing.T, name string, meta *trace.Metadata, end *trace.End, add func(w *trace.Writer) error) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "empty.trace")
+	path := filepath.Join(t.TempDir(), name)
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := trace.NewWriter(f, &trace.Metadata{FormatVersion: trace.FormatVersion, KernelRelease: "6.18.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0, 1}})
+	w, err := trace.NewWriter(f, meta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(&trace.End{StopReason: "signal"}); err != nil {
+	if err := add(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(end); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {

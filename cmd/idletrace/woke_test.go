@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -97,44 +95,31 @@ func ptrU(p *uint64) any {
 // ended by a device interrupt, 10 completions inside them on device
 // 253:0 (each woke it), and onCPU1 completions on CPU 1 on device 253:1.
 func wokeTrace(t *testing.T, onCPU1 int) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "cpus0.trace")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tab := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true}, {Index: 1, Name: "C1", ExitLatencyNs: 2000, TargetResidencyNs: 2000}}
-	w, err := trace.NewWriter(f, &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0},
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0},
 		CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu", States: []trace.CPUStates{{CPU: 0, States: tab}},
-		Inputs: trace.Inputs{WakeCauses: true, BlockIO: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const ms = 1_000_000
-	for i := range 20 {
-		entry := uint64(1000*ms + i*ms)
-		p := trace.IdlePeriod{CPU: 0, State: 1, EntryNs: entry, ExitNs: entry + 400_000, WakeCause: trace.WakeIRQ, WakeIRQ: 11}
-		if err := w.AddIdle(&p); err != nil {
-			t.Fatal(err)
-		}
-		var io []trace.BlockIO
-		if i < 10 {
-			io = append(io, trace.BlockIO{Dev: 253 << 20, IssueNs: entry - 50_000, CompleteNs: entry + 390_000, IssueCPU: 0, CompleteCPU: 0, Bytes: 4096})
-		}
-		if i < onCPU1 {
-			io = append(io, trace.BlockIO{Dev: 253<<20 | 1, IssueNs: entry - 50_000, CompleteNs: entry + 390_000, IssueCPU: 1, CompleteCPU: 1, Bytes: 4096})
-		}
-		for k := range io {
-			if err := w.AddBlockIO(&io[k]); err != nil {
-				t.Fatal(err)
+		Inputs: trace.Inputs{WakeCauses: true, BlockIO: true}}
+	return writeTrace(t, "cpus0.trace", meta, &trace.End{StopReason: "duration"}, func(w *trace.Writer) error {
+		const ms = 1_000_000
+		for i := range 20 {
+			entry := uint64(1000*ms + i*ms)
+			p := trace.IdlePeriod{CPU: 0, State: 1, EntryNs: entry, ExitNs: entry + 400_000, WakeCause: trace.WakeIRQ, WakeIRQ: 11}
+			if err := w.AddIdle(&p); err != nil {
+				return err
+			}
+			var io []trace.BlockIO
+			if i < 10 {
+				io = append(io, trace.BlockIO{Dev: 253 << 20, IssueNs: entry - 50_000, CompleteNs: entry + 390_000, IssueCPU: 0, CompleteCPU: 0, Bytes: 4096})
+			}
+			if i < onCPU1 {
+				io = append(io, trace.BlockIO{Dev: 253<<20 | 1, IssueNs: entry - 50_000, CompleteNs: entry + 390_000, IssueCPU: 1, CompleteCPU: 1, Bytes: 4096})
+			}
+			for k := range io {
+				if err := w.AddBlockIO(&io[k]); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	if err := w.Close(&trace.End{StopReason: "duration"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+		return nil
+	})
 }
