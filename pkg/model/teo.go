@@ -258,5 +258,13 @@ func (g *teoGov) selectState(in *selInput) (int, bool) {
 func (g *teoGov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {
 	g.lastIdx = idx
 	g.lastResidency = residencyNs
+	// Not modelled: where do_idle does not consume got_idle_tick after
+	// each stay (before f4c31b07b136: 6.14-6.17, and 6.12.y and 6.18.y
+	// before its backport), the || below skips tick_nohz_idle_got_tick()
+	// after a poll time-out, and a tick that came during that poll makes
+	// the next stay artificial too when its sleep length exceeds a tick.
+	// The replay passes the recorded flag (which holds that stale bit)
+	// where its stay is the recorded one, a fresh one for its own; no lab
+	// kernel runs those releases (teo review, 2026-12-07).
 	g.artificial = pollTimedOut || (tickWakeup && g.sleepLength > g.t.tick)
 }

@@ -217,6 +217,8 @@ func (g *teo612Gov) selectState(in *selInput) (int, bool) {
 func (g *teo612Gov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut bool) {
 	g.lastIdx = idx
 	g.lastRes = residencyNs
+	// As in teoGov.reflect, the stale got_idle_tick after a poll time-out
+	// of kernels before f4c31b07b136 is not modelled.
 	if pollTimedOut || (tickWakeup && g.sleepLength > g.t.tick) {
 		g.timeSpan = g.sleepLength
 	} else {
