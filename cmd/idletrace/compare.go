@@ -74,7 +74,7 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("knobs as recorded: before %s; after %s", knobs(bmeta), knobs(ameta)))
 	rep.Notes = append(rep.Notes, commandFailedNotes(before, bmeta, bend, after, ameta, aend)...)
-	if n := analysis.PolicyNotRunNote(pol, ameta, sameFile(before, after) || analysis.SameRecording(bmeta, ameta)); n != "" {
+	if n := analysis.PolicyNotRunNote(pol, bmeta, ameta, sameFile(before, after) || analysis.SameRecording(bmeta, ameta)); n != "" {
 		rep.Notes = append(rep.Notes, n)
 	}
 	if own.profile == "measured" {
