@@ -381,7 +381,8 @@ type fileState struct {
 	Disabled          bool     `json:"disabled"`
 	Power             *float64 `json:"power"`
 	// PowerEstimated: the power given is idletrace's own estimate (as
-	// printed), so it is estimated again rather than taken as measured.
+	// printed): it is said so where it still is the estimate of the
+	// state as given, else it is the file's own value.
 	PowerEstimated bool `json:"power_estimated"`
 }
 
@@ -557,11 +558,16 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 				return nil, bad(field+"."+resKey.name, "%s is below states[%d] (%s)'s %s: states go from the shallowest to the deepest", resKey.show(*fs.TargetResidencyUs), i-1, prev.Name, resKey.show(float64(prev.TargetResidencyNs)/1000))
 			}
 		}
-		if fs.Power != nil && !fs.PowerEstimated {
+		// A given power is used, power_estimated or not: a file written
+		// by `profiles --format json` marks every power estimated, and one
+		// edited there is the user's. It stays marked estimated only
+		// where it still is the estimate of the state as given.
+		if fs.Power != nil {
 			if math.IsNaN(*fs.Power) || *fs.Power < 0 || *fs.Power > 2 {
 				return nil, bad(field+".power", "must be between 0 and 2 (1.0 = a busy core)")
 			}
 			st.Power = *fs.Power
+			st.PowerEstimated = fs.PowerEstimated && math.Abs(st.Power-EstimatePower(st)) < 1e-9
 		} else {
 			st.Power, st.PowerEstimated = EstimatePower(st), true
 			estimated = true

@@ -64,3 +64,50 @@ func TestProfileTimeUnits(t *testing.T) {
 		})
 	}
 }
+
+// TestProfileEditedPower: a power given in a file is used, also where the
+// file (as `profiles --format json` writes it) marks it estimated: one
+// edited there is the user's (a new user's edited C6 power was silently
+// estimated again); an unedited one stays marked estimated; one out of
+// range is refused either way.
+func TestProfileEditedPower(t *testing.T) {
+	c6 := State{Name: "C6", ExitLatencyNs: 290_000, TargetResidencyNs: 800_000}
+	est := EstimatePower(c6)
+	for _, tc := range []struct {
+		name, power string
+		want        float64
+		estimated   bool
+		err         string
+	}{
+		{"unedited", `"power":` + strconvF(est) + `,"power_estimated":true`, est, true, ""},
+		{"edited, marked estimated", `"power":0.5,"power_estimated":true`, 0.5, false, ""},
+		{"given", `"power":0.5`, 0.5, false, ""},
+		{"absent", ``, est, true, ""},
+		{"out of range, marked estimated", `"power":5,"power_estimated":true`, 0, false, "states[0].power: must be between 0 and 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := `{"name":"C6","exit_latency_ns":290000,"target_residency_ns":800000`
+			if tc.power != "" {
+				state += "," + tc.power
+			}
+			p, err := ParseProfile("p.json", []byte(`{"name":"p","states":[`+state+`}]}`), 250)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := p.States[0]; s.Power != tc.want || s.PowerEstimated != tc.estimated {
+				t.Errorf("power %v (estimated %t), want %v (%t)", s.Power, s.PowerEstimated, tc.want, tc.estimated)
+			}
+		})
+	}
+}
+
+func strconvF(v float64) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
