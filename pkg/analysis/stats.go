@@ -218,8 +218,9 @@ type IOStats struct {
 	UndeliveredInWindow  *uint64 `json:"undelivered_in_window"`
 	KernelDiffExplained  bool    `json:"kernel_diff_explained"`
 	// wokeKnown: WokeIdleCPU is known (iowake.WokeKnown), else null in
-	// JSON, not 0.
-	wokeKnown bool
+	// JSON, not 0; recorded: the trace records block IO (record --no-io
+	// does not), else the counts are null too, as in the fleet rows.
+	wokeKnown, recorded bool
 }
 
 // WokeIdleKnown says whether WokeIdleCPU is known (iowake.WokeKnown).
@@ -231,11 +232,21 @@ func (s IOStats) MarshalJSON() ([]byte, error) {
 	type plain IOStats // without this method
 	out := struct {
 		plain
-		WokeIdleCPU        *uint64           `json:"woke_idle_cpu"`          // shadows plain's
-		WokeIdleCPUByCause map[string]uint64 `json:"woke_idle_cpu_by_cause"` // likewise
+		// These shadow plain's.
+		WokeIdleCPU        *uint64           `json:"woke_idle_cpu"`
+		WokeIdleCPUByCause map[string]uint64 `json:"woke_idle_cpu_by_cause"`
+		Requests           *uint64           `json:"requests"`
+		TaskWaited         *uint64           `json:"task_waited"`
+		Errors             *uint64           `json:"errors"`
 	}{plain: plain(s)}
 	if s.WokeIdleKnown() {
 		out.WokeIdleCPU, out.WokeIdleCPUByCause = &s.WokeIdleCPU, s.WokeIdleCPUByCause
+	}
+	if s.recorded {
+		out.Requests, out.Errors = &s.Requests, &s.Errors
+		if s.TaskLatencyNs != nil {
+			out.TaskWaited = &s.TaskWaited
+		}
 	}
 	return json.Marshal(out)
 }

@@ -42,6 +42,7 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 	s.IO.wokeKnown = iowake.WokeKnown(m.Inputs, s.IO.Requests, s.IO.WokeIdleCPU, s.IO.WokeIdleUnknown)
 	s.IO.WokeWindowNs = iowake.WindowNs
 	s.IO.Devices = b.deviceStats()
+	s.IO.recorded = m.Inputs.BlockIO || len(s.IO.Devices) > 0
 	// The kernel also counts completions whose issue the recorder did not
 	// see (issued before it attached): the snapshots carry that count.
 	var undelivered *uint64

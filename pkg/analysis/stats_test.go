@@ -1208,3 +1208,32 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestStatsJSONWithoutBlockIO: a trace recorded without block IO (record
+// --no-io) has no IO counts to give: null in JSON, as in the fleet rows,
+// not 0 (which a trace that recorded block IO and saw none gives).
+func TestStatsJSONWithoutBlockIO(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		blockIO bool
+		want    []string
+	}{
+		{"not recorded", false, []string{`"requests":null`, `"errors":null`, `"task_waited":null`}},
+		{"recorded, none", true, []string{`"requests":0`, `"errors":0`}},
+	} {
+		meta := driverMeta()
+		meta.Inputs.BlockIO = tc.blockIO
+		b := NewStatsBuilder(meta, nil)
+		p := period(0, 1, 2_000_000, 40*us)
+		must(t, b.AddIdle(&p))
+		out, err := json.Marshal(b.Finish(nil).IO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s: %s, want %s", tc.name, out, w)
+			}
+		}
+	}
+}
