@@ -481,13 +481,15 @@ type ComparisonFigureJSON struct {
 	ChangeError      *float64 `json:"change_error"`
 	NoChangeMeasured bool     `json:"no_change_measured"`
 	RelativeError    *float64 `json:"relative_error"`
-	// Only for an experiment of more than one run (see FigureRow).
+	// Only for an experiment of more than one run (see FigureRow), and
+	// then true or false, never absent.
 	BeforeSpread *float64 `json:"before_spread,omitempty"`
-	WithinNoise  bool     `json:"within_noise,omitempty"`
+	WithinNoise  *bool    `json:"within_noise,omitempty"`
 	// Samples: a latency figure's value counts, [before, predicted,
-	// measured]; FewSamples: too few for its errors (FigureRow).
+	// measured]; FewSamples: too few for its errors (FigureRow); both
+	// there for latency figures only.
 	Samples    *[3]uint64 `json:"samples,omitempty"`
-	FewSamples bool       `json:"few_samples,omitempty"`
+	FewSamples *bool      `json:"few_samples,omitempty"`
 }
 
 const noChangeRule = "a measured change within 0.1 % of the larger of before and measured (latencies, rates) or 0.05 points (shares) is no change: change_error is then null and no_change_measured true"
@@ -517,9 +519,13 @@ func comparisonJSONDoc(rep *ComparisonReport) *comparisonDocJSON {
 			Before: f.Before, Predicted: f.Predicted, Measured: f.Measured,
 			PredictedChange: diff(f.Predicted, f.Before), MeasuredChange: diff(f.Measured, f.Before),
 			ChangeError: f.ChangeError, NoChangeMeasured: f.NoChangeMeasured, RelativeError: f.RelativeError,
-			BeforeSpread: f.BeforeSpread, WithinNoise: f.WithinNoise, FewSamples: f.FewSamples})
+			BeforeSpread: f.BeforeSpread})
+		fig := &d.Comparison.Figures[len(d.Comparison.Figures)-1]
+		if f.BeforeSpread != nil {
+			fig.WithinNoise = &f.WithinNoise
+		}
 		if f.Unit == "ns" {
-			d.Comparison.Figures[len(d.Comparison.Figures)-1].Samples = &f.Samples
+			fig.Samples, fig.FewSamples = &f.Samples, &f.FewSamples
 		}
 	}
 	return d

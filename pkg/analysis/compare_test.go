@@ -328,9 +328,11 @@ func TestComparisonSamplesAndWorkload(t *testing.T) {
 	}
 	for _, f := range doc.Comparison.Figures {
 		switch {
-		case f.Figure == "task_io_latency_ns.p99" && (!f.FewSamples || f.Samples == nil || *f.Samples != [3]uint64{6, 6, 4}):
+		case f.Figure == "task_io_latency_ns.p99" && (f.FewSamples == nil || !*f.FewSamples || f.Samples == nil || *f.Samples != [3]uint64{6, 6, 4}):
 			t.Errorf("JSON %s: few_samples %v, samples %v", f.Figure, f.FewSamples, f.Samples)
-		case f.Unit != "ns" && f.Samples != nil:
+		case f.Unit == "ns" && f.FewSamples == nil: // false is said, not left out
+			t.Errorf("JSON %s: no few_samples", f.Figure)
+		case f.Unit != "ns" && (f.Samples != nil || f.FewSamples != nil):
 			t.Errorf("JSON %s: samples on a %s figure", f.Figure, f.Unit)
 		}
 	}
@@ -410,6 +412,12 @@ func TestCombineRuns(t *testing.T) {
 			}
 			if doc.Comparison.Runs != len(tc.reps) {
 				t.Errorf("JSON runs %d, want %d", doc.Comparison.Runs, len(tc.reps))
+			}
+			for _, jf := range doc.Comparison.Figures {
+				// Said with more than one run, false included; else absent.
+				if jf.Figure == "wake_latency_ns.mean" && ((jf.WithinNoise != nil) != (len(tc.reps) > 1) || jf.WithinNoise != nil && *jf.WithinNoise != tc.withinNoise) {
+					t.Errorf("JSON within_noise %v, want %v with %d runs", jf.WithinNoise, tc.withinNoise, len(tc.reps))
+				}
 			}
 			buf.Reset()
 			if err := RenderComparison(&buf, rep, "text"); err != nil {
