@@ -149,7 +149,6 @@ func TestParsePolicy(t *testing.T) {
 		{"teo+kernel=5.1", func(p Policy) bool { return p.Kernel != nil && *p.Kernel == Version{5, 1, -1} }},
 		{"haltpoll+kernel=5.4.0", func(p Policy) bool { return p.Kernel != nil && *p.Kernel == Version{5, 4, 0} }},
 		{"ladder+kernel=4.17", func(p Policy) bool { return p.Kernel != nil && *p.Kernel == Version{4, 17, -1} }},
-		{"oracle+kernel=4.17", func(p Policy) bool { return p.Kernel != nil }},
 		{"oracle+qos=0", func(p Policy) bool { return p.Governor == GovOracle && p.QoSNs == 0 }},
 		{"haltpoll", func(p Policy) bool { return p.Governor == GovHaltpoll }},
 		{"recorded", func(p Policy) bool { return p.Governor == GovRecorded }},
@@ -193,6 +192,7 @@ func TestParsePolicy(t *testing.T) {
 		{"menu+qos=1us+qos=2us", `policy "menu+qos=1us+qos=2us": qos: given twice`},
 		{"recorded+qos=1us", `policy "recorded+qos=1us": qos: the recorded policy`},
 		{"oracle+poll=10us", `policy "oracle+poll=10us": poll: oracle does not poll`},
+		{"oracle+kernel=5.10", `policy "oracle+kernel=5.10": kernel: oracle is no release's governor`},
 		{"menu+poll=sometimes", `policy "menu+poll=sometimes": poll: "sometimes" is not first-residency`},
 		{"menu+qos=-5us", `policy "menu+qos=-5us": qos: "-5us" is not a duration (must not be negative)`},
 	}

@@ -441,6 +441,12 @@ var modifierTable = []Modifier{
 		Name: "kernel", Value: "VERSION",
 		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (teo from 5.1, haltpoll from 5.4; default: the recorded kernel's, else " + NewestVersion.String() + ")",
 		Example: "menu+kernel=6.12",
+		refuse: func(g Governor) string {
+			if g == GovOracle {
+				return "oracle is no release's governor; it knows each period's length"
+			}
+			return ""
+		},
 		set: func(p *Policy, val string) error {
 			v, err := ParseVersion(val)
 			if err != nil {
