@@ -81,7 +81,11 @@ type whyInput struct {
 	pol, ref Policy
 	isRef    bool // pol is the reference
 	// Names of the states haltpoll picks from (states 0 and 1).
-	pollName, haltName   string
+	pollName, haltName string
+	// ladderFirstOff: the state ladder never leaves downwards (the first
+	// after a polling state 0, else state 0), where the policy disabled
+	// it and ladder stayed in it all the same.
+	ladderFirstOff string
 	wakeChanged, wakeUps uint64
 	ioChanged, ioWoke    uint64
 	ioLimited            uint64
@@ -141,6 +145,9 @@ func changeReason(in whyInput) *string {
 			rs = append(rs, fmt.Sprintf("haltpoll honours only %s (haltpoll_select polls when the latency limit is 0 and otherwise never compares it with an exit latency)",
 				strings.Join(lim, " and ")))
 		}
+	}
+	if in.ladderFirstOff != "" {
+		rs = append(rs, fmt.Sprintf("ladder entered %s though it is disabled (ladder_select_state never goes below it, whatever its disable flag)", in.ladderFirstOff))
 	}
 	if in.isRef || !little(in.wakeChanged, in.wakeUps) || !little(in.ioChanged, in.ioWoke) {
 		return joinReasons(rs)
@@ -348,6 +355,9 @@ func (r *Replay) changes(k int, out []Result) *Changes {
 	in.pol.Spec, in.ref.Spec = out[k].Policy, out[0].Policy
 	if ps.tab.n >= 2 {
 		in.pollName, in.haltName = ps.tab.name[0], ps.tab.name[1]
+	}
+	if first := ladderFirst(ps.tab); ps.pol.Governor == GovLadder && first < ps.tab.n && ps.tab.disabled[first] && ps.timeNs[first] > 0 {
+		in.ladderFirstOff = ps.tab.name[first]
 	}
 	for i := 0; i < ps.tab.n; i++ {
 		in.exitNs[ps.tab.name[i]] = ps.tab.el[i]

@@ -45,11 +45,16 @@ type ladderGov struct {
 	selectedFrom int
 }
 
-func newLadder(t *table) *ladderGov {
-	g := &ladderGov{t: t}
+// ladderFirst is ladder_select_state's first_idx: 1 where state 0 polls.
+func ladderFirst(t *table) int {
 	if t.n > 0 && t.polling[0] {
-		g.first = 1
+		return 1
 	}
+	return 0
+}
+
+func newLadder(t *table) *ladderGov {
+	g := &ladderGov{t: t, first: ladderFirst(t)}
 	g.last = g.first
 	if g.last >= t.n {
 		g.last = max(t.n-1, 0)
