@@ -85,7 +85,7 @@ type whyInput struct {
 	// ladderFirstOff: the state ladder never leaves downwards (the first
 	// after a polling state 0, else state 0), where the policy disabled
 	// it and ladder stayed in it all the same.
-	ladderFirstOff string
+	ladderFirstOff       string
 	wakeChanged, wakeUps uint64
 	ioChanged, ioWoke    uint64
 	ioLimited            uint64
