@@ -302,7 +302,8 @@ func Measured(meta *trace.Metadata, wakeLatencyP50Ns map[string]uint64) (*Profil
 	if len(used) == 0 {
 		p.Source += "; no wake latency was measured, so exit latencies are the table's"
 	} else {
-		p.Source += "; exit latency of " + strings.Join(used, ", ") + " replaced by the median (p50) wake latency measured in the trace"
+		p.Source += "; exit latency of " + strings.Join(used, ", ") + " replaced by the median (p50) wake latency measured in the trace" +
+			" (the estimated powers stay those of the table's exit latencies: a measured wake-up holds the wake-up path's time, not only the state's exit)"
 	}
 	if len(under) > 0 {
 		// Kept: the governors choose by the driver's targets, on this
