@@ -501,6 +501,7 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 		return nil, bad("states", "has %d states, the kernel allows at most %d", len(fp.States), MaxStates)
 	}
 	estimated := false
+	var doubts []string // times that look given in the other unit
 	for i, raw := range fp.States {
 		field := fmt.Sprintf("states[%d]", i)
 		var fs fileState
@@ -545,6 +546,16 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 		if fs.Polling && i != 0 {
 			return nil, bad(field+".polling", "only state 0 may be a polling state")
 		}
+		// Times in the wrong unit read as states no machine has: noted,
+		// not refused (the table is the user's to state).
+		for _, f := range []struct {
+			key timeKey
+			v   float64
+		}{{exitKey, *fs.ExitLatencyUs}, {resKey, *fs.TargetResidencyUs}} {
+			if f.key.ns && !fs.Polling && f.v > 0 && f.v < 1 || !f.key.ns && f.v > 100_000 {
+				doubts = append(doubts, fmt.Sprintf("%s's %s %s", fs.Name, f.key.name, f.key.show(f.v)))
+			}
+		}
 		st := State{Name: fs.Name, Desc: fs.Desc, ExitLatencyNs: usToNs(*fs.ExitLatencyUs),
 			TargetResidencyNs: usToNs(*fs.TargetResidencyUs), Polling: fs.Polling, Disabled: fs.Disabled}
 		// The governors walk the table from shallow to deep and stop at
@@ -578,6 +589,9 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 	p.Source = "file " + label
 	if fp.Source != "" {
 		p.Source += " (" + fp.Source + ")"
+	}
+	if len(doubts) > 0 {
+		p.Source += "; check the units of " + strings.Join(doubts, ", ") + ": no idle state takes under 1 µs or over 100 ms to exit or to pay off"
 	}
 	if estimated {
 		p.Source += "; power estimated where not given"

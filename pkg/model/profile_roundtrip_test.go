@@ -111,3 +111,28 @@ func strconvF(v float64) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestProfileUnitDoubts: times that look given in the other unit (µs
+// numbers in _ns fields, ns numbers in _us fields) are named in the
+// profile's source, which whatif prints; plausible ones are not.
+func TestProfileUnitDoubts(t *testing.T) {
+	for _, tc := range []struct {
+		name, states, want string
+	}{
+		{"plausible", `{"name":"POLL","polling":true,"exit_latency_ns":0,"target_residency_ns":0},{"name":"C1","exit_latency_ns":1000,"target_residency_ns":1000},{"name":"C6","exit_latency_us":290,"target_residency_us":800}`, ""},
+		{"µs in ns fields", `{"name":"C1","exit_latency_ns":1,"target_residency_ns":1},{"name":"C6","exit_latency_ns":290,"target_residency_ns":800}`,
+			"check the units of C1's exit_latency_ns 1 ns, C1's target_residency_ns 1 ns, C6's exit_latency_ns 290 ns, C6's target_residency_ns 800 ns"},
+		{"ns in µs fields", `{"name":"C6","exit_latency_us":290000,"target_residency_us":800000}`,
+			"check the units of C6's exit_latency_us 290000 µs, C6's target_residency_us 800000 µs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParseProfile("p.json", []byte(`{"name":"p","states":[`+tc.states+`]}`), 250)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(p.Source, "check the units"); got != (tc.want != "") || !strings.Contains(p.Source, tc.want) {
+				t.Errorf("source %q, want %q", p.Source, tc.want)
+			}
+		})
+	}
+}
