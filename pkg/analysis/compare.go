@@ -360,12 +360,21 @@ var driftAdjusted = []struct{ key, label string }{
 // outlier among requests no task waited for moved it by 77 µs in a new
 // user's experiment, which the task IO mean, less it, turned into a
 // +47 µs the policy had not made. Named FIGURE_less_device_drift, and
-// empty where a value is missing (no IO), as the other IO figures are.
+// empty where a value is missing (no IO), as the other IO figures are,
+// and where AFTER's completions paid no exit latency (it polled; a new
+// user's every such row read 0 % error): the device latency is then all
+// of AFTER's IO latency, and the row gave back BEFORE's device latency,
+// which is a polling policy's prediction, whatever AFTER measured.
 func lessDeviceDrift(rows []FigureRow) []FigureRow {
 	byName := map[string]FigureRow{}
 	for _, r := range rows {
 		byName[r.Figure] = r
 	}
+	same := func(a, b string) bool {
+		x, y := byName[a].Measured, byName[b].Measured
+		return x != nil && y != nil && *x == *y
+	}
+	noExitPaid := same("io_latency_ns.p50", "io_device_latency_ns.p50") && same("io_latency_ns.mean", "io_device_latency_ns.mean")
 	var out []FigureRow
 	for _, a := range driftAdjusted {
 		// Not p99: the tail of a sum is not the sum of the tails, and a
@@ -380,7 +389,7 @@ func lessDeviceDrift(rows []FigureRow) []FigureRow {
 			// user's after-recording held 1 IO: its 1,240 µs "less the
 			// drift" stood beside a measured 138).
 			enough := min(dev.Samples[0], dev.Samples[2]) >= minSamples(dev.Figure)
-			if f.Measured != nil && dev.Measured != nil && dev.Before != nil && enough {
+			if f.Measured != nil && dev.Measured != nil && dev.Before != nil && enough && !noExitPaid {
 				if v := *f.Measured - (*dev.Measured - *dev.Before); v >= 0 {
 					m = &v
 				}

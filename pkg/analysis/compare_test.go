@@ -51,6 +51,16 @@ func TestLessDeviceDrift(t *testing.T) {
 	if _, ok := by["task_io_latency_ns.p99_less_device_drift"]; ok {
 		t.Error("a p99 less the device's drift: the tail of a sum is not the sum of the tails")
 	}
+	// AFTER paid no exit latency (it polled): its device latency is all
+	// of its IO latency, and a row less the drift would give back BEFORE's
+	// device latency, a polling policy's prediction, whatever was
+	// measured: empty.
+	polled := io(1_300_000, 1_250_000, 1_250_000)
+	for _, r := range ComparisonFigures(&before, &predicted, &polled, []string{"C1"}, nil, nil) {
+		if strings.HasSuffix(r.Figure, "_less_device_drift") && r.Measured != nil {
+			t.Errorf("AFTER polled: %s measured %g", r.Figure, *r.Measured)
+		}
+	}
 	// The unadjusted figure is still there, with the whole measured change.
 	if r := by["task_io_latency_ns.p50"]; r.Measured == nil || *r.Measured != 1_500_000 {
 		t.Errorf("task IO p50: %+v", r)
