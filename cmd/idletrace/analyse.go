@@ -310,6 +310,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 		if st.IOWokeUnknown > 0 {
 			notes = append(notes, fmt.Sprintf("%d of the %d block IO completions came on CPUs whose idle periods the recording left out (record --cpus): whether they woke one is unknown, and they keep their recorded latency under every policy", st.IOWokeUnknown, st.IOCompletions))
 		}
+		if st.TaskWokeUnknown > 0 {
+			notes = append(notes, fmt.Sprintf("%d of the %d task IO waits ended on a CPU whose idle periods the recording left out (record --cpus): whether it was woken from idle is unknown, and that part of their latency is kept as recorded under every policy", st.TaskWokeUnknown, st.TaskIO))
+		}
 	}
 	if st := replay.Stats(); st.IOUncertain > 0 {
 		notes = append(notes, fmt.Sprintf("the idle and IO records lie too far apart in the file to pair them all in bounded memory: up to %d IO completions kept their recorded latency that may have woken an idle CPU", st.IOUncertain))

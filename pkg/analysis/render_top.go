@@ -85,10 +85,10 @@ func topHeader(f *TopFrame, v TopView, noDriver bool) []string {
 	}
 	out = append(out, joinTitle([]string{"idletrace top", clock(f.ElapsedNs), "kernel " + orDash(total.KernelRelease),
 		"driver " + orDash(total.CPUIdleDriver) + ", " + governor, "HZ " + hzString(total.HZ)}, cmp.Or(v.Width, TopPipeWidth))...)
-	out = append(out, fmt.Sprintf("last %.2f s: %s, %s, %d woke an idle CPU",
-		secs, Count(totalPeriods(last), "idle period"), Count(last.IO.Requests, "IO request"), last.IO.WokeIdleCPU))
-	out = append(out, fmt.Sprintf("since start: %s, %s, %d woke an idle CPU; %s",
-		Count(totalPeriods(total), "idle period"), Count(total.IO.Requests, "IO request"), total.IO.WokeIdleCPU, lossBrief(total)))
+	out = append(out, fmt.Sprintf("last %.2f s: %s, %s, %s",
+		secs, Count(totalPeriods(last), "idle period"), Count(last.IO.Requests, "IO request"), wokeBrief(&last.IO)))
+	out = append(out, fmt.Sprintf("since start: %s, %s, %s; %s",
+		Count(totalPeriods(total), "idle period"), Count(total.IO.Requests, "IO request"), wokeBrief(&total.IO), lossBrief(total)))
 	out = append(out, topPMQoSLine(f.PMQoS, noDriver))
 	if v.Status != "" {
 		out = append(out, v.Status)
@@ -485,4 +485,14 @@ func cutLine(l string, width int) string {
 		return l
 	}
 	return string([]rune(l)[:width])
+}
+
+// wokeBrief is top's count of completions that woke an idle CPU, with
+// those on CPUs the recording left out (--cpus), whose count is unknown.
+func wokeBrief(io *IOStats) string {
+	line := fmt.Sprintf("%d woke an idle CPU", io.WokeIdleCPU)
+	if io.WokeIdleUnknown > 0 {
+		line += fmt.Sprintf(" (%d on CPUs not recorded: unknown)", io.WokeIdleUnknown)
+	}
+	return line
 }

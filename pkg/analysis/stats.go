@@ -238,12 +238,13 @@ func (s IOStats) MarshalJSON() ([]byte, error) {
 		Requests           *uint64           `json:"requests"`
 		TaskWaited         *uint64           `json:"task_waited"`
 		Errors             *uint64           `json:"errors"`
+		WokeIdleUnknown    *uint64           `json:"woke_idle_cpu_unknown"`
 	}{plain: plain(s)}
 	if s.WokeIdleKnown() {
 		out.WokeIdleCPU, out.WokeIdleCPUByCause = &s.WokeIdleCPU, s.WokeIdleCPUByCause
 	}
 	if s.recorded {
-		out.Requests, out.Errors = &s.Requests, &s.Errors
+		out.Requests, out.Errors, out.WokeIdleUnknown = &s.Requests, &s.Errors, &s.WokeIdleUnknown
 		if s.TaskLatencyNs != nil {
 			out.TaskWaited = &s.TaskWaited
 		}

@@ -42,7 +42,9 @@ func (b *StatsBuilder) ioStats(s *Stats, flush bool) {
 	s.IO.wokeKnown = iowake.WokeKnown(m.Inputs, s.IO.Requests, s.IO.WokeIdleCPU, s.IO.WokeIdleUnknown)
 	s.IO.WokeWindowNs = iowake.WindowNs
 	s.IO.Devices = b.deviceStats()
-	s.IO.recorded = m.Inputs.BlockIO || len(s.IO.Devices) > 0
+	// Devices with traced requests: the kernel's counters list devices
+	// whatever the recording traced (record --no-io reads them too).
+	s.IO.recorded = m.Inputs.BlockIO || len(b.devs) > 0
 	// The kernel also counts completions whose issue the recorder did not
 	// see (issued before it attached): the snapshots carry that count.
 	var undelivered *uint64

@@ -1223,7 +1223,14 @@ func TestStatsJSONWithoutBlockIO(t *testing.T) {
 	} {
 		meta := driverMeta()
 		meta.Inputs.BlockIO = tc.blockIO
-		b := NewStatsBuilder(meta, nil)
+		// The snapshots read the kernel's block counters with --no-io too:
+		// a device the kernel counted is no block IO the trace recorded.
+		stat := func(done uint64) []trace.BlockCounter {
+			return []trace.BlockCounter{{Name: "vda", Major: 253, Stat: []uint64{done, 0, 8 * done, 0, 0, 0, 0, 0, 0, 0, 0}}}
+		}
+		meta.Start = &trace.Snapshot{MonotonicNs: 1_000_000, Block: stat(100)}
+		end := &trace.End{Snapshot: &trace.Snapshot{MonotonicNs: 9_000_000, Block: stat(250)}}
+		b := NewStatsBuilder(meta, end)
 		p := period(0, 1, 2_000_000, 40*us)
 		must(t, b.AddIdle(&p))
 		out, err := json.Marshal(b.Finish(nil).IO)

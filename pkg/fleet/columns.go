@@ -74,7 +74,7 @@ var StatsColumns = slices.Concat([]Column{
 	{"mismatches", "int64 or NULL", "", "trace", "counters on which the trace and the kernel disagree (stats' mismatches: cpuidle and block); 0 also where nothing could be compared"},
 	{"io_filter", "string or NULL", "", "trace", "the --io filter the IO figures cover; NULL for every request"},
 	{"io_requests", "int64 or NULL", "", "trace", "block IO requests completed in the window (stats' io.requests); NULL where the trace does not record block IO"},
-	{"io_woke_idle_cpu", "int64 or NULL", "", "trace", "of those, completions that woke an idle CPU (stats' io.woke_idle_cpu); NULL without block IO or wake causes"},
+	{"io_woke_idle_cpu", "int64 or NULL", "", "trace", "of those, completions that woke an idle CPU (stats' io.woke_idle_cpu); NULL without block IO or wake causes, or where every completion came on a CPU the recording left out (record --cpus)"},
 	{"io_errors", "int64 or NULL", "", "trace", "of those, completions with an error; NULL without block IO"},
 	{"io_latency_ns_count", "int64 or NULL", "", "trace", "requests in the latency figures (io_requests); NULL without block IO"},
 	{"io_latency_ns_mean", "float64 or NULL", nsUnit, "trace", "mean issue-to-completion latency (stats' io.latency_ns); NULL without a request"},
@@ -105,7 +105,7 @@ var WhatifColumns = slices.Concat([]Column{
 	{"io_latency_ns_count", "int64 or NULL", "", "", "block IO completions replayed; NULL where the trace does not record block IO"},
 	{"io_latency_ns_mean", "float64 or NULL", nsUnit, "", "their mean latency under the policy (whatif's io_latency_ns); NULL without one"},
 }, quantileColumns("io_latency_ns", "", "NULL without one"), []Column{
-	{"io_woke_idle", "int64 or NULL", "", "", "completions that woke an idle CPU, whose latency the policy set; NULL without block IO"},
+	{"io_woke_idle", "int64 or NULL", "", "", "completions that woke an idle CPU, whose latency the policy set (whatif's io_woke_idle); NULL without block IO or wake causes, or where every completion came on a CPU the recording left out"},
 	{"task_io_latency_ns_count", "int64 or NULL", "", "", "requests a task waited for; NULL where the trace does not record the task"},
 	{"task_io_latency_ns_mean", "float64 or NULL", nsUnit, "", "their mean issue to the task running again, under the policy (whatif's task_io_latency_ns); NULL without one"},
 }, quantileColumns("task_io_latency_ns", "", "NULL without one"), []Column{

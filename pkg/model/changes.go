@@ -34,7 +34,8 @@ type Changes struct {
 	// Reason is the dominant reason, null where the counts say it all.
 	Reason *string `json:"reason"`
 	// ioUnknown: which completions woke an idle CPU is unknown (the trace
-	// has no wake causes): IOChanged and IOWokeIdle are null in JSON.
+	// has no wake causes, or every completion came on a CPU it left out:
+	// iowake.WokeKnown): IOChanged and IOWokeIdle are null in JSON.
 	ioUnknown bool
 }
 

@@ -1389,3 +1389,33 @@ func TestStayCountsOwnExitLatency(t *testing.T) {
 			res[3].EnergyBusyCoreSeconds, res[1].EnergyBusyCoreSeconds, res[0].EnergyBusyCoreSeconds)
 	}
 }
+
+// TestUnrecordedCPUsIOUnknown: a completion on a CPU the recording left
+// out (record --cpus), or a waiting task that ran on one, may have woken
+// it from idle or not: the replay counts them as unknown, keeps their
+// recorded latency, and does not count them among those that woke none.
+func TestUnrecordedCPUsIOUnknown(t *testing.T) {
+	const ms = 1_000_000
+	meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250, NumCPUs: 2, RecordedCPUs: []int{0},
+		Inputs: trace.Inputs{WakeCauses: true, BlockIO: true, TaskIO: true}}
+	s := &synth{}
+	for i := range 10 {
+		entry := uint64(1000*ms + i*ms)
+		s.periods = append(s.periods, trace.IdlePeriod{CPU: 0, State: 1, EntryNs: entry, ExitNs: entry + 400_000, WakeCause: trace.WakeIRQ, WakeIRQ: 11})
+		done := entry + 390_000
+		io := trace.BlockIO{IssueNs: entry - 50_000, CompleteNs: done, IssueCPU: 0, CompleteCPU: 0, Bytes: 4096,
+			Tid: 7, TaskWokenNs: done + 1000, TaskRunNs: done + 20_000, TaskCPU: 1} // its task ran on CPU 1
+		if i%2 == 1 {
+			io.CompleteCPU, io.TaskCPU = 1, 0 // completed on CPU 1, the task on 0
+		}
+		s.ios = append(s.ios, io)
+	}
+	res, rp := runReplay(t, mustBuiltin(t, "spr", 250), meta, []string{"menu"}, s)
+	st := rp.Stats()
+	if st.IOCompletions != 10 || st.IOWokeIdle != 5 || st.IOWokeUnknown != 5 || st.TaskWokeUnknown != 5 {
+		t.Errorf("completions %d, woke %d, unknown %d, task unknown %d; want 10, 5, 5, 5", st.IOCompletions, st.IOWokeIdle, st.IOWokeUnknown, st.TaskWokeUnknown)
+	}
+	if w := res[0].IOWokeIdle; w == nil || *w != 5 {
+		t.Errorf("io_woke_idle %v, want 5", w)
+	}
+}

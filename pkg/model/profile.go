@@ -501,7 +501,7 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 		return nil, bad("states", "has %d states, the kernel allows at most %d", len(fp.States), MaxStates)
 	}
 	estimated := false
-	var doubts []string // times that look given in the other unit
+	var units, doubts []string // times that look given in the other unit; powers marked estimated that are not
 	for i, raw := range fp.States {
 		field := fmt.Sprintf("states[%d]", i)
 		var fs fileState
@@ -553,7 +553,7 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 			v   float64
 		}{{exitKey, *fs.ExitLatencyUs}, {resKey, *fs.TargetResidencyUs}} {
 			if f.key.ns && !fs.Polling && f.v > 0 && f.v < 1 || !f.key.ns && f.v > 100_000 {
-				doubts = append(doubts, fmt.Sprintf("%s's %s %s", fs.Name, f.key.name, f.key.show(f.v)))
+				units = append(units, fmt.Sprintf("%s's %s %s", fs.Name, f.key.name, f.key.show(f.v)))
 			}
 		}
 		st := State{Name: fs.Name, Desc: fs.Desc, ExitLatencyNs: usToNs(*fs.ExitLatencyUs),
@@ -579,7 +579,11 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 				return nil, bad(field+".power", "must be between 0 and 2 (1.0 = a busy core)")
 			}
 			st.Power = *fs.Power
-			st.PowerEstimated = fs.PowerEstimated && math.Abs(st.Power-EstimatePower(st)) < 1e-9
+			est := EstimatePower(st)
+			st.PowerEstimated = fs.PowerEstimated && math.Abs(st.Power-est) < 1e-9
+			if fs.PowerEstimated && !st.PowerEstimated { // edited, the power or the times
+				doubts = append(doubts, fmt.Sprintf("%s's power %g, marked estimated, is not the estimate of its times (%.3g): used as given; leave it out to estimate it again", fs.Name, st.Power, est))
+			}
 		} else {
 			st.Power, st.PowerEstimated = EstimatePower(st), true
 			estimated = true
@@ -590,8 +594,11 @@ func ParseProfile(label string, data []byte, traceHZ int) (*Profile, error) {
 	if fp.Source != "" {
 		p.Source += " (" + fp.Source + ")"
 	}
-	if len(doubts) > 0 {
-		p.Source += "; check the units of " + strings.Join(doubts, ", ") + ": no idle state takes under 1 µs or over 100 ms to exit or to pay off"
+	if len(units) > 0 {
+		p.Source += "; check the units of " + strings.Join(units, ", ") + ": no idle state takes under 1 µs or over 100 ms to exit or to pay off"
+	}
+	for _, d := range doubts {
+		p.Source += "; " + d
 	}
 	if estimated {
 		p.Source += "; power estimated where not given"

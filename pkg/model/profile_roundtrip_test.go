@@ -68,8 +68,10 @@ func TestProfileTimeUnits(t *testing.T) {
 // TestProfileEditedPower: a power given in a file is used, also where the
 // file (as `profiles --format json` writes it) marks it estimated: one
 // edited there is the user's (a new user's edited C6 power was silently
-// estimated again); an unedited one stays marked estimated; one out of
-// range is refused either way.
+// estimated again), and the profile's source says it is no estimate of
+// the state's times (as it is not where the times were edited instead);
+// an unedited one stays marked estimated; one out of range is refused
+// either way.
 func TestProfileEditedPower(t *testing.T) {
 	c6 := State{Name: "C6", ExitLatencyNs: 290_000, TargetResidencyNs: 800_000}
 	est := EstimatePower(c6)
@@ -77,13 +79,13 @@ func TestProfileEditedPower(t *testing.T) {
 		name, power string
 		want        float64
 		estimated   bool
-		err         string
+		err, note   string
 	}{
-		{"unedited", `"power":` + strconvF(est) + `,"power_estimated":true`, est, true, ""},
-		{"edited, marked estimated", `"power":0.5,"power_estimated":true`, 0.5, false, ""},
-		{"given", `"power":0.5`, 0.5, false, ""},
-		{"absent", ``, est, true, ""},
-		{"out of range, marked estimated", `"power":5,"power_estimated":true`, 0, false, "states[0].power: must be between 0 and 2"},
+		{"unedited", `"power":` + strconvF(est) + `,"power_estimated":true`, est, true, "", ""},
+		{"edited, marked estimated", `"power":0.5,"power_estimated":true`, 0.5, false, "", "C6's power 0.5, marked estimated, is not the estimate of its times"},
+		{"given", `"power":0.5`, 0.5, false, "", ""},
+		{"absent", ``, est, true, "", ""},
+		{"out of range, marked estimated", `"power":5,"power_estimated":true`, 0, false, "states[0].power: must be between 0 and 2", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := `{"name":"C6","exit_latency_ns":290000,"target_residency_ns":800000`
@@ -102,6 +104,9 @@ func TestProfileEditedPower(t *testing.T) {
 			}
 			if s := p.States[0]; s.Power != tc.want || s.PowerEstimated != tc.estimated {
 				t.Errorf("power %v (estimated %t), want %v (%t)", s.Power, s.PowerEstimated, tc.want, tc.estimated)
+			}
+			if noted := strings.Contains(p.Source, "marked estimated"); noted != (tc.note != "") || !strings.Contains(p.Source, tc.note) {
+				t.Errorf("source %q, want the note %q", p.Source, tc.note)
 			}
 		})
 	}

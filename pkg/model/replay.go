@@ -97,6 +97,7 @@ type Stats struct {
 	IOUncertain      uint64 // of the others, completions the bounded matcher may have missed (see iowake.Matcher)
 	TaskIO           uint64 // of the completions, those whose task waited for them (iowake.TaskLatencyNs)
 	TaskWokeIdle     uint64 // of which the waiting task's CPU was idle and woken for it
+	TaskWokeUnknown  uint64 // of the others, tasks that ran on a CPU whose idle periods the trace lacks (record --cpus): kept as recorded
 	PMQoSChanges     uint64 // recorded PM QoS limit changes up to the end, applied at their times (PreparePMQoS)
 }
 

@@ -108,6 +108,12 @@ func (r *Replay) BlockIO(b *trace.BlockIO) error {
 		r.stats.TaskIO++
 		r.taskSeen = true
 		otherCPU = b.TaskCPU != b.CompleteCPU && b.TaskCPU < maxCPUs
+		if otherCPU && !r.recordedCPUs.Has(b.TaskCPU) {
+			// Whether the task's CPU was idle is unknown: that wake-up
+			// keeps its recorded latency, as a completion's would.
+			r.stats.TaskWokeUnknown++
+			otherCPU = false
+		}
 		req.taskLatNs, req.hasTask, req.pending = int64(lat), true, 1
 		req.deltas = make([]int64, len(r.pols))
 		if otherCPU {

@@ -423,7 +423,9 @@ type CPUSet struct {
 // Has says whether cpu is in the set.
 func (s CPUSet) Has(cpu uint32) bool { return s.all || int64(cpu) < int64(len(s.in)) && s.in[cpu] }
 
-// RecordedCPUSet is RecordsCPU as a set.
+// RecordedCPUSet is RecordsCPU as a set. A CPU brought online during the
+// recording is not in it (RecordedCPUs lists those of its start), though
+// its idle periods may be in the trace.
 func (m *Metadata) RecordedCPUSet() CPUSet {
 	if len(m.RecordedCPUs) == 0 {
 		return CPUSet{all: true}

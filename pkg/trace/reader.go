@@ -669,7 +669,6 @@ func (r *Reader) Verify() error {
 		if r.isChecked(i) {
 			continue
 		}
-		r.markChecked(i)
 		stored := func(chunkHeader) *[]byte { return &r.stored }
 		if _, _, err := r.readPayload(stored, &r.chunks[i], true); err != nil {
 			var de *damageError
@@ -678,6 +677,7 @@ func (r *Reader) Verify() error {
 			}
 			r.chunkWarning(i, de.reason)
 		}
+		r.markChecked(i) // read whole, or its damage said
 	}
 	return nil
 }
@@ -805,15 +805,16 @@ func (r *Reader) Scan(v Visitor) error {
 // deliver hands the records of chunk i, loaded as h and raw with error
 // loadErr, to v; a damaged or malformed chunk is warned about and skipped.
 func (r *Reader) deliver(i int, h chunkHeader, raw []byte, loadErr error, v Visitor) error {
-	r.markChecked(i)
 	if loadErr != nil {
 		var de *damageError
 		if errors.As(loadErr, &de) {
 			r.chunkWarning(i, de.reason)
+			r.markChecked(i)
 			return nil
 		}
 		return r.errorf("%w", loadErr)
 	}
+	r.markChecked(i) // its checksum held
 	if v.Chunk != nil {
 		if err := v.Chunk(i); err != nil {
 			return err
