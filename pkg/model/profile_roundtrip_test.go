@@ -48,15 +48,9 @@ func TestProfileTimeUnits(t *testing.T) {
 		{"neither", `{"name":"C1"}`, "states[0].exit_latency_us (or exit_latency_ns): missing", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := ParseProfile("p.json", []byte(`{"name":"p","states":[`+tc.state+`]}`), 250)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want %q", err, tc.err)
-				}
+			p := parseStates(t, tc.state, tc.err)
+			if p == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if p.States[0].ExitLatencyNs != tc.exitNs {
 				t.Errorf("exit latency %d ns, want %d", p.States[0].ExitLatencyNs, tc.exitNs)
@@ -92,15 +86,9 @@ func TestProfileEditedPower(t *testing.T) {
 			if tc.power != "" {
 				state += "," + tc.power
 			}
-			p, err := ParseProfile("p.json", []byte(`{"name":"p","states":[`+state+`}]}`), 250)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want %q", err, tc.err)
-				}
+			p := parseStates(t, state+"}", tc.err)
+			if p == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if s := p.States[0]; s.Power != tc.want || s.PowerEstimated != tc.estimated {
 				t.Errorf("power %v (estimated %t), want %v (%t)", s.Power, s.PowerEstimated, tc.want, tc.estimated)
@@ -131,13 +119,28 @@ func TestProfileUnitDoubts(t *testing.T) {
 			"check the units of C6's exit_latency_us 290000 µs, C6's target_residency_us 800000 µs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := ParseProfile("p.json", []byte(`{"name":"p","states":[`+tc.states+`]}`), 250)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := parseStates(t, tc.states, "")
 			if got := strings.Contains(p.Source, "check the units"); got != (tc.want != "") || !strings.Contains(p.Source, tc.want) {
 				t.Errorf("source %q, want %q", p.Source, tc.want)
 			}
 		})
 	}
+}
+
+// parseStates parses a profile file holding states (JSON objects, comma
+// separated); where wantErr is given, it checks the error says it and
+// returns nil.
+func parseStates(t *testing.T, states, wantErr string) *Profile {
+	t.Helper()
+	p, err := ParseProfile("p.json", []byte(`{"name":"p","states":[`+states+`]}`), 250)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want %q", err, wantErr)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
