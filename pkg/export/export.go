@@ -108,7 +108,7 @@ type exporter struct {
 	err   error // the first error from the sink: stops the scan
 
 	sel        selection
-	recorded   []bool // CPUs whose idle periods the trace kept; nil: all
+	recorded   trace.CPUSet // CPUs whose idle periods the trace kept
 	devNames   map[uint32]string
 	matcher    iowake.Matcher[struct{}, trace.BlockIO]
 	sum        Summary
@@ -195,9 +195,7 @@ func Export(r *trace.Reader, o Options, sink Sink) (Summary, error) {
 		wakeCauses: r.Meta.Inputs.WakeCauses,
 	}
 	e.sum.TraceStartNs = e.sel.start
-	if len(r.Meta.RecordedCPUs) > 0 {
-		e.recorded = cpuSet(r.Meta.RecordedCPUs)
-	}
+	e.recorded = r.Meta.RecordedCPUSet()
 	for _, d := range r.Meta.BlockDevices {
 		e.devNames[d.Dev()] = d.Name
 	}
@@ -411,7 +409,7 @@ func (e *exporter) ioRow(b *trace.BlockIO, woke bool, cause trace.WakeCause) {
 		IssueCPU: int32(b.IssueCPU), CompleteCPU: int32(b.CompleteCPU), Error: b.Error,
 		InStatsWindow: e.rules.IOInWindow(b),
 	}
-	if e.wakeCauses && (e.recorded == nil || inSet(e.recorded, b.CompleteCPU)) {
+	if e.wakeCauses && e.recorded.Has(b.CompleteCPU) {
 		v.wokeIdle = woke
 		row.WokeIdle = &v.wokeIdle
 		if woke {

@@ -102,12 +102,12 @@ func newFtracer(r *trace.Reader, o Options, w io.Writer) *ftracer {
 	f.listed = make([]bool, f.ncpus)
 	some := false
 	for c := range f.listed {
-		f.listed[c] = (f.recorded == nil || inSet(f.recorded, uint32(c))) && (f.sel.cpus == nil || inSet(f.sel.cpus, uint32(c)))
+		f.listed[c] = f.recorded.Has(uint32(c)) && (f.sel.cpus == nil || inSet(f.sel.cpus, uint32(c)))
 		some = some || f.listed[c]
 	}
 	if !some { // no selected CPU has idle periods: list the recorded ones (idlestat refuses a topology without a CPU)
 		for c := range f.listed {
-			f.listed[c] = f.recorded == nil || inSet(f.recorded, uint32(c))
+			f.listed[c] = f.recorded.Has(uint32(c))
 		}
 	}
 	f.tl = newTimeline(r, f.write)

@@ -27,8 +27,8 @@ type eventWriter struct {
 	meta       *trace.Metadata
 	rules      *analysis.Rules
 	sel        selection
-	ncpus      int    // the CPU count (ftraceCPUs)
-	recorded   []bool // the CPUs the trace records idle periods of; nil: every CPU
+	ncpus      int          // the CPU count (ftraceCPUs)
+	recorded   trace.CPUSet // the CPUs the trace records idle periods of
 	wakeCauses bool
 	sum        Summary
 	out        *bufio.Writer
@@ -43,9 +43,7 @@ func newEventWriter(r *trace.Reader, o Options, w io.Writer) eventWriter {
 		out: bufio.NewWriterSize(w, 64<<10),
 	}
 	e.sum.TraceStartNs = e.sel.start
-	if len(r.Meta.RecordedCPUs) > 0 {
-		e.recorded = cpuSet(r.Meta.RecordedCPUs)
-	}
+	e.recorded = r.Meta.RecordedCPUSet()
 	return e
 }
 
@@ -67,7 +65,7 @@ func ftraceCPUs(m *trace.Metadata) int {
 // exit before its entry. The event formats leave such a period out.
 func (e *eventWriter) impossible(p *trace.IdlePeriod) bool {
 	return !e.rules.Valid(p) || int64(p.CPU) >= int64(e.ncpus) || p.ExitNs < p.EntryNs ||
-		(e.recorded != nil && !inSet(e.recorded, p.CPU))
+		!e.recorded.Has(p.CPU)
 }
 
 // The event kinds, in the order one record's events come at one instant.
