@@ -625,10 +625,6 @@ func comparisonTable(rep *ComparisonReport) (header []string, rows [][]string) {
 	return header, rows
 }
 
-// formatUsSmall is FormatUsF with two significant digits, in plain
-// decimals, below 0.01 µs rather than 0 or 0.00: a comparison's error is
-// of the figures, and a measured 0.0013 µs shown as 0 beside an error of
-// 2,302 % read as a division by zero.
 // formatShareChange gives a change of a share (a fraction) in points, as
 // finely as FormatPct gives the shares: 0 % to 0.017 % is +0.017 pts, not
 // "0 pts", and 0 % to 0.0004 % is +<0.001 pts.
@@ -647,6 +643,10 @@ func formatShareChange(v float64) string {
 	return fmt.Sprintf("%+.1f pts", pts)
 }
 
+// formatUsSmall is FormatUsF with two significant digits, in plain
+// decimals, below 0.01 µs rather than 0 or 0.00: a comparison's error is
+// of the figures, and a measured 0.0013 µs shown as 0 beside an error of
+// 2,302 % read as a division by zero.
 func formatUsSmall(ns float64) string {
 	us := ns / 1000
 	a := math.Abs(us)

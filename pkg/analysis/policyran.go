@@ -79,10 +79,14 @@ func qosNotRun(pol model.Policy, before, after *trace.Metadata) []string {
 // none.
 func statesNotRun(pol model.Policy, before, after *trace.Metadata) []string {
 	var off []string
-	beforeDisabled := map[[2]string]bool{}
+	type cpuState struct {
+		cpu  int
+		name string
+	}
+	beforeDisabled := map[cpuState]bool{}
 	for _, cs := range before.States {
 		for _, s := range cs.States {
-			beforeDisabled[[2]string{fmt.Sprint(cs.CPU), s.Name}] = s.Disabled
+			beforeDisabled[cpuState{cs.CPU, s.Name}] = s.Disabled
 		}
 	}
 	for _, cs := range after.States {
@@ -93,7 +97,7 @@ func statesNotRun(pol model.Policy, before, after *trace.Metadata) []string {
 		}
 		for _, s := range cs.States {
 			wantOff, wantOn := pol.StateWanted(s.Name, s.Index)
-			was, known := beforeDisabled[[2]string{fmt.Sprint(cs.CPU), s.Name}]
+			was, known := beforeDisabled[cpuState{cs.CPU, s.Name}]
 			switch {
 			case wantOff && !s.Disabled:
 				off = append(off, fmt.Sprintf("cpu%d %s enabled (disabled wanted)", cs.CPU, s.Name))

@@ -918,9 +918,10 @@ func (r *Reader) PMQoSChanges(limit int) ([]PMQoSChange, uint64, error) {
 
 func (r *Reader) isChecked(i int) bool { return i < len(r.checked) && r.checked[i] }
 
+// markChecked marks chunk i (an index into r.chunks, fixed once open).
 func (r *Reader) markChecked(i int) {
-	if i >= len(r.checked) {
-		r.checked = append(r.checked, make([]bool, max(i+1, len(r.chunks))-len(r.checked))...)
+	if r.checked == nil {
+		r.checked = make([]bool, len(r.chunks))
 	}
 	r.checked[i] = true
 }
