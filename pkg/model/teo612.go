@@ -54,8 +54,9 @@ package model
 //     residency is taken only if teo_state_ok accepts it, until 6.12.64
 //     (a03b2011808a); unconditionally from 6.12.64.
 //
-// Releases before 6.11 (util-awareness, recent intercepts) are not
-// modelled; they get this form, the nearest.
+// Releases 6.3–6.10 (util-awareness, recent intercepts) are not modelled;
+// they get this form, the nearest, and whatif says so (TEOFormNote).
+// Releases before 6.3 run teo61.go's.
 
 type teo612Gov struct {
 	t *table
@@ -82,12 +83,16 @@ func teoForm612(v Version) bool { return !v.AtLeast(6, 14) }
 // a03b2011808a: 6.12.y from 6.12.64.
 func teo612ShallowerAlways(v Version) bool { return v.Is(6, 12) && v.Patch >= 64 }
 
-// newTEOFor is teo as release v runs it: the 6.11–6.13 form, the
-// 6.14–6.18 one (shallowerAlways is teoShallowerAlways(v)), or 6.19's and
-// later (teo619.go).
+// newTEOFor is teo as release v runs it: the form before 6.3 (teo61.go),
+// the 6.11–6.13 form (also given to 6.3–6.10), the 6.14–6.18 one
+// (shallowerAlways is teoShallowerAlways(v)), or 6.19's and later
+// (teo619.go).
 func newTEOFor(t *table, v Version) governor {
 	if v.AtLeast(6, 19) {
 		return newTEO619(t, v)
+	}
+	if teoForm61(v) {
+		return newTEO61(t)
 	}
 	if teoForm612(v) {
 		g := newTEO612(t)

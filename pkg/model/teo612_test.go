@@ -218,7 +218,6 @@ func TestTEOKernelDispatch(t *testing.T) {
 	}{
 		{"6.12.117+deb12-cloud-amd64", "teo", true},
 		{"6.12.117-idletrace-lab", "teo", true},
-		{"6.1.0-57-cloud-amd64", "teo", true},
 		{"6.13.2", "teo", true},
 		{"6.14.0", "teo", false},
 		{"6.18.44-fc-v657", "teo", false},
