@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The lab kernel (issue 9, item 2): Linux SERIES (IDLETRACE_LAB_SERIES: 6.12,
-# the default and CI's, from bookworm's linux-source-6.12; or 7.3, from
-# trixie-backports' linux-source-7.3, whose teo is the 7.1 form), `make
+# the default and CI's, from bookworm's linux-source-6.12; 7.3, from
+# trixie-backports' linux-source-7.3, whose teo is the 7.1 form; or 6.1,
+# bookworm's own kernel source, whose teo is the form before 6.3), `make
 # tinyconfig` plus lab/kernel/lab.config, with the patches in
-# lab/kernel/SERIES/*.patch (the lab switches, off by default), built once
+# lab/kernel/SERIES/*.patch (the lab switches, off by default; 6.1 has
+# none), built once
 # and kept in the kernel cache next to the matrix's Debian kernels. Prints
 # the kernel's directory on stdout (logs go to stderr):
 #

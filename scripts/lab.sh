@@ -25,8 +25,8 @@
 #   IDLETRACE_LAB_KERNEL_DIR the lab kernel (default $CACHE/lab-kernel-SERIES):
 #                            vmlinuz, config, and build/ (its tree, modules
 #                            built: make -C build M=... must work)
-#   IDLETRACE_LAB_SERIES     the lab kernel's Linux series, 6.12 (default) or
-#                            7.3 (scripts/lab-kernel.sh)
+#   IDLETRACE_LAB_SERIES     the lab kernel's Linux series, 6.12 (default),
+#                            7.3 or 6.1 (scripts/lab-kernel.sh)
 #   IDLETRACE_LAB_TIMEOUT    seconds before the VM is killed (default 3600)
 #   IDLETRACE_LAB_MEM        guest memory in MiB (default 2048)
 #   IDLETRACE_LAB_DISK       size of /data and of /out's disk (default 1G)
@@ -76,9 +76,9 @@ C-state table, selects the kernel's governor, and runs COMMAND as root
 there (idletrace and fio on PATH, --in's files in its directory, a scratch
 disk at /data; what it writes to /out comes back in --out).
 
-  --kernel    6.1, 6.12 (Debian's) or lab (6.12, or IDLETRACE_LAB_SERIES=7.3,
-              with teo and the lab's switches, built once by
-              scripts/lab-kernel.sh)                            default 6.12
+  --kernel    6.1, 6.12 (Debian's) or lab (6.12, or IDLETRACE_LAB_SERIES=7.3
+              or 6.1, with teo and the lab's switches (6.1: teo only),
+              built once by scripts/lab-kernel.sh)              default 6.12
   --profile   a built-in profile (idletrace profiles) or a profile file
                                                                 default spr
   --governor  menu, ladder, or teo (lab kernel only)            default menu
@@ -124,7 +124,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -ge 1 ] || usage
-case $KERNEL in 6.1 | 6.12 | lab) ;; *) echo "lab.sh: --kernel must be 6.1, 6.12 or lab (Linux 7.3: --kernel lab with IDLETRACE_LAB_SERIES=7.3)" >&2; usage ;; esac
+case $KERNEL in 6.1 | 6.12 | lab) ;; *) echo "lab.sh: --kernel must be 6.1, 6.12 or lab (Linux 7.3 or 6.1 with teo: --kernel lab with IDLETRACE_LAB_SERIES=7.3 or 6.1)" >&2; usage ;; esac
 case $CPUS in '' | *[!0-9]* | 0) echo "lab.sh: --cpus must be a positive number" >&2; usage ;; esac
 case $GOVERNOR in '' | *[!a-z0-9_]*) echo "lab.sh: --governor must be a governor's name" >&2; usage ;; esac
 [ -z "$IN" ] || [ -d "$IN" ] || { echo "lab.sh: --in $IN is not a directory" >&2; usage; }

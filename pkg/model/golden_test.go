@@ -344,7 +344,7 @@ var goldenSpecs = []string{
 	"menu+kernel=6.18.0", "menu+kernel=6.18", "menu+kernel=6.19", "menu+kernel=7.0", "menu+kernel=7.1",
 	"menu+kernel=7.1+margin=10",
 	"teo+qos=20us", "teo+maxcstate=1", "teo+blkqos=5us/1ms", "teo+poll=tick16", "teo+disable=POLL",
-	"teo+kernel=6.12", "teo+kernel=6.19", "teo+kernel=7.0", "teo+kernel=7.3",
+	"teo+kernel=6.1", "teo+kernel=6.12", "teo+kernel=6.19", "teo+kernel=7.0", "teo+kernel=7.3",
 	"ladder+qos=3us", "ladder+disable=C1", "ladder+poll=first-residency",
 	"oracle+qos=10us", "oracle+blkqos=2us/500us", "oracle+disable=C6",
 }
