@@ -1071,3 +1071,29 @@ func TestWhatifModelledRelease(t *testing.T) {
 		t.Errorf("release notes %q, want one for menu+kernel=6.12", notes)
 	}
 }
+
+// TestWhatifTEOFormNote: a teo policy whose release runs util-awareness
+// (6.3–6.10), replayed as 6.11's, says so; one modelled as its release
+// runs it (6.1's form, the recorded 6.18's) does not.
+func TestWhatifTEOFormNote(t *testing.T) {
+	r := runBin(t, "whatif", "../../testdata/demo.trace", "--format", "json",
+		"--policy", "teo", "--policy", "teo+kernel=6.1", "--policy", "teo+kernel=6.6", "--policy", "menu+kernel=6.6")
+	if r.code != 0 {
+		t.Fatalf("whatif: exit %d: %s", r.code, r.stderr)
+	}
+	var rep struct {
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range rep.Notes {
+		if strings.Contains(n, "util-awareness") {
+			got = append(got, n)
+		}
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "teo+kernel=6.6: teo of Linux 6.6 (6.3–6.10)") {
+		t.Errorf("util-awareness notes %q, want one, for teo+kernel=6.6", got)
+	}
+}
