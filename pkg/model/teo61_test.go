@@ -100,12 +100,12 @@ func TestTEO61Select(t *testing.T) {
 		want     int
 		wantStop bool
 	}{
-		// 60 hits leave C6's hits at ~8192; 4 intercepts then give C1E's bin
-		// 3390 against a total of 8192: 2·3390 < 8192, and 4 recent
-		// intercepts are not more than NR_RECENT/2.
+		// 60 hits leave C6's hits at 8192; 4 intercepts then decay them to
+		// 4802 and give C1E's bin 3390, a total of 8192: 2·3390 < 8192, and
+		// 4 recent intercepts are not more than NR_RECENT/2.
 		{"four recent intercepts: C6, the tick stopped",
 			teo61Steps(60, teo61Hit, 4, teo61Short), teo61Far, 3, true},
-		// A fifth: 2·3991 < 8191 still, but 5 recent > 4 (alt_recent): the
+		// A fifth: 2·3991 < 8193 (4202 + 3991) still, but 5 recent > 4 (alt_recent): the
 		// walk takes C1E at once, with the middle of its bin (302 µs) as
 		// the duration, below a tick: the tick kept.
 		{"five recent intercepts: C1E by alt_recent, the tick kept",
