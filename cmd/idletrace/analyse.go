@@ -269,8 +269,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	}
 	for _, p := range pols {
 		if p.Kernel != nil && model.StableDiffers(p.Governor, *p.Kernel) {
-			notes = append(notes, fmt.Sprintf("%s models Linux %s as released (%s.0); the %s.y stable releases took later %s changes, which the model has: name one (kernel=%s.N, as uname -r gives it) to model a stable kernel",
-				p.Spec, p.Kernel, p.Kernel, p.Kernel, p.Governor, p.Kernel))
+			series := fmt.Sprintf("%d.%d", p.Kernel.Major, p.Kernel.Minor)
+			notes = append(notes, fmt.Sprintf("%s models Linux %s as released (%s.0); the %s.y stable releases took later %s changes, which the model has: name one (kernel=%s.N, as uname -r gives it; Debian's uname -r says %s.0-ABI for every one, and uname -v names the stable release) to model a stable kernel",
+				p.Spec, series, series, series, p.Governor, series, series))
 		}
 	}
 	recorded := slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovRecorded })

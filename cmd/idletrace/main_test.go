@@ -1093,7 +1093,7 @@ func TestWhatifTEOFormNote(t *testing.T) {
 			got = append(got, n)
 		}
 	}
-	if len(got) != 1 || !strings.HasPrefix(got[0], "teo+kernel=6.6: teo of Linux 6.6 (6.3–6.10)") {
+	if len(got) != 1 || !strings.HasPrefix(got[0], "teo+kernel=6.6: teo of Linux 6.6 (6.3–6.10) is not modelled") {
 		t.Errorf("util-awareness notes %q, want one, for teo+kernel=6.6", got)
 	}
 }

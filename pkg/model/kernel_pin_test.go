@@ -178,6 +178,7 @@ func TestStableDiffers(t *testing.T) {
 		{GovMenu, Version{6, 18, -1}, true}, // 07d815701274 in 6.18.3, 80606f4eb8d7 in 6.18.14
 		{GovMenu, Version{6, 19, -1}, true}, // 80606f4eb8d7 in 6.19.4
 		{GovMenu, Version{6, 12, 117}, false},
+		{GovMenu, Version{6, 1, 0}, true}, // Debian's uname -r, 6.1.0-28-amd64: as released
 		{GovMenu, Version{7, 3, -1}, false},
 		{GovTEO, Version{6, 12, -1}, true}, // a03b2011808a in 6.12.64
 		{GovTEO, Version{6, 18, -1}, true}, // a03b2011808a in 6.18.3

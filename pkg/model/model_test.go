@@ -181,6 +181,8 @@ func TestParsePolicy(t *testing.T) {
 		{"menu+kernel=4.16.9", `policy "menu+kernel=4.16.9": kernel: "4.16.9" is outside the releases modelled`},
 		{"menu+kernel=7.4", `policy "menu+kernel=7.4": kernel: "7.4" is outside the releases modelled`},
 		{"menu+kernel=99.1", `policy "menu+kernel=99.1": kernel: "99.1" is outside the releases modelled`},
+		{"teo+kernel=6.20", `policy "teo+kernel=6.20": kernel: "6.20" is no Linux release: 6.19 was the last of the 6 series`},
+		{"menu+kernel=5.20.1", `policy "menu+kernel=5.20.1": kernel: "5.20.1" is no Linux release: 5.19 was the last of the 5 series`},
 		// Nor releases before the governor existed: teo came in 5.1,
 		// haltpoll in 5.4.
 		{"teo+kernel=4.17", `policy "teo+kernel=4.17": kernel: teo first appeared in Linux 5.1`},

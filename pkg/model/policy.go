@@ -132,13 +132,14 @@ var (
 	LatestModelled = Version{7, 3, -1}
 )
 
-// StableDiffers says whether release v, given without a patch level
-// (kernel=6.12, which is mainline 6.12.0), models governor g otherwise than
+// StableDiffers says whether release v, given without a patch level or as
+// N.M.0 (kernel=6.12, or Debian's uname -r 6.12.0-ABI: mainline 6.12.0),
+// models governor g otherwise than
 // the later stable releases of its series do: 6.12.y and 6.1.y took later
 // menu changes, 6.12.y and 6.18.y one of teo's (menuFlagsFor,
 // teo612ShallowerAlways, teoShallowerAlways).
 func StableDiffers(g Governor, v Version) bool {
-	if v.Patch >= 0 {
+	if v.Patch > 0 {
 		return false
 	}
 	latest := Version{v.Major, v.Minor, 1 << 20}
@@ -160,6 +161,10 @@ var firstRelease = map[Governor]Version{
 	GovTEO:      {5, 1, -1},
 	GovHaltpoll: {5, 4, -1},
 }
+
+// lastMinor is each closed series' last mainline release (4.20, 5.19,
+// 6.19), for kernel= to refuse a release that never was.
+var lastMinor = map[int]int{4: 20, 5: 19, 6: 19}
 
 // ParseVersion accepts "6.18", "6.18.44", "v6.18", "6.18.44-fc-v657",
 // "6.19-rc3" (taken as 6.19).
@@ -439,7 +444,7 @@ var modifierTable = []Modifier{
 	},
 	{
 		Name: "kernel", Value: "VERSION",
-		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (teo from 5.1, haltpoll from 5.4; default: the recorded kernel's, else " + NewestVersion.String() + ")",
+		Meaning: "the governor as that kernel release has it, " + OldestModelled.String() + " to " + LatestModelled.String() + " (teo from 5.1: before 6.3 as 6.1's, 6.3–6.10 as 6.11's, noted; haltpoll from 5.4; default: the recorded kernel's, else " + NewestVersion.String() + ")",
 		Example: "menu+kernel=6.12",
 		refuse: func(g Governor) string {
 			if g == GovOracle {
@@ -454,6 +459,9 @@ var modifierTable = []Modifier{
 			}
 			if !v.AtLeast(OldestModelled.Major, OldestModelled.Minor) || v.AtLeast(LatestModelled.Major, LatestModelled.Minor+1) {
 				return fmt.Errorf("%q is outside the releases modelled, %s to %s (the oldest with a modelled rule, and the newest whose governors were read against the models)", val, OldestModelled, LatestModelled)
+			}
+			if last, ok := lastMinor[v.Major]; ok && v.Minor > last {
+				return fmt.Errorf("%q is no Linux release: %d.%d was the last of the %d series", val, v.Major, last, v.Major)
 			}
 			// A release without the governor has no form of it to model.
 			// Only kernel= is held to this: a trace's own older release

@@ -11,7 +11,7 @@ import "fmt"
 // CPU's utilisation at each selection, which no trace records: 6.3–6.10 are
 // replayed with the 6.11 form (teo612.go), the nearest one modelled, and
 // whatif says so (TEOFormNote). Only 6.1's source was read: releases before
-// it are given this form as the nearest.
+// it are given this form as the nearest, and whatif says that too.
 //
 // How it differs from the 6.11–6.13 form (teo612.go), each as 6.1.192's
 // teo.c has it:
@@ -72,8 +72,11 @@ func teoForm61(v Version) bool { return !v.AtLeast(6, 3) }
 // TEOFormNote is what whatif says where teo's form in release v is not
 // modelled as that release runs it (empty where it is).
 func TEOFormNote(v Version) string {
-	if v.AtLeast(6, 3) && !v.AtLeast(6, 11) {
-		return fmt.Sprintf("teo of Linux %s (6.3–6.10) weighs the CPU's utilisation at each selection (util-awareness, 9ce0f7c4bc64), which no trace records; it is replayed as 6.11's, which dropped it", v)
+	switch {
+	case v.AtLeast(6, 3) && !v.AtLeast(6, 11):
+		return fmt.Sprintf("teo of Linux %s (6.3–6.10) is not modelled: it weighs the CPU's utilisation at each selection (util-awareness, 6.3–6.10), which no trace records, and keeps 6.1's recent-intercepts metric (until 6.11), with 6.6's rework from 6.6; it is replayed as 6.11's, the nearest form modelled, which differed from 6.1's on 8-16 %% of the lab's choices", v)
+	case !v.AtLeast(6, 1):
+		return fmt.Sprintf("teo of Linux %s was not read against its source: it is replayed as 6.1's, the oldest form modelled (held to 6.1.192's teo in the lab)", v)
 	}
 	return ""
 }

@@ -177,13 +177,15 @@ func TestTEO61Disabled(t *testing.T) {
 }
 
 // TestTEOFormNote: whatif notes the releases whose teo is not modelled as
-// they run it (6.3–6.10: util-awareness), and no other.
+// they run it (6.3–6.10: util-awareness; before 6.1: not read), and no
+// other.
 func TestTEOFormNote(t *testing.T) {
 	for _, tc := range []struct {
 		v    Version
 		note bool
 	}{
-		{Version{5, 15, -1}, false},
+		{Version{5, 10, -1}, true},
+		{Version{5, 15, 100}, true},
 		{Version{6, 1, 192}, false},
 		{Version{6, 2, -1}, false},
 		{Version{6, 3, -1}, true},
