@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# CI holds 19 of the 50 rows and leaves the rest to make test-lab: the
+# CI holds 19 of the 52 rows and leaves the rest to make test-lab: the
 # lab kernel's cold build (13-16 minutes of both CPUs) leaves CI no room
 # for more within 25 minutes. Held: Debian 6.12's menu on icx, gnr, epyc,
 # seed000 and hsw (nine states), its ladder on icx, gnr, seed000 and hsw;
@@ -49,8 +49,9 @@ trap 'rm -rf "$tmp"' EXIT
 # decay to their floors; on hsw's nine states also where its walk to a
 # shallower state crosses half of the intercepts within a few units
 # (lab/README.md, "teo in a chain of poll time-outs"). make test-lab runs
-# both with POLL. Empty: every row.
-export IDLETRACE_LAB_FIDELITY=${IDLETRACE_LAB_FIDELITY-"6.12/icx/menu 6.12/gnr/menu 6.12/epyc/menu 6.12/seed000/menu 6.12/hsw/menu 6.12/icx/ladder 6.12/gnr/ladder 6.12/seed000/ladder 6.12/hsw/ladder 6.1/icx/* 6.1/seed000/* lab/icx/* lab/gnr/teo lab/seed000/teo+disable=POLL"}
+# both with POLL. teo under a held PM QoS limit (+qos=100us, icx and seed
+# 000) is make test-lab's too. Empty: every row.
+export IDLETRACE_LAB_FIDELITY=${IDLETRACE_LAB_FIDELITY-"6.12/icx/menu 6.12/gnr/menu 6.12/epyc/menu 6.12/seed000/menu 6.12/hsw/menu 6.12/icx/ladder 6.12/gnr/ladder 6.12/seed000/ladder 6.12/hsw/ladder 6.1/icx/* 6.1/seed000/* lab/icx/teo lab/icx/menu lab/icx/menu+margin=25 lab/icx/menu+poll=first-residency lab/icx/menu+poll=min10us lab/icx/menu+poll=tick16 lab/gnr/teo lab/seed000/teo+disable=POLL"}
 export IDLETRACE_LAB_CROSS=${IDLETRACE_LAB_CROSS-"6.12/icx lab/icx lab/seed000 lab/c6long"}
 # The emulation's own check (issue 9 item 1: each state's measured wake-up
 # and IO latency against the table's exit latencies) on seed 000's table:
