@@ -74,7 +74,7 @@ func teoForm61(v Version) bool { return !v.AtLeast(6, 3) }
 func TEOFormNote(v Version) string {
 	switch {
 	case v.AtLeast(6, 3) && !v.AtLeast(6, 11):
-		return fmt.Sprintf("teo of Linux %s (6.3–6.10) is not modelled: it weighs the CPU's utilisation at each selection (util-awareness, 6.3–6.10), which no trace records, and keeps 6.1's recent-intercepts metric (until 6.11), with 6.6's rework from 6.6; it is replayed as 6.11's, the nearest form modelled, which differed from 6.1's on 8-16 %% of the lab's choices", v)
+		return fmt.Sprintf("teo of Linux %s (6.3–6.10) is not modelled: it weighs the CPU's utilisation at each selection (util-awareness, 6.3–6.10), which no trace records, and keeps 6.1's recent-intercepts metric (until 6.11), with 6.6's rework from 6.6; it is replayed as 6.11's, the nearest form modelled, which missed 8-17 %% of 6.1's choices on eight of the lab's ten tables", v)
 	case !v.AtLeast(6, 1):
 		return fmt.Sprintf("teo of Linux %s was not read against its source: it is replayed as 6.1's, the oldest form modelled (held to 6.1.192's teo in the lab)", v)
 	}
@@ -82,32 +82,7 @@ func TEOFormNote(v Version) string {
 }
 
 func (g *teo61Gov) update() {
-	t := g.t
-	var measured uint64
-	if g.timeSpan >= g.sleepLength {
-		measured = ^uint64(0)
-	} else {
-		lat := uint64(t.el[g.lastIdx])
-		measured = uint64(max(g.lastRes, 0))
-		if measured >= lat {
-			measured -= lat / 2
-		} else {
-			measured /= 2
-		}
-	}
-	g.total = 0
-	idxTimer, idxDuration := 0, 0
-	for i := 0; i < t.n; i++ {
-		g.hits[i] -= g.hits[i] >> teoDecayShift
-		g.intercepts[i] -= g.intercepts[i] >> teoDecayShift
-		g.total += g.hits[i] + g.intercepts[i]
-		if t.tr[i] <= g.sleepLength {
-			idxTimer = i
-			if uint64(t.tr[i]) <= measured {
-				idxDuration = i
-			}
-		}
-	}
+	_, idxTimer, idxDuration := g.t.teoDecayBins(&g.hits, &g.intercepts, &g.total, g.timeSpan, g.sleepLength, g.lastIdx, g.lastRes)
 	slot := g.nextRecent
 	g.nextRecent = (g.nextRecent + 1) % teo61Recent
 	if old := g.recentIdx[slot]; old >= 0 {
@@ -227,9 +202,5 @@ func (g *teo61Gov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut 
 	// As in teo612Gov.reflect. 6.1.192's do_idle reads got_idle_tick
 	// after every stay (f4c31b07b136's backport), so the || leaves no
 	// stale flag after a poll time-out; earlier 6.1.y would (teo.go).
-	if pollTimedOut || (tickWakeup && g.sleepLength > g.t.tick) {
-		g.timeSpan = g.sleepLength
-	} else {
-		g.timeSpan = max(residencyNs, 0)
-	}
+	g.timeSpan = g.t.teoTimeSpan(g.sleepLength, residencyNs, tickWakeup, pollTimedOut)
 }

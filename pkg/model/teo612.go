@@ -104,33 +104,42 @@ func newTEOFor(t *table, v Version) governor {
 	return g
 }
 
-func (g *teo612Gov) update() {
-	t := g.t
-	var measured uint64
-	if g.timeSpan >= g.sleepLength {
+// teoDecayBins is the first half of teo_update() from 6.1 to 6.13: the
+// measured idle duration (U64_MAX where the stay's span reached the sleep
+// length, else its residency less half the exit latency, or half the
+// residency where that is shorter), every state's bin decayed into total
+// (recomputed), and the bins the sleep length and the measured duration
+// fall into.
+func (t *table) teoDecayBins(hits, intercepts *[MaxStates]uint32, total *uint32, timeSpan, sleepLength int64, lastIdx int, lastRes int64) (measured uint64, idxTimer, idxDuration int) {
+	if timeSpan >= sleepLength {
 		measured = ^uint64(0)
 	} else {
-		lat := uint64(t.el[g.lastIdx])
-		measured = uint64(max(g.lastRes, 0))
+		lat := uint64(t.el[lastIdx])
+		measured = uint64(max(lastRes, 0))
 		if measured >= lat {
 			measured -= lat / 2
 		} else {
 			measured /= 2
 		}
 	}
-	g.total = 0
-	idxTimer, idxDuration := 0, 0
+	*total = 0
 	for i := 0; i < t.n; i++ {
-		g.hits[i] -= g.hits[i] >> teoDecayShift
-		g.intercepts[i] -= g.intercepts[i] >> teoDecayShift
-		g.total += g.hits[i] + g.intercepts[i]
-		if t.tr[i] <= g.sleepLength {
+		hits[i] -= hits[i] >> teoDecayShift
+		intercepts[i] -= intercepts[i] >> teoDecayShift
+		*total += hits[i] + intercepts[i]
+		if t.tr[i] <= sleepLength {
 			idxTimer = i
 			if uint64(t.tr[i]) <= measured {
 				idxDuration = i
 			}
 		}
 	}
+	return measured, idxTimer, idxDuration
+}
+
+func (g *teo612Gov) update() {
+	t := g.t
+	measured, idxTimer, idxDuration := t.teoDecayBins(&g.hits, &g.intercepts, &g.total, g.timeSpan, g.sleepLength, g.lastIdx, g.lastRes)
 	if t.n > 0 && t.tr[t.n-1] < t.tick {
 		g.tickHits -= g.tickHits >> teoDecayShift
 		g.total += g.tickHits
@@ -224,9 +233,16 @@ func (g *teo612Gov) reflect(idx int, residencyNs int64, tickWakeup, pollTimedOut
 	g.lastRes = residencyNs
 	// As in teoGov.reflect, the stale got_idle_tick after a poll time-out
 	// of kernels before f4c31b07b136 is not modelled.
-	if pollTimedOut || (tickWakeup && g.sleepLength > g.t.tick) {
-		g.timeSpan = g.sleepLength
-	} else {
-		g.timeSpan = max(residencyNs, 0)
+	g.timeSpan = g.t.teoTimeSpan(g.sleepLength, residencyNs, tickWakeup, pollTimedOut)
+}
+
+// teoTimeSpan is teo_reflect()'s time_span_ns from 6.1 to 6.13: the sleep
+// length where a safety net ended the stay (a poll time-out, or the tick
+// with a sleep length beyond it), else the stay's residency (the header
+// comment says why that stands for the kernel's clock-read span).
+func (t *table) teoTimeSpan(sleepLength, residencyNs int64, tickWakeup, pollTimedOut bool) int64 {
+	if pollTimedOut || (tickWakeup && sleepLength > t.tick) {
+		return sleepLength
 	}
+	return max(residencyNs, 0)
 }
