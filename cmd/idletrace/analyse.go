@@ -282,13 +282,7 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if err != nil {
 		return nil, err
 	}
-	for i, p := range pols { // results are in the policies' order
-		if v, err := model.ParseVersion(results[i].ModelledRelease); err == nil && p.Governor == model.GovTEO {
-			if n := model.TEOFormNote(v); n != "" {
-				notes = append(notes, p.Spec+": "+n)
-			}
-		}
-	}
+	notes = append(notes, replay.FormNotes()...)
 	if st := replay.Stats(); st.IdlePeriods == 0 && st.IOCompletions == 0 {
 		return nil, noRecords(path, "replay")
 	}

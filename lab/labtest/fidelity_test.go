@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -80,16 +79,17 @@ func (c labCase) pollOff() bool { return strings.Contains(c.policy, "+disable=PO
 // open by the shell that runs the recorder, so the trace's metadata has it
 // from the start and the kernel's governor keeps to it throughout.
 func (c labCase) heldLimit(t *testing.T) string {
-	_, after, ok := strings.Cut(c.policy, "+qos=")
-	if !ok {
+	p, err := model.ParsePolicy(c.modelPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.QoSNs < 0 {
 		return ""
 	}
-	us, rest, ok := strings.Cut(after, "us")
-	n, err := strconv.Atoi(us)
-	if !ok || err != nil || n < 0 || (rest != "" && !strings.HasPrefix(rest, "+")) {
-		t.Fatalf("row %s: +qos= takes whole microseconds (+qos=100us)", c.name())
+	if p.QoSNs%1000 != 0 {
+		t.Fatalf("row %s: /dev/cpu_dma_latency takes whole microseconds", c.name())
 	}
-	return fmt.Sprintf("exec 3>/dev/cpu_dma_latency && printf %x >&3", n)
+	return fmt.Sprintf("exec 3>/dev/cpu_dma_latency && printf %x >&3", p.QoSNs/1000)
 }
 
 func (c labCase) modelPolicy() string {

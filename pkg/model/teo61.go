@@ -10,7 +10,7 @@ import "fmt"
 // (77577558f25d); 6.3 added util-awareness (9ce0f7c4bc64), which needs the
 // CPU's utilisation at each selection, which no trace records: 6.3–6.10 are
 // replayed with the 6.11 form (teo612.go), the nearest one modelled, and
-// whatif says so (TEOFormNote). Only 6.1's source was read: releases before
+// whatif says so (Replay.FormNotes). Only 6.1's source was read: releases before
 // it are given this form as the nearest, and whatif says that too.
 //
 // How it differs from the 6.11–6.13 form (teo612.go), each as 6.1.192's
@@ -69,9 +69,25 @@ func newTEO61(t *table) *teo61Gov {
 // teoForm61 says whether release v runs teo61Gov: releases before 6.3.
 func teoForm61(v Version) bool { return !v.AtLeast(6, 3) }
 
-// TEOFormNote is what whatif says where teo's form in release v is not
+// FormNotes says, for each policy whose governor's form in the release it
+// models is not modelled as that release runs it, what the replay ran
+// instead (teo's: teoFormNote), after the policy's name.
+func (r *Replay) FormNotes() []string {
+	var out []string
+	for _, ps := range r.pols {
+		if ps.pol.Governor != GovTEO {
+			continue
+		}
+		if n := teoFormNote(ps.release); n != "" {
+			out = append(out, ps.pol.Spec+": "+n)
+		}
+	}
+	return out
+}
+
+// teoFormNote is what whatif says where teo's form in release v is not
 // modelled as that release runs it (empty where it is).
-func TEOFormNote(v Version) string {
+func teoFormNote(v Version) string {
 	switch {
 	case v.AtLeast(6, 3) && !v.AtLeast(6, 11):
 		return fmt.Sprintf("teo of Linux %s (6.3–6.10) is not modelled: it weighs the CPU's utilisation at each selection (util-awareness, 6.3–6.10), which no trace records, and keeps 6.1's recent-intercepts metric (until 6.11), with 6.6's rework from 6.6; it is replayed as 6.11's, the nearest form modelled, which missed 8-17 %% of 6.1's choices on eight of the lab's ten tables", v)

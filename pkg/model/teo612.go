@@ -55,7 +55,7 @@ package model
 //     (a03b2011808a); unconditionally from 6.12.64.
 //
 // Releases 6.3–6.10 (util-awareness, recent intercepts) are not modelled;
-// they get this form, the nearest, and whatif says so (TEOFormNote).
+// they get this form, the nearest, and whatif says so (Replay.FormNotes).
 // Releases before 6.3 run teo61.go's.
 
 type teo612Gov struct {

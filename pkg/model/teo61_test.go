@@ -176,7 +176,7 @@ func TestTEO61Disabled(t *testing.T) {
 	}
 }
 
-// TestTEOFormNote: whatif notes the releases whose teo is not modelled as
+// TestTEOFormNote: teoFormNote notes the releases whose teo is not modelled as
 // they run it (6.3–6.10: util-awareness; before 6.1: not read), and no
 // other.
 func TestTEOFormNote(t *testing.T) {
@@ -194,7 +194,7 @@ func TestTEOFormNote(t *testing.T) {
 		{Version{6, 11, -1}, false},
 		{Version{6, 12, 117}, false},
 	} {
-		n := TEOFormNote(tc.v)
+		n := teoFormNote(tc.v)
 		if (n != "") != tc.note || (n != "" && !strings.Contains(n, tc.v.String())) {
 			t.Errorf("%v: note %q, want one: %v", tc.v, n, tc.note)
 		}
