@@ -39,8 +39,11 @@ func SnapshotWindows(r *trace.Reader) map[uint32][2]uint64 {
 }
 
 // Replay replays governor and the recorded choices over the periods inside
-// each CPU's snapshot window. setup, when not nil, may seed the replay
-// before the first period (haltpoll's starting windows).
+// each CPU's snapshot window, with those before it as the models' history
+// (model.Replay.SetCountedFrom): counted from the window's start, as the
+// kernel's counters are, but not started cold there. setup, when not nil,
+// may seed the replay before the first period (haltpoll's starting
+// windows).
 func Replay(r *trace.Reader, governor string, setup func(*model.Replay, map[uint32][2]uint64) error) (*Outcome, error) {
 	if r.End == nil || r.End.Snapshot == nil || r.Meta.Start == nil {
 		return nil, errors.New("the trace lacks its start or end snapshot")
@@ -62,6 +65,9 @@ func Replay(r *trace.Reader, governor string, setup func(*model.Replay, map[uint
 		return nil, err
 	}
 	window := SnapshotWindows(r)
+	for cpu, w := range window {
+		rp.SetCountedFrom(cpu, w[0])
+	}
 	if setup != nil {
 		if err := setup(rp, window); err != nil {
 			return nil, err
@@ -74,7 +80,8 @@ func Replay(r *trace.Reader, governor string, setup func(*model.Replay, map[uint
 	}
 	err = r.Scan(trace.Visitor{
 		Idle: func(p *trace.IdlePeriod) error {
-			if w, ok := window[p.CPU]; !ok || p.EntryNs < w[0] || p.ExitNs > w[1] {
+			// Before the window: the models' history, not counted.
+			if w, ok := window[p.CPU]; !ok || p.ExitNs > w[1] {
 				return nil
 			}
 			return rp.Idle(p)

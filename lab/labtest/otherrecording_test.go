@@ -149,7 +149,11 @@ func crossWanted(c crossCase) (govs []string, ok bool) {
 // idle before the nap's timer under TCG and were worse (ladder on teo 9.9
 // points); and judging against the kernel's run-to-run spread (ladder
 // recorded twice) doubles the recordings and widens the bar exactly where
-// the recordings disagree.
+// the recordings disagree. Since 2026-12-07 the models start warm (the
+// periods before the counters' window are their history: fidelity.Replay),
+// where ladder's began in C1 (its own recording 1.5-4.8 points off, now
+// 0.0-0.3), and a recording every failing pair involves is made once more
+// (disturbedRecordings); lab/README.md has the runs.
 func TestLabCrossGovernor(t *testing.T) {
 	root := repoRoot(t)
 	in := labInput(t, root, "lab/workloads/crossgov.sh")
@@ -225,7 +229,21 @@ func crossPollNote() string {
 }
 
 func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
-	rows := crossRows(t, c, recordCross(t, root, in, c))
+	traces := recordCross(t, root, in, c, c.governors)
+	rows := crossRows(t, c, traces)
+	if again := disturbedRecordings(rows); len(again) > 0 {
+		for _, row := range rows {
+			if !row.Pass {
+				t.Logf("first recordings: %s replayed on the %s recording: %s %.1f points from %s's own recording (bar %.0f)",
+					row.Replayed, row.OnTraceOf, row.worstWhat, row.Worst, row.Replayed, crossBarPoints)
+			}
+		}
+		t.Logf("every failing pair involves the %s recording: recording it once more and judging every pair again", strings.Join(again, " and "))
+		for g, r := range recordCross(t, root, in, c, again) {
+			traces[g] = r
+		}
+		rows = crossRows(t, c, traces)
+	}
 	for _, row := range rows {
 		if !row.Pass {
 			t.Errorf("%s replayed on the %s recording: %s %.1f points from %s's own recording (bar %.0f)",
@@ -235,13 +253,45 @@ func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
 	return rowsOnly(rows)
 }
 
-// recordCross records c's workload under each of its governors, in
-// parallel (their group waits for them all); the readers close with t.
-func recordCross(t *testing.T, root, in string, c crossCase) map[string]*trace.Reader {
+// disturbedRecordings names the recordings every failing pair involves,
+// as the trace replayed on or as the replayed governor's own: the
+// recordings to make again (runCrossCase), none when all pairs pass or
+// the failures share no recording.
+//
+// Why one recording may be made again: in CI on 2026-12-07 menu's
+// recording on seed 000's table had 6.4 % of its selections too deep by
+// the kernel's own counters, where its 14 other recordings that day and
+// in four rehearsals had 0.2-0.6 %, and teo's model replayed on it 5.4 %:
+// the workload's periods, not a governor, had changed (ladder's model,
+// demoting after the first short stay, 0.6 %), and three pairs failed by
+// 5.1-6.1 points. Nothing in the models' reach: five runs here since,
+// two of them beside three busy loops, had none. A model error is in
+// every recording and fails again; a disturbed recording, made again,
+// does not.
+func disturbedRecordings(rows []judgedCross) []string {
+	var common []string
+	first := true
+	for _, r := range rows {
+		if r.Pass {
+			continue
+		}
+		pair := []string{r.Replayed, r.OnTraceOf}
+		if first {
+			common, first = slices.Compact(slices.Sorted(slices.Values(pair))), false
+			continue
+		}
+		common = slices.DeleteFunc(common, func(g string) bool { return !slices.Contains(pair, g) })
+	}
+	return common
+}
+
+// recordCross records c's workload under each of govs, in parallel (their
+// group waits for them all); the readers close with t.
+func recordCross(t *testing.T, root, in string, c crossCase, govs []string) map[string]*trace.Reader {
 	var mu sync.Mutex
 	traces := map[string]*trace.Reader{}
 	t.Run("record", func(t *testing.T) {
-		for _, g := range c.governors {
+		for _, g := range govs {
 			t.Run(g, func(t *testing.T) {
 				t.Parallel()
 				defer labRun(t, c.kernel)()
@@ -261,8 +311,8 @@ func recordCross(t *testing.T, root, in string, c crossCase) map[string]*trace.R
 	for _, r := range traces {
 		t.Cleanup(func() { r.Close() })
 	}
-	if len(traces) != len(c.governors) {
-		t.Fatalf("%d of %d recordings", len(traces), len(c.governors))
+	if len(traces) != len(govs) {
+		t.Fatalf("%d of %d recordings", len(traces), len(govs))
 	}
 	return traces
 }
@@ -320,4 +370,31 @@ func crossRows(t *testing.T, c crossCase, traces map[string]*trace.Reader) []jud
 		}
 	}
 	return rows
+}
+
+func TestDisturbedRecordings(t *testing.T) {
+	fail := func(replayed, onTraceOf string) judgedCross {
+		return judgedCross{crossRow: crossRow{Replayed: replayed, OnTraceOf: onTraceOf}}
+	}
+	pass := func(replayed, onTraceOf string) judgedCross {
+		r := fail(replayed, onTraceOf)
+		r.Pass = true
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		rows []judgedCross
+		want []string
+	}{
+		{"all pass", []judgedCross{pass("menu", "ladder"), pass("teo", "menu")}, nil},
+		// CI, 2026-12-07: menu's recording in every failing pair.
+		{"one recording in every failure", []judgedCross{fail("menu", "ladder"), fail("menu", "teo"), fail("teo", "menu"), pass("ladder", "menu")}, []string{"menu"}},
+		{"one failing pair", []judgedCross{pass("menu", "menu"), fail("ladder", "menu")}, []string{"ladder", "menu"}},
+		{"own recording only", []judgedCross{fail("teo", "teo")}, []string{"teo"}},
+		{"failures share none", []judgedCross{fail("menu", "ladder"), fail("teo", "ladder"), fail("teo", "menu")}, nil},
+	} {
+		if got := disturbedRecordings(tc.rows); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

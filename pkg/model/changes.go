@@ -62,11 +62,11 @@ type CPUChanges struct {
 
 // chgCount is one policy's running counts against the reference (policy 0).
 type chgCount struct {
-	wake, io, task uint64
+	io, task uint64
 	// ioLimited: IO wake-ups whose idle period began under the policy's
 	// blkqos limit on its CPU.
-	ioLimited      uint64
-	cpuWake, cpuIO []uint64 // per CPU
+	ioLimited uint64
+	cpuIO     []uint64 // per CPU (the wake-ups' are idleTally's)
 }
 
 func bump(s []uint64, i int) []uint64 {
@@ -335,11 +335,11 @@ func (r *Replay) changes(k int, out []Result) *Changes {
 		IOWokeIdle: r.stats.IOWokeIdle, TaskIO: r.taskCounted, CPUs: []CPUChanges{},
 		ioUnknown: r.ioSeen && out[k].IOWokeIdle == nil}
 	if k > 0 {
-		ch.WakeUpsChanged, ch.IOChanged, ch.TaskIOChanged = ps.chg.wake, ps.chg.io, ps.chg.task
-		for c := 0; c < max(len(ps.chg.cpuWake), len(ps.chg.cpuIO)); c++ {
+		ch.WakeUpsChanged, ch.IOChanged, ch.TaskIOChanged = ps.changedWakes, ps.chg.io, ps.chg.task
+		for c := 0; c < max(len(ps.changedCPUWakes), len(ps.chg.cpuIO)); c++ {
 			cc := CPUChanges{CPU: c}
-			if c < len(ps.chg.cpuWake) {
-				cc.WakeUpsChanged = ps.chg.cpuWake[c]
+			if c < len(ps.changedCPUWakes) {
+				cc.WakeUpsChanged = ps.changedCPUWakes[c]
 			}
 			if c < len(ps.chg.cpuIO) {
 				cc.IOChanged = ps.chg.cpuIO[c]

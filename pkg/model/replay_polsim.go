@@ -47,6 +47,20 @@ type polSim struct {
 	// under another release's rules or generic limit than the policy's.
 	hpOwnWindow bool
 
+	idleTally
+	io     latency.Histogram
+	taskIO latency.Histogram
+	chg    chgCount // against policy 0
+
+	// obs, when set (tests only), sees every decision: a selection, the end
+	// of a stay, an oracle choice (see obsSelect etc.); obsBuf carries it.
+	obs    func(*[8]int64)
+	obsBuf [8]int64
+}
+
+// idleTally is what a policy's idle periods add up to: apart, so that a
+// period replayed as history only (SetCountedFrom) can be taken back.
+type idleTally struct {
 	periods, selections, above, below uint64
 	pollTimeouts                      uint64
 	timeNs                            []int64
@@ -62,15 +76,20 @@ type polSim struct {
 	// recorded time.
 	awakeNs          int64
 	wakeCount        []uint64
-	io               latency.Histogram
-	taskIO           latency.Histogram
 	agreeN, agreeHit uint64
-	chg              chgCount // against policy 0
+	// changedWakes: wake-ups whose exit latency differs from policy 0's,
+	// and per CPU (Changes; the IO's are chgCount's).
+	changedWakes    uint64
+	changedCPUWakes []uint64
+}
 
-	// obs, when set (tests only), sees every decision: a selection, the end
-	// of a stay, an oracle choice (see obsSelect etc.); obsBuf carries it.
-	obs    func(*[8]int64)
-	obsBuf [8]int64
+// saveInto copies t into dst, reusing dst's slices.
+func (t *idleTally) saveInto(dst *idleTally) {
+	timeNs, wakeCount, cpuWakes := dst.timeNs, dst.wakeCount, dst.changedCPUWakes
+	*dst = *t
+	dst.timeNs = append(timeNs[:0], t.timeNs...)
+	dst.wakeCount = append(wakeCount[:0], t.wakeCount...)
+	dst.changedCPUWakes = append(cpuWakes[:0], t.changedCPUWakes...)
 }
 
 // govKind numbers the governor models for dispatch in the hot paths.

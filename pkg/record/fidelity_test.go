@@ -172,13 +172,14 @@ func readHaltpoll(t *testing.T, r *trace.Reader) *haltpollData {
 	return d
 }
 
-// haltpollWindowsAt is each CPU's haltpoll window at its first period inside
-// window.
+// haltpollWindowsAt is each CPU's haltpoll window at the first period
+// fidelity.Replay replays on it: its first, the periods before window
+// being the model's history.
 func haltpollWindowsAt(t *testing.T, r *trace.Reader, window map[uint32][2]uint64) map[uint32]uint64 {
 	d := readHaltpoll(t, r)
 	first := map[uint32]uint64{}
 	for _, p := range d.periods {
-		if w, ok := window[p.CPU]; ok && p.EntryNs >= w[0] && p.ExitNs <= w[1] {
+		if w, ok := window[p.CPU]; ok && p.ExitNs <= w[1] {
 			if f, seen := first[p.CPU]; !seen || p.EntryNs < f {
 				first[p.CPU] = p.EntryNs
 			}

@@ -1,0 +1,100 @@
+package model
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// countedFrom is each CPU's entry time of its periods[i] (in s's order).
+func countedFrom(s *synth, i int) map[uint32]uint64 {
+	seen := map[uint32]int{}
+	at := map[uint32]uint64{}
+	for _, p := range s.periods {
+		if seen[p.CPU] == i {
+			at[p.CPU] = p.EntryNs
+		}
+		seen[p.CPU]++
+	}
+	return at
+}
+
+// only is s less the periods entered before at[CPU].
+func only(s *synth, at map[uint32]uint64) *synth {
+	out := &synth{ios: s.ios}
+	for _, p := range s.periods {
+		if p.EntryNs >= at[p.CPU] {
+			out.periods = append(out.periods, p)
+		}
+	}
+	return out
+}
+
+// History periods (SetCountedFrom) move the models' state but none of the
+// figures: the recorded policy, which has no state, counts exactly what a
+// replay of the counted periods alone counts; a governor meets the first
+// counted period as the history left it.
+func TestSetCountedFrom(t *testing.T) {
+	t.Run("recorded counts the counted periods only", func(t *testing.T) {
+		meta := &trace.Metadata{CPUIdleDriver: "none", HZ: 250, KernelRelease: "6.18.44"}
+		prof, err := Recorded(meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := genTrace(5, 2, 600, 20_000)
+		for i := range s.periods {
+			s.periods[i].State = 1
+			if s.periods[i].WakeCause == trace.WakePollTimeout {
+				s.periods[i].WakeCause = trace.WakeIPIResched
+				s.periods[i].PollTimedOut = trace.No
+			}
+		}
+		at := countedFrom(s, 250)
+		specs := []string{"recorded", "menu"}
+		withHistory, _ := runReplayWith(t, prof, meta, specs, s, func(rp *Replay) {
+			for cpu, ns := range at {
+				rp.SetCountedFrom(cpu, ns)
+			}
+		})
+		alone, _ := runReplay(t, prof, meta, specs, only(s, at))
+		h, a := withHistory[0], alone[0]
+		if h.IdlePeriods != 2*350 || h.IdlePeriods != a.IdlePeriods || h.Selections != a.Selections ||
+			h.Above != a.Above || h.Below != a.Below || h.StateTimeNs != a.StateTimeNs || !maps.Equal(h.StateShare, a.StateShare) {
+			t.Errorf("recorded with history: periods %d selections %d above/below %d/%d time %d;\nalone: %d %d %d/%d %d",
+				h.IdlePeriods, h.Selections, h.Above, h.Below, h.StateTimeNs, a.IdlePeriods, a.Selections, a.Above, a.Below, a.StateTimeNs)
+		}
+		if withHistory[1].IdlePeriods != 2*350 {
+			t.Errorf("menu counted %d periods, want %d", withHistory[1].IdlePeriods, 2*350)
+		}
+	})
+	t.Run("ladder starts where its history left it", func(t *testing.T) {
+		// Long timer sleeps: ladder promotes from C1 to C6 in its
+		// first dozen stays (four each) and stays there.
+		s := &synth{}
+		for c := range 2 {
+			now := int64(1_000_000 + c*333)
+			for range 60 {
+				p := trace.IdlePeriod{CPU: uint32(c), EntryNs: uint64(now), ExitNs: uint64(now + 5_000_000), WakeCause: trace.WakeTimer,
+					NextTimerKnown: true, NextTimerNs: 5_000_000, TickStopped: trace.Yes, PollTimedOut: trace.Unknown, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1}
+				s.periods = append(s.periods, p)
+				now += 5_000_000 + 20_000
+			}
+		}
+		meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+		at := countedFrom(s, 30)
+		withHistory, _ := runReplayWith(t, seedIntel(250), meta, []string{"ladder"}, s, func(rp *Replay) {
+			for cpu, ns := range at {
+				rp.SetCountedFrom(cpu, ns)
+			}
+		})
+		cold, _ := runReplay(t, seedIntel(250), meta, []string{"ladder"}, only(s, at))
+		if h := withHistory[0]; h.IdlePeriods != 60 || h.StateShare["C6"] != 1 {
+			t.Errorf("with history: %d periods, C6's share %.3f, want 60 and 1 (%v)", h.IdlePeriods, h.StateShare["C6"], h.StateShare)
+		}
+		// Cold, the same periods begin in C1 (12 stays to climb per CPU).
+		if c := cold[0]; c.IdlePeriods != 60 || c.StateShare["C6"] > 0.7 {
+			t.Errorf("cold: %d periods, C6's share %.3f, want 60 and under 0.7 (%v)", c.IdlePeriods, c.StateShare["C6"], c.StateShare)
+		}
+	})
+}
