@@ -540,20 +540,22 @@ func TestReportsOnBundledTrace(t *testing.T) {
 
 // TestWhatifHaltpollNotes: a haltpoll policy's report names the module
 // parameters it polled by, and where its agreement is reported but is its
-// own window's estimate (the bundled trace ran no haltpoll), says so; on
-// another machine's profile, which has no agreement, it does not.
+// own window's estimate (a lab recording under teo), says so; on another
+// machine's profile, or on the bundled trace (no cpuidle driver: nothing
+// chose, no agreement), it does not.
 func TestWhatifHaltpollNotes(t *testing.T) {
 	const params, own = "haltpoll's module parameters, which decide its polling window: haltpoll: guest_halt_poll_ns=200000", "the agreement of haltpoll follows its own polling window"
+	const teoTrace = "../../internal/fidelity/testdata/teo-6.1-lab-icx.trace"
 	for _, tc := range []struct {
-		profile string
-		own     bool
-	}{{"recorded", true}, {"measured", true}, {"icx", false}} {
-		r := runBin(t, "whatif", bundledTrace, "--profile", tc.profile, "--policy", "haltpoll", "--format", "json")
+		trace, profile string
+		own            bool
+	}{{teoTrace, "recorded", true}, {teoTrace, "icx", false}, {bundledTrace, "recorded", false}, {bundledTrace, "measured", false}, {bundledTrace, "icx", false}} {
+		r := runBin(t, "whatif", tc.trace, "--profile", tc.profile, "--policy", "haltpoll", "--format", "json")
 		if r.code != 0 {
 			t.Fatalf("--profile %s: exit %d: %s", tc.profile, r.code, r.stderr)
 		}
 		if !strings.Contains(r.stdout, params) || strings.Contains(r.stdout, own) != tc.own {
-			t.Errorf("--profile %s: parameters named %v, own-window agreement said %v (want %v)", tc.profile,
+			t.Errorf("%s --profile %s: parameters named %v, own-window agreement said %v (want %v)", tc.trace, tc.profile,
 				strings.Contains(r.stdout, params), strings.Contains(r.stdout, own), tc.own)
 		}
 	}

@@ -112,7 +112,7 @@ var WhatifColumns = slices.Concat([]Column{
 	{"above", "int64", "", "", "selections too deep, by the cpuidle core's rule"},
 	{"below", "int64", "", "", "selections too shallow"},
 	{"energy_rel", "float64 or NULL", "", "", "energy over the idle episodes (the states' estimated power, a busy core while the policy woke within one) relative to policy 0 of the same trace; NULL where not finite"},
-	{"agreement", "float64 or NULL", "", "", "share of the recorded selections the policy makes the same way; NULL unless the profile is the recorded or the measured one"},
+	{"agreement", "float64 or NULL", "", "", "share of the recorded selections the policy makes the same way; NULL unless the profile is the recorded or the measured one and a governor chose (not without a cpuidle driver)"},
 	{"state_share", "map<string,float64>", "", "", "fraction of idle time per state name of the profile, a stay counted as the kernel would (to the interrupt that ended it, plus the state's own exit latency): state_share['C6'] (NULL for a name the profile lacks)"},
 })
 

@@ -848,15 +848,17 @@ func TestRecordedAndAgreement(t *testing.T) {
 	}
 	res, rp := runReplay(t, prof, meta, []string{"recorded", "oracle", "ladder", "haltpoll", "menu"}, s)
 	rec := res[0]
-	if rec.Agreement == nil || *rec.Agreement != 1 || rec.StateShare["HLT"] != 1 || rec.IdlePeriods != 4000 {
+	if rec.StateShare["HLT"] != 1 || rec.IdlePeriods != 4000 {
 		t.Fatalf("recorded = %+v", rec)
+	}
+	// No governor chose (no cpuidle driver): no policy has an agreement.
+	for _, r := range res {
+		if r.Agreement != nil {
+			t.Errorf("%s: agreement %v on a trace without a cpuidle driver, want none", r.Policy, *r.Agreement)
+		}
 	}
 	if rec.WakeLatencyNs.P50 != 1000 {
 		t.Errorf("recorded wake p50 = %d, want 1000", rec.WakeLatencyNs.P50)
-	}
-	// Ladder on POLL+HLT never leaves HLT: it agrees with the kernel.
-	if a := res[2].Agreement; a == nil || *a != 1 {
-		t.Errorf("ladder agreement = %v, want 1", a)
 	}
 	for _, r := range res {
 		if r.IOLatencyNs == nil || r.IOLatencyNs.Count != uint64(len(s.ios)) {

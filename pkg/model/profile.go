@@ -220,6 +220,14 @@ func Recorded(meta *trace.Metadata) (*Profile, error) {
 // recordedTable is Recorded without its refusal of a table whose exit
 // latencies are unknown (read as zero): the replay's account of the
 // recorded choices, which a policy's own profile then corrects.
+// GovernorChose says a cpuidle governor chose the recorded periods' states
+// among the trace's state table: the kernel had a cpuidle driver, and the
+// trace holds its table. Otherwise the recorded profile assumes POLL and
+// HLT (recordedTable).
+func GovernorChose(meta *trace.Metadata) bool {
+	return meta != nil && !meta.NoCPUIdleDriver() && len(meta.TableCPU().States) > 0
+}
+
 func recordedTable(meta *trace.Metadata) (*Profile, error) {
 	if meta == nil {
 		return nil, errors.New("recorded profile: trace has no metadata")
@@ -235,7 +243,7 @@ func recordedTable(meta *trace.Metadata) (*Profile, error) {
 		rel = "unknown kernel"
 	}
 	cs := meta.TableCPU()
-	if meta.NoCPUIdleDriver() || len(cs.States) == 0 {
+	if !GovernorChose(meta) {
 		why := "the kernel had no cpuidle driver, so no governor ran and it idled in default_idle_call (HLT, traced as state 1)"
 		if meta.CPUIdleDriver == "" {
 			// An imported capture: neither a driver nor a table is known.

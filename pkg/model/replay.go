@@ -143,7 +143,8 @@ type cpuShared struct {
 // NewReplay prepares a replay of policies on prof. meta is the trace's
 // metadata (PM QoS, HZ, haltpoll parameters, kernel release, recorded
 // state table). `recorded` policies need the recorded (or measured)
-// profile; agreement is reported only on those profiles.
+// profile; agreement is reported only on those profiles, of a trace where
+// a governor chose (GovernorChose).
 func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay, error) {
 	if prof == nil || len(prof.States) == 0 {
 		return nil, fmt.Errorf("whatif: profile has no states")
@@ -169,7 +170,11 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 		recProf = prof
 	}
 	onRecorded := (prof.Name == "recorded" || prof.Name == "measured") && len(prof.States) == len(recProf.States)
-	r.agreement = onRecorded
+	// Agreement is with a governor's choices: none where the kernel had no
+	// cpuidle driver (it idled in HLT, nothing chose) or the trace has no
+	// table (POLL and HLT assumed), where every model would agree or not
+	// with an assumption.
+	r.agreement = onRecorded && GovernorChose(meta)
 	if onRecorded {
 		r.recTab = newTable(prof, nil, nil, -1)
 	} else {
