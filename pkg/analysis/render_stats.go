@@ -160,7 +160,18 @@ func renderStatsStates(d *doc, s *Stats) error {
 				n++
 			}
 		}
-		if n == 0 {
+		var unchecked []string
+		for _, kc := range s.Kernel.CPUs {
+			if kc.Unchecked != "" {
+				unchecked = append(unchecked, fmt.Sprintf("CPU %d %s", kc.CPU, kc.Unchecked))
+			}
+		}
+		if len(unchecked) > 0 {
+			d.para("Not checked against the kernel: " + strings.Join(unchecked, "; ") + ".")
+		}
+		if n == 0 && len(unchecked) > 0 {
+			d.para(fmt.Sprintf("Every other traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", ResidencyTolerance*100))
+		} else if n == 0 {
 			d.para(fmt.Sprintf("Every traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", ResidencyTolerance*100))
 		} else {
 			p := fmt.Sprintf("%d counters disagree with the kernel's (flagged MISMATCH above; usage must match exactly where nothing was lost, residency within %.1f %%, above and below exactly).", n, ResidencyTolerance*100)
@@ -246,6 +257,8 @@ func stateRows(s *Stats, mm map[[2]int][]string) [][]string {
 			if haveKernel {
 				check := "ok"
 				switch {
+				case kc != nil && kc.Unchecked != "":
+					check = "not checked: " + kc.Unchecked
 				case !hk:
 					check = "no kernel counters"
 				case len(mm[[2]int{c.CPU, i}]) > 0:

@@ -126,6 +126,11 @@ type TickStopped struct {
 type KernelCPU struct {
 	CPU    int          `json:"cpu"`
 	States []StateStats `json:"states"`
+	// Unchecked says why this CPU's traced counts are not held to the
+	// kernel's (States then empty): it was offline at a snapshot, or went
+	// offline and back in between (CPU hotplug), which restarts its
+	// counters. Empty: checked.
+	Unchecked string `json:"unchecked,omitempty"`
 }
 
 // StateStats is one CPU's counters for one idle state.

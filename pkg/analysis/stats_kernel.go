@@ -71,7 +71,15 @@ func (b *StatsBuilder) kernelStats(cpuList []int) KernelStats {
 	for _, c := range cpuList {
 		cs := KernelCPU{CPU: c, States: []StateStats{}}
 		s0, s1 := findCounters(b.meta.Start, c), findCounters(endSnap, c)
-		if s0 != nil && s1 != nil {
+		switch {
+		case s0 == nil:
+			cs.Unchecked = "offline at the start snapshot"
+		case s1 == nil:
+			cs.Unchecked = "offline at the end snapshot"
+		case !s0.SameDevice(s1):
+			cs.Unchecked = "counters restarted: went offline and back (CPU hotplug)"
+		}
+		if cs.Unchecked == "" {
 			for _, e := range s1.States {
 				var st0 trace.StateCounters
 				for _, x := range s0.States {
@@ -114,10 +122,14 @@ func findState(states []StateStats, idx int) *StateStats {
 }
 
 // compareCPUIdle lists every disagreement between traced and kernel counters.
-// Usage is compared only for CPUs that lost no idle records.
+// Usage is compared only for CPUs that lost no idle records, and none for a
+// CPU whose counters are not comparable (KernelCPU.Unchecked).
 func compareCPUIdle(traced []CPUStats, kernel []KernelCPU) []Mismatch {
 	var out []Mismatch
 	for _, kc := range kernel {
+		if kc.Unchecked != "" {
+			continue
+		}
 		var tc *CPUStats
 		for i := range traced {
 			if traced[i].CPU == kc.CPU {

@@ -1244,3 +1244,46 @@ func TestStatsJSONWithoutBlockIO(t *testing.T) {
 		}
 	}
 }
+
+// A CPU whose counters no delta compares (offline at a snapshot, or brought
+// back online in between, which restarts them) is not checked, and its
+// counts are no mismatch; the other CPUs still are.
+func TestKernelCountersUnchecked(t *testing.T) {
+	counters := func(cpu int, ino, usage uint64) trace.CPUCounters {
+		return trace.CPUCounters{CPU: cpu, DeviceIno: ino, States: []trace.StateCounters{{Index: 1, Usage: usage, TimeUs: usage * 10}}}
+	}
+	ps := []trace.IdlePeriod{period(0, 1, 2_000_000, 10*us), period(1, 1, 2_000_000, 10*us)}
+	for _, tc := range []struct {
+		name       string
+		start, end []trace.CPUCounters
+		want       string // CPU 1's Unchecked
+	}{
+		{"both checked", []trace.CPUCounters{counters(0, 7, 5), counters(1, 8, 5)}, []trace.CPUCounters{counters(0, 7, 6), counters(1, 8, 6)}, ""},
+		{"offline at the start", []trace.CPUCounters{counters(0, 7, 5)}, []trace.CPUCounters{counters(0, 7, 6), counters(1, 9, 1)}, "offline at the start"},
+		{"offline at the end", []trace.CPUCounters{counters(0, 7, 5), counters(1, 8, 5)}, []trace.CPUCounters{counters(0, 7, 6)}, "offline at the end"},
+		{"restarted", []trace.CPUCounters{counters(0, 7, 5), counters(1, 8, 5)}, []trace.CPUCounters{counters(0, 7, 6), counters(1, 9, 1)}, "restarted"},
+		{"inode unknown (older trace)", []trace.CPUCounters{counters(0, 0, 5), counters(1, 0, 5)}, []trace.CPUCounters{counters(0, 0, 6), counters(1, 0, 6)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := driverMeta()
+			meta.Start = &trace.Snapshot{MonotonicNs: 1_000_000, CPUIdle: tc.start}
+			end := &trace.End{Snapshot: &trace.Snapshot{MonotonicNs: 10_000_000, CPUIdle: tc.end}}
+			s, err := ComputeStats(meta, end, nil, scanOf(ps, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kc := range s.Kernel.CPUs {
+				want := ""
+				if kc.CPU == 1 {
+					want = tc.want
+				}
+				if want == "" && kc.Unchecked != "" || !strings.Contains(kc.Unchecked, want) {
+					t.Errorf("CPU %d unchecked %q, want %q", kc.CPU, kc.Unchecked, want)
+				}
+			}
+			if len(s.Mismatches) > 0 {
+				t.Errorf("mismatches %+v", s.Mismatches)
+			}
+		})
+	}
+}

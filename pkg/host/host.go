@@ -169,6 +169,10 @@ func (r Root) States(cpu int) []trace.StateInfo {
 
 func (r Root) Counters(cpu int) trace.CPUCounters {
 	c := trace.CPUCounters{CPU: cpu}
+	var st unix.Stat_t
+	if unix.Stat(r.cpuidleDir(cpu), &st) == nil {
+		c.DeviceIno = st.Ino
+	}
 	for i := 0; ; i++ {
 		dir := filepath.Join(r.cpuidleDir(cpu), "state"+strconv.Itoa(i))
 		usage, err := readUint(filepath.Join(dir, "usage"))

@@ -515,6 +515,20 @@ func (r *IORaised) undeliveredSince(r0 *IORaised) (issues, completions uint64, o
 type CPUCounters struct {
 	CPU    int             `json:"cpu"`
 	States []StateCounters `json:"states"`
+	// DeviceIno is the inode of the CPU's cpuidle sysfs directory when the
+	// counters were read. Bringing a CPU online registers its cpuidle
+	// device afresh, with counters from zero and a directory sysfs (kernfs)
+	// numbers anew: two snapshots with different inodes have counters of
+	// two registrations, which no delta compares. 0: not read (traces
+	// from before it).
+	DeviceIno uint64 `json:"device_ino,omitempty"`
+}
+
+// SameDevice says whether the counters in c and d come from one
+// registration of the CPU's cpuidle device (DeviceIno), true where either
+// does not say.
+func (c *CPUCounters) SameDevice(d *CPUCounters) bool {
+	return c.DeviceIno == 0 || d.DeviceIno == 0 || c.DeviceIno == d.DeviceIno
 }
 
 // TickCounters are one CPU's idle_calls and idle_sleeps as
