@@ -37,19 +37,7 @@ func only(s *synth, at map[uint32]uint64) *synth {
 // counted period as the history left it.
 func TestSetCountedFrom(t *testing.T) {
 	t.Run("recorded counts the counted periods only", func(t *testing.T) {
-		meta := &trace.Metadata{CPUIdleDriver: "none", HZ: 250, KernelRelease: "6.18.44"}
-		prof, err := Recorded(meta)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := genTrace(5, 2, 600, 20_000)
-		for i := range s.periods {
-			s.periods[i].State = 1
-			if s.periods[i].WakeCause == trace.WakePollTimeout {
-				s.periods[i].WakeCause = trace.WakeIPIResched
-				s.periods[i].PollTimedOut = trace.No
-			}
-		}
+		meta, prof, s := noDriverTrace(t, 5, 600)
 		at := countedFrom(s, 250)
 		specs := []string{"recorded", "menu"}
 		withHistory, _ := runReplayWith(t, prof, meta, specs, s, func(rp *Replay) {

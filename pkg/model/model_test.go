@@ -831,14 +831,17 @@ func TestBlkQoS(t *testing.T) {
 	}
 }
 
-func TestRecordedAndAgreement(t *testing.T) {
-	// A no-driver trace: the kernel ran HLT (state 1) every time.
+// noDriverTrace is genTrace's workload on two CPUs as a kernel without a
+// cpuidle driver runs it (HLT, state 1, every time; no poll time-outs),
+// with its metadata and recorded profile.
+func noDriverTrace(t *testing.T, seed uint64, perCPU int) (*trace.Metadata, *Profile, *synth) {
+	t.Helper()
 	meta := &trace.Metadata{CPUIdleDriver: "none", HZ: 250, KernelRelease: "6.18.44"}
 	prof, err := Recorded(meta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := genTrace(3, 2, 2000, 20_000)
+	s := genTrace(seed, 2, perCPU, 20_000)
 	for i := range s.periods {
 		s.periods[i].State = 1
 		if s.periods[i].WakeCause == trace.WakePollTimeout {
@@ -846,6 +849,11 @@ func TestRecordedAndAgreement(t *testing.T) {
 			s.periods[i].PollTimedOut = trace.No
 		}
 	}
+	return meta, prof, s
+}
+
+func TestRecordedAndAgreement(t *testing.T) {
+	meta, prof, s := noDriverTrace(t, 3, 2000)
 	res, rp := runReplay(t, prof, meta, []string{"recorded", "oracle", "ladder", "haltpoll", "menu"}, s)
 	rec := res[0]
 	if rec.StateShare["HLT"] != 1 || rec.IdlePeriods != 4000 {
