@@ -293,8 +293,8 @@ const costCaption = "Poll limit: how long POLL may spin before the governor choo
 	"IO p50/p99: block IO, issue to completion, with the policy's exit latency where the completion woke an idle CPU; " +
 	"Task IO: issue to the waiting task running again, with the exit latencies of both CPUs set by the policy. Above/below: too deep/too shallow choices by the cpuidle core's rules, " +
 	"with their share of the policy's selections (the core counts them per stay; a policy may select more than once a period). Energy: over the idle episodes (a busy core while a policy woke within one), relative to the first policy. " +
-	"Agreement: share of the recorded selections this policy makes the same way (defined on the recorded and measured profiles only, " +
-	"where a governor chose among the recorded machine's states: not on a trace without a cpuidle driver or state table)."
+	"Agreement: share of the recorded selections this policy makes the same way, the states chosen, not how long POLL spins (the poll limit column) " +
+	"(defined on the recorded and measured profiles only, where a governor chose among the recorded machine's states: not on a trace without a cpuidle driver or state table)."
 
 // shareCaption reads the share table, in the text report and the HTML one.
 const shareCaption = "Shares of the time in states as the kernel's cpuidle time counters count it: a stay an interrupt ended to the interrupt plus its own state's exit latency (the energy covers the recorded time instead)."
