@@ -80,7 +80,8 @@ func Replay(r *trace.Reader, governor string, setup func(*model.Replay, map[uint
 	}
 	err = r.Scan(trace.Visitor{
 		Idle: func(p *trace.IdlePeriod) error {
-			// Before the window: the models' history, not counted.
+			// After the window: not replayed (before it: the models'
+			// history, SetCountedFrom).
 			if w, ok := window[p.CPU]; !ok || p.ExitNs > w[1] {
 				return nil
 			}

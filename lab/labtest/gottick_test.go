@@ -50,7 +50,7 @@ var gotTickEnv = []string{"IDLETRACE_LAB_TCG=multi", appendEnv(pinTracepoints() 
 // teo 40.1 and 44.4 (C6 50 % of teo's idle time against its own 10 %).
 func runGotTick(t *testing.T, root, in string) {
 	c := gotTickCase
-	traces := recordCross(t, root, in, c, c.governors)
+	traces := recordCross(t, root, in, c, c.governors, "")
 	for _, g := range c.governors {
 		set, n := gotTickSet(t, traces[g])
 		share := float64(set) / float64(max(n, 1))

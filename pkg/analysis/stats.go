@@ -128,8 +128,9 @@ type KernelCPU struct {
 	States []StateStats `json:"states"`
 	// Unchecked says why this CPU's traced counts are not held to the
 	// kernel's (States then empty): it was offline at a snapshot, or went
-	// offline and back in between (CPU hotplug), which restarts its
-	// counters. Empty: checked.
+	// offline and back in between (CPU hotplug) under a driver that then
+	// registers its device afresh, counters from zero
+	// (trace.CPUCounters.DeviceIno). Empty: checked.
 	Unchecked string `json:"unchecked,omitempty"`
 }
 

@@ -71,10 +71,12 @@ func (b *StatsBuilder) kernelStats(cpuList []int) KernelStats {
 	for _, c := range cpuList {
 		cs := KernelCPU{CPU: c, States: []StateStats{}}
 		s0, s1 := findCounters(b.meta.Start, c), findCounters(endSnap, c)
+		// The recorder reads every CPU it records at both snapshots; an
+		// offline one has no cpuidle directory then (no states).
 		switch {
-		case s0 == nil:
+		case s0 == nil || len(s0.States) == 0 && s1 != nil && len(s1.States) > 0:
 			cs.Unchecked = "offline at the start snapshot"
-		case s1 == nil:
+		case s1 == nil || len(s1.States) == 0 && len(s0.States) > 0:
 			cs.Unchecked = "offline at the end snapshot"
 		case !s0.SameDevice(s1):
 			cs.Unchecked = "counters restarted: went offline and back (CPU hotplug)"

@@ -1262,6 +1262,9 @@ func TestKernelCountersUnchecked(t *testing.T) {
 		{"offline at the start", []trace.CPUCounters{counters(0, 7, 5)}, []trace.CPUCounters{counters(0, 7, 6), counters(1, 9, 1)}, "offline at the start"},
 		{"offline at the end", []trace.CPUCounters{counters(0, 7, 5), counters(1, 8, 5)}, []trace.CPUCounters{counters(0, 7, 6)}, "offline at the end"},
 		{"restarted", []trace.CPUCounters{counters(0, 7, 5), counters(1, 8, 5)}, []trace.CPUCounters{counters(0, 7, 6), counters(1, 9, 1)}, "restarted"},
+		// As the recorder writes them: the offline CPU's entry, no states.
+		{"offline at the start, as recorded", []trace.CPUCounters{counters(0, 7, 5), {CPU: 1}}, []trace.CPUCounters{counters(0, 7, 6), counters(1, 9, 1)}, "offline at the start"},
+		{"offline at the end, as recorded", []trace.CPUCounters{counters(0, 7, 5), counters(1, 8, 5)}, []trace.CPUCounters{counters(0, 7, 6), {CPU: 1}}, "offline at the end"},
 		{"inode unknown (older trace)", []trace.CPUCounters{counters(0, 0, 5), counters(1, 0, 5)}, []trace.CPUCounters{counters(0, 0, 6), counters(1, 0, 6)}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,7 +53,7 @@ var StatsColumns = slices.Concat([]Column{
 	{"time_ns", "int64 or NULL", nsUnit, "state", "residency the kernel counts, from the trace (stats' time_ns)"},
 	{"above", "int64 or NULL", "", "state", "entries too deep for their residency, by the cpuidle core's rule (stats' above); NULL without a state table to judge by"},
 	{"below", "int64 or NULL", "", "state", "entries a deeper state would have paid off (stats' below); NULL likewise"},
-	{"kernel_usage", "int64 or NULL", "", "state", "the kernel's own usage counter, end snapshot minus start (stats' kernel); NULL where the trace has no counters for the state (no driver, no snapshots, cut short)"},
+	{"kernel_usage", "int64 or NULL", "", "state", "the kernel's own usage counter, end snapshot minus start (stats' kernel); NULL where the trace has no counters for the state (no driver, no snapshots, cut short, or the CPU's not comparable: offline at a snapshot or its counters restarted, stats' kernel.cpus[].unchecked)"},
 	{"kernel_time_ns", "int64 or NULL", nsUnit, "state", "the kernel's time counter's delta (µs in sysfs, times 1000); NULL likewise"},
 	{"kernel_above", "int64 or NULL", "", "state", "the kernel's above counter's delta; NULL likewise"},
 	{"kernel_below", "int64 or NULL", "", "state", "the kernel's below counter's delta; NULL likewise"},
@@ -112,7 +112,7 @@ var WhatifColumns = slices.Concat([]Column{
 	{"above", "int64", "", "", "selections too deep, by the cpuidle core's rule"},
 	{"below", "int64", "", "", "selections too shallow"},
 	{"energy_rel", "float64 or NULL", "", "", "energy over the idle episodes (the states' estimated power, a busy core while the policy woke within one) relative to policy 0 of the same trace; NULL where not finite"},
-	{"agreement", "float64 or NULL", "", "", "share of the recorded selections the policy makes the same way; NULL unless the profile is the recorded or the measured one and a governor chose (not without a cpuidle driver)"},
+	{"agreement", "float64 or NULL", "", "", "share of the recorded selections the policy makes the same way; NULL unless the profile is the recorded or the measured one and a governor chose (not without a cpuidle driver or state table)"},
 	{"state_share", "map<string,float64>", "", "", "fraction of idle time per state name of the profile, a stay counted as the kernel would (to the interrupt that ended it, plus the state's own exit latency): state_share['C6'] (NULL for a name the profile lacks)"},
 })
 

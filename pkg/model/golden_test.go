@@ -377,6 +377,17 @@ func goldenCases(t *testing.T) []goldenCase {
 	}
 	withRec := append([]string{"recorded"}, hp...)
 	add("synth/recorded", rec, meta618, withRec, feedSynth(synthHP))
+	// The same with a driver and its table: a governor chose, so every
+	// policy's agreement is pinned too (GovernorChose).
+	hpTable := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
+		{Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000}}
+	metaDrv := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250, CPUIdleDriver: "haltpoll", CPUIdleGovernor: "haltpoll",
+		States: []trace.CPUStates{{CPU: 0, States: hpTable}}}
+	recDrv, err := Recorded(metaDrv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("synth/recorded-driver", recDrv, metaDrv, withRec, feedSynth(synthHP))
 	add("seq/spr", spr, meta618, []string{"menu", "teo", "ladder", "oracle", "menu+margin=25", "menu+blkqos=10us/3ms"}, feedSynth(synthSeq))
 
 	demo := filepath.Join("..", "..", "testdata", "demo.trace")

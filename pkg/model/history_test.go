@@ -37,7 +37,15 @@ func only(s *synth, at map[uint32]uint64) *synth {
 // counted period as the history left it.
 func TestSetCountedFrom(t *testing.T) {
 	t.Run("recorded counts the counted periods only", func(t *testing.T) {
-		meta, prof, s := noDriverTrace(t, 5, 600)
+		_, _, s := noDriverTrace(t, 5, 600)
+		// With a driver and its table, so that agreement is counted too.
+		meta := &trace.Metadata{CPUIdleDriver: "haltpoll", HZ: 250, KernelRelease: "6.18.44",
+			States: []trace.CPUStates{{CPU: 0, States: []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
+				{Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000}}}}}
+		prof, err := Recorded(meta)
+		if err != nil {
+			t.Fatal(err)
+		}
 		at := countedFrom(s, 250)
 		specs := []string{"recorded", "menu"}
 		withHistory, _ := runReplayWith(t, prof, meta, specs, s, func(rp *Replay) {
@@ -52,8 +60,11 @@ func TestSetCountedFrom(t *testing.T) {
 			t.Errorf("recorded with history: periods %d selections %d above/below %d/%d time %d;\nalone: %d %d %d/%d %d",
 				h.IdlePeriods, h.Selections, h.Above, h.Below, h.StateTimeNs, a.IdlePeriods, a.Selections, a.Above, a.Below, a.StateTimeNs)
 		}
-		if withHistory[1].IdlePeriods != 2*350 {
-			t.Errorf("menu counted %d periods, want %d", withHistory[1].IdlePeriods, 2*350)
+		if h.Agreement == nil || a.Agreement == nil || *h.Agreement != *a.Agreement {
+			t.Errorf("recorded agreement with history %v, alone %v", h.Agreement, a.Agreement)
+		}
+		if m := withHistory[1]; m.IdlePeriods != 2*350 || m.Agreement == nil {
+			t.Errorf("menu counted %d periods (want %d), agreement %v", m.IdlePeriods, 2*350, m.Agreement)
 		}
 	})
 	t.Run("ladder starts where its history left it", func(t *testing.T) {

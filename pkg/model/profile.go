@@ -217,9 +217,6 @@ func Recorded(meta *trace.Metadata) (*Profile, error) {
 	return recordedTable(meta)
 }
 
-// recordedTable is Recorded without its refusal of a table whose exit
-// latencies are unknown (read as zero): the replay's account of the
-// recorded choices, which a policy's own profile then corrects.
 // GovernorChose says a cpuidle governor chose the recorded periods' states
 // among the trace's state table: the kernel had a cpuidle driver, and the
 // trace holds its table. Otherwise the recorded profile assumes POLL and
@@ -228,6 +225,9 @@ func GovernorChose(meta *trace.Metadata) bool {
 	return meta != nil && !meta.NoCPUIdleDriver() && len(meta.TableCPU().States) > 0
 }
 
+// recordedTable is Recorded without its refusal of a table whose exit
+// latencies are unknown (read as zero): the replay's account of the
+// recorded choices, which a policy's own profile then corrects.
 func recordedTable(meta *trace.Metadata) (*Profile, error) {
 	if meta == nil {
 		return nil, errors.New("recorded profile: trace has no metadata")

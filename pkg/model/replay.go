@@ -78,6 +78,10 @@ type Replay struct {
 	wakeUps, taskCounted  uint64
 	ioIssueCPU, ioWokeCPU []uint64
 	tallyScratch          []idleTally // idleAsHistory's saved figures
+	menuScratch           [][2]uint64 // and menu's stopped-tick counts
+	// countedFromNs: each CPU's periods entered before it are history
+	// (SetCountedFrom).
+	countedFromNs []uint64
 }
 
 // Stats counts what the replay had to assume or could not use.
@@ -109,12 +113,10 @@ const (
 )
 
 type cpuShared struct {
-	id int
-	// countedFromNs: periods entered before it are history (SetCountedFrom).
-	countedFromNs uint64
-	seen          bool
-	prevExit      int64
-	prevKind      endKind
+	id       int
+	seen     bool
+	prevExit int64
+	prevKind endKind
 	// The previous period's idle entry time and the sleep length and
 	// delta_next recorded from it (periodInfo.idleEntry).
 	prevIdleEntry                    int64
@@ -313,7 +315,7 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 		return nil
 	}
 	c := r.cpu(p.CPU)
-	if p.EntryNs < c.countedFromNs {
+	if int(p.CPU) < len(r.countedFromNs) && p.EntryNs < r.countedFromNs[p.CPU] {
 		r.idleAsHistory(c, p)
 		return nil
 	}
@@ -330,13 +332,20 @@ func (r *Replay) Idle(p *trace.IdlePeriod) error {
 // count where its kernel counters were read: a model started there cold
 // met the first counted periods in its initial state (ladder in its
 // shallowest, 1-5 points of C6's share on seed 000's table in the lab,
-// where the kernel's had been promoted since boot). A stay that a history
-// period leaves open (a tick or poll time-out continued by the next
-// period) is counted when it closes. Call it before the first record.
+// where the kernel's had been promoted since boot). At most one stay (or
+// oracle episode) a CPU straddles the boundary: one that the last history
+// period leaves open (it ended on a tick or poll time-out) is counted
+// whole when the first counted period closes it. Call it before the first
+// record; it creates no CPU, so the prepass still sets each CPU's
+// starting limits.
 func (r *Replay) SetCountedFrom(cpu uint32, ns uint64) {
-	if cpu < maxCPUs {
-		r.cpu(cpu).countedFromNs = ns
+	if cpu >= maxCPUs {
+		return
 	}
+	for len(r.countedFromNs) <= int(cpu) {
+		r.countedFromNs = append(r.countedFromNs, 0)
+	}
+	r.countedFromNs[cpu] = ns
 }
 
 // idleAsHistory replays p and then takes back what it added to the
@@ -349,9 +358,17 @@ func (r *Replay) idleAsHistory(c *cpuShared, p *trace.IdlePeriod) {
 		ps.idleTally.saveInto(&r.tallyScratch[k])
 	}
 	wakeUps := r.wakeUps
+	// menu's own counts of its stopped-tick runs (Changes' reasons) too.
+	r.menuScratch = r.menuScratch[:0]
+	for _, ps := range r.pols {
+		m := &ps.cpus[c.id].menu
+		r.menuScratch = append(r.menuScratch, [2]uint64{m.stoppedRuns, m.marginOther})
+	}
 	r.idle(c, p)
 	for k, ps := range r.pols {
 		r.tallyScratch[k].saveInto(&ps.idleTally)
+		m := &ps.cpus[c.id].menu
+		m.stoppedRuns, m.marginOther = r.menuScratch[k][0], r.menuScratch[k][1]
 	}
 	r.wakeUps = wakeUps
 }

@@ -516,11 +516,12 @@ type CPUCounters struct {
 	CPU    int             `json:"cpu"`
 	States []StateCounters `json:"states"`
 	// DeviceIno is the inode of the CPU's cpuidle sysfs directory when the
-	// counters were read. Bringing a CPU online registers its cpuidle
-	// device afresh, with counters from zero and a directory sysfs (kernfs)
-	// numbers anew: two snapshots with different inodes have counters of
-	// two registrations, which no delta compares. 0: not read (traces
-	// from before it).
+	// counters were read. A driver that unregisters a CPU's cpuidle device
+	// when it goes offline (cpuidle-haltpoll; intel_idle and acpi_idle keep
+	// it) registers it afresh when it comes back, with counters from zero
+	// and a directory sysfs (kernfs) numbers anew: two snapshots with
+	// different inodes have counters of two registrations, which no delta
+	// compares. 0: not read (traces from before it, or the CPU offline).
 	DeviceIno uint64 `json:"device_ino,omitempty"`
 }
 
