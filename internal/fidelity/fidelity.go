@@ -6,6 +6,8 @@ package fidelity
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -100,7 +102,11 @@ func Replay(r *trace.Reader, governor string, setup func(*model.Replay, map[uint
 		return nil, errors.New("no agreement on the recorded profile")
 	}
 	o := &Outcome{Profile: prof, Model: res[0], Recorded: res[1]}
-	for i, kc := range r.End.Snapshot.CPUIdle {
+	for _, kc := range r.End.Snapshot.CPUIdle {
+		i := slices.IndexFunc(r.Meta.Start.CPUIdle, func(c trace.CPUCounters) bool { return c.CPU == kc.CPU })
+		if i < 0 || len(r.Meta.Start.CPUIdle[i].States) != len(kc.States) || !r.Meta.Start.CPUIdle[i].SameDevice(&kc) {
+			return nil, fmt.Errorf("CPU %d's cpuidle counters do not compare between the snapshots (offline at one, or its device registered afresh: CPU hotplug)", kc.CPU)
+		}
 		sc := r.Meta.Start.CPUIdle[i]
 		for j, ks := range kc.States {
 			o.KernelAbove += ks.Above - sc.States[j].Above
