@@ -5,9 +5,9 @@
 package fidelity
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/idletrace/idletrace/pkg/model"
 	"github.com/idletrace/idletrace/pkg/trace"
@@ -103,11 +103,10 @@ func Replay(r *trace.Reader, governor string, setup func(*model.Replay, map[uint
 	}
 	o := &Outcome{Profile: prof, Model: res[0], Recorded: res[1]}
 	for _, kc := range r.End.Snapshot.CPUIdle {
-		i := slices.IndexFunc(r.Meta.Start.CPUIdle, func(c trace.CPUCounters) bool { return c.CPU == kc.CPU })
-		if i < 0 || len(r.Meta.Start.CPUIdle[i].States) != len(kc.States) || !r.Meta.Start.CPUIdle[i].SameDevice(&kc) {
-			return nil, fmt.Errorf("CPU %d's cpuidle counters do not compare between the snapshots (offline at one, or its device registered afresh: CPU hotplug)", kc.CPU)
+		sc := r.Meta.Start.Counters(kc.CPU)
+		if why := trace.CountersApart(sc, &kc); why != "" || len(sc.States) != len(kc.States) {
+			return nil, fmt.Errorf("CPU %d's cpuidle counters do not compare between the snapshots (%s)", kc.CPU, cmp.Or(why, "another state table"))
 		}
-		sc := r.Meta.Start.CPUIdle[i]
 		for j, ks := range kc.States {
 			o.KernelAbove += ks.Above - sc.States[j].Above
 			o.KernelBelow += ks.Below - sc.States[j].Below

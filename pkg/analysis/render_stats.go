@@ -169,10 +169,12 @@ func renderStatsStates(d *doc, s *Stats) error {
 		if len(unchecked) > 0 {
 			d.para("Not checked against the kernel: " + strings.Join(unchecked, "; ") + ".")
 		}
-		if n == 0 && len(unchecked) > 0 {
-			d.para(fmt.Sprintf("Every other traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", ResidencyTolerance*100))
-		} else if n == 0 {
-			d.para(fmt.Sprintf("Every traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", ResidencyTolerance*100))
+		if n == 0 {
+			every := "Every"
+			if len(unchecked) > 0 {
+				every = "Every other"
+			}
+			d.para(fmt.Sprintf("%s traced counter agrees with the kernel's (usage exactly where nothing was lost, residency within %.1f %%, above and below exactly).", every, ResidencyTolerance*100))
 		} else {
 			p := fmt.Sprintf("%d counters disagree with the kernel's (flagged MISMATCH above; usage must match exactly where nothing was lost, residency within %.1f %%, above and below exactly).", n, ResidencyTolerance*100)
 			if s.Damage.IdleRecords > 0 || s.Damage.Regions > 0 {

@@ -7,7 +7,7 @@ import (
 )
 
 // The kernel's cpuidle counters: reading the start and end snapshots
-// (findCounters, and snapTime for rules.go's per-CPU windows), their
+// (trace.Snapshot.Counters and CountersApart, and snapTime for rules.go's per-CPU windows), their
 // deltas per CPU and state (kernelStats), and the check of the trace
 // against them (compareCPUIdle, ResidencyAgrees). It is apart because it
 // compares the trace with an independent source rather than computing
@@ -25,18 +25,6 @@ func snapTime(s *trace.Snapshot, recorded []int, cpu int) (uint64, bool) {
 		return s.CPUTimeNs[pos], true
 	}
 	return s.MonotonicNs, true
-}
-
-func findCounters(snap *trace.Snapshot, cpu int) *trace.CPUCounters {
-	if snap == nil {
-		return nil
-	}
-	for i := range snap.CPUIdle {
-		if snap.CPUIdle[i].CPU == cpu {
-			return &snap.CPUIdle[i]
-		}
-	}
-	return nil
 }
 
 func sub(a, b uint64) uint64 {
@@ -70,17 +58,8 @@ func (b *StatsBuilder) kernelStats(cpuList []int) KernelStats {
 	k.Available = true
 	for _, c := range cpuList {
 		cs := KernelCPU{CPU: c, States: []StateStats{}}
-		s0, s1 := findCounters(b.meta.Start, c), findCounters(endSnap, c)
-		// The recorder reads every CPU it records at both snapshots; an
-		// offline one has no cpuidle directory then (no states).
-		switch {
-		case s0 == nil || len(s0.States) == 0 && s1 != nil && len(s1.States) > 0:
-			cs.Unchecked = "offline at the start snapshot"
-		case s1 == nil || len(s1.States) == 0 && len(s0.States) > 0:
-			cs.Unchecked = "offline at the end snapshot"
-		case !s0.SameDevice(s1):
-			cs.Unchecked = "counters restarted: went offline and back (CPU hotplug)"
-		}
+		s0, s1 := b.meta.Start.Counters(c), endSnap.Counters(c)
+		cs.Unchecked = trace.CountersApart(s0, s1)
 		if cs.Unchecked == "" {
 			for _, e := range s1.States {
 				var st0 trace.StateCounters

@@ -532,6 +532,37 @@ func (c *CPUCounters) SameDevice(d *CPUCounters) bool {
 	return c.DeviceIno == 0 || d.DeviceIno == 0 || c.DeviceIno == d.DeviceIno
 }
 
+// Counters is cpu's cpuidle counters in s; nil where s (or s itself) has
+// none.
+func (s *Snapshot) Counters(cpu int) *CPUCounters {
+	if s == nil {
+		return nil
+	}
+	for i := range s.CPUIdle {
+		if s.CPUIdle[i].CPU == cpu {
+			return &s.CPUIdle[i]
+		}
+	}
+	return nil
+}
+
+// CountersApart says why one CPU's counters at the start and at the end
+// give no delta, "" where they do: the CPU was offline at one (the
+// recorder reads every CPU it records at both; an offline one has no
+// cpuidle directory, so no states), or its device was registered afresh
+// in between (SameDevice).
+func CountersApart(start, end *CPUCounters) string {
+	switch {
+	case start == nil || len(start.States) == 0 && end != nil && len(end.States) > 0:
+		return "offline at the start snapshot"
+	case end == nil || len(end.States) == 0 && len(start.States) > 0:
+		return "offline at the end snapshot"
+	case !start.SameDevice(end):
+		return "counters restarted: went offline and back (CPU hotplug)"
+	}
+	return ""
+}
+
 // TickCounters are one CPU's idle_calls and idle_sleeps as
 // /proc/timer_list shows them (struct tick_sched,
 // kernel/time/tick-sched.c): the idle loop's attempts to stop the tick,
