@@ -41,7 +41,7 @@ if [ -e /sys/kernel/btf/vmlinux ]; then say "btf=yes"; else say "btf=no"; fi
 #    IO against the kernel's own counters).
 # Only the tests that ask the kernel: the others read fixtures beside the
 # package's source, which the VM does not have.
-(cd "$data" && TMPDIR="$data/tmp" IDLETRACE_REFEREE_TRACE="$res/referee.trace" "$bin/record.test" -test.v -test.count=1 -test.timeout=10m -test.run '^(TestKernelReferee|TestGovernorFidelity|TestIOTaskJoin|TestRecordLive|TestRecordSameSector|TestHotplugCounters)$') >"$res/referee.log" 2>&1
+(cd "$data" && TMPDIR="$data/tmp" IDLETRACE_REFEREE_TRACE="$res/referee.trace" "$bin/record.test" -test.v -test.count=1 -test.timeout=10m -test.run '^(TestKernelReferee|TestGovernorFidelity|TestIOTaskJoin|TestRecordLive|TestRecordSameSector|TestHotplugCounters|TestHotplugCameOnline)$') >"$res/referee.log" 2>&1
 rc=$?
 say "referee_rc=$rc"
 show "$res/referee.log" referee:

@@ -97,7 +97,11 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		}
 		p("command", "%s", strings.Join(quoted, " "))
 	}
-	p("host", "%s, %s, %s (recorded: %s)", cmp.Or(m.Hostname, "unknown"), cmp.Or(m.CPUModel, "unknown"), analysis.Count(m.NumCPUs, "CPU"), host.FormatCPUList(m.RecordedCPUs))
+	recorded := host.FormatCPUList(m.RecordedCPUs)
+	if len(m.CameOnline) > 0 {
+		recorded += "; " + host.FormatCPUList(m.CameOnline) + " from when it came online"
+	}
+	p("host", "%s, %s, %s (recorded: %s)", cmp.Or(m.Hostname, "unknown"), cmp.Or(m.CPUModel, "unknown"), analysis.Count(m.NumCPUs, "CPU"), recorded)
 	p("kernel", "%s, HZ=%s, NO_HZ=%s", cmp.Or(m.KernelRelease, "unknown"), hz, cmp.Or(m.NoHZ, "unknown"))
 	noDriver := m.NoCPUIdleDriver()
 	if noDriver { // sysfs still names a governor, but none runs

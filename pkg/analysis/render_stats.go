@@ -307,6 +307,19 @@ func renderStatsIdleTime(d *doc, s *Stats) error {
 	if s.Window.Source == "snapshots" {
 		note = "Window: each CPU's own, between its instants in the two snapshots (the headline's runs between the block counters' reads, which follow every CPU's). " + note
 	}
+	var late []string
+	for _, c := range s.CPUs {
+		if c.CameOnline {
+			late = append(late, fmt.Sprint(c.CPU))
+		}
+	}
+	switch len(late) {
+	case 0:
+	case 1:
+		note = "CPU " + late[0] + " came online during the recording: its window begins with its first idle period. " + note
+	default:
+		note = "CPUs " + strings.Join(late, ", ") + " came online during the recording: the window of each begins with its first idle period. " + note
+	}
 	if s.HaltPoll != nil && s.HaltPoll.GuestHaltPollNs == 0 {
 		note += " The haltpoll governor, with guest_halt_poll_ns=0, asks to stop the tick at every entry unless a PM QoS limit of 0 is in force."
 	}

@@ -86,6 +86,9 @@ type CPUStats struct {
 	IdleNs       uint64  `json:"idle_ns"`
 	WindowNs     uint64  `json:"window_ns"`
 	IdleFraction float64 `json:"idle_fraction"`
+	// CameOnline: the CPU came online during the recording; its window
+	// (and idle fraction) begins with its first idle period.
+	CameOnline bool `json:"came_online,omitempty"`
 	// LostIdle is the number of idle-period records this CPU lost.
 	LostIdle uint64 `json:"lost_idle"`
 	// WakeCauses is what ended this CPU's idle periods (wake_causes.counts

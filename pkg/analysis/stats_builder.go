@@ -22,6 +22,7 @@ type cpuAcc struct {
 	states           []stateAcc
 	winStart, winEnd uint64 // per-CPU window (exit times in (winStart, winEnd])
 	periods, idleNs  uint64
+	firstEntryNs     uint64 // of the first period counted (a CPU that came online: when it began)
 	causes           causeCounts
 	ioWoke           uint64
 	wake             [maxStates]*latency.Histogram
@@ -228,6 +229,9 @@ func (b *StatsBuilder) AddIdle(p *trace.IdlePeriod) error {
 		if below {
 			s.below++
 		}
+	}
+	if a.periods == 0 {
+		a.firstEntryNs = p.EntryNs
 	}
 	a.periods++
 	a.idleNs += res

@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/idletrace/idletrace/pkg/latency"
@@ -120,7 +121,7 @@ func (b *StatsBuilder) lossStats(s *Stats) {
 func (b *StatsBuilder) cpuList() []int {
 	m := b.meta
 	cpuSet := map[int]bool{}
-	for _, c := range m.RecordedCPUs {
+	for _, c := range m.RecordedCPUList() {
 		if c >= 0 && c < maxCPUs {
 			cpuSet[c] = true
 		}
@@ -194,9 +195,17 @@ func (b *StatsBuilder) cpuStats(c int, durationNs uint64, tickStops map[int]uint
 	for _, cause := range trace.WakeCauses() {
 		cs.WakeCauses[cause.String()] = a.causes[cause]
 	}
+	start := a.winStart
+	if slices.Contains(b.meta.CameOnline, c) && a.periods > 0 {
+		// Offline until some instant after the start snapshot: its window
+		// begins with its first idle period, not at the snapshot, or the
+		// time it was offline would count as busy.
+		cs.CameOnline = true
+		start = max(start, a.firstEntryNs)
+	}
 	switch {
-	case a.winStart > 0 && a.winEnd != math.MaxUint64 && a.winEnd > a.winStart:
-		cs.WindowNs = a.winEnd - a.winStart
+	case start > 0 && a.winEnd != math.MaxUint64 && a.winEnd > start:
+		cs.WindowNs = a.winEnd - start
 	default:
 		cs.WindowNs = durationNs
 	}

@@ -1290,3 +1290,44 @@ func TestKernelCountersUnchecked(t *testing.T) {
 		})
 	}
 }
+
+// A CPU that came online during the recording was not idle, nor busy,
+// while it was offline: its window (and so its idle fraction) begins with
+// its first idle period, and the report says so; the others keep the
+// snapshots' window.
+func TestStatsCameOnline(t *testing.T) {
+	meta := driverMeta()
+	meta.RecordedCPUs = []int{0}
+	meta.CameOnline = []int{1}
+	end := &trace.End{Snapshot: &trace.Snapshot{MonotonicNs: 11_000_000}}
+	ps := []trace.IdlePeriod{period(0, 1, 2_000_000, 5_000*us), period(1, 1, 6_000_000, 2_500*us)}
+	s, err := ComputeStats(meta, end, nil, scanOf(ps, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cpu          int
+		windowNs     uint64
+		idleFraction float64
+		cameOnline   bool
+	}{
+		{0, 10_000_000, 0.5, false},
+		{1, 5_000_000, 0.5, true}, // 6 ms (its first entry) to 11 ms
+	} {
+		i := slices.IndexFunc(s.CPUs, func(c CPUStats) bool { return c.CPU == tc.cpu })
+		if i < 0 {
+			t.Fatalf("no CPU %d in %+v", tc.cpu, s.CPUs)
+		}
+		c := s.CPUs[i]
+		if c.WindowNs != tc.windowNs || c.IdleFraction != tc.idleFraction || c.CameOnline != tc.cameOnline {
+			t.Errorf("CPU %d: window %d ns, idle %.3f, came online %v; want %d, %.3f, %v", tc.cpu, c.WindowNs, c.IdleFraction, c.CameOnline, tc.windowNs, tc.idleFraction, tc.cameOnline)
+		}
+	}
+	var out strings.Builder
+	if err := RenderStats(&out, s, "text"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "CPU 1 came online during the recording: its window begins with its first idle period.") {
+		t.Errorf("the report does not say CPU 1 came online:\n%s", out.String())
+	}
+}

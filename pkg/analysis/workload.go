@@ -58,7 +58,7 @@ type Workload struct {
 func CountWorkloads(r *trace.Reader) (*Workload, error) {
 	w := &Workload{CPUs: Workloads{}}
 	out := w.CPUs
-	recorded := r.Meta.RecordedCPUs
+	recorded := r.Meta.RecordedCPUList()
 	if len(recorded) == 0 { // every CPU
 		for c := range min(r.Meta.NumCPUs, maxCPUs) {
 			recorded = append(recorded, c)

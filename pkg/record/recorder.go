@@ -391,6 +391,9 @@ func (rec *recording) readUntilStop(ctx context.Context, cmd *command) (*trace.E
 // end record's account. It returns the first error of the loop or after.
 func (rec *recording) stop(end *trace.End, recorded []int, awaitsKernel bool, detach func(), loopErr error) error {
 	end.Snapshot = machine.Snapshot(recorded, 0, rec.ioCounts)
+	if rec.opts.CPUs == nil { // every CPU was kept, those brought online too
+		end.CameOnline = cameOnline(recorded)
+	}
 	end.IOInFlight, end.IOOrphanedAtStop = rec.ioInFlight(end.Snapshot)
 	if awaitsKernel {
 		rec.settleAwaiting(200 * time.Millisecond)
@@ -412,6 +415,22 @@ func (rec *recording) stop(end *trace.End, recorded []int, awaitsKernel bool, de
 	end.UndeliveredReason = undeliveredReason(end.ProgStats)
 	end.IdlePeriods, end.BlockIOs = rec.idle, rec.io
 	return loopErr
+}
+
+// cameOnline lists the CPUs online now that were not at the start
+// (recorded: those online then), each with its state table.
+func cameOnline(recorded []int) []trace.CPUStates {
+	online, err := machine.OnlineCPUs()
+	if err != nil {
+		return nil
+	}
+	var out []trace.CPUStates
+	for _, c := range online {
+		if !slices.Contains(recorded, c) {
+			out = append(out, trace.CPUStates{CPU: c, States: machine.States(c)})
+		}
+	}
+	return out
 }
 
 // recordingCPUs reads the possible and online CPUs and checks the ones

@@ -23,11 +23,18 @@ type Metadata struct {
 	Hostname      string `json:"hostname"`
 	BootID        string `json:"boot_id"`
 	NumCPUs       int    `json:"num_cpus"`      // possible CPUs
-	RecordedCPUs  []int  `json:"recorded_cpus"` // CPUs whose idle periods were kept
+	RecordedCPUs  []int  `json:"recorded_cpus"` // CPUs whose idle periods were kept, as at the start
+	// CameOnline lists the CPUs that came online during a recording of
+	// every CPU, which kept their idle periods from then on. The end
+	// record names them (End.CameOnline); Reader adds them here and their
+	// state tables, read at the end, to States. RecordedCPUs keeps the
+	// start's list: the snapshots' per-CPU instants are in its order.
+	CameOnline []int `json:"came_online,omitempty"`
 
 	CPUIdleDriver   string `json:"cpuidle_driver"`   // CPUIdleDriverNone when the kernel has no cpuidle driver; "" when an import does not say
 	CPUIdleGovernor string `json:"cpuidle_governor"` // governor at start
-	// States holds each CPU's idle-state table as sysfs showed it at start.
+	// States holds each CPU's idle-state table as sysfs showed it at start
+	// (at the end for a CPU in CameOnline).
 	// Empty when the kernel has no cpuidle driver: it then runs its default
 	// idle routine (HLT on x86), which the cpu_idle tracepoint reports as
 	// state 1, and keeps no per-state counters.
@@ -78,8 +85,14 @@ type Inputs struct {
 // A file without it was cut short (killed, disk full); its data chunks are
 // still readable.
 type End struct {
-	Snapshot   *Snapshot `json:"snapshot"`
-	StopReason string    `json:"stop_reason"` // "duration", "command exited", "signal", "error: ..."; top's "quit", "output closed"
+	Snapshot *Snapshot `json:"snapshot"`
+	// CameOnline: the CPUs online at the end snapshot that were offline at
+	// the start, in a recording of every CPU (so their idle periods were
+	// kept from when they came online), each with its state table as sysfs
+	// showed it then (none without a cpuidle driver). A CPU that came and
+	// went again before the end is not known.
+	CameOnline []CPUStates `json:"came_online,omitempty"`
+	StopReason string      `json:"stop_reason"` // "duration", "command exited", "signal", "error: ..."; top's "quit", "output closed"
 	// Counters from the kernel side at the end of the recording.
 	Loss []Loss `json:"loss"`
 	// BPF run time per program, from the kernel's BPF statistics when enabled.
@@ -409,9 +422,40 @@ const ImportedClockPrefix = "imported from "
 func (m *Metadata) Imported() bool { return strings.HasPrefix(m.Clock, ImportedClockPrefix) }
 
 // RecordsCPU says whether the recording kept cpu's idle periods: every
-// CPU where RecordedCPUs lists none.
+// CPU where RecordedCPUs lists none; else those it lists and those that
+// came online during it.
 func (m *Metadata) RecordsCPU(cpu int) bool {
-	return len(m.RecordedCPUs) == 0 || slices.Contains(m.RecordedCPUs, cpu)
+	return len(m.RecordedCPUs) == 0 || slices.Contains(m.RecordedCPUs, cpu) || slices.Contains(m.CameOnline, cpu)
+}
+
+// RecordedCPUList is the CPUs the recording kept, sorted: RecordedCPUs and
+// CameOnline (nil where RecordedCPUs lists none: every CPU).
+func (m *Metadata) RecordedCPUList() []int {
+	if len(m.RecordedCPUs) == 0 {
+		return nil
+	}
+	out := append(slices.Clone(m.RecordedCPUs), m.CameOnline...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// AddCameOnline takes in the CPUs an end record says came online during the
+// recording (End.CameOnline): each joins CameOnline, and its state table
+// joins States where the start gave it none. Taking the same list twice
+// changes nothing.
+func (m *Metadata) AddCameOnline(cpus []CPUStates) {
+	for _, c := range cpus {
+		if c.CPU < 0 || c.CPU >= MaxCPUs || slices.Contains(m.RecordedCPUs, c.CPU) {
+			continue // not a CPU the start left out
+		}
+		if !slices.Contains(m.CameOnline, c.CPU) {
+			m.CameOnline = append(m.CameOnline, c.CPU)
+		}
+		if len(c.States) > 0 && !slices.ContainsFunc(m.States, func(s CPUStates) bool { return s.CPU == c.CPU }) {
+			m.States = append(m.States, c)
+		}
+	}
+	slices.Sort(m.CameOnline)
 }
 
 // CPUSet is a set of CPU numbers, read per record: RecordedCPUSet's.
@@ -423,15 +467,13 @@ type CPUSet struct {
 // Has says whether cpu is in the set.
 func (s CPUSet) Has(cpu uint32) bool { return s.all || int64(cpu) < int64(len(s.in)) && s.in[cpu] }
 
-// RecordedCPUSet is RecordsCPU as a set. A CPU brought online during the
-// recording is not in it (RecordedCPUs lists those of its start), though
-// its idle periods may be in the trace.
+// RecordedCPUSet is RecordsCPU as a set.
 func (m *Metadata) RecordedCPUSet() CPUSet {
 	if len(m.RecordedCPUs) == 0 {
 		return CPUSet{all: true}
 	}
 	var s CPUSet
-	for _, c := range m.RecordedCPUs {
+	for _, c := range m.RecordedCPUList() {
 		if c < 0 || c >= MaxCPUs {
 			continue
 		}

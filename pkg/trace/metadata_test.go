@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -57,18 +59,65 @@ func TestHaltPollLine(t *testing.T) {
 
 func TestRecordsCPU(t *testing.T) {
 	for _, tc := range []struct {
-		recorded []int
-		cpu      int
-		want     bool
+		recorded, cameOnline []int
+		cpu                  int
+		want                 bool
 	}{
-		{nil, 5, true}, // no --cpus: every CPU
-		{[]int{0, 2}, 2, true},
-		{[]int{0, 2}, 1, false},
+		{nil, nil, 5, true}, // no --cpus: every CPU
+		{[]int{0, 2}, nil, 2, true},
+		{[]int{0, 2}, nil, 1, false},
+		{[]int{0, 2}, []int{1}, 1, true}, // came online during the recording
 	} {
-		m := &Metadata{RecordedCPUs: tc.recorded}
+		m := &Metadata{RecordedCPUs: tc.recorded, CameOnline: tc.cameOnline}
 		if got := m.RecordsCPU(tc.cpu); got != tc.want {
-			t.Errorf("RecordedCPUs %v: RecordsCPU(%d) = %v, want %v", tc.recorded, tc.cpu, got, tc.want)
+			t.Errorf("RecordedCPUs %v, CameOnline %v: RecordsCPU(%d) = %v, want %v", tc.recorded, tc.cameOnline, tc.cpu, got, tc.want)
 		}
+		if got := m.RecordedCPUSet().Has(uint32(tc.cpu)); got != tc.want {
+			t.Errorf("RecordedCPUs %v, CameOnline %v: RecordedCPUSet().Has(%d) = %v, want %v", tc.recorded, tc.cameOnline, tc.cpu, got, tc.want)
+		}
+	}
+}
+
+// A CPU the end record says came online during the recording is a
+// recorded one to every reader of the metadata, with the table read at the
+// end; the start's list and tables stay as written.
+func TestCameOnline(t *testing.T) {
+	table := func(name string) []StateInfo {
+		return []StateInfo{{Index: 0, Name: "POLL", Polling: true}, {Index: 1, Name: name, ExitLatencyNs: 2000, TargetResidencyNs: 4000}}
+	}
+	var buf bytes.Buffer
+	meta := testMeta()
+	meta.RecordedCPUs = []int{0, 2}
+	w, err := NewWriter(&buf, meta)
+	must(t, err)
+	for _, p := range []IdlePeriod{{CPU: 0, State: 1, EntryNs: 10, ExitNs: 20}, {CPU: 1, State: 1, EntryNs: 30, ExitNs: 40}} {
+		must(t, w.AddIdle(&p))
+	}
+	must(t, w.Close(&End{StopReason: "duration", CameOnline: []CPUStates{
+		{CPU: 1, States: table("C1")},
+		{CPU: 3},                         // no cpuidle driver: no table
+		{CPU: 0, States: table("start")}, // recorded from the start: not taken
+	}}))
+	r, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	must(t, err)
+	m := r.Meta
+	if !slices.Equal(m.CameOnline, []int{1, 3}) || !slices.Equal(m.RecordedCPUs, []int{0, 2}) || !slices.Equal(m.RecordedCPUList(), []int{0, 1, 2, 3}) {
+		t.Errorf("CameOnline %v, RecordedCPUs %v, RecordedCPUList %v: want [1 3], [0 2], [0 1 2 3]", m.CameOnline, m.RecordedCPUs, m.RecordedCPUList())
+	}
+	var cpus []int
+	for _, cs := range m.States {
+		cpus = append(cpus, cs.CPU)
+		if cs.CPU == 1 && cs.States[1].Name != "C1" || cs.CPU == 0 && cs.States[1].Name != "haltpoll idle" {
+			t.Errorf("CPU %d's table %+v", cs.CPU, cs.States)
+		}
+	}
+	if !slices.Equal(cpus, []int{0, 1}) {
+		t.Errorf("tables of CPUs %v, want [0 1]", cpus)
+	}
+	// Taken twice (a trace written again from this metadata and end): the same.
+	m.AddCameOnline(r.End.CameOnline)
+	if !slices.Equal(m.CameOnline, []int{1, 3}) || len(m.States) != 2 {
+		t.Errorf("taken twice: CameOnline %v, %d tables", m.CameOnline, len(m.States))
 	}
 }
 

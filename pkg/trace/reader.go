@@ -712,6 +712,9 @@ func (r *Reader) readEnd() {
 		return
 	}
 	r.End = &e
+	// The CPUs that came online during the recording are recorded ones
+	// from then on: every reader of Meta sees them so (their tables too).
+	r.Meta.AddCameOnline(e.CameOnline)
 }
 
 // Scan delivers the records of every intact chunk, in file order, to v.
