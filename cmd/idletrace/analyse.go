@@ -327,6 +327,9 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	case !meta.Inputs.PMQoSTrace:
 		notes = append(notes, "the recording did not trace PM QoS changes: the latency limits in force at its start are taken to have held throughout")
 	}
+	if st := replay.Stats(); st.InferredPollTimeouts > 0 {
+		notes = append(notes, fmt.Sprintf("%d polls whose end the trace does not say (no time-out flag, no wake-up event: the kernel's text trace has no event for a time-out) lasted the kernel's poll limit and are taken as time-outs, as the recorded policy's poll time-outs", st.InferredPollTimeouts))
+	}
 	if st := replay.Stats(); st.DerivedNextTimer > 0 {
 		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
 	}

@@ -92,6 +92,11 @@ type Stats struct {
 	ChainedPollEnds  uint64 // recorded periods ended by a poll time limit and continued by the next
 	ChainedTickEnds  uint64 // recorded periods ended by a tick with idle re-entered at once
 	DerivedNextTimer uint64 // periods without a recorded next timer (derived, see Assumptions)
+	// InferredPollTimeouts: polls whose end the trace does not say (no
+	// time-out flag, no wake-up event: an import of the kernel's text
+	// trace, which has no event for a time-out) that lasted the kernel's
+	// poll limit, taken as time-outs.
+	InferredPollTimeouts uint64
 	ClampedPeriods   uint64 // periods overlapping the previous one on their CPU, clamped
 	BadState         uint64 // periods whose state index is outside the profile (skipped by recorded)
 	IOCompletions    uint64 // completed block requests seen

@@ -120,6 +120,9 @@ func (r *Replay) readPeriod(c *cpuShared, p *trace.IdlePeriod) (pi periodInfo) {
 	switch {
 	case p.PollTimedOut == trace.Yes || p.WakeCause == trace.WakePollTimeout:
 		pi.kind = endPoll
+	case r.pollTimeoutInferred(p, pi):
+		pi.kind = endPoll
+		r.stats.InferredPollTimeouts++
 	case p.WakeCause == trace.WakeTick:
 		pi.kind = endTick
 	default:
@@ -131,6 +134,18 @@ func (r *Replay) readPeriod(c *cpuShared, p *trace.IdlePeriod) (pi periodInfo) {
 	r.periodChain(c, p, &pi)
 	r.periodTimers(p, &pi)
 	return pi
+}
+
+// pollTimeoutInferred says whether a poll whose end the trace does not
+// say (neither a time-out flag nor a wake cause) timed out: it lasted the
+// kernel's poll limit, which poll_idle() ends it at unless a wake-up came
+// first (drivers/cpuidle/poll_state.c v6.12). A wake-up in the last check
+// interval past the limit would be taken for a time-out too; the
+// recorder's own traces carry the flag and never take this path.
+func (r *Replay) pollTimeoutInferred(p *trace.IdlePeriod, pi periodInfo) bool {
+	return p.PollTimedOut == trace.Unknown && p.WakeCause == trace.WakeUnknown &&
+		pi.rec >= 0 && pi.rec < r.recTab.n && r.recTab.polling[pi.rec] &&
+		r.kernelPollNs > 0 && pi.x-pi.e >= r.kernelPollNs
 }
 
 // periodTick reads the tick's state before and after the governor's

@@ -1,0 +1,76 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/idletrace/idletrace/pkg/trace"
+)
+
+// An import of the kernel's text trace has no event for a poll that timed
+// out: its polls end with neither a time-out flag nor a wake cause. Those
+// that lasted the kernel's poll limit are time-outs (poll_idle() ends a
+// poll there unless a wake-up came first), and the recorded policy must
+// count them as the recorder's own flags would have it, not as wake-ups
+// that found the CPU polling; a shorter poll of unknown end stays a
+// wake-up, and a flagged trace never takes the inference.
+func TestPollTimeoutInferred(t *testing.T) {
+	tab := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
+		{Index: 1, Name: "C1", ExitLatencyNs: 2_000, TargetResidencyNs: 2_000},
+		{Index: 2, Name: "C6", ExitLatencyNs: 170_000, TargetResidencyNs: 600_000}}
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NoHZ: "idle", CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu",
+		States: []trace.CPUStates{{CPU: 0, States: tab}}}
+	prof, err := Recorded(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "recorded")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := probe.kernelPollNs
+	if limit <= 0 {
+		t.Fatalf("no kernel poll limit for this table: %d", limit)
+	}
+	// Flagged as the recorder writes them: per round, a poll that timed
+	// out and the C1 stay the governor chose next, a poll a wake-up ended
+	// after 20 µs, a C6 timer sleep.
+	var flagged synth
+	now := int64(1_000_000)
+	add := func(s *synth, p trace.IdlePeriod, d, gap int64) {
+		p.EntryNs, p.ExitNs, p.WakeIRQ = uint64(now), uint64(now+d), -1
+		s.periods = append(s.periods, p)
+		now += d + gap
+	}
+	const rounds = 50
+	for range rounds {
+		add(&flagged, trace.IdlePeriod{State: 0, WakeCause: trace.WakePollTimeout, PollTimedOut: trace.Yes}, limit+3_000, 500)
+		add(&flagged, trace.IdlePeriod{State: 1, WakeCause: trace.WakeIRQ, PollTimedOut: trace.No}, 40_000, 30_000)
+		add(&flagged, trace.IdlePeriod{State: 0, WakeCause: trace.WakeRemoteNoIPI, PollTimedOut: trace.No}, 20_000, 30_000)
+		add(&flagged, trace.IdlePeriod{State: 2, WakeCause: trace.WakeTimer, PollTimedOut: trace.No}, 3_000_000, 30_000)
+	}
+	// The same as an import sees it: no flag, and no cause where the
+	// kernel's text trace has no event (a time-out, a wake-up without IPI).
+	imported := synth{periods: append([]trace.IdlePeriod(nil), flagged.periods...)}
+	for i := range imported.periods {
+		p := &imported.periods[i]
+		p.PollTimedOut = trace.Unknown
+		if p.WakeCause == trace.WakePollTimeout || p.WakeCause == trace.WakeRemoteNoIPI {
+			p.WakeCause = trace.WakeUnknown
+		}
+	}
+	want, wantRp := runReplay(t, prof, meta, []string{"recorded"}, &flagged)
+	got, gotRp := runReplay(t, prof, meta, []string{"recorded"}, &imported)
+	if n := wantRp.Stats().InferredPollTimeouts; n != 0 {
+		t.Errorf("flagged trace: %d poll time-outs inferred, want none", n)
+	}
+	if n := gotRp.Stats().InferredPollTimeouts; n != rounds {
+		t.Errorf("imported trace: %d poll time-outs inferred, want %d", n, rounds)
+	}
+	if want[0].PollTimeouts == nil || got[0].PollTimeouts == nil || *got[0].PollTimeouts != *want[0].PollTimeouts || *want[0].PollTimeouts != rounds {
+		t.Errorf("poll time-outs: imported %v, flagged %v, want %d each", got[0].PollTimeouts, want[0].PollTimeouts, rounds)
+	}
+	if got[0].WakeupsPolling != want[0].WakeupsPolling || got[0].WakeLatencyNs.Count != want[0].WakeLatencyNs.Count {
+		t.Errorf("wake-ups: imported %d (%d polling), flagged %d (%d polling): want the same",
+			got[0].WakeLatencyNs.Count, got[0].WakeupsPolling, want[0].WakeLatencyNs.Count, want[0].WakeupsPolling)
+	}
+}
