@@ -292,7 +292,10 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 	if st := replay.Stats(); st.IOOutsideWindow > 0 {
 		notes = append(notes, fmt.Sprintf("%d block IO completions outside the window the kernel's counters cover were not counted in the IO figures, as stats does not count them", st.IOOutsideWindow))
 	}
-	if st := replay.Stats(); st.BadState > 0 {
+	// Only the recorded policy replays the recorded state on the profile;
+	// the governors choose among the profile's own (recorded is refused on
+	// another machine's profile, so this is a damaged or odd trace).
+	if st := replay.Stats(); st.BadState > 0 && recorded {
 		notes = append(notes, fmt.Sprintf("%d of the idle periods were in a state beyond the profile's %d (the trace's states and the profile's differ): the recorded policy leaves them out (its energy, shares and exit latencies cover the rest only, so they compare with no other policy's), the others replay them; give the profile of the recording's machine", st.BadState, len(prof.States)))
 	}
 	if st := replay.Stats(); !ioFilter.Empty() && st.IOCompletions+st.IOFilteredOut > 0 {

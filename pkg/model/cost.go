@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -87,8 +88,10 @@ func (ps *polSim) result(r *Replay) Result {
 	// figure), and without a cpuidle driver, where the kernel never polled
 	// (the table is the HLT it used, with the POLL a driver would add).
 	recordedWindow := ps.kind == GovRecorded && (r.meta.HaltPollRan() || r.meta.NoCPUIdleDriver())
-	// A policy that disables the polling state has no limit to show.
-	polls := ps.tab.n > 0 && ps.tab.polling[0] && !ps.tab.disabled[0]
+	// A policy that disables the polling state has no limit to show,
+	// unless it disables every state: the governors then fall back to
+	// state 0 (menu_select's "No states enabled, must use 0"), which polls.
+	polls := ps.tab.n > 0 && ps.tab.polling[0] && (!ps.tab.disabled[0] || !slices.Contains(ps.tab.disabled, false))
 	if ps.kind != GovOracle && !ps.dynPoll && !recordedWindow && polls && ps.pollNs > 0 && ps.pollNs != noLimit {
 		v := uint64(ps.pollNs)
 		res.PollLimitNs = &v

@@ -74,3 +74,31 @@ func TestPollTimeoutInferred(t *testing.T) {
 			got[0].WakeLatencyNs.Count, got[0].WakeupsPolling, want[0].WakeLatencyNs.Count, want[0].WakeupsPolling)
 	}
 }
+
+// With every state disabled the governors fall back to state 0
+// (menu_select: "No states enabled, must use 0"), which polls, with the
+// limit cpuidle_poll_time gives when no state is enabled: the result
+// shows that limit, not none. With only POLL disabled there is no poll.
+func TestPollLimitEveryStateDisabled(t *testing.T) {
+	tab := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
+		{Index: 1, Name: "C1", ExitLatencyNs: 2_000, TargetResidencyNs: 2_000},
+		{Index: 2, Name: "C6", ExitLatencyNs: 170_000, TargetResidencyNs: 600_000}}
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NoHZ: "idle", CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu",
+		States: []trace.CPUStates{{CPU: 0, States: tab}}}
+	prof, err := Recorded(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := genTrace(3, 1, 400, 250_000)
+	res, _ := runReplay(t, prof, meta, []string{"menu+disable=POLL,C1,C6", "menu+disable=POLL"}, s)
+	const tick16 = 4_000_000 / 16 // CPUIDLE_POLL_MAX at HZ=250
+	if l := res[0].PollLimitNs; l == nil || *l != tick16 {
+		t.Errorf("every state disabled: poll limit %v, want %d ns", l, tick16)
+	}
+	if res[0].PollTimeouts == nil || *res[0].PollTimeouts == 0 {
+		t.Errorf("every state disabled: poll time-outs %v, want the fallback to POLL to time out", res[0].PollTimeouts)
+	}
+	if l := res[1].PollLimitNs; l != nil {
+		t.Errorf("POLL disabled, C1 and C6 not: poll limit %d, want none", *l)
+	}
+}

@@ -97,18 +97,18 @@ type Stats struct {
 	// trace, which has no event for a time-out) that lasted the kernel's
 	// poll limit, taken as time-outs.
 	InferredPollTimeouts uint64
-	ClampedPeriods   uint64 // periods overlapping the previous one on their CPU, clamped
-	BadState         uint64 // periods whose state index is outside the profile (skipped by recorded)
-	IOCompletions    uint64 // completed block requests seen
-	IOFilteredOut    uint64 // completed block requests in the window that the IO filter left out
-	IOOutsideWindow  uint64 // completed block requests outside the window, not counted (SetWindow), as stats
-	IOWokeIdle       uint64 // of which woke an idle CPU (package iowake's rule): the policies set their latency
-	IOWokeUnknown    uint64 // of the others, completions on CPUs whose idle periods the trace lacks (record --cpus): kept as recorded
-	IOUncertain      uint64 // of the others, completions the bounded matcher may have missed (see iowake.Matcher)
-	TaskIO           uint64 // of the completions, those whose task waited for them (iowake.TaskLatencyNs)
-	TaskWokeIdle     uint64 // of which the waiting task's CPU was idle and woken for it
-	TaskWokeUnknown  uint64 // of the others, tasks that ran on a CPU whose idle periods the trace lacks (record --cpus): kept as recorded
-	PMQoSChanges     uint64 // recorded PM QoS limit changes up to the end, applied at their times (PreparePMQoS)
+	ClampedPeriods       uint64 // periods overlapping the previous one on their CPU, clamped
+	BadState             uint64 // periods whose state index is outside the profile (skipped by recorded)
+	IOCompletions        uint64 // completed block requests seen
+	IOFilteredOut        uint64 // completed block requests in the window that the IO filter left out
+	IOOutsideWindow      uint64 // completed block requests outside the window, not counted (SetWindow), as stats
+	IOWokeIdle           uint64 // of which woke an idle CPU (package iowake's rule): the policies set their latency
+	IOWokeUnknown        uint64 // of the others, completions on CPUs whose idle periods the trace lacks (record --cpus): kept as recorded
+	IOUncertain          uint64 // of the others, completions the bounded matcher may have missed (see iowake.Matcher)
+	TaskIO               uint64 // of the completions, those whose task waited for them (iowake.TaskLatencyNs)
+	TaskWokeIdle         uint64 // of which the waiting task's CPU was idle and woken for it
+	TaskWokeUnknown      uint64 // of the others, tasks that ran on a CPU whose idle periods the trace lacks (record --cpus): kept as recorded
+	PMQoSChanges         uint64 // recorded PM QoS limit changes up to the end, applied at their times (PreparePMQoS)
 }
 
 const (
