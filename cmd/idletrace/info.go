@@ -123,7 +123,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 			}
 			names = append(names, fmt.Sprintf("%s (%s/%d µs%s)", s.Name, exit, s.TargetResidencyNs/1000, d))
 		}
-		p(fmt.Sprintf("states (cpu%d)", table.CPU), "%s", strings.Join(names, ", "))
+		p(fmt.Sprintf("states (cpu%d)", table.CPU), "%s; exit latency/target residency", strings.Join(names, ", "))
 	} else if noDriver {
 		p("states", "none: no cpuidle driver, the kernel used its default idle routine (HLT)")
 	} else {

@@ -1,9 +1,11 @@
 package analysis
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"slices"
 	"sort"
@@ -347,13 +349,41 @@ func renderStatsPeriodLength(d *doc, s *Stats) error {
 	}
 	d.heading("Idle period length per state (entry → exit, every recorded CPU)")
 	var rows [][]string
-	for _, n := range slices.Sorted(maps.Keys(s.StatePeriods)) {
+	for _, n := range byDepth(s, maps.Keys(s.StatePeriods)) {
 		p := s.StatePeriods[n]
 		l := p.LengthNs
 		rows = append(rows, []string{n, fmt.Sprint(l.Count), FormatUs(uint64(l.Mean + 0.5)), FormatUs(l.P50), FormatUs(l.P99), FormatUs(l.Max),
 			tickStoppedCell(p.TickStoppedBefore), tickStoppedCell(p.TickStopped)})
 	}
 	return d.table([]string{"State", "Idle periods", "mean µs", "p50 µs", "p99 µs", "max µs", "Tick off at choice", "Tick off at entry"}, rows, 0)
+}
+
+// byDepth sorts state names as the CPUs' tables order them, shallowest
+// first (C1, C1E, …, C10, not C1, C10, C1E), a name no table has after
+// them by name.
+func byDepth(s *Stats, names iter.Seq[string]) []string {
+	index := map[string]int{}
+	for _, c := range s.CPUs {
+		for _, st := range c.States {
+			if i, ok := index[st.Name]; !ok || st.Index < i {
+				index[st.Name] = st.Index
+			}
+		}
+	}
+	return slices.SortedFunc(names, func(a, b string) int {
+		ia, oka := index[a]
+		ib, okb := index[b]
+		switch {
+		case oka && okb && ia != ib:
+			return cmp.Compare(ia, ib)
+		case oka != okb:
+			if oka {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
 }
 
 // renderStatsWakeCauses writes what ended the idle periods.
@@ -399,7 +429,7 @@ func renderStatsWakeCauses(d *doc, s *Stats) error {
 func renderStatsWakeLatency(d *doc, s *Stats) error {
 	d.heading("Wake-up latency per state (remote wake request → idle exit)")
 	var rows [][]string
-	for _, n := range slices.Sorted(maps.Keys(s.WakeLatencyNs)) {
+	for _, n := range byDepth(s, maps.Keys(s.WakeLatencyNs)) {
 		l := s.WakeLatencyNs[n]
 		rows = append(rows, []string{n, fmt.Sprint(l.Count), FormatUs(l.P50), FormatUs(l.P99), FormatUs(l.Max)})
 	}
@@ -429,7 +459,7 @@ func wokeIdleLine(s *Stats) string {
 	if io.WokeIdleUnknown > 0 {
 		of = fmt.Sprintf(" of the %d completed on recorded CPUs; %d completed on CPUs the recording left out, unknown", known, io.WokeIdleUnknown)
 	}
-	return fmt.Sprintf("%d of them woke an idle CPU (%s%s; idle period ended by a device IRQ: %d, by a function-call IPI: %d; completion inside the idle period or ≤ %d µs after its exit).",
+	return fmt.Sprintf("%d of them woke an idle CPU (%s%s; of these, completions in an idle period a device IRQ ended: %d, a function-call IPI: %d, which may be more than such periods, as one can hold several; completion inside the idle period or ≤ %d µs after its exit).",
 		io.WokeIdleCPU, FormatPct(frac(io.WokeIdleCPU, known)), of, io.WokeIdleCPUByCause["irq"], io.WokeIdleCPUByCause["ipi-call"], io.WokeWindowNs/1000)
 }
 
@@ -482,7 +512,13 @@ func renderStatsIO(d *doc, s *Stats) error {
 		room := accountRoom(io.Devices)
 		switch {
 		case io.KernelDiffExplained:
-			ioLines = append(ioLines, fmt.Sprintf("Inside the window the kernel completed %d %s the trace lacks: %s.", n, noun, parts))
+			// The account is the recording's, every device's: a filter's
+			// figures above do not bound it.
+			where := "Inside the window"
+			if io.Filter != "" {
+				where = "Inside the window, on every device (the filter aside),"
+			}
+			ioLines = append(ioLines, fmt.Sprintf("%s the kernel completed %d %s the trace lacks: %s.", where, n, noun, parts))
 		case mismatch:
 			// The account must not read as the explanation of the
 			// difference the table shows.

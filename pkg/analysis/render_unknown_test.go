@@ -126,12 +126,16 @@ func TestRenderStatsIOAccount(t *testing.T) {
 		kernel           uint64
 		without, undeliv uint64
 		explained        bool
+		filter           string
 		want, avoid      string
 	}{
-		{"explained", 110, 9, 1, true, "Inside the window the kernel completed 10 requests the trace lacks: 9 whose issue", "MISMATCH"},
-		{"not explained", 127, 15, 4, false, "does not add up to the difference", "the kernel completed 19"},
+		{"explained", 110, 9, 1, true, "", "Inside the window the kernel completed 10 requests the trace lacks: 9 whose issue", "MISMATCH"},
+		{"not explained", 127, 15, 4, false, "", "does not add up to the difference", "the kernel completed 19"},
 		// No difference in the counters for the account to explain.
-		{"no difference", 100, 2, 0, false, "the kernel's block counters show no such difference", "MISMATCH"},
+		{"no difference", 100, 2, 0, false, "", "the kernel's block counters show no such difference", "MISMATCH"},
+		// Under an IO filter the account still covers every device: it
+		// must not read as the filtered requests'.
+		{"explained, filtered", 110, 9, 1, true, "dev=vdb", "Inside the window, on every device (the filter aside), the kernel completed 10 requests", "MISMATCH"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := *base
@@ -142,6 +146,7 @@ func TestRenderStatsIOAccount(t *testing.T) {
 			}
 			s.IO.WithoutIssueInWindow, s.IO.UndeliveredInWindow = &tc.without, &tc.undeliv
 			s.IO.KernelDiffExplained = tc.explained
+			s.IO.Filter = tc.filter
 			var out bytes.Buffer
 			if err := RenderStats(&out, &s, "text"); err != nil {
 				t.Fatal(err)

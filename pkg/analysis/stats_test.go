@@ -1331,3 +1331,31 @@ func TestStatsCameOnline(t *testing.T) {
 		t.Errorf("the report does not say CPU 1 came online:\n%s", out.String())
 	}
 }
+
+// The per-state tables go shallowest first, as the CPUs' tables order the
+// states (POLL, C1, C6), not by name (C1, C6, POLL).
+func TestStatsStatesByDepth(t *testing.T) {
+	s, err := ComputeStats(driverMeta(), nil, nil, scanOf(syntheticPeriods(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := RenderStats(&out, s, "text"); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	section := text[strings.Index(text, "Idle period length per state"):]
+	var order []string
+	for _, line := range strings.Split(section, "\n") {
+		f := strings.Fields(strings.Trim(line, "│ "))
+		if len(f) > 1 && (f[0] == "POLL" || f[0] == "C1" || f[0] == "C6") && !slices.Contains(order, f[0]) {
+			order = append(order, f[0])
+		}
+		if len(order) == 3 {
+			break
+		}
+	}
+	if !slices.Equal(order, []string{"POLL", "C1", "C6"}) {
+		t.Errorf("idle period length rows %v, want POLL, C1, C6:\n%s", order, section)
+	}
+}
