@@ -43,6 +43,8 @@ type Reader struct {
 	// truncWarning is the index in warnings of the file's truncation, -1
 	// if none: the recording's missing end is said there, not again.
 	truncWarning int
+	// joined: the walk met a second trace file after this one's end.
+	joined bool
 	warned       map[string]bool
 
 	zdec *zstd.Decoder
@@ -353,13 +355,23 @@ func (r *Reader) open() error {
 	r.truncWarning = -1
 	noFooter := false
 	if err := r.readIndex(); err != nil {
-		if !errors.Is(err, errNoFooter) {
-			r.warn("index is unusable (%v); read the file chunk by chunk", err)
-		} else {
-			noFooter = true
-		}
+		indexErr, at := err, len(r.warnings)
+		noFooter = errors.Is(err, errNoFooter)
 		if err := r.walkChunks(); err != nil {
 			return r.errorf("%w", err)
+		}
+		// Ahead of what the walk found; not where a second file joined
+		// this one, whose footer and index it is.
+		if n := len(r.warnings); !noFooter && !r.joined {
+			r.warn("index is unusable (%v); read the file chunk by chunk", indexErr)
+			if len(r.warnings) > n {
+				w := r.warnings[n]
+				copy(r.warnings[at+1:], r.warnings[at:n])
+				r.warnings[at] = w
+				if r.truncWarning >= at {
+					r.truncWarning++
+				}
+			}
 		}
 	}
 	r.readEnd()
@@ -443,6 +455,24 @@ func (r *Reader) walkChunks() error {
 		if err != nil && off == footerIndexOff {
 			break
 		}
+		// A second file after this one (trace files joined, as cat does):
+		// its header, after this one's footer or where a chunk should
+		// begin, or its metadata chunk. Its records are another
+		// recording's, not this one's to count, nor damage.
+		second := int64(-1)
+		switch {
+		case err != nil && r.isFooter(off) && r.isFileHeader(off+footerSize):
+			second = off + footerSize
+		case err != nil && r.isFileHeader(off):
+			second = off
+		case err == nil && h.typ == ChunkMetadata && off != fileHeaderSize:
+			second = off
+		}
+		if second >= 0 {
+			r.joined = true
+			r.warn("a second trace file begins at offset %d (files joined, as cat would): only the first, up to there, is read; split the file there to read the other (tail -c +%d)", second, second+1)
+			break
+		}
 		if err != nil {
 			next, rerr := r.resync(off + 1)
 			if rerr != nil {
@@ -485,6 +515,12 @@ func (r *Reader) walkChunks() error {
 			ev.off, ev.reason, ev.resumeOff-ev.off, ev.resumeOff, len(r.chunks)-ev.chunksBefore)
 	}
 	return nil
+}
+
+// isFileHeader says whether a trace file's header begins at off.
+func (r *Reader) isFileHeader(off int64) bool {
+	var magic [len(fileMagic)]byte
+	return off >= 0 && r.size-off >= fileHeaderSize && r.readAt(magic[:], off) == nil && string(magic[:]) == fileMagic
 }
 
 func (r *Reader) isFooter(off int64) bool {

@@ -475,6 +475,42 @@ func TestResyncAfterGarbage(t *testing.T) {
 	}
 }
 
+// Two trace files joined (cat a.trace b.trace): the reader reads the first
+// whole and says where the second begins; the second's records are not
+// counted as the first's, and its header is no damage. The first may have
+// been cut short before its footer (a recording killed) too.
+func TestJoinedFiles(t *testing.T) {
+	first, want := smallTrace(t)
+	second, _ := smallTrace(t)
+	for _, tc := range []struct {
+		name  string
+		first []byte
+	}{
+		{"closed", first},
+		{"no footer", first[:len(first)-footerSize]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := append(bytes.Clone(tc.first), second...)
+			r, err := NewNamedReader(bytes.NewReader(data), int64(len(data)), "joined.trace")
+			must(t, err)
+			got := readAll(t, r)
+			if got.counts() != want.counts() {
+				t.Errorf("records by kind %v, want the first file's %v", got.counts(), want.counts())
+			}
+			joinedAt := fmt.Sprintf("a second trace file begins at offset %d ", len(tc.first))
+			if ws := r.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], joinedAt) {
+				t.Errorf("warnings %q, want only one saying %q", ws, joinedAt)
+			}
+			if d := r.Damage(); d.Any() {
+				t.Errorf("damage %+v, want none: the second file is not damage", d)
+			}
+			if r.End == nil || r.End.StopReason != "duration" {
+				t.Errorf("end %+v, want the first file's", r.End)
+			}
+		})
+	}
+}
+
 // Every single-byte corruption anywhere: no panic, errors only for the file
 // header and metadata chunk, and the other chunks' records still come out.
 func TestFlipEveryByte(t *testing.T) {
