@@ -50,6 +50,10 @@ func (b *StatsBuilder) kernelStats(cpuList []int) KernelStats {
 	switch {
 	case b.meta.NoCPUIdleDriver():
 		return empty(NoDriverNote)
+	case b.meta.Imported() && (b.meta.Start == nil || len(b.meta.Start.CPUIdle) == 0):
+		// What sets an import's figures apart from a recording's of the
+		// same events: a reader comparing the two sees why.
+		return empty("an imported capture has no snapshot of the kernel's cpuidle counters; its residencies run from entry to exit as the events give them, not the kernel's own (above and below are judged on them), and its window from its first record to its last")
 	case b.meta.Start == nil || len(b.meta.Start.CPUIdle) == 0:
 		return empty("the trace has no start snapshot of the kernel's cpuidle counters")
 	case endSnap == nil:

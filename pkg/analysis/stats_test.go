@@ -1359,3 +1359,19 @@ func TestStatsStatesByDepth(t *testing.T) {
 		t.Errorf("idle period length rows %v, want POLL, C1, C6:\n%s", order, section)
 	}
 }
+
+// An imported capture says why its figures differ from a recording's of
+// the same events: no kernel counters, residencies entry to exit, the
+// window its records'.
+func TestStatsImportedNote(t *testing.T) {
+	meta := driverMeta()
+	meta.Start = nil
+	meta.Clock = trace.ImportedClockPrefix + " (test)"
+	s, err := ComputeStats(meta, nil, nil, scanOf(syntheticPeriods(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Kernel.Available || !strings.Contains(s.Kernel.Note, "an imported capture has no snapshot") || !strings.Contains(s.Kernel.Note, "entry to exit") {
+		t.Errorf("kernel counters available %v, note %q", s.Kernel.Available, s.Kernel.Note)
+	}
+}
