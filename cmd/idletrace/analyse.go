@@ -334,7 +334,13 @@ func replayReader(r *trace.Reader, path string, o replayOptions, pols []model.Po
 		notes = append(notes, fmt.Sprintf("%d polls whose end the trace does not say (no time-out flag, no wake-up event: the kernel's text trace has no event for a time-out) lasted the kernel's poll limit and are taken as time-outs, as the recorded policy's poll time-outs", st.InferredPollTimeouts))
 	}
 	if st := replay.Stats(); st.DerivedNextTimer > 0 {
-		notes = append(notes, fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods))
+		n := fmt.Sprintf("the next timer event was not recorded for %d of %d idle periods; it was derived from the wake-up", st.DerivedNextTimer, st.IdlePeriods)
+		if 2*st.DerivedNextTimer >= st.IdlePeriods && slices.ContainsFunc(pols, func(p model.Policy) bool { return p.Governor == model.GovMenu || p.Governor == model.GovTEO }) {
+			// The sleep length is what menu and teo choose by: derived
+			// from the wake-up, it is one they never had.
+			n += ", which menu and teo never know ahead: their rows on this trace are estimates, not replays of the kernel's choices (their agreement, where shown, says how far)"
+		}
+		notes = append(notes, n)
 	}
 	if exits != nil {
 		note := ""
