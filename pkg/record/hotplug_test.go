@@ -194,7 +194,8 @@ func TestHotplugCameOnline(t *testing.T) {
 		}
 	}
 	for _, kc := range st.Kernel.CPUs {
-		if kc.CPU == 1 && !strings.Contains(kc.Unchecked, "offline at the start") {
+		// Without a cpuidle driver there are no counters to leave unchecked.
+		if st.Kernel.Available && kc.CPU == 1 && !strings.Contains(kc.Unchecked, "offline at the start") {
 			t.Errorf("CPU 1: unchecked %q, want it offline at the start", kc.Unchecked)
 		}
 	}
