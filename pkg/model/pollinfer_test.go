@@ -14,15 +14,7 @@ import (
 // that found the CPU polling; a shorter poll of unknown end stays a
 // wake-up, and a flagged trace never takes the inference.
 func TestPollTimeoutInferred(t *testing.T) {
-	tab := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
-		{Index: 1, Name: "C1", ExitLatencyNs: 2_000, TargetResidencyNs: 2_000},
-		{Index: 2, Name: "C6", ExitLatencyNs: 170_000, TargetResidencyNs: 600_000}}
-	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NoHZ: "idle", CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu",
-		States: []trace.CPUStates{{CPU: 0, States: tab}}}
-	prof, err := Recorded(meta)
-	if err != nil {
-		t.Fatal(err)
-	}
+	meta, prof := pollTestMachine(t)
 	probe, err := NewReplay(prof, meta, []Policy{mustPolicy(t, "recorded")})
 	if err != nil {
 		t.Fatal(err)
@@ -80,15 +72,7 @@ func TestPollTimeoutInferred(t *testing.T) {
 // limit cpuidle_poll_time gives when no state is enabled: the result
 // shows that limit, not none. With only POLL disabled there is no poll.
 func TestPollLimitEveryStateDisabled(t *testing.T) {
-	tab := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
-		{Index: 1, Name: "C1", ExitLatencyNs: 2_000, TargetResidencyNs: 2_000},
-		{Index: 2, Name: "C6", ExitLatencyNs: 170_000, TargetResidencyNs: 600_000}}
-	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NoHZ: "idle", CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu",
-		States: []trace.CPUStates{{CPU: 0, States: tab}}}
-	prof, err := Recorded(meta)
-	if err != nil {
-		t.Fatal(err)
-	}
+	meta, prof := pollTestMachine(t)
 	s := genTrace(3, 1, 400, 250_000)
 	res, _ := runReplay(t, prof, meta, []string{"menu+disable=POLL,C1,C6", "menu+disable=POLL"}, s)
 	const tick16 = 4_000_000 / 16 // CPUIDLE_POLL_MAX at HZ=250
@@ -101,4 +85,20 @@ func TestPollLimitEveryStateDisabled(t *testing.T) {
 	if l := res[1].PollLimitNs; l != nil {
 		t.Errorf("POLL disabled, C1 and C6 not: poll limit %d, want none", *l)
 	}
+}
+
+// pollTestMachine is a 6.12 machine with POLL, C1 and C6 on CPU 0, and
+// its recorded profile.
+func pollTestMachine(t *testing.T) (*trace.Metadata, *Profile) {
+	t.Helper()
+	tab := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true},
+		{Index: 1, Name: "C1", ExitLatencyNs: 2_000, TargetResidencyNs: 2_000},
+		{Index: 2, Name: "C6", ExitLatencyNs: 170_000, TargetResidencyNs: 600_000}}
+	meta := &trace.Metadata{KernelRelease: "6.12.0", HZ: 250, NoHZ: "idle", CPUIdleDriver: "intel_idle", CPUIdleGovernor: "menu",
+		States: []trace.CPUStates{{CPU: 0, States: tab}}}
+	prof, err := Recorded(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta, prof
 }
