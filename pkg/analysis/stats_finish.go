@@ -196,14 +196,16 @@ func (b *StatsBuilder) cpuStats(c int, durationNs uint64, tickStops map[int]uint
 		cs.WakeCauses[cause.String()] = a.causes[cause]
 	}
 	start := a.winStart
-	if slices.Contains(b.meta.CameOnline, c) && a.periods > 0 {
+	if slices.Contains(b.meta.CameOnline, c) {
 		// Offline until some instant after the start snapshot: its window
 		// begins with its first idle period, not at the snapshot, or the
-		// time it was offline would count as busy.
+		// time it was offline would count as busy; without a period in
+		// the window it has none to give (0).
 		cs.CameOnline = true
 		start = max(start, a.firstEntryNs)
 	}
 	switch {
+	case cs.CameOnline && a.periods == 0:
 	case start > 0 && a.winEnd != math.MaxUint64 && a.winEnd > start:
 		cs.WindowNs = a.winEnd - start
 	default:

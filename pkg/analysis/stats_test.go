@@ -1298,7 +1298,7 @@ func TestKernelCountersUnchecked(t *testing.T) {
 func TestStatsCameOnline(t *testing.T) {
 	meta := driverMeta()
 	meta.RecordedCPUs = []int{0}
-	meta.CameOnline = []int{1}
+	meta.CameOnline = []int{1, 3}
 	end := &trace.End{Snapshot: &trace.Snapshot{MonotonicNs: 11_000_000}}
 	ps := []trace.IdlePeriod{period(0, 1, 2_000_000, 5_000*us), period(1, 1, 6_000_000, 2_500*us)}
 	s, err := ComputeStats(meta, end, nil, scanOf(ps, nil))
@@ -1313,6 +1313,7 @@ func TestStatsCameOnline(t *testing.T) {
 	}{
 		{0, 10_000_000, 0.5, false},
 		{1, 5_000_000, 0.5, true}, // 6 ms (its first entry) to 11 ms
+		{3, 0, 0, true},           // no idle period: no window to give, not a busy one
 	} {
 		i := slices.IndexFunc(s.CPUs, func(c CPUStats) bool { return c.CPU == tc.cpu })
 		if i < 0 {
@@ -1327,7 +1328,7 @@ func TestStatsCameOnline(t *testing.T) {
 	if err := RenderStats(&out, s, "text"); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "CPU 1 came online during the recording: its window begins with its first idle period.") {
+	if !strings.Contains(out.String(), "CPUs 1, 3 came online during the recording: the window of each begins with its first idle period.") {
 		t.Errorf("the report does not say CPU 1 came online:\n%s", out.String())
 	}
 }

@@ -65,6 +65,33 @@ func TestPollTimeoutInferred(t *testing.T) {
 		t.Errorf("wake-ups: imported %d (%d polling), flagged %d (%d polling): want the same",
 			got[0].WakeLatencyNs.Count, got[0].WakeupsPolling, want[0].WakeLatencyNs.Count, want[0].WakeupsPolling)
 	}
+	// Where the polls did not run to the table's limit, nothing is
+	// inferred: haltpoll's window (its governor named, or a guest's table
+	// with the governor unknown), and cpu_idle_poll without a driver.
+	guest := []trace.StateInfo{{Index: 0, Name: "POLL", Polling: true}, {Index: 1, Name: "haltpoll idle", ExitLatencyNs: 1000, TargetResidencyNs: 1000}}
+	for _, tc := range []struct {
+		name     string
+		governor string
+		driver   string
+		table    []trace.StateInfo
+	}{
+		{"haltpoll governor", "haltpoll", "haltpoll", nil},
+		{"guest table, governor unknown", "", "", guest},
+		{"no cpuidle driver", "menu", trace.CPUIdleDriverNone, nil},
+	} {
+		m := *meta
+		m.CPUIdleGovernor, m.CPUIdleDriver = tc.governor, tc.driver
+		if tc.table != nil {
+			m.States = []trace.CPUStates{{CPU: 0, States: tc.table}}
+		}
+		p, err := Recorded(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, rp := runReplay(t, p, &m, []string{"recorded"}, &imported); rp.Stats().InferredPollTimeouts != 0 {
+			t.Errorf("%s: %d poll time-outs inferred, want none", tc.name, rp.Stats().InferredPollTimeouts)
+		}
+	}
 }
 
 // With every state disabled the governors fall back to state 0

@@ -46,6 +46,10 @@ type Replay struct {
 	agreement bool
 	// kernelPollNs is the poll limit the recorded kernel used.
 	kernelPollNs int64
+	// tableLimitPolls: the recorded polls ran to kernelPollNs, the limit
+	// cpuidle_poll_time() takes from the table (not haltpoll's window, not
+	// the unlimited cpu_idle_poll without a driver).
+	tableLimitPolls bool
 	// minPollTimeoutNs is the shortest recorded poll time-out (0: none);
 	// see pollFloorNs. From the trace's end record or the prepass: the
 	// whole trace's; without either, the shortest so far.
@@ -193,6 +197,8 @@ func NewReplay(prof *Profile, meta *trace.Metadata, policies []Policy) (*Replay,
 	}
 	// The limit the kernel polled with, on the recorded table.
 	r.kernelPollNs = genericPollLimit(r.recTab, kernelPollRule(kv), 0)
+	r.tableLimitPolls = !meta.HaltPollRan() && !meta.NoCPUIdleDriver() &&
+		!(meta.CPUIdleGovernor == "" && slices.Contains(r.recTab.name, haltpollStateName))
 	for _, pol := range policies {
 		ps, err := newPolSim(r, prof, pol, kv, onRecorded)
 		if err != nil {

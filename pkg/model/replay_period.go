@@ -141,11 +141,16 @@ func (r *Replay) readPeriod(c *cpuShared, p *trace.IdlePeriod) (pi periodInfo) {
 // kernel's poll limit, which poll_idle() ends it at unless a wake-up came
 // first (drivers/cpuidle/poll_state.c v6.12). A wake-up in the last check
 // interval past the limit would be taken for a time-out too; the
-// recorder's own traces carry the flag and never take this path.
+// recorder's own traces carry the flag and never take this path. Only
+// where that limit is cpuidle_poll_time()'s from the table
+// (kernelPollNs): not under the haltpoll governor, which sets
+// dev->poll_limit_ns to its own moving window (a guest's table with the
+// governor unknown is taken as its), nor without a cpuidle driver, whose
+// cpu_idle_poll() has no limit.
 func (r *Replay) pollTimeoutInferred(p *trace.IdlePeriod, pi periodInfo) bool {
 	return p.PollTimedOut == trace.Unknown && p.WakeCause == trace.WakeUnknown &&
 		pi.rec >= 0 && pi.rec < r.recTab.n && r.recTab.polling[pi.rec] &&
-		r.kernelPollNs > 0 && pi.x-pi.e >= r.kernelPollNs
+		r.kernelPollNs > 0 && pi.x-pi.e >= r.kernelPollNs && r.tableLimitPolls
 }
 
 // periodTick reads the tick's state before and after the governor's

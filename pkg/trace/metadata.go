@@ -26,15 +26,17 @@ type Metadata struct {
 	RecordedCPUs  []int  `json:"recorded_cpus"` // CPUs whose idle periods were kept, as at the start
 	// CameOnline lists the CPUs that came online during a recording of
 	// every CPU, which kept their idle periods from then on. The end
-	// record names them (End.CameOnline); Reader adds them here and their
-	// state tables, read at the end, to States. RecordedCPUs keeps the
-	// start's list: the snapshots' per-CPU instants are in its order.
+	// record names them (End.CameOnline); Reader adds them here, and to
+	// States their tables as read at the end where the start had none
+	// (intel_idle and acpi_idle keep an offline CPU's, cpuidle-haltpoll
+	// does not). RecordedCPUs keeps the start's list: the snapshots'
+	// per-CPU instants are in its order.
 	CameOnline []int `json:"came_online,omitempty"`
 
 	CPUIdleDriver   string `json:"cpuidle_driver"`   // CPUIdleDriverNone when the kernel has no cpuidle driver; "" when an import does not say
 	CPUIdleGovernor string `json:"cpuidle_governor"` // governor at start
 	// States holds each CPU's idle-state table as sysfs showed it at start
-	// (at the end for a CPU in CameOnline).
+	// (at the end for a CPU in CameOnline that had none then).
 	// Empty when the kernel has no cpuidle driver: it then runs its default
 	// idle routine (HLT on x86), which the cpu_idle tracepoint reports as
 	// state 1, and keeps no per-state counters.

@@ -45,7 +45,7 @@ type Reader struct {
 	truncWarning int
 	// joined: the walk met a second trace file after this one's end.
 	joined bool
-	warned       map[string]bool
+	warned map[string]bool
 
 	zdec *zstd.Decoder
 	// stored receives a compressed payload on its way to a raw buffer.
@@ -376,7 +376,7 @@ func (r *Reader) open() error {
 	}
 	r.readEnd()
 	// A recording cut short has no index either: one warning says so.
-	if noFooter && r.End != nil && r.truncWarning < 0 {
+	if noFooter && r.End != nil && r.truncWarning < 0 && !r.joined {
 		r.warn("no index at the end of the file (recording not closed cleanly); read it chunk by chunk")
 	}
 	return nil

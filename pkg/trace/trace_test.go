@@ -483,14 +483,17 @@ func TestJoinedFiles(t *testing.T) {
 	first, want := smallTrace(t)
 	second, _ := smallTrace(t)
 	for _, tc := range []struct {
-		name  string
-		first []byte
+		name          string
+		first, second []byte
 	}{
-		{"closed", first},
-		{"no footer", first[:len(first)-footerSize]},
+		{"closed", first, second},
+		{"no footer", first[:len(first)-footerSize], second},
+		// The second cut short: the joined file has no footer, which is
+		// the second's to lack, not the first's.
+		{"second cut short", first, second[:len(second)-footerSize]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data := append(bytes.Clone(tc.first), second...)
+			data := append(bytes.Clone(tc.first), tc.second...)
 			r, err := NewNamedReader(bytes.NewReader(data), int64(len(data)), "joined.trace")
 			must(t, err)
 			got := readAll(t, r)
