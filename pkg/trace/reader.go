@@ -467,6 +467,8 @@ func (r *Reader) walkChunks() error {
 			second = off
 		case err == nil && h.typ == ChunkMetadata && off != fileHeaderSize:
 			second = off
+		case err != nil:
+			second = r.joinedInsideLast(off)
 		}
 		if second >= 0 {
 			r.joined = true
@@ -515,6 +517,52 @@ func (r *Reader) walkChunks() error {
 			ev.off, ev.reason, ev.resumeOff-ev.off, ev.resumeOff, len(r.chunks)-ev.chunksBefore)
 	}
 	return nil
+}
+
+// joinedInsideLast looks for a second file's header inside the last chunk
+// the walk took, where a bad header at off follows that chunk: the first
+// file was cut short inside the chunk (its header claimed more than was
+// written, a recording killed part way) and another file was joined after
+// it, so the claimed length ran into that one. The chunk is partial: it is
+// dropped, as a cut-short file's last chunk is, and said so.
+func (r *Reader) joinedInsideLast(off int64) int64 {
+	if len(r.chunks) == 0 {
+		return -1
+	}
+	last := r.chunks[len(r.chunks)-1]
+	from := last.off + chunkHeaderSize
+	if off <= from || off-from > maxRawLen {
+		return -1
+	}
+	buf := make([]byte, off-from)
+	if r.readAt(buf, from) != nil {
+		return -1
+	}
+	for i := 0; ; {
+		j := bytes.Index(buf[i:], []byte(fileMagic))
+		if j < 0 {
+			return -1
+		}
+		at := from + int64(i+j)
+		if r.isFileHeader(at) && r.isChunk(at+fileHeaderSize, ChunkMetadata) {
+			r.chunks = r.chunks[:len(r.chunks)-1]
+			r.truncWarning = len(r.warnings)
+			r.warn("file is truncated: chunk at offset %d needs %d bytes, %d are present before the second file; it is lost",
+				last.off, last.end()-last.off, at-last.off)
+			return at
+		}
+		i += j + 1
+	}
+}
+
+// isChunk says whether a chunk header of type typ begins at off.
+func (r *Reader) isChunk(off int64, typ ChunkType) bool {
+	var hb [chunkHeaderSize]byte
+	if off < 0 || r.size-off < chunkHeaderSize || r.readAt(hb[:], off) != nil {
+		return false
+	}
+	h, err := parseChunkHeader(hb[:])
+	return err == nil && h.typ == typ
 }
 
 // isFileHeader says whether a trace file's header begins at off.

@@ -514,6 +514,36 @@ func TestJoinedFiles(t *testing.T) {
 	}
 }
 
+// A recording killed inside a chunk, then another file joined after it:
+// the cut chunk's header claims bytes that are the second file's. The
+// reader finds the second file's header inside that claim, drops the cut
+// chunk as a cut-short file's last, and reads none of the second file.
+func TestJoinedAfterCutChunk(t *testing.T) {
+	first, _ := smallTrace(t)
+	second, _ := smallTrace(t)
+	victim := chunkOffsets(t, first)[3]
+	cut := first[:victim.off+chunkHeaderSize+int64(victim.payloadLen)/2]
+	r, err := NewNamedReader(bytes.NewReader(first[:victim.off]), victim.off, "before.trace")
+	must(t, err)
+	want := readAll(t, r)
+	data := append(bytes.Clone(cut), second...)
+	r, err = NewNamedReader(bytes.NewReader(data), int64(len(data)), "joined.trace")
+	must(t, err)
+	got := readAll(t, r)
+	if got.counts() != want.counts() {
+		t.Errorf("records by kind %v, want those before the cut chunk %v", got.counts(), want.counts())
+	}
+	ws := strings.Join(r.Warnings(), "\n")
+	for _, w := range []string{fmt.Sprintf("a second trace file begins at offset %d ", len(cut)), fmt.Sprintf("chunk at offset %d needs", victim.off)} {
+		if !strings.Contains(ws, w) {
+			t.Errorf("warnings %q lack %q", r.Warnings(), w)
+		}
+	}
+	if d := r.Damage(); d.Any() {
+		t.Errorf("damage %+v, want none: the second file is not damage", d)
+	}
+}
+
 // Every single-byte corruption anywhere: no panic, errors only for the file
 // header and metadata chunk, and the other chunks' records still come out.
 func TestFlipEveryByte(t *testing.T) {
