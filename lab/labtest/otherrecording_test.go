@@ -235,8 +235,7 @@ func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
 	if again := disturbedRecordings(rows); len(again) > 0 && os.Getenv("IDLETRACE_LAB_REJUDGE") == "" {
 		for _, row := range rows {
 			if !row.Pass {
-				t.Logf("first recordings: %s replayed on the %s recording: %s %.1f points from %s's own recording (bar %.0f)",
-					row.Replayed, row.OnTraceOf, row.worstWhat, row.Worst, row.Replayed, crossBarPoints)
+				t.Logf("first recordings: %s", row.failure())
 			}
 		}
 		t.Logf("every failing pair involves the %s recording: recording it once more (kept as ...-again) and judging every pair again", strings.Join(again, " and "))
@@ -247,8 +246,7 @@ func runCrossCase(t *testing.T, root, in string, c crossCase) []crossRow {
 	}
 	for _, row := range rows {
 		if !row.Pass {
-			t.Errorf("%s replayed on the %s recording: %s %.1f points from %s's own recording (bar %.0f)",
-				row.Replayed, row.OnTraceOf, row.worstWhat, row.Worst, row.Replayed, crossBarPoints)
+			t.Error(row.failure())
 		}
 	}
 	return rowsOnly(rows)
@@ -323,6 +321,12 @@ func recordCross(t *testing.T, root, in string, c crossCase, govs []string, suff
 type judgedCross struct {
 	crossRow
 	worstWhat string
+}
+
+// failure says how far a failing pair is from its bar.
+func (r judgedCross) failure() string {
+	return fmt.Sprintf("%s replayed on the %s recording: %s %.1f points from %s's own recording (bar %.0f)",
+		r.Replayed, r.OnTraceOf, r.worstWhat, r.Worst, r.Replayed, crossBarPoints)
 }
 
 func rowsOnly(rows []judgedCross) []crossRow {
