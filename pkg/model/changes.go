@@ -365,12 +365,7 @@ func (r *Replay) changes(k int, out []Result) *Changes {
 	}
 	in.issuePerCPU, in.wokePerCPU = r.ioIssueCPU, r.ioWokeCPU
 	in.selections = ps.selections
-	for _, cs := range ps.cpus {
-		if cs != nil {
-			in.stoppedRuns += cs.menu.stoppedRuns
-			in.marginOther += cs.menu.marginOther
-		}
-	}
+	in.stoppedRuns, in.marginOther = ps.idleTally.menu.stoppedRuns, ps.idleTally.menu.marginOther
 	ch.Reason = changeReason(in)
 	return ch
 }

@@ -96,4 +96,29 @@ func TestSetCountedFrom(t *testing.T) {
 			t.Errorf("cold: %d periods, C6's share %.3f, want 60 and under 0.7 (%v)", c.IdlePeriods, c.StateShare["C6"], c.StateShare)
 		}
 	})
+	t.Run("menu's stopped-tick runs count the counted selections", func(t *testing.T) {
+		// Short wake-ups with the tick stopped: every selection of menu's
+		// meets its stopped-tick override (a prediction under a tick), and
+		// those of the history periods must not be counted (Changes'
+		// reasons quote them beside the selections).
+		s := &synth{}
+		now := int64(1_000_000)
+		for range 80 {
+			p := trace.IdlePeriod{EntryNs: uint64(now), ExitNs: uint64(now + 100_000), WakeCause: trace.WakeIPIResched,
+				NextTimerKnown: true, NextTimerNs: 50_000_000, TickStopped: trace.Yes, TickStoppedBefore: trace.Yes,
+				PollTimedOut: trace.No, WakeIRQ: -1, NrIOWait: -1, AbortsBefore: -1}
+			s.periods = append(s.periods, p)
+			now += 100_000 + 30_000
+		}
+		meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
+		at := countedFrom(s, 50)
+		res, rp := runReplayWith(t, seedIntel(250), meta, []string{"menu"}, s, func(rp *Replay) {
+			for cpu, ns := range at {
+				rp.SetCountedFrom(cpu, ns)
+			}
+		})
+		if got := rp.pols[0].idleTally.menu.stoppedRuns; res[0].Selections != 30 || got != res[0].Selections {
+			t.Errorf("menu: %d stopped-tick runs over %d counted selections, want 30 each", got, res[0].Selections)
+		}
+	})
 }

@@ -128,22 +128,27 @@ type menuGov struct {
 	sum       uint64
 	sumsq     uint64
 
-	// stoppedRuns counts the selections that reached the stopped-tick
-	// override (the tick already stopped, a prediction under a tick);
-	// marginOther those where margin= predicted other than the next
-	// timer, which menu's override would have taken. whatif's reason
-	// for a margin that changed little.
-	stoppedRuns, marginOther uint64
+	// tally is where the override's runs are counted: the policy's, so
+	// that they are taken back with its other figures where periods
+	// replay as history (Replay.SetCountedFrom).
+	tally *menuTally
 }
+
+// menuTally counts menu's stopped-tick override runs: stoppedRuns the
+// selections that reached it (the tick already stopped, a prediction
+// under a tick), marginOther those where margin= predicted other than the
+// next timer, which menu's override would have taken. whatif's reason
+// for a margin that changed little.
+type menuTally struct{ stoppedRuns, marginOther uint64 }
 
 func newMenu(t *table, f *menuFlags) *menuGov {
 	m := &menuGov{}
-	m.init(t, f)
+	m.init(t, f, &menuTally{})
 	return m
 }
 
-func (m *menuGov) init(t *table, f *menuFlags) {
-	*m = menuGov{t: t, f: *f}
+func (m *menuGov) init(t *table, f *menuFlags, tally *menuTally) {
+	*m = menuGov{t: t, f: *f, tally: tally}
 	for i := range m.cf {
 		m.cf[i] = menuResolution * menuDecay
 	}
@@ -467,13 +472,13 @@ func (m *menuGov) stoppedOverride(predicted *uint64, in *selInput) {
 	if !in.tickStopped || *predicted >= uint64(m.t.tick) {
 		return
 	}
-	m.stoppedRuns++
+	m.tally.stoppedRuns++
 	switch {
 	case m.f.margin:
 		p := *predicted + uint64(float64(*predicted)*m.f.marginPct/100)
 		*predicted = min(p, m.nextTimer)
 		if *predicted != m.nextTimer {
-			m.marginOther++
+			m.tally.marginOther++
 		}
 	case m.f.safeTimer && m.nextTimer <= uint64(2*m.t.tick):
 	default:

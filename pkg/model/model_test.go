@@ -1287,8 +1287,8 @@ func TestMenuStoppedOverrideCounts(t *testing.T) {
 		m.nextTimer = timer
 		p := tc.predicted
 		m.stoppedOverride(&p, &selInput{tickStopped: tc.stopped})
-		if p != tc.want || m.stoppedRuns != tc.wantRuns || m.marginOther != tc.wantOther {
-			t.Errorf("%s: predicted %d, runs %d, other %d; want %d, %d, %d", tc.name, p, m.stoppedRuns, m.marginOther, tc.want, tc.wantRuns, tc.wantOther)
+		if p != tc.want || m.tally.stoppedRuns != tc.wantRuns || m.tally.marginOther != tc.wantOther {
+			t.Errorf("%s: predicted %d, runs %d, other %d; want %d, %d, %d", tc.name, p, m.tally.stoppedRuns, m.tally.marginOther, tc.want, tc.wantRuns, tc.wantOther)
 		}
 	}
 }

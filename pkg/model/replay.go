@@ -82,7 +82,6 @@ type Replay struct {
 	wakeUps, taskCounted  uint64
 	ioIssueCPU, ioWokeCPU []uint64
 	tallyScratch          []idleTally // idleAsHistory's saved figures
-	menuScratch           [][2]uint64 // and menu's stopped-tick counts
 	// countedFromNs: each CPU's periods entered before it are history
 	// (SetCountedFrom).
 	countedFromNs []uint64
@@ -369,17 +368,9 @@ func (r *Replay) idleAsHistory(c *cpuShared, p *trace.IdlePeriod) {
 		ps.idleTally.saveInto(&r.tallyScratch[k])
 	}
 	wakeUps := r.wakeUps
-	// menu's own counts of its stopped-tick runs (Changes' reasons) too.
-	r.menuScratch = r.menuScratch[:0]
-	for _, ps := range r.pols {
-		m := &ps.cpus[c.id].menu
-		r.menuScratch = append(r.menuScratch, [2]uint64{m.stoppedRuns, m.marginOther})
-	}
 	r.idle(c, p)
 	for k, ps := range r.pols {
 		r.tallyScratch[k].saveInto(&ps.idleTally)
-		m := &ps.cpus[c.id].menu
-		m.stoppedRuns, m.marginOther = r.menuScratch[k][0], r.menuScratch[k][1]
 	}
 	r.wakeUps = wakeUps
 }

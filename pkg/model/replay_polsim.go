@@ -81,6 +81,8 @@ type idleTally struct {
 	// and per CPU (Changes; the IO's are chgCount's).
 	changedWakes    uint64
 	changedCPUWakes []uint64
+	// menu: menu's stopped-tick override runs, every CPU's (menuGov.tally).
+	menu menuTally
 }
 
 // saveInto copies t into dst, reusing dst's slices.
@@ -239,7 +241,7 @@ func (ps *polSim) newCPU() *cpuSim {
 	cs := &cpuSim{kernelRes: -1}
 	switch ps.kind {
 	case GovMenu:
-		cs.menu.init(ps.tab, &ps.mflags)
+		cs.menu.init(ps.tab, &ps.mflags, &ps.idleTally.menu)
 		cs.gov = &cs.menu
 	case GovTEO:
 		cs.gov = newTEOFor(ps.tab, ps.teoVer)
