@@ -81,6 +81,7 @@ func compareTraces(before, after string, pol model.Policy, o replayOptions, stde
 		rep.Notes = append(rep.Notes, "before and measured are each trace's recorded choices on its own measured profile (each state's exit latency replaced by the median wake-up latency measured in that trace), as the prediction is on BEFORE's")
 	}
 	rep.Notes = append(rep.Notes, analysis.WorkloadMovedNotes(work[0].CPUs, work[1].CPUs, analysis.TickComparable(bmeta, ameta), before, after)...)
+	rep.Notes = append(rep.Notes, analysis.ShortWindowNotes(work[0], work[1], before, after)...)
 	for _, n := range prep.Notes {
 		rep.Notes = append(rep.Notes, "before ("+before+"): "+n)
 	}

@@ -331,12 +331,17 @@ func ComparisonFigures(before, predicted, measured *model.Result, states []strin
 	}))
 	if work {
 		// Not predicted: the replay keeps before's idle periods.
+		// Each side's own: a window too short to say leaves its side
+		// empty (ShortWindowNotes says so), not the other's too.
 		measuredOnly := func(get func(*Workload) float64) [3]*float64 {
-			b, a := get(beforeWork), get(afterWork)
-			if b == 0 || a == 0 { // a window too short to say
-				return [3]*float64{}
+			var v [3]*float64
+			if b := get(beforeWork); b != 0 {
+				v[0] = &b
 			}
-			return [3]*float64{&b, nil, &a}
+			if a := get(afterWork); a != 0 {
+				v[2] = &a
+			}
+			return v
 		}
 		add("idle_periods_per_s", "Idle periods per s, all CPUs", "per_s", measuredOnly((*Workload).PeriodsPerSecond))
 		add("idle_share", "Idle share of CPU time", "share", measuredOnly((*Workload).IdleShare))

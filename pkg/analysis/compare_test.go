@@ -583,3 +583,22 @@ func TestFormatShareChange(t *testing.T) {
 		}
 	}
 }
+
+// A recording too short for an idle rate leaves its own side of those
+// rows empty, not the other's, and a note says which and why.
+func TestComparisonShortWindow(t *testing.T) {
+	r := model.Result{Policy: "recorded", Selections: 10, StateShare: map[string]float64{"C1": 1}}
+	short := &Workload{CPUs: Workloads{0: {Periods: 9, IdleNs: 40e6, FirstNs: 1e9, LastNs: 1.09e9}}, WindowNs: 90e6}
+	long := &Workload{CPUs: Workloads{0: {Periods: 168, IdleNs: 1.9e9, FirstNs: 1e9, LastNs: 3e9}}, WindowNs: 2e9}
+	for _, r := range ComparisonFigures(&r, &r, &r, []string{"C1"}, short, long) {
+		if r.Figure == "idle_share" || r.Figure == "idle_periods_per_s" {
+			if r.Before != nil || r.Measured == nil {
+				t.Errorf("%s: before %v, measured %v; want none before (90 ms), after's own", r.Figure, r.Before, r.Measured)
+			}
+		}
+	}
+	notes := ShortWindowNotes(short, long, "b.trace", "a.trace")
+	if len(notes) != 1 || !strings.Contains(notes[0], "b.trace's window is 90.000 ms") {
+		t.Errorf("notes %q, want one on b.trace's 90 ms window", notes)
+	}
+}

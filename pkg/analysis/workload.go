@@ -159,6 +159,26 @@ func (w Workloads) span() uint64 {
 // workloadMinSpanNs: a shorter recording says nothing of idle shares.
 const workloadMinSpanNs = 100_000_000
 
+// ShortWindowNotes says which recording's window is too short for its
+// idle rate and share (under workloadMinSpanNs), which the comparison
+// then leaves empty.
+func ShortWindowNotes(before, after *Workload, beforeName, afterName string) []string {
+	var notes []string
+	for _, w := range []struct {
+		work *Workload
+		name string
+	}{{before, beforeName}, {after, afterName}} {
+		if w.work == nil {
+			continue
+		}
+		if span := w.work.window(); span < workloadMinSpanNs {
+			notes = append(notes, fmt.Sprintf("%s's window is %s, under the %s its idle periods per second and idle share need: not given",
+				w.name, FormatDuration(span), FormatDuration(workloadMinSpanNs)))
+		}
+	}
+	return notes
+}
+
 // workloadMovedPoints is how far a CPU's refused share, or its idle share,
 // must move between the recordings for a note: in the lab, where one
 // CPU's tick was kept in 97–99.6 % of its periods and the other's in
