@@ -68,6 +68,15 @@ func TestWhatifMeasuredAgainstItself(t *testing.T) {
 			}
 			continue
 		}
+		if strings.HasPrefix(f.Figure, "io_latency_ns.") && strings.HasSuffix(f.Figure, "_less_device_drift") {
+			// Its completions paid next to no exit latency (HLT's 1 µs
+			// on a few): less the drift, the row would give back
+			// BEFORE's device latency whatever was measured.
+			if f.Measured != nil {
+				t.Errorf("%s: measured %v, want none: the trace paid next to no exit latency", f.Figure, *f.Measured)
+			}
+			continue
+		}
 		if f.Before == nil || f.Measured == nil || *f.Before != *f.Measured {
 			t.Errorf("%s: before %v, measured %v: the same trace", f.Figure, f.Before, f.Measured)
 			continue
