@@ -25,11 +25,21 @@ type Key struct {
 
 // NoHostError is KeyOf's refusal of a trace that names no host when no
 // --host was given: rows without a host cannot be merged with others.
-type NoHostError struct{ Trace string }
+type NoHostError struct {
+	Trace string
+	Named string // the name it gives, where that names no one host ("(none)")
+}
 
 func (e *NoHostError) Error() string {
+	if e.Named != "" {
+		return fmt.Sprintf("%s names its host %q, the kernel's default nodename, which every unnamed machine shares: give --host NAME", e.Trace, e.Named)
+	}
 	return fmt.Sprintf("%s names no host (an imported capture?): give --host NAME", e.Trace)
 }
+
+// unnamedHost is the nodename a kernel gives a machine nobody named
+// (UTS_NODENAME's default): rows keyed by it would merge unrelated hosts.
+const unnamedHost = "(none)"
 
 // KeyOf is the key of the trace at path (as given on the command line):
 // host overrides the hostname the trace recorded.
@@ -42,6 +52,9 @@ func KeyOf(path, host string, meta *trace.Metadata) (Key, error) {
 	}
 	if host == "" {
 		return Key{}, &NoHostError{Trace: path}
+	}
+	if host == unnamedHost {
+		return Key{}, &NoHostError{Trace: path, Named: host}
 	}
 	k := Key{Host: host, Trace: path, RecordedStartUnixNs: RecordedStartUnixNs(meta),
 		KernelRelease: str(meta.KernelRelease), CPUModel: str(meta.CPUModel),

@@ -143,6 +143,9 @@ func TestKeyOf(t *testing.T) {
 		{"no anchor: NULL", "", &trace.Metadata{Hostname: "a", Start: m.Start}, "a", nil, false},
 		{"no hostname and no --host", "", &trace.Metadata{}, "", nil, true},
 		{"no hostname, --host", "imported", &trace.Metadata{}, "imported", nil, false},
+		// The kernel's default nodename names no one machine.
+		{"the default nodename and no --host", "", &trace.Metadata{Hostname: "(none)"}, "", nil, true},
+		{"the default nodename, --host", "vm-9", &trace.Metadata{Hostname: "(none)"}, "vm-9", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k, err := KeyOf("x.trace", tc.host, tc.meta)
