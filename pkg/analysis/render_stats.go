@@ -322,6 +322,17 @@ func renderStatsIdleTime(d *doc, s *Stats) error {
 	default:
 		note = "CPUs " + strings.Join(late, ", ") + " came online during the recording: the window of each begins with its first idle period. " + note
 	}
+	// A CPU taken offline during the window: the trace has no event for
+	// the time it was down, which its idle share counts as busy.
+	var down []string
+	for _, k := range s.Kernel.CPUs {
+		if strings.HasPrefix(k.Unchecked, "offline at the end") || strings.HasPrefix(k.Unchecked, "counters restarted") {
+			down = append(down, fmt.Sprint(k.CPU))
+		}
+	}
+	if len(down) > 0 {
+		note = fmt.Sprintf("CPU %s went offline during the window (its counters say so, Idle states above): the time it was offline counts as busy in its idle share, as the trace has no event for it. ", strings.Join(down, ", ")) + note
+	}
 	if s.HaltPoll != nil && s.HaltPoll.GuestHaltPollNs == 0 {
 		note += " The haltpoll governor, with guest_halt_poll_ns=0, asks to stop the tick at every entry unless a PM QoS limit of 0 is in force."
 	}

@@ -1287,6 +1287,16 @@ func TestKernelCountersUnchecked(t *testing.T) {
 			if len(s.Mismatches) > 0 {
 				t.Errorf("mismatches %+v", s.Mismatches)
 			}
+			// Down during the window: its idle share counts that as busy,
+			// and the report says so.
+			var out strings.Builder
+			if err := RenderStats(&out, s, "text"); err != nil {
+				t.Fatal(err)
+			}
+			wentDown := strings.Contains(tc.want, "restarted") || strings.Contains(tc.want, "offline at the end")
+			if got := strings.Contains(strings.Join(strings.Fields(out.String()), " "), "CPU 1 went offline during the window"); got != wentDown {
+				t.Errorf("the report says CPU 1 went offline: %v, want %v", got, wentDown)
+			}
 		})
 	}
 }
