@@ -20,6 +20,17 @@ func countedFrom(s *synth, i int) map[uint32]uint64 {
 	return at
 }
 
+// replayCountedFrom replays s with each CPU's periods before at[CPU]
+// as history (SetCountedFrom).
+func replayCountedFrom(t *testing.T, prof *Profile, meta *trace.Metadata, specs []string, s *synth, at map[uint32]uint64) ([]Result, *Replay) {
+	t.Helper()
+	return runReplayWith(t, prof, meta, specs, s, func(rp *Replay) {
+		for cpu, ns := range at {
+			rp.SetCountedFrom(cpu, ns)
+		}
+	})
+}
+
 // only is s less the periods entered before at[CPU].
 func only(s *synth, at map[uint32]uint64) *synth {
 	out := &synth{ios: s.ios}
@@ -48,11 +59,7 @@ func TestSetCountedFrom(t *testing.T) {
 		}
 		at := countedFrom(s, 250)
 		specs := []string{"recorded", "menu"}
-		withHistory, _ := runReplayWith(t, prof, meta, specs, s, func(rp *Replay) {
-			for cpu, ns := range at {
-				rp.SetCountedFrom(cpu, ns)
-			}
-		})
+		withHistory, _ := replayCountedFrom(t, prof, meta, specs, s, at)
 		alone, _ := runReplay(t, prof, meta, specs, only(s, at))
 		h, a := withHistory[0], alone[0]
 		if h.IdlePeriods != 2*350 || h.IdlePeriods != a.IdlePeriods || h.Selections != a.Selections ||
@@ -82,11 +89,7 @@ func TestSetCountedFrom(t *testing.T) {
 		}
 		meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
 		at := countedFrom(s, 30)
-		withHistory, _ := runReplayWith(t, seedIntel(250), meta, []string{"ladder"}, s, func(rp *Replay) {
-			for cpu, ns := range at {
-				rp.SetCountedFrom(cpu, ns)
-			}
-		})
+		withHistory, _ := replayCountedFrom(t, seedIntel(250), meta, []string{"ladder"}, s, at)
 		cold, _ := runReplay(t, seedIntel(250), meta, []string{"ladder"}, only(s, at))
 		if h := withHistory[0]; h.IdlePeriods != 60 || h.StateShare["C6"] != 1 {
 			t.Errorf("with history: %d periods, C6's share %.3f, want 60 and 1 (%v)", h.IdlePeriods, h.StateShare["C6"], h.StateShare)
@@ -112,11 +115,7 @@ func TestSetCountedFrom(t *testing.T) {
 		}
 		meta := &trace.Metadata{KernelRelease: "6.18.44", HZ: 250}
 		at := countedFrom(s, 50)
-		res, rp := runReplayWith(t, seedIntel(250), meta, []string{"menu"}, s, func(rp *Replay) {
-			for cpu, ns := range at {
-				rp.SetCountedFrom(cpu, ns)
-			}
-		})
+		res, rp := replayCountedFrom(t, seedIntel(250), meta, []string{"menu"}, s, at)
 		if got := rp.pols[0].idleTally.menu.stoppedRuns; res[0].Selections != 30 || got != res[0].Selections {
 			t.Errorf("menu: %d stopped-tick runs over %d counted selections, want 30 each", got, res[0].Selections)
 		}
