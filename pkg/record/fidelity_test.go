@@ -140,6 +140,33 @@ func TestGovernorFidelity(t *testing.T) {
 	}
 }
 
+// haltpollBoundaryNs is how far a halt's traced residency may lie from
+// the kernel's own measure of it (cpuidle_enter_state's, which the
+// traced entry and exit enclose: 0.5 µs in a CI run where a halt of
+// 100,518 ns traced met a window of 100,000 and the kernel did not grow
+// it).
+const haltpollBoundaryNs = 2_000
+
+// boundaryHalt finds, among a CPU's recent periods (oldest first, each
+// with the model's window after it), a halt whose residency the kernel
+// did not give and whose traced one lies within haltpollBoundaryNs of the
+// window before it or of guest_halt_poll_ns.
+func boundaryHalt(recent []haltpollStep, guestNs uint64) (haltpollStep, bool) {
+	for i := 1; i < len(recent); i++ {
+		st := recent[i]
+		if st.p.KernelKnown || st.p.State == 0 {
+			continue
+		}
+		res, _ := st.p.Residency()
+		for _, threshold := range []uint64{recent[i-1].ns, guestNs} {
+			if threshold > 0 && absDiff(res, threshold) <= haltpollBoundaryNs {
+				return st, true
+			}
+		}
+	}
+	return haltpollStep{}, false
+}
+
 func absDiff(a, b uint64) uint64 {
 	if a > b {
 		return a - b
@@ -214,6 +241,13 @@ func (d *haltpollData) windowsAt(at map[uint32]uint64) map[uint32]uint64 {
 // model kept on the kernel's history has the kernel's new window and has
 // raised as many changes. A CPU that lost idle periods cannot match
 // exactly and is only logged.
+// haltpollStep is a recorded period and the model's window (and change
+// count) after it.
+type haltpollStep struct {
+	p           *trace.IdlePeriod
+	ns, changes uint64
+}
+
 func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 	t.Helper()
 	d := readHaltpoll(t, r)
@@ -267,6 +301,14 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 	})
 	seen := map[uint32]uint64{}
 	bad := map[uint32]int{}
+	// offset: changes the model made that the kernel did not, or the
+	// reverse, at a boundary case (resynced below).
+	offset := map[uint32]int64{}
+	resynced := map[uint32]int{}
+	var guestNs uint64
+	if r.Meta.HaltPoll != nil {
+		guestNs = r.Meta.HaltPoll.GuestHaltPollNs
+	}
 	// The model's change count before each CPU's last recorded period: the
 	// kernel adjusts the window for a period at the next entry (haltpoll's
 	// reflect runs from the next select), which for the last one can come
@@ -275,11 +317,7 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 	var total int
 	// Each CPU's last periods and the model's window after each, for the
 	// log of a change that differs.
-	type step struct {
-		p           *trace.IdlePeriod
-		ns, changes uint64
-	}
-	recent := map[uint32][]step{}
+	recent := map[uint32][]haltpollStep{}
 	for _, e := range evs {
 		if e.p != nil {
 			if e.p.ExitNs == last[e.p.CPU] {
@@ -289,7 +327,7 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 				t.Fatal(err)
 			}
 			ns, changes, _ := rp.HaltpollWindow(0, e.p.CPU)
-			if l := append(recent[e.p.CPU], step{e.p, ns, changes}); len(l) > 4 {
+			if l := append(recent[e.p.CPU], haltpollStep{e.p, ns, changes}); len(l) > 4 {
 				recent[e.p.CPU] = l[1:]
 			} else {
 				recent[e.p.CPU] = l
@@ -300,8 +338,26 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 		seen[h.CPU]++
 		total++
 		ns, changes, ok := rp.HaltpollWindow(0, h.CPU)
-		if ok && ns == uint64(h.NewNs) && changes == seen[h.CPU] {
+		if ok && ns == uint64(h.NewNs) && int64(changes) == int64(seen[h.CPU])+offset[h.CPU] {
 			continue
+		}
+		// A recent halt whose residency the kernel did not give, and whose
+		// traced one lies within haltpollBoundaryNs of a threshold
+		// adjust_poll_limit() compares it with (the window then, or
+		// guest_halt_poll_ns): the traced times include the entry and exit
+		// around the kernel's own measure, so which side the kernel's fell
+		// on is not known. Not judged: the model takes the kernel's
+		// window and goes on (at most a few times per CPU).
+		if ok && resynced[h.CPU] < 3 {
+			if st, near := boundaryHalt(recent[h.CPU], guestNs); near {
+				res, _ := st.p.Residency()
+				t.Logf("cpu%d at %d: the kernel's window went %d → %d, the model's is %d: after a halt of %d ns traced, within %d ns of a threshold the kernel judged on its own measure (not recorded): taken as the kernel's",
+					h.CPU, h.TimeNs, h.OldNs, h.NewNs, ns, res, haltpollBoundaryNs)
+				rp.SetHaltpollWindow(h.CPU, uint64(h.NewNs))
+				offset[h.CPU] = int64(changes) - int64(seen[h.CPU])
+				resynced[h.CPU]++
+				continue
+			}
 		}
 		if bad[h.CPU]++; bad[h.CPU] <= 5 {
 			t.Logf("cpu%d at %d: the kernel's window went %d → %d (change %d), the model's is %d (change %d, ok %v)",
@@ -315,6 +371,7 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 	}
 	for cpu, n := range seen {
 		_, changes, _ := rp.HaltpollWindow(0, cpu)
+		changes = uint64(int64(changes) - offset[cpu])
 		l := d.loss[cpu]
 		lossy := l.IdleLost+l.IdleUnpaired+l.OtherLost > 0
 		switch {
@@ -334,5 +391,30 @@ func checkHaltpollWindows(t *testing.T, r *trace.Reader, prof *model.Profile) {
 			return
 		}
 		t.Error("no power:guest_halt_poll_ns records: nothing to check the window against")
+	}
+}
+
+// boundaryHalt takes a halt as a boundary case only where the kernel's
+// own residency is unknown and the traced one lies within
+// haltpollBoundaryNs of the window before it or of guest_halt_poll_ns.
+func TestBoundaryHalt(t *testing.T) {
+	halt := func(res uint64, kernelKnown bool) *trace.IdlePeriod {
+		return &trace.IdlePeriod{State: 1, EntryNs: 1_000_000, ExitNs: 1_000_000 + res, KernelKnown: kernelKnown, KernelCounted: kernelKnown, KernelResidencyNs: res}
+	}
+	poll := &trace.IdlePeriod{State: 0, EntryNs: 900_000, ExitNs: 950_000}
+	for _, tc := range []struct {
+		name string
+		p    *trace.IdlePeriod
+		want bool
+	}{
+		{"traced 518 ns over the window, kernel's unknown (the CI run)", halt(100_518, false), true},
+		{"the kernel's own residency known", halt(100_518, true), false},
+		{"far from every threshold", halt(150_000, false), false},
+		{"near guest_halt_poll_ns", halt(199_000, false), true},
+	} {
+		steps := []haltpollStep{{poll, 100_000, 0}, {tc.p, 200_000, 1}}
+		if _, got := boundaryHalt(steps, 200_000); got != tc.want {
+			t.Errorf("%s: boundary %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
