@@ -326,7 +326,7 @@ func renderStatsIdleTime(d *doc, s *Stats) error {
 	// the time it was down, which its idle share counts as busy.
 	var down []string
 	for _, k := range s.Kernel.CPUs {
-		if strings.HasPrefix(k.Unchecked, "offline at the end") || strings.HasPrefix(k.Unchecked, "counters restarted") {
+		if k.Unchecked == trace.OfflineAtEnd || k.Unchecked == trace.CountersRestarted {
 			down = append(down, fmt.Sprint(k.CPU))
 		}
 	}

@@ -26,14 +26,9 @@ import (
 // device, and (IDLETRACE_MATRIX_CPUIDLE=none) no cpuidle driver. (The machine is held: nothing else records, pins a
 // thread to CPU 1 or counts on it meanwhile.)
 func TestHotplugCounters(t *testing.T) {
-	testenv.OwnMachine(t)
-	online := "/sys/devices/system/cpu/cpu1/online"
-	if _, err := os.Stat(online); err != nil {
-		t.Skipf("this kernel cannot take CPU 1 offline: no %s (CONFIG_HOTPLUG_CPU unset, or one CPU): %v", online, err)
-	}
+	online := cpu1Online(t)
 	d, _ := os.ReadFile("/sys/devices/system/cpu/cpuidle/current_driver")
 	noDriver := strings.TrimSpace(string(d)) == "" || strings.TrimSpace(string(d)) == "none"
-	t.Cleanup(func() { os.WriteFile(online, []byte("1"), 0o644) })
 	path := filepath.Join(t.TempDir(), "hotplug.trace")
 	sum, err := record.Record(context.Background(), record.Options{Output: path,
 		Command: []string{"sh", "-c", "set -e; sleep 0.5; echo 0 > " + online + "; sleep 0.5; echo 1 > " + online + "; sleep 0.5"}})
@@ -117,12 +112,7 @@ func TestHotplugCounters(t *testing.T) {
 // stats must begin its window with its first idle period, leave its
 // counters unchecked (there were none at the start) and flag nothing.
 func TestHotplugCameOnline(t *testing.T) {
-	testenv.OwnMachine(t)
-	online := "/sys/devices/system/cpu/cpu1/online"
-	if _, err := os.Stat(online); err != nil {
-		t.Skipf("this kernel cannot take CPU 1 offline: no %s (CONFIG_HOTPLUG_CPU unset, or one CPU): %v", online, err)
-	}
-	t.Cleanup(func() { os.WriteFile(online, []byte("1"), 0o644) })
+	online := cpu1Online(t)
 	if err := os.WriteFile(online, []byte("0"), 0o644); err != nil {
 		t.Fatalf("taking CPU 1 offline: %v", err)
 	}
@@ -200,4 +190,18 @@ func TestHotplugCameOnline(t *testing.T) {
 		}
 	}
 	t.Logf("driver %q: CPU 1 came online with table %q, window %.3f s against CPU 0's %.3f s", m.CPUIdleDriver, table, float64(cpu1.WindowNs)/1e9, float64(cpu0.WindowNs)/1e9)
+}
+
+// cpu1Online holds the machine for a hotplug test and returns CPU 1's
+// online file, restored to online when the test ends; it skips where the
+// kernel cannot take CPU 1 offline.
+func cpu1Online(t *testing.T) string {
+	t.Helper()
+	testenv.OwnMachine(t)
+	online := "/sys/devices/system/cpu/cpu1/online"
+	if _, err := os.Stat(online); err != nil {
+		t.Skipf("this kernel cannot take CPU 1 offline: no %s (CONFIG_HOTPLUG_CPU unset, or one CPU): %v", online, err)
+	}
+	t.Cleanup(func() { os.WriteFile(online, []byte("1"), 0o644) })
+	return online
 }

@@ -598,14 +598,21 @@ func (s *Snapshot) Counters(cpu int) *CPUCounters {
 func CountersApart(start, end *CPUCounters) string {
 	switch {
 	case start == nil || len(start.States) == 0 && end != nil && len(end.States) > 0:
-		return "offline at the start snapshot"
+		return OfflineAtStart
 	case end == nil || len(end.States) == 0 && len(start.States) > 0:
-		return "offline at the end snapshot"
+		return OfflineAtEnd
 	case !start.SameDevice(end):
-		return "counters restarted: went offline and back (CPU hotplug)"
+		return CountersRestarted
 	}
 	return ""
 }
+
+// CountersApart's reasons.
+const (
+	OfflineAtStart    = "offline at the start snapshot"
+	OfflineAtEnd      = "offline at the end snapshot"
+	CountersRestarted = "counters restarted: went offline and back (CPU hotplug)"
+)
 
 // TickCounters are one CPU's idle_calls and idle_sleeps as
 // /proc/timer_list shows them (struct tick_sched,
